@@ -1,0 +1,160 @@
+//! Request bodies in JSON or YAML, chosen by `Content-Type`, with errors that name the field.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::{StatusCode, header};
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+use crate::config::yaml;
+
+/// A body accepted as `application/json` (the default when no type is given) or as YAML
+/// (`application/yaml`, `application/x-yaml`, `text/yaml`): operators post their job files as
+/// they are.
+pub struct Payload<T>(pub T);
+
+#[derive(Clone, Copy)]
+enum Format {
+    Json,
+    Yaml,
+}
+
+fn format_of(req: &Request) -> Result<Format, ApiError> {
+    let Some(value) = req.headers().get(header::CONTENT_TYPE) else {
+        return Ok(Format::Json);
+    };
+    let media = value
+        .to_str()
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match media.as_str() {
+        "application/json" | "" => Ok(Format::Json),
+        "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => Ok(Format::Yaml),
+        other => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "unsupported Content-Type {other:?}, expected application/json or application/yaml"
+            ),
+        )),
+    }
+}
+
+/// Parses `bytes` as `T`; errors start with `body:` and name the field path and line.
+pub fn parse<T: DeserializeOwned>(bytes: &[u8], yaml_body: bool) -> Result<T, ApiError> {
+    if yaml_body {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| ApiError::bad_request(format!("body: not UTF-8: {e}")))?;
+        return yaml_serde::from_str(text).map_err(|e| {
+            let (message, line) = yaml::describe_error(&e);
+            let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
+            ApiError::bad_request(format!("body: {message}{at}"))
+        });
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let mut path = e.path().to_string();
+        let inner = e.into_inner();
+        let text = inner.to_string();
+        // For an unknown field the path ends with that field, which the message names already.
+        if text.starts_with("unknown field") {
+            path = path
+                .rsplit_once('.')
+                .map_or(".".to_string(), |(parent, _)| parent.to_string());
+        }
+        let field = if path == "." {
+            String::new()
+        } else {
+            format!("{path}: ")
+        };
+        ApiError::bad_request(format!(
+            "body: {field}{} (line {})",
+            strip_position(&text),
+            inner.line()
+        ))
+    })?;
+    de.end()
+        .map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
+    Ok(value)
+}
+
+fn strip_position(message: &str) -> &str {
+    message
+        .rfind(" at line ")
+        .map_or(message, |i| &message[..i])
+}
+
+impl<S, T> FromRequest<S> for Payload<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let format = format_of(&req)?;
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|rejection| ApiError::new(rejection.status(), rejection.body_text()))?;
+        parse(&bytes, matches!(format, Format::Yaml)).map(Payload)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    #[allow(dead_code)]
+    struct Req {
+        duration_seconds: u64,
+        inner: Option<Inner>,
+    }
+
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        size: u32,
+    }
+
+    fn message(r: Result<Req, ApiError>) -> String {
+        r.unwrap_err().message
+    }
+
+    #[test]
+    fn json_errors_name_the_field() {
+        let m = message(parse(
+            br#"{"durationSeconds": 1, "inner": {"size": "big"}}"#,
+            false,
+        ));
+        assert_eq!(
+            m,
+            "body: inner.size: invalid type: string \"big\", expected u32 (line 1)"
+        );
+        let m = message(parse(br#"{"durationSecs": 1}"#, false));
+        assert!(m.starts_with("body: unknown field `durationSecs`"), "{m}");
+        let m = message(parse(b"{\"durationSeconds\": ", false));
+        assert!(
+            m.starts_with("body: durationSeconds: EOF while parsing"),
+            "{m}"
+        );
+        let m = message(parse(br#"{"durationSeconds": 1} trailing"#, false));
+        assert!(m.contains("trailing characters"), "{m}");
+    }
+
+    #[test]
+    fn yaml_errors_name_the_field_and_line() {
+        let m = message(parse(b"durationSeconds: 1\ninner:\n  size: big\n", true));
+        assert_eq!(
+            m,
+            "body: inner.size: invalid type: string \"big\", expected u32 (line 3)"
+        );
+        let ok: Req = parse(b"durationSeconds: 2\n", true).unwrap();
+        assert_eq!(ok.duration_seconds, 2);
+    }
+}

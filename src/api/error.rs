@@ -1,0 +1,141 @@
+//! The one error type of the HTTP edge, and the guarantee that every error response — ours,
+//! axum's, or a tower layer's — has the JSON shape `{"status", "code", "message"}`.
+
+use axum::Json;
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::jobs::JobError;
+
+/// The body of every error response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// The HTTP reason phrase, e.g. `Bad Request`.
+    #[schema(example = "Bad Request")]
+    pub status: String,
+    /// The HTTP status code.
+    #[schema(example = 400)]
+    pub code: u16,
+    /// What went wrong, for a human.
+    #[schema(example = "body: durationSeconds: invalid type: string \"x\", expected u64")]
+    pub message: String,
+}
+
+/// An error answered to a client.
+#[derive(Debug)]
+pub struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) message: String,
+}
+
+impl ApiError {
+    /// An error with any status.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+
+    /// 400.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+}
+
+fn body(status: StatusCode, message: String) -> ErrorBody {
+    ErrorBody {
+        status: status.canonical_reason().unwrap_or("Unknown").to_string(),
+        code: status.as_u16(),
+        message,
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(status = self.status.as_u16(), message = %self.message, "request failed");
+        }
+        (self.status, Json(body(self.status, self.message))).into_response()
+    }
+}
+
+impl From<JobError> for ApiError {
+    fn from(err: JobError) -> Self {
+        let status = match &err {
+            JobError::NotFound(_) => StatusCode::NOT_FOUND,
+            JobError::WrongState { .. } => StatusCode::CONFLICT,
+            JobError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            JobError::Storage { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, err.to_string())
+    }
+}
+
+/// Fallback for paths no route matches.
+pub async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no route for {}", uri.path()))
+}
+
+/// Fallback for a known path asked with a method it does not have.
+pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}
+
+/// The largest non-JSON error body turned into a message; longer ones are cut.
+const MAX_PLAIN_ERROR: usize = 1024;
+
+/// Rewrites error responses that are not JSON (produced by axum extractors or tower layers such
+/// as the timeout) into the JSON error shape, keeping their text as the message.
+pub async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, original) = response.into_parts();
+    let text = match axum::body::to_bytes(original, MAX_PLAIN_ERROR).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_string(),
+        Err(_) => String::new(),
+    };
+    let message = if text.is_empty() {
+        default_message(status)
+    } else {
+        text
+    };
+    let json = serde_json::to_vec(&body(status, message)).expect("error bodies serialize");
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(json))
+}
+
+fn default_message(status: StatusCode) -> String {
+    match status {
+        StatusCode::REQUEST_TIMEOUT => "the request took longer than server.request_timeout".into(),
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            "the request body is larger than server.request_body_limit".into()
+        }
+        other => other
+            .canonical_reason()
+            .unwrap_or("request failed")
+            .to_string(),
+    }
+}

@@ -1,0 +1,180 @@
+//! `/api/v1/jobs`: every job of every kind, read and cancelled the same way.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::AppState;
+use super::error::{ApiError, ErrorBody};
+use crate::jobs::{JobRecord, JobState};
+
+/// A job as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobView {
+    /// Job id.
+    pub id: String,
+    /// Kind of work: `migration`, `validation`, `diagnostic`, ...
+    pub kind: String,
+    /// `QUEUED`, `RUNNING`, `SUCCEEDED`, `FAILED`, `CANCELLED` or `INTERRUPTED`.
+    #[schema(value_type = String, example = "RUNNING")]
+    pub state: JobState,
+    /// What the job is doing now.
+    pub phase: Option<String>,
+    /// Submission time.
+    pub created_at: DateTime<Utc>,
+    /// Last start time.
+    pub started_at: Option<DateTime<Utc>>,
+    /// End time.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// Times started, resumes included.
+    pub attempts: u32,
+    /// Progress counters.
+    pub progress: BTreeMap<String, u64>,
+    /// Why it failed or what went wrong while stopping.
+    pub error: Option<String>,
+    /// Parameters as submitted, secrets redacted.
+    #[schema(value_type = Object)]
+    pub spec: serde_json::Value,
+    /// Where to poll this job.
+    pub status_url: String,
+}
+
+impl From<JobRecord> for JobView {
+    fn from(r: JobRecord) -> Self {
+        Self {
+            status_url: status_url(&r.id),
+            id: r.id,
+            kind: r.kind,
+            state: r.state,
+            phase: r.phase,
+            created_at: r.created_at,
+            started_at: r.started_at,
+            ended_at: r.ended_at,
+            updated_at: r.updated_at,
+            attempts: r.attempts,
+            progress: r.progress,
+            error: r.error,
+            spec: r.spec,
+        }
+    }
+}
+
+/// The URL of a job's status.
+pub fn status_url(id: &str) -> String {
+    format!("/api/v1/jobs/{id}")
+}
+
+/// The answer to a submission.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Accepted {
+    /// The new job's id.
+    pub job_id: String,
+    /// Where to poll it.
+    pub status_url: String,
+}
+
+impl From<JobRecord> for Accepted {
+    fn from(r: JobRecord) -> Self {
+        Self {
+            status_url: status_url(&r.id),
+            job_id: r.id,
+        }
+    }
+}
+
+/// A list of jobs.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobList {
+    /// Oldest first.
+    pub jobs: Vec<JobView>,
+}
+
+/// Filters of `GET /api/v1/jobs`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListFilter {
+    /// Only jobs of this kind.
+    pub kind: Option<String>,
+    /// Only jobs in this state.
+    pub state: Option<String>,
+}
+
+/// Lists jobs.
+#[utoipa::path(
+    get,
+    path = "/api/v1/jobs",
+    tag = "jobs",
+    params(ListFilter),
+    responses(
+        (status = 200, body = JobList),
+        (status = 400, description = "Unknown filter or state", body = ErrorBody),
+    )
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    Query(filter): Query<ListFilter>,
+) -> Result<Json<JobList>, ApiError> {
+    let wanted = filter
+        .state
+        .as_deref()
+        .map(str::parse::<JobState>)
+        .transpose()
+        .map_err(|e| ApiError::bad_request(format!("state: {e}")))?;
+    let jobs = state
+        .jobs
+        .list(filter.kind.as_deref())
+        .into_iter()
+        .filter(|r| wanted.is_none_or(|s| r.state == s))
+        .map(JobView::from)
+        .collect();
+    Ok(Json(JobList { jobs }))
+}
+
+/// One job.
+#[utoipa::path(
+    get,
+    path = "/api/v1/jobs/{id}",
+    tag = "jobs",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, body = JobView),
+        (status = 404, body = ErrorBody),
+    )
+)]
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<JobView>, ApiError> {
+    Ok(Json(state.jobs.get(&id)?.into()))
+}
+
+/// Asks a queued or running job to stop. The job checkpoints and ends `CANCELLED`; poll its
+/// status to see when.
+#[utoipa::path(
+    post,
+    path = "/api/v1/jobs/{id}/cancel",
+    tag = "jobs",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 202, description = "Cancellation requested", body = JobView),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "The job has already ended", body = ErrorBody),
+    )
+)]
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<JobView>), ApiError> {
+    let record = state.jobs.cancel(&id)?;
+    Ok((StatusCode::ACCEPTED, Json(record.into())))
+}

@@ -1,0 +1,107 @@
+//! The local Cassandra node, as seen over CQL: is it answering?
+
+use std::time::Duration;
+
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use secrecy::ExposeSecret;
+use tokio::sync::Mutex;
+
+use crate::config::CassandraConfig;
+
+/// Why the local node is not healthy.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// No session could be opened.
+    #[error("cannot connect to {address}: {source}")]
+    Connect {
+        /// The native address.
+        address: String,
+        /// The driver's error.
+        source: Box<scylla::errors::NewSessionError>,
+    },
+    /// The node did not answer the probe query.
+    #[error("{address} did not answer the probe query: {source}")]
+    Query {
+        /// The native address.
+        address: String,
+        /// The driver's error.
+        source: Box<scylla::errors::ExecutionError>,
+    },
+    /// Connecting and querying took longer than the health check timeout.
+    #[error("{address} did not answer within {}", humantime::format_duration(*timeout))]
+    Timeout {
+        /// The native address.
+        address: String,
+        /// The configured timeout.
+        timeout: Duration,
+    },
+}
+
+/// The local node. Keeps one CQL session and reuses it between checks; a failed check drops
+/// it so the next check reconnects (the node may have restarted elsewhere in the meantime).
+pub struct LocalNode {
+    config: CassandraConfig,
+    session: Mutex<Option<Session>>,
+}
+
+impl LocalNode {
+    /// A node reached with `config`; nothing is connected until the first check.
+    pub fn new(config: CassandraConfig) -> Self {
+        Self {
+            config,
+            session: Mutex::new(None),
+        }
+    }
+
+    /// The node's native address.
+    pub fn address(&self) -> &str {
+        self.config.native_address()
+    }
+
+    /// Answers `Ok` when the node accepts a connection and answers a query on `system.local`,
+    /// within the configured timeout.
+    pub async fn check(&self) -> Result<(), NodeError> {
+        let timeout = self.config.health_check_timeout();
+        let result = tokio::time::timeout(timeout, self.probe()).await;
+        let result = result.unwrap_or_else(|_| {
+            Err(NodeError::Timeout {
+                address: self.address().to_string(),
+                timeout,
+            })
+        });
+        if result.is_err() {
+            *self.session.lock().await = None;
+        }
+        result
+    }
+
+    async fn probe(&self) -> Result<(), NodeError> {
+        let address = self.address().to_string();
+        let mut slot = self.session.lock().await;
+        if slot.is_none() {
+            let mut builder = SessionBuilder::new()
+                .known_node(&address)
+                .connection_timeout(self.config.health_check_timeout())
+                // The probe needs no schema; fetching it would make every reconnect slower.
+                .fetch_schema_metadata(false);
+            if let (Some(user), Some(password)) = (&self.config.username, &self.config.password) {
+                builder = builder.user(user, password.expose_secret());
+            }
+            let session = builder.build().await.map_err(|e| NodeError::Connect {
+                address: address.clone(),
+                source: Box::new(e),
+            })?;
+            *slot = Some(session);
+        }
+        let session = slot.as_ref().expect("session was just set");
+        session
+            .query_unpaged("SELECT release_version FROM system.local", ())
+            .await
+            .map_err(|e| NodeError::Query {
+                address,
+                source: Box::new(e),
+            })?;
+        Ok(())
+    }
+}

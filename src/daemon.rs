@@ -1,0 +1,185 @@
+//! `drover serve`: wires the subsystems together, serves the API and shuts down cleanly.
+
+use std::fs::File;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, AppState};
+use crate::cassandra::LocalNode;
+use crate::config::DaemonConfig;
+use crate::fsutil;
+use crate::jobs::{JobError, JobRegistry, RegistryOptions};
+use crate::metrics::Metrics;
+
+/// Name of the file, in the state dir, holding the address the API listens on.
+pub const LISTEN_ADDR_FILE: &str = "listen-addr";
+
+/// Why the daemon could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The state directory cannot be created or written.
+    #[error("state_dir {}: {source}", path.display())]
+    StateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Another daemon uses the same state directory.
+    #[error("state_dir {} is in use by another drover process (lock file {})", dir.display(), lock.display())]
+    StateDirLocked {
+        /// The directory.
+        dir: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// The listen address cannot be bound.
+    #[error("server.listen: cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The job registry cannot be opened.
+    #[error(transparent)]
+    Jobs(#[from] JobError),
+    /// The server failed while running.
+    #[error("server error: {0}")]
+    Serve(std::io::Error),
+}
+
+/// Holds the state directory's lock for as long as the daemon runs; the OS releases it when the
+/// process dies, even by `kill -9`, so a crash never leaves a stale lock behind.
+struct StateDirLock {
+    _file: File,
+}
+
+fn lock_state_dir(dir: &std::path::Path) -> Result<StateDirLock, DaemonError> {
+    let io = |source| DaemonError::StateDir {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let lock = dir.join("drover.lock");
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock)
+        .map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => Ok(StateDirLock { _file: file }),
+        Err(std::fs::TryLockError::WouldBlock) => Err(DaemonError::StateDirLocked {
+            dir: dir.to_path_buf(),
+            lock,
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
+    }
+}
+
+/// Runs the daemon until SIGTERM or SIGINT. On the first signal it stops accepting requests,
+/// tells running jobs to checkpoint and stop, and exits once they have or after
+/// `server.shutdown_timeout`; a second signal exits at once.
+pub async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
+    let stop = CancellationToken::new();
+    let signals = stop.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("signal received: shutting down (send it again to exit at once)");
+        signals.cancel();
+        wait_for_signal().await;
+        tracing::warn!("second signal: exiting now");
+        std::process::exit(130);
+    });
+    serve_until(config, stop).await
+}
+
+/// Runs the daemon until `stop` fires (the signal handling of [`serve`] aside).
+pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Result<(), DaemonError> {
+    let state_dir = config.state_dir.clone();
+    let _lock = lock_state_dir(&state_dir)?;
+    let addr_file = state_dir.join(LISTEN_ADDR_FILE);
+    // A file left by a crashed process would point clients at a dead port.
+    let _ = std::fs::remove_file(&addr_file);
+
+    let jobs = JobRegistry::open(
+        &state_dir.join("jobs"),
+        RegistryOptions {
+            max_running: config.jobs.max_running.get(),
+            flush_interval: config.jobs.progress_flush_interval,
+        },
+    )
+    .await?;
+    let config = Arc::new(config);
+    let state = AppState {
+        config: config.clone(),
+        jobs: jobs.clone(),
+        node: Arc::new(LocalNode::new(config.cassandra.clone())),
+        metrics: Arc::new(Metrics::new()),
+    };
+
+    let listen = config.server.listen;
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| DaemonError::Bind {
+            addr: listen,
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(DaemonError::Serve)?;
+    fsutil::write_atomic(&addr_file, bound.to_string().as_bytes()).map_err(|source| {
+        DaemonError::StateDir {
+            path: state_dir.clone(),
+            source,
+        }
+    })?;
+    tracing::info!(addr = %bound, state_dir = %state_dir.display(), version = env!("CARGO_PKG_VERSION"), "drover listening on http://{bound}");
+
+    let server = axum::serve(listener, api::router(state))
+        .with_graceful_shutdown(stop.clone().cancelled_owned());
+    let mut server = tokio::spawn(server.into_future());
+    tokio::select! {
+        result = &mut server => {
+            // The server ended without being asked: stop the jobs before reporting why.
+            jobs.shutdown(config.server.shutdown_timeout).await;
+            let _ = std::fs::remove_file(&addr_file);
+            return match result {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(DaemonError::Serve(e)),
+                Err(join) => Err(DaemonError::Serve(std::io::Error::other(join))),
+            };
+        }
+        _ = stop.cancelled() => {}
+    }
+
+    let timeout = config.server.shutdown_timeout;
+    let (left, server_result) = tokio::join!(
+        jobs.shutdown(timeout),
+        tokio::time::timeout(timeout, server)
+    );
+    if left > 0 {
+        tracing::warn!(
+            jobs = left,
+            "jobs still running at the shutdown timeout were recorded INTERRUPTED"
+        );
+    }
+    if server_result.is_err() {
+        tracing::warn!("open requests did not finish within the shutdown timeout");
+    }
+    let _ = std::fs::remove_file(&addr_file);
+    tracing::info!("drover stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing a SIGTERM handler cannot fail on Unix");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

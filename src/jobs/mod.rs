@@ -1,0 +1,568 @@
+//! The job registry: long-running work (migrations, validations, data-copy tasks) with ids,
+//! lifecycle states, progress counters, cancellation and records that survive the process.
+//!
+//! Nothing here knows about HTTP. A job is an async function given a [`JobHandle`]; the registry
+//! owns its state transitions, so a job cannot end up `RUNNING` forever by forgetting to report.
+//! Every state change is written to disk before it is visible to readers, and progress counters
+//! are flushed on an interval, so after `kill -9` the list of jobs is complete and a job that was
+//! running shows `INTERRUPTED`.
+
+mod record;
+mod store;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use record::{JobRecord, JobState};
+use store::Store;
+
+/// Errors of the job subsystem.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// No job has this id.
+    #[error("no job with id {0:?}")]
+    NotFound(String),
+    /// The operation needs another state (cancel a finished job, resume a running one).
+    #[error("job {id} is {state}: {action} needs {needs}")]
+    WrongState {
+        /// The job.
+        id: String,
+        /// Its state.
+        state: JobState,
+        /// What was asked.
+        action: &'static str,
+        /// The states that allow it.
+        needs: &'static str,
+    },
+    /// The daemon is stopping and takes no new work.
+    #[error("the daemon is shutting down and accepts no new jobs")]
+    ShuttingDown,
+    /// A record could not be read or written.
+    #[error("job storage {}: {source}", path.display())]
+    Storage {
+        /// File or directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// How a job's work ended, as told by the job itself.
+#[derive(Debug)]
+pub enum JobFailure {
+    /// The job saw its cancellation token fire and stopped early.
+    Stopped,
+    /// The job could not do its work.
+    Error(String),
+}
+
+impl<E: std::error::Error> From<E> for JobFailure {
+    fn from(err: E) -> Self {
+        // Include the cause chain: "write failed: connection refused" is what an operator needs.
+        let mut message = err.to_string();
+        let mut source = err.source();
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        JobFailure::Error(message)
+    }
+}
+
+/// What a job function returns.
+pub type JobResult = Result<(), JobFailure>;
+
+type JobFuture = Pin<Box<dyn Future<Output = JobResult> + Send + 'static>>;
+
+const NOT_CANCELLED: u8 = 0;
+const CANCELLED_BY_USER: u8 = 1;
+const CANCELLED_BY_SHUTDOWN: u8 = 2;
+
+/// Settings of a registry.
+#[derive(Debug, Clone)]
+pub struct RegistryOptions {
+    /// Jobs running at once.
+    pub max_running: usize,
+    /// How often dirty progress counters are written.
+    pub flush_interval: Duration,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        Self {
+            max_running: 4,
+            flush_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The registry of every job this daemon knows, running or finished.
+#[derive(Clone)]
+pub struct JobRegistry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    jobs: RwLock<BTreeMap<String, Arc<Entry>>>,
+    stopping: CancellationToken,
+    tracker: TaskTracker,
+    slots: Arc<Semaphore>,
+}
+
+struct Entry {
+    record: Mutex<Versioned>,
+    cancel: CancellationToken,
+    cancel_reason: AtomicU8,
+    /// Serialises writes of this record and remembers the last version written, so an older
+    /// snapshot can never overwrite a newer one.
+    written: tokio::sync::Mutex<u64>,
+}
+
+struct Versioned {
+    record: JobRecord,
+    version: u64,
+}
+
+impl Entry {
+    fn new(record: JobRecord, written: u64) -> Arc<Self> {
+        Arc::new(Self {
+            record: Mutex::new(Versioned {
+                record,
+                version: written,
+            }),
+            cancel: CancellationToken::new(),
+            cancel_reason: AtomicU8::new(NOT_CANCELLED),
+            written: tokio::sync::Mutex::new(written),
+        })
+    }
+
+    fn snapshot(&self) -> JobRecord {
+        self.lock().record.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Versioned> {
+        // A panic while holding this lock leaves a record that is still consistent (each
+        // update is a few field assignments), so poisoning is not a reason to stop serving.
+        self.record.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn update(&self, f: impl FnOnce(&mut JobRecord)) {
+        let mut guard = self.lock();
+        f(&mut guard.record);
+        guard.record.updated_at = Utc::now();
+        guard.version += 1;
+    }
+
+    fn is_dirty(&self) -> bool {
+        let version = self.lock().version;
+        self.written.try_lock().is_ok_and(|w| *w < version)
+    }
+
+    fn request_cancel(&self, reason: u8) {
+        // The first reason wins: a job cancelled by its operator stays CANCELLED even if the
+        // daemon then shuts down before it has stopped.
+        let _ = self.cancel_reason.compare_exchange(
+            NOT_CANCELLED,
+            reason,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+        self.cancel.cancel();
+    }
+}
+
+impl JobRegistry {
+    /// Opens the registry stored in `dir`, loading every record. Jobs that were queued or running
+    /// when the previous process ended are marked `INTERRUPTED`.
+    pub async fn open(dir: &Path, options: RegistryOptions) -> Result<Self, JobError> {
+        let dir = dir.to_path_buf();
+        let (store, records) = tokio::task::spawn_blocking(move || {
+            let store = Store::open(&dir)?;
+            let mut records = store.load_all()?;
+            for record in records.iter_mut().filter(|r| r.state.is_active()) {
+                tracing::warn!(job = %record.id, kind = %record.kind, was = %record.state, "job was interrupted by the end of the previous process");
+                record.state = JobState::Interrupted;
+                record.ended_at = Some(record.updated_at);
+                record.updated_at = Utc::now();
+                store.save(record)?;
+            }
+            Ok::<_, JobError>((store, records))
+        })
+        .await
+        .expect("job loading does not panic")?;
+
+        let jobs = records
+            .into_iter()
+            .map(|r| (r.id.clone(), Entry::new(r, 0)))
+            .collect();
+        let inner = Arc::new(Inner {
+            store,
+            jobs: RwLock::new(jobs),
+            stopping: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            slots: Arc::new(Semaphore::new(options.max_running.max(1))),
+        });
+        tokio::spawn(flush_progress(
+            Arc::downgrade(&inner),
+            inner.stopping.clone(),
+            options.flush_interval,
+        ));
+        Ok(Self { inner })
+    }
+
+    /// Records a new job and starts it as soon as a slot is free. `spec` is stored with the
+    /// record (redact secrets before passing it). Returns the new record.
+    pub async fn submit<F, Fut>(
+        &self,
+        kind: &str,
+        spec: serde_json::Value,
+        run: F,
+    ) -> Result<JobRecord, JobError>
+    where
+        F: FnOnce(JobHandle) -> Fut + Send + 'static,
+        Fut: Future<Output = JobResult> + Send + 'static,
+    {
+        if self.inner.stopping.is_cancelled() {
+            return Err(JobError::ShuttingDown);
+        }
+        let now = Utc::now();
+        let record = JobRecord {
+            id: uuid::Uuid::now_v7().to_string(),
+            kind: kind.to_string(),
+            state: JobState::Queued,
+            phase: None,
+            created_at: now,
+            started_at: None,
+            ended_at: None,
+            updated_at: now,
+            attempts: 0,
+            progress: BTreeMap::new(),
+            error: None,
+            spec,
+        };
+        let entry = Entry::new(record, 0);
+        entry.update(|_| {});
+        self.inner.persist(&entry).await?;
+        self.inner
+            .jobs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(entry.snapshot().id, entry.clone());
+        self.start(entry.clone(), Box::new(move |h| Box::pin(run(h))));
+        Ok(entry.snapshot())
+    }
+
+    /// Starts an `INTERRUPTED` job again; `run` continues its work (the job's own savepoints
+    /// tell it where to pick up). Progress counters are kept.
+    pub async fn resume<F, Fut>(&self, id: &str, run: F) -> Result<JobRecord, JobError>
+    where
+        F: FnOnce(JobHandle) -> Fut + Send + 'static,
+        Fut: Future<Output = JobResult> + Send + 'static,
+    {
+        if self.inner.stopping.is_cancelled() {
+            return Err(JobError::ShuttingDown);
+        }
+        let old = self.entry(id)?;
+        let record = old.snapshot();
+        if record.state != JobState::Interrupted {
+            return Err(JobError::WrongState {
+                id: id.to_string(),
+                state: record.state,
+                action: "resume",
+                needs: "INTERRUPTED",
+            });
+        }
+        // A fresh entry: the old cancellation token may have fired during the shutdown that
+        // interrupted the job.
+        let entry = Entry::new(record, 0);
+        entry.update(|r| {
+            r.state = JobState::Queued;
+            r.ended_at = None;
+            r.error = None;
+        });
+        self.inner.persist(&entry).await?;
+        self.inner
+            .jobs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string(), entry.clone());
+        self.start(entry.clone(), Box::new(move |h| Box::pin(run(h))));
+        Ok(entry.snapshot())
+    }
+
+    fn start(&self, entry: Arc<Entry>, run: Box<dyn FnOnce(JobHandle) -> JobFuture + Send>) {
+        let inner = self.inner.clone();
+        self.inner.tracker.spawn(async move {
+            let permit = tokio::select! {
+                permit = inner.slots.clone().acquire_owned() => permit.ok(),
+                _ = entry.cancel.cancelled() => None,
+            };
+            let result = match permit {
+                Some(_permit) => {
+                    entry.update(|r| {
+                        r.state = JobState::Running;
+                        r.started_at = Some(Utc::now());
+                        r.attempts += 1;
+                    });
+                    if let Err(e) = inner.persist(&entry).await {
+                        tracing::error!(error = %e, "cannot record job start");
+                    }
+                    let handle = JobHandle {
+                        entry: entry.clone(),
+                        inner: inner.clone(),
+                    };
+                    // A panicking job must still reach a final state.
+                    match tokio::spawn(run(handle)).await {
+                        Ok(result) => result,
+                        Err(join) => Err(JobFailure::Error(format!("job panicked: {join}"))),
+                    }
+                }
+                None => Err(JobFailure::Stopped),
+            };
+            inner.finish(&entry, result).await;
+        });
+    }
+
+    /// Asks a queued or running job to stop; it ends `CANCELLED` once it has stopped.
+    pub fn cancel(&self, id: &str) -> Result<JobRecord, JobError> {
+        let entry = self.entry(id)?;
+        let record = entry.snapshot();
+        if !record.state.is_active() {
+            return Err(JobError::WrongState {
+                id: id.to_string(),
+                state: record.state,
+                action: "cancel",
+                needs: "QUEUED or RUNNING",
+            });
+        }
+        entry.request_cancel(CANCELLED_BY_USER);
+        Ok(entry.snapshot())
+    }
+
+    /// The record of one job.
+    pub fn get(&self, id: &str) -> Result<JobRecord, JobError> {
+        Ok(self.entry(id)?.snapshot())
+    }
+
+    /// Every job, oldest first, optionally only of one kind.
+    pub fn list(&self, kind: Option<&str>) -> Vec<JobRecord> {
+        self.inner
+            .jobs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|e| e.snapshot())
+            .filter(|r| kind.is_none_or(|k| r.kind == k))
+            .collect()
+    }
+
+    /// Number of jobs per (kind, state), for metrics.
+    pub fn counts(&self) -> BTreeMap<(String, JobState), u64> {
+        let mut counts = BTreeMap::new();
+        for record in self.list(None) {
+            *counts.entry((record.kind, record.state)).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// Waits until a job is in a state that is not active, or `timeout` passes.
+    pub async fn wait_finished(&self, id: &str, timeout: Duration) -> Result<JobRecord, JobError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let record = self.get(id)?;
+            if !record.state.is_active() || tokio::time::Instant::now() >= deadline {
+                return Ok(record);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops taking jobs, tells every running job to checkpoint and stop, and waits up to
+    /// `timeout` for them. Jobs stopped this way are `INTERRUPTED`; jobs still running after the
+    /// timeout are recorded `INTERRUPTED` as well, since the process is about to exit. Returns
+    /// how many jobs had to be left behind.
+    pub async fn shutdown(&self, timeout: Duration) -> usize {
+        self.inner.stopping.cancel();
+        let entries: Vec<_> = self
+            .inner
+            .jobs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for entry in &entries {
+            entry.request_cancel(CANCELLED_BY_SHUTDOWN);
+        }
+        self.inner.tracker.close();
+        if tokio::time::timeout(timeout, self.inner.tracker.wait())
+            .await
+            .is_ok()
+        {
+            return 0;
+        }
+        let mut left = 0;
+        for entry in entries.iter().filter(|e| e.snapshot().state.is_active()) {
+            left += 1;
+            entry.update(|r| {
+                r.state = JobState::Interrupted;
+                r.ended_at = Some(Utc::now());
+                r.error = Some(format!(
+                    "did not stop within the shutdown timeout of {}",
+                    humantime::format_duration(timeout)
+                ));
+            });
+            if let Err(e) = self.inner.persist(entry).await {
+                tracing::error!(error = %e, "cannot record job interruption");
+            }
+        }
+        left
+    }
+
+    fn entry(&self, id: &str) -> Result<Arc<Entry>, JobError> {
+        self.inner
+            .jobs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+            .ok_or_else(|| JobError::NotFound(id.to_string()))
+    }
+}
+
+impl Inner {
+    /// Writes the entry's current record unless a newer or equal version is already on disk.
+    async fn persist(&self, entry: &Arc<Entry>) -> Result<(), JobError> {
+        let mut written = entry.written.lock().await;
+        let (record, version) = {
+            let guard = entry.lock();
+            (guard.record.clone(), guard.version)
+        };
+        if version <= *written {
+            return Ok(());
+        }
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.save(&record))
+            .await
+            .expect("saving a job record does not panic")?;
+        *written = version;
+        Ok(())
+    }
+
+    async fn finish(&self, entry: &Arc<Entry>, result: JobResult) {
+        let reason = entry.cancel_reason.load(Ordering::SeqCst);
+        let stopped_state = if reason == CANCELLED_BY_SHUTDOWN {
+            JobState::Interrupted
+        } else {
+            JobState::Cancelled
+        };
+        let (state, error) = match result {
+            Ok(()) => (JobState::Succeeded, None),
+            Err(JobFailure::Stopped) => (stopped_state, None),
+            // An error raised while stopping is most likely caused by the stop itself; the job
+            // is not failed, but the message is kept.
+            Err(JobFailure::Error(msg)) if reason != NOT_CANCELLED => (stopped_state, Some(msg)),
+            Err(JobFailure::Error(msg)) => (JobState::Failed, Some(msg)),
+        };
+        entry.update(|r| {
+            r.state = state;
+            r.ended_at = Some(Utc::now());
+            r.error = error;
+        });
+        let record = entry.snapshot();
+        tracing::info!(job = %record.id, kind = %record.kind, state = %record.state, error = record.error.as_deref().unwrap_or(""), "job ended");
+        if let Err(e) = self.persist(entry).await {
+            tracing::error!(job = %record.id, error = %e, "cannot record the end of a job");
+        }
+    }
+}
+
+/// Writes progress counters of running jobs every `interval`, until the registry stops.
+async fn flush_progress(
+    inner: std::sync::Weak<Inner>,
+    stopping: CancellationToken,
+    interval: Duration,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stopping.cancelled() => return,
+        }
+        let Some(inner) = inner.upgrade() else { return };
+        let dirty: Vec<_> = inner
+            .jobs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|e| e.is_dirty())
+            .cloned()
+            .collect();
+        for entry in dirty {
+            if let Err(e) = inner.persist(&entry).await {
+                tracing::warn!(error = %e, "cannot write job progress");
+            }
+        }
+    }
+}
+
+/// A running job's view of itself: its cancellation token and its progress counters.
+#[derive(Clone)]
+pub struct JobHandle {
+    entry: Arc<Entry>,
+    inner: Arc<Inner>,
+}
+
+impl JobHandle {
+    /// The job's id.
+    pub fn id(&self) -> String {
+        self.entry.snapshot().id
+    }
+
+    /// Fires when the job must stop: cancelled by an operator, or the daemon shutting down.
+    /// The job should write its checkpoint and return [`JobFailure::Stopped`].
+    pub fn cancelled(&self) -> &CancellationToken {
+        &self.entry.cancel
+    }
+
+    /// Names what the job is doing now.
+    pub fn set_phase(&self, phase: &str) {
+        self.entry.update(|r| r.phase = Some(phase.to_string()));
+    }
+
+    /// Adds `n` to a progress counter.
+    pub fn add(&self, counter: &str, n: u64) {
+        self.entry.update(|r| {
+            *r.progress.entry(counter.to_string()).or_insert(0) += n;
+        });
+    }
+
+    /// Sets a progress counter.
+    pub fn set(&self, counter: &str, value: u64) {
+        self.entry.update(|r| {
+            r.progress.insert(counter.to_string(), value);
+        });
+    }
+
+    /// Writes the record now instead of at the next flush (after a unit of work was made
+    /// durable elsewhere, for instance).
+    pub async fn checkpoint(&self) -> Result<(), JobError> {
+        self.inner.persist(&self.entry).await
+    }
+}
+
+#[cfg(test)]
+mod tests;

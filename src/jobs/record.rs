@@ -1,0 +1,107 @@
+//! What a job is, as stored on disk and shown to operators.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Where a job is in its life.
+///
+/// `QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED`; a job that was queued or running when
+/// the daemon stopped (shutdown, crash, `kill -9`) is `INTERRUPTED`, and resuming it makes it
+/// `QUEUED` again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobState {
+    /// Accepted, waiting for a free slot (`jobs.max_running`).
+    Queued,
+    /// Working.
+    Running,
+    /// Finished all its work.
+    Succeeded,
+    /// Stopped by an error; `error` says which.
+    Failed,
+    /// Stopped by an operator.
+    Cancelled,
+    /// Stopped by the daemon going away; can be resumed.
+    Interrupted,
+}
+
+impl JobState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [JobState; 6] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Cancelled,
+        JobState::Interrupted,
+    ];
+
+    /// Queued or running: something in this process owns the job.
+    pub fn is_active(self) -> bool {
+        matches!(self, JobState::Queued | JobState::Running)
+    }
+
+    /// The name used in the API, metrics and files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "QUEUED",
+            JobState::Running => "RUNNING",
+            JobState::Succeeded => "SUCCEEDED",
+            JobState::Failed => "FAILED",
+            JobState::Cancelled => "CANCELLED",
+            JobState::Interrupted => "INTERRUPTED",
+        }
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for JobState {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                format!("unknown job state {s:?}, expected one of QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED, INTERRUPTED")
+            })
+    }
+}
+
+/// A job as persisted in `<state_dir>/jobs/<id>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobRecord {
+    /// Unique id; UUIDv7, so ids sort by creation time.
+    pub id: String,
+    /// What kind of work this is (`migration`, `validation`, ...).
+    pub kind: String,
+    /// Lifecycle state.
+    pub state: JobState,
+    /// What the job is doing now, in the job's own words (`planning`, `copying`, ...).
+    pub phase: Option<String>,
+    /// When the job was submitted.
+    pub created_at: DateTime<Utc>,
+    /// When the job last started running.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When the job reached SUCCEEDED, FAILED, CANCELLED or INTERRUPTED.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Last change to this record.
+    pub updated_at: DateTime<Utc>,
+    /// How many times the job has been started (resumes count).
+    pub attempts: u32,
+    /// Progress counters, named by the job (`rowsRead`, `unitsDone`, ...).
+    pub progress: BTreeMap<String, u64>,
+    /// Why the job failed, or what went wrong while stopping it.
+    pub error: Option<String>,
+    /// The job's parameters as submitted, with secrets already redacted by the submitter; what
+    /// a resume rebuilds the job from.
+    pub spec: serde_json::Value,
+}

@@ -1,0 +1,204 @@
+use super::*;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+fn options() -> RegistryOptions {
+    RegistryOptions {
+        max_running: 2,
+        flush_interval: Duration::from_millis(50),
+    }
+}
+
+async fn until_cancelled(h: JobHandle) -> JobResult {
+    h.set_phase("waiting");
+    h.cancelled().cancelled().await;
+    Err(JobFailure::Stopped)
+}
+
+fn read_record(dir: &Path, id: &str) -> JobRecord {
+    let bytes = std::fs::read(dir.join(format!("{id}.json"))).unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+#[tokio::test]
+async fn successful_job_records_progress_and_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+    let job = reg
+        .submit("test", serde_json::json!({"n": 3}), |h| async move {
+            for _ in 0..3 {
+                h.add("rows", 10);
+            }
+            h.set("units", 7);
+            Ok(())
+        })
+        .await
+        .unwrap();
+    assert_eq!(job.state, JobState::Queued);
+    let done = reg.wait_finished(&job.id, WAIT).await.unwrap();
+    assert_eq!(done.state, JobState::Succeeded);
+    assert_eq!(done.progress["rows"], 30);
+    assert_eq!(done.progress["units"], 7);
+    assert_eq!(done.attempts, 1);
+    assert!(done.started_at.is_some() && done.ended_at.is_some());
+    // What is on disk is what the API shows.
+    assert_eq!(read_record(dir.path(), &job.id), done);
+}
+
+#[tokio::test]
+async fn failing_and_panicking_jobs_end_failed_with_their_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+    let failed = reg
+        .submit("test", serde_json::Value::Null, |_| async {
+            Err(std::io::Error::other("disk on fire").into())
+        })
+        .await
+        .unwrap();
+    let panicked = reg
+        .submit("test", serde_json::Value::Null, |_| async { panic!("bug") })
+        .await
+        .unwrap();
+    let failed = reg.wait_finished(&failed.id, WAIT).await.unwrap();
+    assert_eq!(failed.state, JobState::Failed);
+    assert_eq!(failed.error.as_deref(), Some("disk on fire"));
+    let panicked = reg.wait_finished(&panicked.id, WAIT).await.unwrap();
+    assert_eq!(panicked.state, JobState::Failed);
+    assert!(panicked.error.unwrap().contains("panicked"));
+}
+
+#[tokio::test]
+async fn cancel_stops_running_and_queued_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(
+            reg.submit("test", serde_json::Value::Null, until_cancelled)
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    // Two slots: the third job waits.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let states: Vec<_> = ids.iter().map(|id| reg.get(id).unwrap().state).collect();
+    assert_eq!(
+        states,
+        [JobState::Running, JobState::Running, JobState::Queued]
+    );
+
+    for id in &ids {
+        reg.cancel(id).unwrap();
+    }
+    for id in &ids {
+        assert_eq!(
+            reg.wait_finished(id, WAIT).await.unwrap().state,
+            JobState::Cancelled
+        );
+    }
+    let err = reg.cancel(&ids[0]).unwrap_err();
+    assert!(matches!(err, JobError::WrongState { .. }), "{err}");
+    assert!(matches!(reg.cancel("nope"), Err(JobError::NotFound(_))));
+}
+
+#[tokio::test]
+async fn a_process_that_dies_leaves_interrupted_jobs_that_can_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+        let job = reg
+            .submit("test", serde_json::json!({"table": "t"}), |h| async move {
+                h.add("rows", 5);
+                until_cancelled(h).await
+            })
+            .await
+            .unwrap();
+        // Let the progress flush reach the disk, then vanish without any shutdown, as kill -9.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(read_record(dir.path(), &job.id).state, JobState::Running);
+        std::mem::forget(reg);
+        job.id
+    };
+
+    let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+    let record = reg.get(&id).unwrap();
+    assert_eq!(record.state, JobState::Interrupted);
+    assert_eq!(record.progress["rows"], 5);
+    assert_eq!(record.spec, serde_json::json!({"table": "t"}));
+    assert_eq!(read_record(dir.path(), &id).state, JobState::Interrupted);
+
+    let resumed = reg
+        .resume(&id, |h| async move {
+            h.add("rows", 1);
+            Ok(())
+        })
+        .await
+        .unwrap();
+    assert_eq!(resumed.state, JobState::Queued);
+    let done = reg.wait_finished(&id, WAIT).await.unwrap();
+    assert_eq!(done.state, JobState::Succeeded);
+    assert_eq!(done.progress["rows"], 6);
+    assert_eq!(done.attempts, 2);
+    let again = reg.resume(&id, |_| async { Ok(()) }).await.unwrap_err();
+    assert!(matches!(again, JobError::WrongState { .. }));
+}
+
+#[tokio::test]
+async fn shutdown_interrupts_jobs_and_refuses_new_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+    let polite = reg
+        .submit("test", serde_json::Value::Null, until_cancelled)
+        .await
+        .unwrap();
+    let stubborn = reg
+        .submit("test", serde_json::Value::Null, |_| async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(())
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let left = reg.shutdown(Duration::from_millis(300)).await;
+    assert_eq!(left, 1);
+    for id in [&polite.id, &stubborn.id] {
+        assert_eq!(reg.get(id).unwrap().state, JobState::Interrupted);
+        assert_eq!(read_record(dir.path(), id).state, JobState::Interrupted);
+    }
+    assert!(
+        reg.get(&stubborn.id)
+            .unwrap()
+            .error
+            .unwrap()
+            .contains("shutdown timeout")
+    );
+    let refused = reg
+        .submit("test", serde_json::Value::Null, |_| async { Ok(()) })
+        .await;
+    assert!(matches!(refused, Err(JobError::ShuttingDown)));
+}
+
+#[tokio::test]
+async fn unreadable_records_are_set_aside_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("garbage.json"), b"{not json").unwrap();
+    std::fs::write(dir.path().join(".x.json.1.tmp"), b"half").unwrap();
+    let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+    assert!(reg.list(None).is_empty());
+    assert!(dir.path().join("garbage.json.corrupt").exists());
+    assert!(!dir.path().join(".x.json.1.tmp").exists());
+}
+
+#[test]
+fn states_parse_and_print() {
+    for state in JobState::ALL {
+        assert_eq!(state.as_str().parse::<JobState>().unwrap(), state);
+        assert_eq!(
+            serde_json::to_string(&state).unwrap(),
+            format!("\"{state}\"")
+        );
+    }
+    assert!("running".parse::<JobState>().is_ok());
+    assert!("DONE".parse::<JobState>().is_err());
+}

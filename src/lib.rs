@@ -1,0 +1,13 @@
+//! drover: a daemon that moves data for Cassandra/ScyllaDB and DynamoDB operators.
+//!
+//! The library holds everything; `main.rs` only parses the command line. The engine modules
+//! (`jobs`, `cassandra`) know nothing about HTTP; `api` translates between them and the wire.
+
+pub mod api;
+pub mod cassandra;
+pub mod config;
+pub mod daemon;
+pub mod fsutil;
+pub mod jobs;
+pub mod metrics;
+pub mod telemetry;

@@ -1,0 +1,107 @@
+//! The `drover` command line. Everything it runs lives in the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use drover::config::DaemonConfig;
+
+/// drover moves data for Cassandra/ScyllaDB and DynamoDB operators: resumable migration jobs
+/// and live instance migration, driven over a REST API.
+#[derive(Parser)]
+#[command(name = "drover", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon: serve the REST API and run jobs until SIGTERM/SIGINT.
+    ///
+    /// Without --config the embedded default is used (listen on 127.0.0.1:9043, state in
+    /// ./drover-state). DROVER_LISTEN, DROVER_STATE_DIR, DROVER_LOG_FORMAT and
+    /// DROVER_LOG_LEVEL override the config. Exit code 2 means the config was refused.
+    Serve {
+        /// Daemon config file (YAML); see config/drover.full.yaml for every key.
+        #[arg(long, short, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
+    /// Check a daemon config file and exit: 0 when valid, 2 with the reason when not.
+    CheckConfig {
+        /// Daemon config file (YAML). Without it, the embedded default is checked.
+        #[arg(long, short, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
+    /// Print the OpenAPI document of the REST API (YAML, as in openapi/drover.yaml).
+    Openapi {
+        /// Print JSON instead of YAML.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Exit code of a refused configuration, distinct from runtime failures (1).
+const EXIT_CONFIG: u8 = 2;
+
+fn load_config(path: Option<&std::path::Path>) -> Result<DaemonConfig, ExitCode> {
+    DaemonConfig::load(path, |name| std::env::var(name).ok()).map_err(|e| {
+        eprintln!("drover: invalid configuration: {e}");
+        ExitCode::from(EXIT_CONFIG)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { config } => {
+            let config = match load_config(config.as_deref()) {
+                Ok(config) => config,
+                Err(code) => return code,
+            };
+            drover::telemetry::init(&config.logging);
+            // Both the scylla driver and any later TLS client use this provider; installing it
+            // explicitly avoids a panic when more than one provider is compiled in.
+            let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("drover: cannot start the async runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(drover::daemon::serve(config)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!(error = %e, "drover stopped with an error");
+                    eprintln!("drover: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::CheckConfig { config } => match load_config(config.as_deref()) {
+            Ok(config) => {
+                println!(
+                    "config OK: listen {}, state_dir {}, cassandra {}",
+                    config.server.listen,
+                    config.state_dir.display(),
+                    config.cassandra.native_address()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(code) => code,
+        },
+        Command::Openapi { json } => {
+            if json {
+                let doc = drover::api::openapi();
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&doc).expect("the OpenAPI document serializes")
+                );
+            } else {
+                print!("{}", drover::api::openapi_yaml());
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}

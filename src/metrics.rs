@@ -1,0 +1,128 @@
+//! Prometheus metrics of the daemon. Subsystems record into [`Metrics`]; the API renders it.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::jobs::{JobRegistry, JobState};
+
+/// Content type of [`Metrics::render`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: String,
+    /// The route template (`/api/v1/jobs/{id}`), never the raw path, so that ids do not
+    /// create a time series each.
+    route: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    method: String,
+    route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobLabels {
+    kind: String,
+    state: String,
+}
+
+type HistogramFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
+
+/// Every metric the daemon exports.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    requests: Family<RequestLabels, Counter>,
+    latency: HistogramFamily,
+    jobs: Family<JobLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "drover_http_requests",
+            "HTTP requests answered, by method, route template and status code",
+            requests.clone(),
+        );
+        // 1 ms to ~33 s: health checks take microseconds, file streams take minutes; both ends
+        // fall into the first and last bucket rather than distorting the middle.
+        let latency: HistogramFamily =
+            Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.001, 2.0, 16)));
+        registry.register(
+            "drover_http_request_duration_seconds",
+            "Time to produce HTTP response headers, by method and route template",
+            latency.clone(),
+        );
+        let jobs = Family::<JobLabels, Gauge>::default();
+        registry.register(
+            "drover_jobs",
+            "Jobs known to the daemon, by kind and state",
+            jobs.clone(),
+        );
+        Self {
+            registry: Mutex::new(registry),
+            requests,
+            latency,
+            jobs,
+        }
+    }
+
+    /// Records one answered HTTP request.
+    pub fn observe_request(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                method: method.to_string(),
+                route: route.to_string(),
+                status,
+            })
+            .inc();
+        self.latency
+            .get_or_create(&RouteLabels {
+                method: method.to_string(),
+                route: route.to_string(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Renders every metric in the OpenMetrics text format, with job gauges read from `jobs`.
+    pub fn render(&self, jobs: &JobRegistry) -> String {
+        let counts = jobs.counts();
+        let kinds: std::collections::BTreeSet<_> = counts.keys().map(|(k, _)| k.clone()).collect();
+        // Every state of every kind is written, zeros included, so a state a job just left
+        // drops to 0 instead of keeping its last value.
+        for kind in kinds {
+            for state in JobState::ALL {
+                let n = counts.get(&(kind.clone(), state)).copied().unwrap_or(0);
+                self.jobs
+                    .get_or_create(&JobLabels {
+                        kind: kind.clone(),
+                        state: state.as_str().to_string(),
+                    })
+                    .set(n as i64);
+            }
+        }
+        let mut out = String::new();
+        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        prometheus_client::encoding::text::encode(&mut out, &registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
