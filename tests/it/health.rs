@@ -1,0 +1,63 @@
+use crate::support::{Daemon, Home, cassandra_src};
+
+#[tokio::test]
+async fn daemon_health_is_ok() {
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let (status, body) = daemon.get("/api/v1/__health").await;
+    assert_eq!(status, 200);
+    assert_eq!(body, serde_json::json!({"status": "OK"}));
+}
+
+#[tokio::test]
+async fn native_health_follows_the_real_cassandra_node() {
+    let home = Home::new();
+    let daemon = Daemon::start(
+        &home,
+        &format!("cassandra:\n  native_address: {}\n", cassandra_src()),
+    )
+    .await;
+    let (status, body) = daemon.get("/api/v1/cassandra/native/__health").await;
+    assert_eq!(
+        (status, &body),
+        (200, &serde_json::json!({"status": "OK"})),
+        "is the test Cassandra up (scripts/testenv up)? daemon log:\n{}",
+        daemon.logs()
+    );
+    // The session is reused: a second check answers as well.
+    assert_eq!(daemon.get("/api/v1/cassandra/native/__health").await.0, 200);
+}
+
+#[tokio::test]
+async fn native_health_is_503_when_nothing_answers() {
+    let home = Home::new();
+    // Nothing listens on port 1 of the loopback: connections are refused at once.
+    let daemon = Daemon::start(
+        &home,
+        "cassandra:\n  native_address: 127.0.0.1:1\n  health_check_timeout: 2s\n",
+    )
+    .await;
+    let (status, body) = daemon.get("/api/v1/cassandra/native/__health").await;
+    assert_eq!(status, 503);
+    assert_eq!(body, serde_json::json!({"status": "NOT_OK"}));
+    // And the daemon itself is fine.
+    assert_eq!(daemon.get("/api/v1/__health").await.0, 200);
+}
+
+#[tokio::test]
+async fn native_health_is_503_when_the_node_does_not_speak_cql_in_time() {
+    // A listener that accepts and never answers: the check must give up at its timeout.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let home = Home::new();
+    let daemon = Daemon::start(
+        &home,
+        &format!("cassandra:\n  native_address: {addr}\n  health_check_timeout: 1s\n"),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let (status, body) = daemon.get("/api/v1/cassandra/native/__health").await;
+    assert_eq!((status, body["status"].as_str()), (503, Some("NOT_OK")));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    drop(silent);
+}

@@ -1,0 +1,9 @@
+//! Integration tests: the real `drover` binary, real HTTP, and the real Cassandra of
+//! `scripts/testenv`. One binary, so the crate is linked once.
+
+mod api_errors;
+mod cli;
+mod health;
+mod jobs;
+mod openapi;
+mod support;

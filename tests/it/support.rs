@@ -1,0 +1,254 @@
+//! Starts the real `drover` binary on `127.0.0.1:0` with its own state directory, and talks
+//! HTTP to it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The Cassandra node of the `src` test cluster (scripts/testenv).
+pub fn cassandra_src() -> String {
+    std::env::var("DROVER_TEST_CASSANDRA_SRC").unwrap_or_else(|_| "127.0.0.1:9042".to_string())
+}
+
+/// The drover binary under test.
+pub fn drover_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_drover")
+}
+
+/// Where a daemon keeps its files; survives restarts of the daemon within one test.
+pub struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// Writes a daemon config listening on a free port, with diagnostics on, `extra` appended
+    /// (top-level YAML keys).
+    pub fn write_config(&self, extra: &str) -> PathBuf {
+        let path = self.dir.path().join("drover.yaml");
+        let text = format!(
+            "server:\n  listen: 127.0.0.1:0\n  diagnostics: true\n  shutdown_timeout: 10s\nstate_dir: {}\njobs:\n  progress_flush_interval: 200ms\n{extra}",
+            self.state_dir().display()
+        );
+        std::fs::write(&path, text).expect("write config");
+        path
+    }
+}
+
+/// A running daemon.
+pub struct Daemon {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    log: PathBuf,
+    client: reqwest::Client,
+}
+
+impl Daemon {
+    /// Starts a daemon with the default test config plus `extra`.
+    pub async fn start(home: &Home, extra: &str) -> Daemon {
+        let config = home.write_config(extra);
+        Self::start_with(home, &config).await
+    }
+
+    /// Starts a daemon with a config file.
+    pub async fn start_with(home: &Home, config: &Path) -> Daemon {
+        let addr_file = home.state_dir().join("listen-addr");
+        let _ = std::fs::remove_file(&addr_file);
+        static STARTS: AtomicUsize = AtomicUsize::new(0);
+        let log = home.path().join(format!(
+            "drover-{}.log",
+            STARTS.fetch_add(1, Ordering::SeqCst)
+        ));
+        let child = Command::new(drover_bin())
+            .args(["serve", "--config"])
+            .arg(config)
+            .env("RUST_LOG", "info,drover=debug")
+            .env_remove("DROVER_LISTEN")
+            .env_remove("DROVER_STATE_DIR")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("spawn drover");
+        let mut daemon = Daemon {
+            child: Some(child),
+            addr: "0.0.0.0:0".parse().unwrap(),
+            log,
+            client: reqwest::Client::new(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&addr_file) {
+                if let Ok(addr) = text.trim().parse() {
+                    daemon.addr = addr;
+                    return daemon;
+                }
+            }
+            if let Some(status) = daemon.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!(
+                    "drover exited with {status} before listening:\n{}",
+                    daemon.logs()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "drover did not start:\n{}",
+                daemon.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// GET, returning status and JSON body.
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let res = self.client.get(self.url(path)).send().await.expect("GET");
+        json_of(res).await
+    }
+
+    /// POST a JSON body.
+    pub async fn post_json(&self, path: &str, body: &Value) -> (u16, Value) {
+        let res = self
+            .client
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .expect("POST");
+        json_of(res).await
+    }
+
+    /// POST raw bytes with a content type.
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> (u16, Value) {
+        let res = self
+            .client
+            .post(self.url(path))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .expect("POST");
+        json_of(res).await
+    }
+
+    /// Polls a job until `done` holds for it, or panics after `timeout`.
+    pub async fn wait_job(
+        &self,
+        id: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (status, job) = self.get(&format!("/api/v1/jobs/{id}")).await;
+            assert_eq!(status, 200, "{job}");
+            if done(&job) {
+                return job;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "job never reached the expected state: {job}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `kill -9`.
+    pub fn kill9(&mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().expect("kill -9");
+        child.wait().expect("reap");
+    }
+
+    /// Sends a signal by name (`TERM`, `INT`).
+    pub fn signal(&self, name: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let status = Command::new("kill")
+            .args([format!("-{name}"), pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut().expect("running");
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.child = None;
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "drover did not exit in {timeout:?}:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub async fn json_of(res: reqwest::Response) -> (u16, Value) {
+    let status = res.status().as_u16();
+    let text = res.text().await.expect("body");
+    let value = serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text));
+    (status, value)
+}
+
+/// Asserts the JSON error shape and returns the message.
+pub fn error_message(status: u16, body: &Value) -> String {
+    assert_eq!(
+        body["code"], status,
+        "error body must carry the code: {body}"
+    );
+    assert!(
+        body["status"].as_str().is_some_and(|s| !s.is_empty()),
+        "{body}"
+    );
+    body["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no message: {body}"))
+        .to_string()
+}
