@@ -94,11 +94,12 @@ impl Daemon {
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Ok(text) = std::fs::read_to_string(&addr_file) {
-                if let Ok(addr) = text.trim().parse() {
-                    daemon.addr = addr;
-                    return daemon;
-                }
+            if let Some(addr) = std::fs::read_to_string(&addr_file)
+                .ok()
+                .and_then(|text| text.trim().parse().ok())
+            {
+                daemon.addr = addr;
+                return daemon;
             }
             if let Some(status) = daemon.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!(
@@ -233,7 +234,10 @@ impl Drop for Daemon {
 pub async fn json_of(res: reqwest::Response) -> (u16, Value) {
     let status = res.status().as_u16();
     let text = res.text().await.expect("body");
-    let value = serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text));
+    let value = match serde_json::from_str(&text) {
+        Ok(value) => value,
+        Err(_) => Value::String(text),
+    };
     (status, value)
 }
 
