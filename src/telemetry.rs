@@ -20,6 +20,7 @@ pub fn init(config: &LoggingConfig) {
             .json()
             .flatten_event(true)
             .with_current_span(true)
+            .with_span_list(false)
             .try_init(),
     };
 }

@@ -84,7 +84,8 @@ impl LocalNode {
                 .known_node(&address)
                 .connection_timeout(self.config.health_check_timeout())
                 // The probe needs no schema; fetching it would make every reconnect slower.
-                .fetch_schema_metadata(false);
+                .fetch_schema_metadata(false)
+                .fetch_full_schema_metadata(false);
             if let (Some(user), Some(password)) = (&self.config.username, &self.config.password) {
                 builder = builder.user(user, password.expose_secret());
             }

@@ -10,7 +10,7 @@ pub struct LoggingConfig {
     /// shippers). Default `human`.
     pub format: LogFormat,
     /// A tracing filter such as `info` or `info,drover=debug,scylla=warn`. `RUST_LOG`, when set,
-    /// wins. Default `info`.
+    /// wins. Default `info,scylla=warn` (the CQL driver reports every connection at info).
     pub level: String,
 }
 
@@ -18,7 +18,7 @@ impl Default for LoggingConfig {
     fn default() -> Self {
         Self {
             format: LogFormat::Human,
-            level: "info".to_string(),
+            level: "info,scylla=warn".to_string(),
         }
     }
 }

@@ -61,3 +61,27 @@ async fn native_health_is_503_when_the_node_does_not_speak_cql_in_time() {
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     drop(silent);
 }
+
+#[tokio::test]
+async fn a_request_slower_than_the_request_timeout_gets_408_as_json() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let home = Home::new();
+    let config = home.write_config(&format!(
+        "cassandra:\n  native_address: {addr}\n  health_check_timeout: 30s\n"
+    ));
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("server:\n", "server:\n  request_timeout: 1s\n");
+    std::fs::write(&config, text).unwrap();
+    let daemon = Daemon::start_with(&home, &config).await;
+    let (status, body) = daemon.get("/api/v1/cassandra/native/__health").await;
+    assert_eq!(status, 408);
+    assert_eq!(body["status"], "Request Timeout");
+    assert!(
+        crate::support::error_message(status, &body).contains("server.request_timeout"),
+        "{body}"
+    );
+    assert_eq!(daemon.get("/api/v1/__health").await.0, 200);
+    drop(silent);
+}
