@@ -122,6 +122,7 @@ struct Inner {
 }
 
 struct Entry {
+    id: String,
     record: Mutex<Versioned>,
     cancel: CancellationToken,
     cancel_reason: AtomicU8,
@@ -138,6 +139,7 @@ struct Versioned {
 impl Entry {
     fn new(record: JobRecord, written: u64) -> Arc<Self> {
         Arc::new(Self {
+            id: record.id.clone(),
             record: Mutex::new(Versioned {
                 record,
                 version: written,
@@ -259,7 +261,7 @@ impl JobRegistry {
             .jobs
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(entry.snapshot().id, entry.clone());
+            .insert(entry.id.clone(), entry.clone());
         self.start(entry.clone(), Box::new(move |h| Box::pin(run(h))));
         Ok(entry.snapshot())
     }
@@ -528,8 +530,8 @@ pub struct JobHandle {
 
 impl JobHandle {
     /// The job's id.
-    pub fn id(&self) -> String {
-        self.entry.snapshot().id
+    pub fn id(&self) -> &str {
+        &self.entry.id
     }
 
     /// Fires when the job must stop: cancelled by an operator, or the daemon shutting down.
