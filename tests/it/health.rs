@@ -85,3 +85,26 @@ async fn a_request_slower_than_the_request_timeout_gets_408_as_json() {
     assert_eq!(daemon.get("/api/v1/__health").await.0, 200);
     drop(silent);
 }
+
+#[tokio::test]
+async fn the_node_can_be_described_by_its_own_cassandra_yaml() {
+    let yaml = std::env::var("DROVER_TEST_CASSANDRA_SRC_YAML")
+        .expect("DROVER_TEST_CASSANDRA_SRC_YAML is set by scripts/testenv up (run scripts/test)");
+    let home = Home::new();
+    let daemon = Daemon::start(&home, &format!("cassandra:\n  cassandra_yaml: {yaml}\n")).await;
+    // The native address comes from the node's rpc_address and native_transport_port.
+    let (status, body) = daemon.get("/api/v1/cassandra/native/__health").await;
+    assert_eq!(
+        (status, &body),
+        (200, &serde_json::json!({"status": "OK"})),
+        "{}",
+        daemon.logs()
+    );
+    let check = std::process::Command::new(crate::support::drover_bin())
+        .args(["check-config", "--config"])
+        .arg(home.path().join("drover.yaml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert!(stdout.contains("cassandra 127.0.0.1:9042"), "{stdout}");
+}
