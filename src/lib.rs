@@ -10,4 +10,5 @@ pub mod daemon;
 pub mod fsutil;
 pub mod jobs;
 pub mod metrics;
+pub mod migrate;
 pub mod telemetry;

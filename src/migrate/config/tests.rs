@@ -1,0 +1,135 @@
+use super::*;
+
+const GOOD: &str = "\
+source:
+  type: cassandra
+  host: 127.0.0.1
+  port: 9042
+  localDC: datacenter1
+  credentials:
+    username: reader
+    password: s3cret-source
+  keyspace: ks
+  table: t
+  consistencyLevel: LOCAL_QUORUM
+  preserveTimestamps: true
+  splitCount: 256
+  connections: 8
+  fetchSize: 1000
+target:
+  type: scylla
+  host: 127.0.0.2
+  port: 9042
+  credentials:
+    username: writer
+    password: s3cret-target
+  keyspace: ks
+  table: t
+  consistencyLevel: LOCAL_QUORUM
+  connections: 16
+  stripTrailingZerosForDecimals: false
+renames:
+  - from: a
+    to: b
+skipTokenRanges:
+  - [-100, 0]
+savepoints:
+  path: /tmp/savepoints
+  intervalSeconds: 300
+";
+
+fn err(text: &str) -> String {
+    JobConfig::parse(text).unwrap_err().to_string()
+}
+
+#[test]
+fn a_scylla_migrator_file_parses() {
+    let job = JobConfig::parse(GOOD).unwrap();
+    let SourceConfig::Cql(s) = &job.source;
+    let TargetConfig::Cql(t) = &job.target;
+    assert_eq!(s.endpoint.host, "127.0.0.1");
+    assert_eq!(s.endpoint.local_dc.as_deref(), Some("datacenter1"));
+    assert!(s.preserve_timestamps);
+    assert_eq!(s.split_count, Some(256));
+    assert_eq!(t.endpoint.port, 9042);
+    assert_eq!(t.max_in_flight, 256);
+    assert_eq!(job.target_name("a"), "b");
+    assert_eq!(job.target_name("c"), "c");
+    assert_eq!(job.skip_token_ranges, vec![(-100, 0)]);
+}
+
+#[test]
+fn errors_name_key_and_line() {
+    assert_eq!(
+        err(&GOOD.replace("  fetchSize: 1000", "  fetchSize: lots")),
+        "source.fetchSize: invalid type: string \"lots\", expected usize (line 15)"
+    );
+    let e = err(&GOOD.replace("  connections: 16", "  conections: 16"));
+    assert!(e.starts_with("target: unknown field `conections`"), "{e}");
+    assert!(e.ends_with("(line 26)"), "{e}");
+    assert_eq!(
+        err(&GOOD.replace(
+            "consistencyLevel: LOCAL_QUORUM\n  preserve",
+            "consistencyLevel: SOMETIMES\n  preserve"
+        )),
+        "source.consistencyLevel: unknown variant `SOMETIMES`, expected one of `ANY`, `ONE`, `TWO`, `THREE`, `QUORUM`, `ALL`, `LOCAL_QUORUM`, `EACH_QUORUM`, `LOCAL_ONE` (line 11)"
+    );
+    let e = err(&GOOD.replace("renames:", "renamez:"));
+    assert!(e.starts_with("unknown field `renamez`"), "{e}");
+    assert!(e.ends_with("(line 28)"), "{e}");
+    assert_eq!(
+        err(&GOOD.replace("  type: scylla", "  type: mysql")),
+        "target.type: unknown type \"mysql\", expected cassandra or scylla (line 17)"
+    );
+    assert_eq!(
+        err(&GOOD.replace("  type: scylla", "  type: dynamodb")),
+        "target.type: \"dynamodb\" is not supported by this version of drover yet; supported: cassandra, scylla (line 17)"
+    );
+    let e = err(&GOOD.replace(
+        "  keyspace: ks\n  table: t\n  consistencyLevel: LOCAL_QUORUM\n  preserve",
+        "  table: t\n  consistencyLevel: LOCAL_QUORUM\n  preserve",
+    ));
+    assert!(e.starts_with("source: missing field `keyspace`"), "{e}");
+    assert_eq!(
+        err(&GOOD.replace("  - [-100, 0]", "  - [5, 5]")),
+        "skipTokenRanges: skipTokenRanges[0]: (5, 5] is empty; ranges are (start, end] with start < end (line 31)"
+    );
+    assert_eq!(
+        err(&GOOD.replace("  splitCount: 256", "  splitCount: 0")),
+        "source.splitCount: must be at least 1 (line 13)"
+    );
+}
+
+#[test]
+fn a_savepoint_is_refused_with_an_explanation() {
+    let e = err(&GOOD.replace("s3cret-source", "<redacted>"));
+    assert!(e.contains("it is a savepoint"), "{e}");
+    assert!(e.contains("autoResume"), "{e}");
+    assert!(e.ends_with("(line 8)"), "{e}");
+}
+
+#[test]
+fn secrets_are_redacted_and_never_printed() {
+    let json = redacted_json(GOOD);
+    let text = json.to_string();
+    assert!(!text.contains("s3cret"), "{text}");
+    assert_eq!(json["source"]["credentials"]["password"], REDACTED);
+    assert_eq!(json["source"]["credentials"]["username"], "reader");
+    // Token ranges are progress, not secrets.
+    assert_eq!(json["skipTokenRanges"][0][0], -100);
+    let job = JobConfig::parse(GOOD).unwrap();
+    assert!(!format!("{job:?}").contains("s3cret"));
+    for key in [
+        "password",
+        "trustStorePassword",
+        "secretKey",
+        "aws_secret_access_key",
+        "sessionToken",
+        "accessKey",
+    ] {
+        assert!(is_secret_key(key), "{key}");
+    }
+    for key in ["username", "skipTokenRanges", "keyspace", "host"] {
+        assert!(!is_secret_key(key), "{key}");
+    }
+}

@@ -1,0 +1,5 @@
+//! Migration jobs: copy a table from a source to a target, in units of work whose completion
+//! can be recorded (the savepoint mechanism builds on that).
+
+pub mod config;
+pub mod ranges;
