@@ -113,8 +113,6 @@ pub struct SslOptions {
     pub cert_path: Option<String>,
     /// drover: PEM private key of `certPath`.
     pub key_path: Option<String>,
-    /// drover: check the server's host name against its certificate. Default true.
-    pub verify_hostname: Option<bool>,
 }
 
 /// The connection part shared by CQL sources and targets.
@@ -428,8 +426,11 @@ impl JobConfig {
                     "must be at least 1",
                 ));
             }
-            if let Some(ssl) = &e.ssl_options {
-                if ssl.client_auth_enabled && (ssl.cert_path.is_none() || ssl.key_path.is_none()) {
+            if let Some(ssl) = &e.ssl_options
+                && ssl.client_auth_enabled
+                && (ssl.cert_path.is_none() || ssl.key_path.is_none())
+            {
+                {
                     return Err(JobConfigError::at(
                         text,
                         &format!("{side}.sslOptions.clientAuthEnabled"),

@@ -2,4 +2,5 @@
 //! can be recorded (the savepoint mechanism builds on that).
 
 pub mod config;
+pub mod cql;
 pub mod ranges;

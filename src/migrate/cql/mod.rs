@@ -1,0 +1,155 @@
+//! The Cassandra/ScyllaDB connector: sessions, schemas, raw rows, and the copy of one unit.
+
+pub mod rows;
+pub mod schema;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use scylla::client::execution_profile::ExecutionProfile;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::policies::load_balancing::DefaultPolicy;
+use secrecy::ExposeSecret;
+
+use crate::migrate::config::CqlEndpoint;
+
+/// Errors of the CQL connector.
+#[derive(Debug, thiserror::Error)]
+pub enum CqlError {
+    /// A config value does not fit the cluster (missing keyspace, incompatible schema...).
+    #[error("{key}: {message}")]
+    Invalid {
+        /// The job config key concerned.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// No session could be opened.
+    #[error("{side}: cannot connect to {address}: {message}")]
+    Connect {
+        /// `source` or `target`.
+        side: String,
+        /// host:port.
+        address: String,
+        /// The driver's error.
+        message: String,
+    },
+    /// TLS files could not be read.
+    #[error("{key}: {message}")]
+    Tls {
+        /// The config key of the file.
+        key: String,
+        /// What failed.
+        message: String,
+    },
+    /// Schema metadata could not be read.
+    #[error("{side}: cannot read schema metadata: {message}")]
+    Metadata {
+        /// `source` or `target`.
+        side: String,
+        /// The driver's error.
+        message: String,
+    },
+    /// A request failed (after retries, where retrying is safe).
+    #[error("{side}: {message}")]
+    Request {
+        /// `source` or `target`.
+        side: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// Opens a session to one side of a job. `side` is `source` or `target`, for messages.
+pub async fn connect(side: &str, e: &CqlEndpoint) -> Result<Session, CqlError> {
+    let address = if e.host.contains(':') && !e.host.starts_with('[') {
+        format!("[{}]:{}", e.host, e.port)
+    } else {
+        format!("{}:{}", e.host, e.port)
+    };
+    let mut policy = DefaultPolicy::builder().token_aware(true);
+    if let Some(dc) = &e.local_dc {
+        policy = policy
+            .prefer_datacenter(dc.clone())
+            .permit_dc_failover(false);
+    }
+    let profile = ExecutionProfile::builder()
+        .load_balancing_policy(policy.build())
+        .consistency(e.consistency_level.into())
+        .request_timeout(Some(Duration::from_secs(30)))
+        .build();
+    let mut builder = SessionBuilder::new()
+        .known_node(&address)
+        .default_execution_profile_handle(profile.into_handle())
+        .connection_timeout(Duration::from_secs(10));
+    if let Some(n) = e.connections {
+        builder = builder.pool_size(scylla::client::PoolSize::PerHost(
+            std::num::NonZeroUsize::new(n).expect("validated non-zero"),
+        ));
+    }
+    if let Some(c) = &e.credentials {
+        builder = builder.user(&c.username, c.password.expose_secret());
+    }
+    if let Some(ssl) = e.ssl_options.as_ref().filter(|s| s.enabled) {
+        builder = builder.tls_context(Some(tls_config(side, ssl)?));
+    }
+    builder.build().await.map_err(|err| CqlError::Connect {
+        side: side.to_string(),
+        address,
+        message: err.to_string(),
+    })
+}
+
+fn tls_config(
+    side: &str,
+    ssl: &crate::migrate::config::SslOptions,
+) -> Result<Arc<rustls::ClientConfig>, CqlError> {
+    let err = |key: &str, message: String| CqlError::Tls {
+        key: format!("{side}.sslOptions.{key}"),
+        message,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    let (ca_key, ca) = match (&ssl.ca_cert_path, &ssl.trust_store_path) {
+        (Some(p), _) => ("caCertPath", p),
+        (None, Some(p)) => ("trustStorePath", p),
+        (None, None) => {
+            return Err(err(
+                "caCertPath",
+                "TLS is enabled but no CA bundle is given (caCertPath or trustStorePath, PEM)"
+                    .into(),
+            ));
+        }
+    };
+    let certs = CertificateDer::pem_file_iter(ca)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| err(ca_key, format!("cannot read PEM certificates from {ca}: {e} (Java key stores are not supported; export the CA as PEM)")))?;
+    if certs.is_empty() {
+        return Err(err(ca_key, format!("{ca} holds no PEM certificate")));
+    }
+    for cert in certs {
+        roots
+            .add(cert)
+            .map_err(|e| err(ca_key, format!("{ca}: {e}")))?;
+    }
+    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+    let config = match (&ssl.cert_path, &ssl.key_path) {
+        (Some(cert), Some(key)) if ssl.client_auth_enabled => {
+            let chain = CertificateDer::pem_file_iter(cert)
+                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| err("certPath", format!("cannot read {cert}: {e}")))?;
+            let key_der = PrivateKeyDer::from_pem_file(key)
+                .map_err(|e| err("keyPath", format!("cannot read {key}: {e}")))?;
+            builder.with_client_auth_cert(chain, key_der).map_err(|e| {
+                err(
+                    "certPath",
+                    format!("{cert} and {key} do not form a usable key pair: {e}"),
+                )
+            })?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    Ok(Arc::new(config))
+}
