@@ -430,13 +430,11 @@ impl JobConfig {
                 && ssl.client_auth_enabled
                 && (ssl.cert_path.is_none() || ssl.key_path.is_none())
             {
-                {
-                    return Err(JobConfigError::at(
-                        text,
-                        &format!("{side}.sslOptions.clientAuthEnabled"),
-                        "needs sslOptions.certPath and sslOptions.keyPath (PEM files); Java key stores are not read",
-                    ));
-                }
+                return Err(JobConfigError::at(
+                    text,
+                    &format!("{side}.sslOptions.clientAuthEnabled"),
+                    "needs sslOptions.certPath and sslOptions.keyPath (PEM files); Java key stores are not read",
+                ));
             }
         }
         if source.split_count == Some(0) {
