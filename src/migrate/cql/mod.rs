@@ -153,3 +153,4 @@ fn tls_config(
     };
     Ok(Arc::new(config))
 }
+pub mod copy;

@@ -1,0 +1,385 @@
+//! Copying one token range of a CQL table to another: the statements, and the translation of
+//! each source row into target writes that keep every cell's writetime and TTL when asked.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use scylla::client::session::Session;
+use scylla::cluster::metadata::{CollectionType, ColumnType};
+use scylla::response::{PagingState, PagingStateResponse};
+use scylla::statement::prepared::PreparedStatement;
+
+use super::rows::{Bound, BoundRow, RawRow, join_collection, read_i32, read_i64, read_int_list, split_collection, strip_trailing_zeros};
+use super::schema::{Column, TableSchema, quote};
+use super::CqlError;
+use crate::migrate::config::{CqlSource, CqlTarget};
+
+/// How a row is turned into writes: the prepared statements of a job and the layout of the
+/// scanned rows.
+pub struct CopyPlan {
+    /// Source table.
+    pub source: TableSchema,
+    /// Target table.
+    pub target: TableSchema,
+    select: PreparedStatement,
+    /// `INSERT` of primary key + regular columns (all of them; unset where not written).
+    row_insert: Option<PreparedStatement>,
+    /// `INSERT` of partition key + static columns.
+    static_insert: Option<PreparedStatement>,
+    /// `UPDATE ... SET c = c + ?` for each regular multi-cell column, by regular index.
+    appends: BTreeMap<usize, PreparedStatement>,
+    /// `UPDATE ... SET c = c + ?` for each counter column, by regular index.
+    counter_updates: BTreeMap<usize, PreparedStatement>,
+    preserve: bool,
+    strip_decimals: bool,
+    fixed_ttl: Option<i32>,
+    fixed_timestamp: Option<i64>,
+    drop_null_keys: bool,
+    decimal_regular: Vec<bool>,
+    decimal_static: Vec<bool>,
+}
+
+/// What one statement writes.
+pub struct Write {
+    /// The statement.
+    pub statement: PreparedStatement,
+    /// Its values.
+    pub values: BoundRow,
+    /// Counter updates must never be repeated once they may have been applied.
+    pub idempotent: bool,
+}
+
+/// Per-row outcome counters.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RowStats {
+    /// Rows skipped because a primary key column was null.
+    pub dropped: u64,
+}
+
+fn column_list(cols: &[&Column], renamed: &dyn Fn(&Column) -> String) -> String {
+    cols.iter().map(|c| quote(&renamed(c))).collect::<Vec<_>>().join(", ")
+}
+
+impl CopyPlan {
+    /// Prepares every statement of a job on both sessions.
+    pub async fn prepare(
+        source_session: &Session,
+        target_session: &Session,
+        source_cfg: &CqlSource,
+        target_cfg: &CqlTarget,
+        source: TableSchema,
+        target: TableSchema,
+        mapping: &std::collections::HashMap<String, String>,
+    ) -> Result<Self, CqlError> {
+        let counter = source.is_counter_table();
+        let preserve = source_cfg.preserve_timestamps && !counter;
+        let renamed = |c: &Column| mapping[&c.name].clone();
+
+        // SELECT pk, ck, statics, regular [, writetime(x), ttl(x) for each static and regular].
+        let mut select_cols: Vec<String> = source.all().map(Column::quoted).collect();
+        if preserve {
+            for c in source.statics.iter().chain(&source.regular) {
+                select_cols.push(format!("WRITETIME({})", c.quoted()));
+                select_cols.push(format!("TTL({})", c.quoted()));
+            }
+        }
+        let pk = source.partition_key.iter().map(Column::quoted).collect::<Vec<_>>().join(", ");
+        let mut select = format!(
+            "SELECT {} FROM {} WHERE token({pk}) > ? AND token({pk}) <= ?",
+            select_cols.join(", "),
+            source.qualified()
+        );
+        if let Some(w) = &source_cfg.where_clause {
+            select.push_str(&format!(" AND {w} ALLOW FILTERING"));
+        }
+        let mut select = prepare(source_session, "source", &select).await?;
+        select.set_page_size(i32::try_from(source_cfg.fetch_size).unwrap_or(i32::MAX));
+        select.set_consistency(source_cfg.endpoint.consistency_level.into());
+        select.set_is_idempotent(true);
+
+        let tc = target_cfg.endpoint.consistency_level.into();
+        let key_cols: Vec<&Column> = source.partition_key.iter().chain(&source.clustering_key).collect();
+        let pk_cols: Vec<&Column> = source.partition_key.iter().collect();
+        let using = if preserve || target_cfg.write_ttl_in_s.is_some() || target_cfg.write_writetimestamp_in_us.is_some() {
+            " USING TIMESTAMP ? AND TTL ?"
+        } else {
+            ""
+        };
+        let where_key = |cols: &[&Column]| cols.iter().map(|c| format!("{} = ?", quote(&renamed(c)))).collect::<Vec<_>>().join(" AND ");
+
+        let mut row_insert = None;
+        let mut static_insert = None;
+        let mut appends = BTreeMap::new();
+        let mut counter_updates = BTreeMap::new();
+        if counter {
+            for (i, c) in source.regular.iter().enumerate() {
+                let name = quote(&renamed(c));
+                let cql = format!("UPDATE {} SET {name} = {name} + ? WHERE {}", target.qualified(), where_key(&key_cols));
+                let mut st = prepare(target_session, "target", &cql).await?;
+                st.set_consistency(tc);
+                st.set_is_idempotent(false);
+                counter_updates.insert(i, st);
+            }
+        } else {
+            let cols: Vec<&Column> = key_cols.iter().copied().chain(&source.regular).collect();
+            let cql = format!(
+                "INSERT INTO {} ({}) VALUES ({}){using}",
+                target.qualified(),
+                column_list(&cols, &renamed),
+                vec!["?"; cols.len()].join(", ")
+            );
+            let mut st = prepare(target_session, "target", &cql).await?;
+            st.set_consistency(tc);
+            st.set_is_idempotent(true);
+            row_insert = Some(st);
+            if !source.statics.is_empty() {
+                let cols: Vec<&Column> = pk_cols.iter().copied().chain(&source.statics).collect();
+                let cql = format!(
+                    "INSERT INTO {} ({}) VALUES ({}){using}",
+                    target.qualified(),
+                    column_list(&cols, &renamed),
+                    vec!["?"; cols.len()].join(", ")
+                );
+                let mut st = prepare(target_session, "target", &cql).await?;
+                st.set_consistency(tc);
+                st.set_is_idempotent(true);
+                static_insert = Some(st);
+            }
+            if preserve {
+                for (i, c) in source.regular.iter().enumerate() {
+                    if matches!(c.typ, ColumnType::Collection { frozen: false, .. }) {
+                        let name = quote(&renamed(c));
+                        let cql = format!(
+                            "UPDATE {} USING TIMESTAMP ? AND TTL ? SET {name} = {name} + ? WHERE {}",
+                            target.qualified(),
+                            where_key(&key_cols)
+                        );
+                        let mut st = prepare(target_session, "target", &cql).await?;
+                        st.set_consistency(tc);
+                        st.set_is_idempotent(true);
+                        appends.insert(i, st);
+                    }
+                }
+            }
+        }
+        let is_decimal = |c: &Column| matches!(c.typ, ColumnType::Native(scylla::cluster::metadata::NativeType::Decimal));
+        Ok(Self {
+            decimal_regular: source.regular.iter().map(is_decimal).collect(),
+            decimal_static: source.statics.iter().map(is_decimal).collect(),
+            source,
+            target,
+            select,
+            row_insert,
+            static_insert,
+            appends,
+            counter_updates,
+            preserve,
+            strip_decimals: target_cfg.strip_trailing_zeros_for_decimals,
+            fixed_ttl: target_cfg.write_ttl_in_s,
+            fixed_timestamp: target_cfg.write_writetimestamp_in_us,
+            drop_null_keys: target_cfg.drop_null_primary_keys,
+        })
+    }
+
+    /// Whether rows with a null primary key column are skipped (else they fail the job).
+    pub fn drops_null_keys(&self) -> bool {
+        self.drop_null_keys
+    }
+
+    /// The scan statement (bind `(start, end)` as bigints).
+    pub fn select(&self) -> &PreparedStatement {
+        &self.select
+    }
+
+    /// Reads one page of `(start, end]` after `paging`.
+    pub async fn read_page(
+        &self,
+        session: &Session,
+        statement: &PreparedStatement,
+        start: i64,
+        end: i64,
+        paging: PagingState,
+    ) -> Result<(Vec<RawRow>, PagingStateResponse), scylla::errors::ExecutionError> {
+        let (result, next) = session
+            .execute_single_page(statement, BoundRow(vec![Bound::BigInt(start), Bound::BigInt(end)]), paging)
+            .await?;
+        let rows = result
+            .into_rows_result()
+            .map_err(|e| scylla::errors::ExecutionError::LastAttemptError(scylla::errors::RequestAttemptError::DbError(
+                scylla::errors::DbError::ProtocolError,
+                format!("scan returned no rows result: {e}"),
+            )))?;
+        let rows = rows
+            .rows::<RawRow>()
+            .map_err(|e| scylla::errors::ExecutionError::LastAttemptError(scylla::errors::RequestAttemptError::DbError(
+                scylla::errors::DbError::ProtocolError,
+                format!("scan rows: {e}"),
+            )))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| scylla::errors::ExecutionError::LastAttemptError(scylla::errors::RequestAttemptError::DbError(
+                scylla::errors::DbError::ProtocolError,
+                format!("scan row: {e}"),
+            )))?;
+        Ok((rows, next))
+    }
+
+    /// The writes that reproduce `row` on the target. `write_statics` is false when the row's
+    /// partition has already had its static cells written (every row of a partition carries
+    /// them).
+    pub fn writes(&self, row: &RawRow, write_statics: bool, stats: &mut RowStats, out: &mut Vec<Write>) {
+        let np = self.source.partition_key.len();
+        let nc = self.source.clustering_key.len();
+        let ns = self.source.statics.len();
+        let nr = self.source.regular.len();
+        let cells = &row.cells;
+        if cells[..np].iter().any(Option::is_none) {
+            stats.dropped += 1;
+            return;
+        }
+        let pk: Vec<Bound> = cells[..np].iter().map(|c| Bound::Value(c.clone().expect("checked"))).collect();
+        let ck_null = nc > 0 && cells[np..np + nc].iter().all(Option::is_none);
+        if nc > 0 && !ck_null && cells[np..np + nc].iter().any(Option::is_none) {
+            stats.dropped += 1;
+            return;
+        }
+        let key: Vec<Bound> = cells[..np + nc].iter().map(|c| c.clone().map_or(Bound::Unset, Bound::Value)).collect();
+        let statics = &cells[np + nc..np + nc + ns];
+        let regular = &cells[np + nc + ns..np + nc + ns + nr];
+        let meta = &cells[np + nc + ns + nr..];
+
+        if !self.counter_updates.is_empty() {
+            for (i, st) in &self.counter_updates {
+                if let Some(v) = &regular[*i] {
+                    let mut values = vec![Bound::Value(v.clone())];
+                    values.extend(key.iter().cloned());
+                    out.push(Write { statement: st.clone(), values: BoundRow(values), idempotent: false });
+                }
+            }
+            return;
+        }
+
+        if write_statics && let Some(st) = &self.static_insert {
+            self.grouped(st, &pk, statics, &self.decimal_static, meta, 0, None, out);
+        }
+        if ck_null {
+            // A partition holding only static data: there is no row to write.
+            return;
+        }
+        let st = self.row_insert.as_ref().expect("non-counter tables have a row insert");
+        self.grouped(st, &key, regular, &self.decimal_regular, meta, ns, Some(&self.appends), out);
+    }
+
+    /// Writes `values` with `key` through `st`, one statement per distinct (writetime, TTL)
+    /// when timestamps are preserved. `meta_offset` is the index (in columns) of the first of
+    /// `values` among the writetime/TTL pairs.
+    #[allow(clippy::too_many_arguments)]
+    fn grouped(
+        &self,
+        st: &PreparedStatement,
+        key: &[Bound],
+        values: &[Option<Bytes>],
+        decimal: &[bool],
+        meta: &[Option<Bytes>],
+        meta_offset: usize,
+        appends: Option<&BTreeMap<usize, PreparedStatement>>,
+        out: &mut Vec<Write>,
+    ) {
+        let value = |i: usize, v: &Bytes| {
+            if self.strip_decimals && decimal[i] { strip_trailing_zeros(v) } else { v.clone() }
+        };
+        let statement_with = |cells: Vec<Bound>, ts: Option<i64>, ttl: i32| {
+            let mut all = key.to_vec();
+            all.extend(cells);
+            if self.preserve || self.fixed_ttl.is_some() || self.fixed_timestamp.is_some() {
+                all.push(ts.map_or(Bound::Unset, Bound::BigInt));
+                all.push(Bound::Int(ttl));
+            }
+            Write { statement: st.clone(), values: BoundRow(all), idempotent: true }
+        };
+        if !self.preserve {
+            if appends.is_none() && values.iter().all(Option::is_none) {
+                return;
+            }
+            let cells: Vec<Bound> = values.iter().enumerate().map(|(i, v)| v.as_ref().map_or(Bound::Unset, |v| Bound::Value(value(i, v)))).collect();
+            // A row with nothing but its key is written too: it exists in the source.
+            out.push(statement_with(cells, self.fixed_timestamp, self.fixed_ttl.unwrap_or(0)));
+            return;
+        }
+        // (writetime, ttl) -> cells of that group.
+        let mut groups: BTreeMap<(i64, i32), Vec<Bound>> = BTreeMap::new();
+        let mut any = false;
+        for (i, v) in values.iter().enumerate() {
+            let Some(v) = v else { continue };
+            any = true;
+            let wt_cell = &meta[2 * (meta_offset + i)];
+            let ttl_cell = &meta[2 * (meta_offset + i) + 1];
+            let single = |wt: i64, ttl: i32, groups: &mut BTreeMap<(i64, i32), Vec<Bound>>| {
+                let wt = self.fixed_timestamp.unwrap_or(wt);
+                let ttl = self.fixed_ttl.unwrap_or(ttl);
+                groups.entry((wt, ttl)).or_insert_with(|| vec![Bound::Unset; values.len()])[i] = Bound::Value(value(i, v));
+            };
+            if let Some(wt) = read_i64(wt_cell) {
+                single(wt, read_i32(ttl_cell).unwrap_or(0), &mut groups);
+                continue;
+            }
+            // A multi-cell column: one writetime (and TTL) per element.
+            let wts = read_int_list(wt_cell).unwrap_or_default();
+            let ttls = read_int_list(ttl_cell).unwrap_or_default();
+            let pairs: Vec<(i64, i32)> = wts
+                .iter()
+                .enumerate()
+                .map(|(e, wt)| (wt.unwrap_or(0), ttls.get(e).copied().flatten().unwrap_or(0) as i32))
+                .collect();
+            let distinct: std::collections::BTreeSet<_> = pairs.iter().copied().collect();
+            let append = appends.and_then(|a| a.get(&i));
+            if distinct.len() <= 1 || append.is_none() {
+                // One (writetime, TTL) for the whole value, or a type whose elements cannot be
+                // written one by one here (a non-frozen UDT): the value is written whole with
+                // the newest writetime and the shortest TTL of its elements.
+                let wt = pairs.iter().map(|p| p.0).max().unwrap_or(0);
+                let ttl = pairs.iter().map(|p| p.1).filter(|t| *t > 0).min().unwrap_or(0);
+                single(wt, ttl, &mut groups);
+                continue;
+            }
+            let is_map = self.source.regular.get(i).is_some_and(|c| {
+                matches!(c.typ, ColumnType::Collection { typ: CollectionType::Map(..), .. })
+            });
+            let Some(elements) = split_collection(v, is_map).filter(|e| e.len() == pairs.len()) else {
+                let wt = pairs.iter().map(|p| p.0).max().unwrap_or(0);
+                single(wt, 0, &mut groups);
+                continue;
+            };
+            // Elements in their order, grouped by (writetime, TTL), each group appended: no
+            // collection tombstone is written that could hide an element of another group.
+            let mut by_pair: BTreeMap<(i64, i32), Vec<Bytes>> = BTreeMap::new();
+            for (e, p) in elements.into_iter().zip(&pairs) {
+                by_pair.entry(*p).or_default().push(e);
+            }
+            let append = append.expect("checked");
+            for ((wt, ttl), elems) in by_pair {
+                let mut all = vec![Bound::BigInt(self.fixed_timestamp.unwrap_or(wt)), Bound::Int(self.fixed_ttl.unwrap_or(ttl)), Bound::Value(join_collection(&elems))];
+                all.extend(key.iter().cloned());
+                out.push(Write { statement: append.clone(), values: BoundRow(all), idempotent: true });
+            }
+        }
+        if !any && appends.is_some() {
+            // The row has no regular cell: write its key alone so the row exists.
+            out.push(statement_with(vec![Bound::Unset; values.len()], None, 0));
+            return;
+        }
+        for ((wt, ttl), cells) in groups {
+            out.push(statement_with(cells, Some(wt), ttl));
+        }
+    }
+}
+
+async fn prepare(session: &Session, side: &str, cql: &str) -> Result<PreparedStatement, CqlError> {
+    session.prepare(cql).await.map_err(|e| CqlError::Request {
+        side: side.to_string(),
+        message: format!("cannot prepare `{cql}`: {e}"),
+    })
+}
+
+/// Shared handle to a plan.
+pub type SharedPlan = Arc<CopyPlan>;
