@@ -4,3 +4,5 @@
 pub mod config;
 pub mod cql;
 pub mod ranges;
+pub mod engine;
+pub mod job;

@@ -1,0 +1,472 @@
+//! The migration engine: plans the units of a job, copies them concurrently with bounded
+//! memory, retries what can safely be retried, and records which token ranges are complete.
+//!
+//! A unit is recorded complete only after every write of every row in it was acknowledged, so
+//! the set of completed ranges can be trusted by savepoints and resumes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use backon::BackoffBuilder;
+use futures::StreamExt;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use scylla::client::session::Session;
+use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
+use scylla::policies::load_balancing::{NodeIdentifier, SingleTargetLoadBalancingPolicy};
+use scylla::response::{PagingState, PagingStateResponse};
+use scylla::routing::Token;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{JobConfig, JobConfigError, SourceConfig, TargetConfig};
+use super::cql::copy::{CopyPlan, RowStats, Write};
+use super::cql::{self, CqlError, schema};
+use super::ranges::{RangeSet, TokenRange, plan_units};
+
+/// How long a request is retried before the job gives up on it.
+const RETRY_FOR: Duration = Duration::from_secs(600);
+
+/// Errors of a migration.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrationError {
+    /// The job file is invalid.
+    #[error(transparent)]
+    Config(#[from] JobConfigError),
+    /// The databases refused the job (missing table, incompatible schema, unreachable).
+    #[error(transparent)]
+    Cql(#[from] CqlError),
+    /// A read or write failed for good.
+    #[error("{0}")]
+    Failed(String),
+    /// The job was cancelled before it finished.
+    #[error("stopped before the end")]
+    Stopped,
+}
+
+impl MigrationError {
+    /// True for problems in the job config or schemas (what a client must fix), false for
+    /// databases that could not be reached or failed.
+    pub fn is_config_problem(&self) -> bool {
+        matches!(self, Self::Config(_) | Self::Cql(CqlError::Invalid { .. } | CqlError::Tls { .. }))
+    }
+}
+
+/// Live counters of a running migration.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Units in the plan.
+    pub units_total: AtomicU64,
+    /// Units complete (including skipped ones).
+    pub units_done: AtomicU64,
+    /// Units skipped because `skipTokenRanges` covered them.
+    pub units_skipped: AtomicU64,
+    /// Rows read from the source.
+    pub rows_read: AtomicU64,
+    /// Rows whose every write was acknowledged.
+    pub rows_written: AtomicU64,
+    /// Rows skipped for a null primary key column (`dropNullPrimaryKeys`).
+    pub rows_dropped: AtomicU64,
+    /// Cell bytes read.
+    pub bytes_read: AtomicU64,
+    /// Cell bytes written.
+    pub bytes_written: AtomicU64,
+    /// Write statements acknowledged.
+    pub statements: AtomicU64,
+    /// Requests retried.
+    pub retries: AtomicU64,
+    /// Why the job is waiting, while a request is being retried.
+    pub waiting: Mutex<Option<String>>,
+}
+
+impl Progress {
+    /// Counter name and value pairs, as shown in job status.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        vec![
+            ("unitsTotal", g(&self.units_total)),
+            ("unitsDone", g(&self.units_done)),
+            ("unitsSkipped", g(&self.units_skipped)),
+            ("rowsRead", g(&self.rows_read)),
+            ("rowsWritten", g(&self.rows_written)),
+            ("rowsDropped", g(&self.rows_dropped)),
+            ("bytesRead", g(&self.bytes_read)),
+            ("bytesWritten", g(&self.bytes_written)),
+            ("statementsWritten", g(&self.statements)),
+            ("retries", g(&self.retries)),
+        ]
+    }
+
+    /// The current waiting reason.
+    pub fn waiting(&self) -> Option<String> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_waiting(&self, reason: Option<String>) {
+        *self.waiting.lock().unwrap_or_else(|p| p.into_inner()) = reason;
+    }
+}
+
+/// A checked, connected, planned migration, ready to run.
+pub struct Migration {
+    source: Arc<Session>,
+    target: Arc<Session>,
+    plan: Arc<CopyPlan>,
+    units: Vec<TokenRange>,
+    skip: RangeSet,
+    max_units: usize,
+    max_in_flight: usize,
+    rows_per_second: Option<u32>,
+    bytes_per_second: Option<u64>,
+    local_dc: Option<String>,
+}
+
+impl Migration {
+    /// Connects to both sides, checks the schemas, prepares statements and plans units.
+    /// Nothing is written.
+    pub async fn prepare(config: &JobConfig) -> Result<Self, MigrationError> {
+        let SourceConfig::Cql(src) = &config.source;
+        let TargetConfig::Cql(dst) = &config.target;
+        let (source, target) = tokio::try_join!(
+            cql::connect("source", &src.endpoint),
+            cql::connect("target", &dst.endpoint)
+        )?;
+        let (source_schema, target_schema) = tokio::try_join!(
+            schema::load(&source, "source", &src.endpoint.keyspace, &src.endpoint.table),
+            schema::load(&target, "target", &dst.endpoint.keyspace, &dst.endpoint.table)
+        )?;
+        let mapping = schema::check_compatible(&source_schema, &target_schema, &config.renames)?;
+        if source_schema.is_counter_table() && src.preserve_timestamps {
+            tracing::info!("preserveTimestamps does not apply to counter tables (counters have no writable writetime)");
+        }
+        let plan = CopyPlan::prepare(&source, &target, src, dst, source_schema, target_schema, &mapping).await?;
+
+        let tokens: Vec<i64> = source
+            .get_cluster_state()
+            .replica_locator()
+            .ring()
+            .iter()
+            .map(|(t, _)| t.value())
+            .collect();
+        let split = src.split_count.unwrap_or(256).max(1);
+        let units = plan_units(&tokens, split);
+        let skip = RangeSet::from_ranges(
+            config
+                .skip_token_ranges
+                .iter()
+                .filter_map(|(a, b)| TokenRange::new(*a, *b)),
+        );
+        Ok(Self {
+            source: Arc::new(source),
+            target: Arc::new(target),
+            plan: Arc::new(plan),
+            units,
+            skip,
+            max_units: src.max_concurrent_units.unwrap_or(16),
+            max_in_flight: dst.max_in_flight,
+            rows_per_second: dst.rows_per_second,
+            bytes_per_second: dst.bytes_per_second,
+            local_dc: src.endpoint.local_dc.clone(),
+        })
+    }
+
+    /// Units in the plan.
+    pub fn units(&self) -> &[TokenRange] {
+        &self.units
+    }
+
+    /// Copies every unit not covered by `skipTokenRanges`. Returns the ranges known complete
+    /// (those skipped included) whether the run succeeds, fails or is stopped, through `done`.
+    pub async fn run(
+        self,
+        progress: Arc<Progress>,
+        done: Arc<Mutex<RangeSet>>,
+        cancel: CancellationToken,
+    ) -> Result<(), MigrationError> {
+        {
+            let mut d = done.lock().unwrap_or_else(|p| p.into_inner());
+            for r in self.skip.ranges() {
+                d.insert(*r);
+            }
+        }
+        progress.units_total.store(self.units.len() as u64, Ordering::Relaxed);
+        let mut work = Vec::new();
+        for unit in &self.units {
+            let missing = self.skip.missing(*unit);
+            if missing.is_empty() {
+                progress.units_skipped.fetch_add(1, Ordering::Relaxed);
+                progress.units_done.fetch_add(1, Ordering::Relaxed);
+            } else {
+                work.push(missing);
+            }
+        }
+        let failed = cancel.child_token();
+        let shared = Arc::new(Shared {
+            source: self.source.clone(),
+            target: self.target.clone(),
+            plan: self.plan.clone(),
+            progress: progress.clone(),
+            done: done.clone(),
+            writes: Arc::new(Semaphore::new(self.max_in_flight)),
+            rows_limit: self.rows_per_second.and_then(std::num::NonZeroU32::new).map(|n| Arc::new(RateLimiter::direct(Quota::per_second(n)))),
+            bytes_limit: self
+                .bytes_per_second
+                .and_then(|b| std::num::NonZeroU32::new(u32::try_from(b).unwrap_or(u32::MAX)))
+                .map(|n| Arc::new(RateLimiter::direct(Quota::per_second(n)))),
+            bytes_burst: self.bytes_per_second.map_or(u32::MAX, |b| u32::try_from(b).unwrap_or(u32::MAX)),
+            local_dc: self.local_dc.clone(),
+            // A failure of one unit stops the others; a stop request reaches them through it.
+            cancel: failed.clone(),
+        });
+        let mut results = futures::stream::iter(work)
+            .map(|pieces| {
+                let s = shared.clone();
+                async move { s.copy_unit(pieces).await }
+            })
+            .buffer_unordered(self.max_units.max(1));
+        let mut first_error = None;
+        while let Some(result) = results.next().await {
+            if let Err(e) = result {
+                if first_error.is_none() && !matches!(e, MigrationError::Stopped) {
+                    failed.cancel();
+                    first_error = Some(e);
+                } else if first_error.is_none() {
+                    first_error = Some(e);
+                }
+            }
+        }
+        match first_error {
+            None if cancel.is_cancelled() => Err(MigrationError::Stopped),
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    source: Arc<Session>,
+    target: Arc<Session>,
+    plan: Arc<CopyPlan>,
+    progress: Arc<Progress>,
+    done: Arc<Mutex<RangeSet>>,
+    writes: Arc<Semaphore>,
+    rows_limit: Option<Arc<DefaultDirectRateLimiter>>,
+    bytes_limit: Option<Arc<DefaultDirectRateLimiter>>,
+    bytes_burst: u32,
+    local_dc: Option<String>,
+    cancel: CancellationToken,
+}
+
+impl Shared {
+    /// Copies the missing pieces of one unit; records them complete once every write is
+    /// acknowledged.
+    async fn copy_unit(&self, pieces: Vec<TokenRange>) -> Result<(), MigrationError> {
+        let mut in_flight: JoinSet<Result<(), MigrationError>> = JoinSet::new();
+        let result = self.scan_unit(&pieces, &mut in_flight).await;
+        // Whatever happened, let the writes already sent finish: their rows are then either
+        // written or reported, never half-tracked.
+        let mut write_error = None;
+        while let Some(joined) = in_flight.join_next().await {
+            match joined {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => write_error = write_error.or(Some(e)),
+                Err(e) => write_error = write_error.or(Some(MigrationError::Failed(format!("write task failed: {e}")))),
+            }
+        }
+        result?;
+        if let Some(e) = write_error {
+            return Err(e);
+        }
+        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        for p in &pieces {
+            done.insert(*p);
+        }
+        self.progress.units_done.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn scan_unit(
+        &self,
+        pieces: &[TokenRange],
+        in_flight: &mut JoinSet<Result<(), MigrationError>>,
+    ) -> Result<(), MigrationError> {
+        let plan = &self.plan;
+        let mut writes = Vec::new();
+        for piece in pieces {
+            let mut statement = plan.select().clone();
+            // Send the scan to a replica of the range; a retry may go elsewhere.
+            if let Some(node) = self.replica_for(piece.end) {
+                statement.set_load_balancing_policy(Some(SingleTargetLoadBalancingPolicy::new(NodeIdentifier::Node(node), None)));
+            }
+            let mut paging = PagingState::start();
+            let mut last_partition: Option<Vec<Option<bytes::Bytes>>> = None;
+            loop {
+                if self.cancel.is_cancelled() {
+                    return Err(MigrationError::Stopped);
+                }
+                let page = retry(&self.progress, &self.cancel, "reading from the source", true, || {
+                    plan.read_page(&self.source, &statement, piece.start, piece.end, paging.clone())
+                })
+                .await;
+                let (rows, next) = match page {
+                    Ok(p) => p,
+                    Err(_) if self.cancel.is_cancelled() => return Err(MigrationError::Stopped),
+                    Err(e) => return Err(MigrationError::Failed(format!("source: reading {piece}: {e}"))),
+                };
+                self.progress.rows_read.fetch_add(rows.len() as u64, Ordering::Relaxed);
+                let np = plan.source.partition_key.len();
+                for row in &rows {
+                    self.progress.bytes_read.fetch_add(row.size() as u64, Ordering::Relaxed);
+                    let new_partition = last_partition.as_deref() != Some(&row.cells[..np]);
+                    if new_partition {
+                        last_partition = Some(row.cells[..np].to_vec());
+                    }
+                    let mut stats = RowStats::default();
+                    writes.clear();
+                    plan.writes(row, new_partition, &mut stats, &mut writes);
+                    if stats.dropped > 0 {
+                        if !plan.drops_null_keys() {
+                            return Err(MigrationError::Failed(format!(
+                                "source: a row of {piece} has a null primary key column; set target.dropNullPrimaryKeys: true to skip such rows"
+                            )));
+                        }
+                        self.progress.rows_dropped.fetch_add(stats.dropped, Ordering::Relaxed);
+                        continue;
+                    }
+                    let last = writes.len().saturating_sub(1);
+                    for (i, write) in writes.drain(..).enumerate() {
+                        self.throttle(&write).await;
+                        let permit = self.writes.clone().acquire_owned().await.expect("never closed");
+                        let target = self.target.clone();
+                        let progress = self.progress.clone();
+                        let cancel = self.cancel.clone();
+                        let completes_row = i == last;
+                        in_flight.spawn(async move {
+                            let size = write.values.size() as u64;
+                            let result = retry(&progress, &cancel, "writing to the target", write.idempotent, || {
+                                target.execute_unpaged(&write.statement, &write.values)
+                            })
+                            .await;
+                            drop(permit);
+                            match result {
+                                Ok(_) => {
+                                    progress.statements.fetch_add(1, Ordering::Relaxed);
+                                    progress.bytes_written.fetch_add(size, Ordering::Relaxed);
+                                    if completes_row {
+                                        progress.rows_written.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                    Ok(())
+                                }
+                                Err(_) if cancel.is_cancelled() => Err(MigrationError::Stopped),
+                                Err(e) => Err(MigrationError::Failed(format!("target: {e}"))),
+                            }
+                        });
+                    }
+                    // Surface write failures early instead of scanning on.
+                    while let Some(joined) = in_flight.try_join_next() {
+                        match joined {
+                            Ok(Ok(())) => {}
+                            Ok(Err(e)) => return Err(e),
+                            Err(e) => return Err(MigrationError::Failed(format!("write task failed: {e}"))),
+                        }
+                    }
+                }
+                match next {
+                    PagingStateResponse::HasMorePages { state } => paging = state,
+                    PagingStateResponse::NoMorePages => break,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn throttle(&self, write: &Write) {
+        if let Some(limit) = &self.rows_limit {
+            limit.until_ready().await;
+        }
+        if let Some(limit) = &self.bytes_limit {
+            let mut left = write.values.size() as u32;
+            // A request larger than a second's quota is let through in quota-sized steps.
+            let burst = self.bytes_burst.max(1);
+            while left > 0 {
+                let n = left.min(burst);
+                if let Some(n) = std::num::NonZeroU32::new(n) {
+                    let _ = limit.until_n_ready(n).await;
+                }
+                left -= n;
+            }
+        }
+    }
+
+    fn replica_for(&self, token: i64) -> Option<Arc<scylla::cluster::Node>> {
+        let state = self.source.get_cluster_state();
+        let replicas = state.get_token_endpoints(&self.plan.source.keyspace, &self.plan.source.table, Token::new(token));
+        replicas
+            .into_iter()
+            .map(|(node, _)| node)
+            .find(|n| self.local_dc.as_ref().is_none_or(|dc| n.datacenter.as_ref() == Some(dc)))
+    }
+}
+
+/// Runs `f` until it succeeds, the error is not worth retrying, `RETRY_FOR` has passed, or the
+/// job is cancelled. Every retry is counted and the reason shown as the job's waiting state.
+async fn retry<T, F, Fut>(
+    progress: &Progress,
+    cancel: &CancellationToken,
+    what: &str,
+    idempotent: bool,
+    mut f: F,
+) -> Result<T, ExecutionError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ExecutionError>>,
+{
+    let mut delays = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(10))
+        .with_jitter()
+        .without_max_times()
+        .build();
+    let started = Instant::now();
+    loop {
+        match f().await {
+            Ok(v) => {
+                if progress.waiting().is_some() {
+                    progress.set_waiting(None);
+                }
+                return Ok(v);
+            }
+            Err(e) if retryable(&e, idempotent) && started.elapsed() < RETRY_FOR => {
+                progress.retries.fetch_add(1, Ordering::Relaxed);
+                progress.set_waiting(Some(format!("{what}: {e}")));
+                tracing::debug!(error = %e, "{what}: retrying");
+                let delay = delays.next().unwrap_or(Duration::from_secs(10));
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = cancel.cancelled() => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether an error may go away by itself. Writes that are not idempotent (counter updates)
+/// are retried only when the error proves they were not applied.
+fn retryable(e: &ExecutionError, idempotent: bool) -> bool {
+    match e {
+        ExecutionError::EmptyPlan | ExecutionError::ConnectionPoolError(_) => true,
+        ExecutionError::RequestTimeout(_) => idempotent,
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(db, _)) => match db {
+            DbError::Unavailable { .. } | DbError::Overloaded | DbError::IsBootstrapping | DbError::RateLimitReached { .. } => true,
+            DbError::ReadTimeout { .. } | DbError::WriteTimeout { .. } | DbError::ServerError | DbError::TruncateError => idempotent,
+            _ => false,
+        },
+        ExecutionError::LastAttemptError(
+            RequestAttemptError::BrokenConnectionError(_) | RequestAttemptError::UnableToAllocStreamId,
+        ) => idempotent,
+        _ => false,
+    }
+}
