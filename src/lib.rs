@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod cassandra;
+pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod fsutil;

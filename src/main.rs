@@ -27,6 +27,15 @@ enum Command {
         #[arg(long, short, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// Run a migration job in the foreground and exit: 0 when complete, 1 when it failed,
+    /// 2 when the job file or the schemas are invalid, 130 when stopped by Ctrl-C.
+    ///
+    /// The job file is ScyllaDB Migrator's config.yaml format; see config/job-cql.yaml.
+    Migrate {
+        /// Job config file (YAML).
+        #[arg(long, short, value_name = "PATH")]
+        config: PathBuf,
+    },
     /// Check a daemon config file and exit: 0 when valid, 2 with the reason when not.
     CheckConfig {
         /// Daemon config file (YAML). Without it, the embedded default is checked.
@@ -75,6 +84,20 @@ fn main() -> ExitCode {
                 Err(e) => {
                     tracing::error!(error = %e, "drover stopped with an error");
                     eprintln!("drover: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Migrate { config } => {
+            drover::telemetry::init(&drover::config::LoggingConfig {
+                level: "warn".to_string(),
+                ..Default::default()
+            });
+            let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+            match tokio::runtime::Runtime::new() {
+                Ok(rt) => ExitCode::from(rt.block_on(drover::cli::migrate(&config))),
+                Err(e) => {
+                    eprintln!("drover: cannot start the async runtime: {e}");
                     ExitCode::FAILURE
                 }
             }

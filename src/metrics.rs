@@ -36,6 +36,13 @@ struct JobLabels {
     state: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobProgressLabels {
+    job: String,
+    kind: String,
+    counter: String,
+}
+
 type HistogramFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
 
 /// Every metric the daemon exports.
@@ -44,6 +51,7 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: HistogramFamily,
     jobs: Family<JobLabels, Gauge>,
+    job_progress: Family<JobProgressLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -77,11 +85,18 @@ impl Metrics {
             "Jobs known to the daemon, by kind and state",
             jobs.clone(),
         );
+        let job_progress = Family::<JobProgressLabels, Gauge>::default();
+        registry.register(
+            "drover_job_progress",
+            "Progress counters of queued and running jobs (rows, bytes, units, retries...), by job id and counter name",
+            job_progress.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             requests,
             latency,
             jobs,
+            job_progress,
         }
     }
 
@@ -117,6 +132,20 @@ impl Metrics {
                         state: state.as_str().to_string(),
                     })
                     .set(n as i64);
+            }
+        }
+        // Only active jobs: finished ones keep their counters in their record, and dropping them
+        // here keeps the number of series bounded however many jobs were ever run.
+        self.job_progress.clear();
+        for record in jobs.list(None).into_iter().filter(|r| r.state.is_active()) {
+            for (counter, value) in &record.progress {
+                self.job_progress
+                    .get_or_create(&JobProgressLabels {
+                        job: record.id.clone(),
+                        kind: record.kind.clone(),
+                        counter: counter.clone(),
+                    })
+                    .set(i64::try_from(*value).unwrap_or(i64::MAX));
             }
         }
         let mut out = String::new();

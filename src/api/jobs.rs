@@ -50,7 +50,7 @@ pub struct JobView {
 impl From<JobRecord> for JobView {
     fn from(r: JobRecord) -> Self {
         Self {
-            status_url: status_url(&r.id),
+            status_url: status_url(&r.kind, &r.id),
             id: r.id,
             kind: r.kind,
             state: r.state,
@@ -67,9 +67,12 @@ impl From<JobRecord> for JobView {
     }
 }
 
-/// The URL of a job's status.
-pub fn status_url(id: &str) -> String {
-    format!("/api/v1/jobs/{id}")
+/// The URL of a job's status: under its kind's own resource when it has one.
+pub fn status_url(kind: &str, id: &str) -> String {
+    match kind {
+        crate::migrate::job::KIND => format!("/api/v1/migrations/{id}"),
+        _ => format!("/api/v1/jobs/{id}"),
+    }
 }
 
 /// The answer to a submission.
@@ -85,7 +88,7 @@ pub struct Accepted {
 impl From<JobRecord> for Accepted {
     fn from(r: JobRecord) -> Self {
         Self {
-            status_url: status_url(&r.id),
+            status_url: status_url(&r.kind, &r.id),
             job_id: r.id,
         }
     }

@@ -7,6 +7,7 @@ pub mod error;
 mod health;
 pub mod jobs;
 mod metrics;
+mod migrations;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +52,7 @@ pub struct AppState {
     tags(
         (name = "health", description = "Liveness of the daemon and of the local node"),
         (name = "jobs", description = "Long-running work of every kind"),
+        (name = "migrations", description = "Table copies in ScyllaDB Migrator's job format"),
         (name = "diagnostics", description = "Checks of a deployment that touch no data"),
         (name = "metrics", description = "Prometheus metrics"),
     ),
@@ -67,6 +69,9 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::list))
         .routes(routes!(jobs::get))
         .routes(routes!(jobs::cancel))
+        .routes(routes!(migrations::submit, migrations::list))
+        .routes(routes!(migrations::get))
+        .routes(routes!(migrations::cancel))
         .routes(routes!(diagnostics::submit))
         .routes(routes!(metrics::render))
 }

@@ -49,7 +49,10 @@ impl MigrationError {
     /// True for problems in the job config or schemas (what a client must fix), false for
     /// databases that could not be reached or failed.
     pub fn is_config_problem(&self) -> bool {
-        matches!(self, Self::Config(_) | Self::Cql(CqlError::Invalid { .. } | CqlError::Tls { .. }))
+        matches!(
+            self,
+            Self::Config(_) | Self::Cql(CqlError::Invalid { .. } | CqlError::Tls { .. })
+        )
     }
 }
 
@@ -100,7 +103,10 @@ impl Progress {
 
     /// The current waiting reason.
     pub fn waiting(&self) -> Option<String> {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn set_waiting(&self, reason: Option<String>) {
@@ -133,14 +139,35 @@ impl Migration {
             cql::connect("target", &dst.endpoint)
         )?;
         let (source_schema, target_schema) = tokio::try_join!(
-            schema::load(&source, "source", &src.endpoint.keyspace, &src.endpoint.table),
-            schema::load(&target, "target", &dst.endpoint.keyspace, &dst.endpoint.table)
+            schema::load(
+                &source,
+                "source",
+                &src.endpoint.keyspace,
+                &src.endpoint.table
+            ),
+            schema::load(
+                &target,
+                "target",
+                &dst.endpoint.keyspace,
+                &dst.endpoint.table
+            )
         )?;
         let mapping = schema::check_compatible(&source_schema, &target_schema, &config.renames)?;
         if source_schema.is_counter_table() && src.preserve_timestamps {
-            tracing::info!("preserveTimestamps does not apply to counter tables (counters have no writable writetime)");
+            tracing::info!(
+                "preserveTimestamps does not apply to counter tables (counters have no writable writetime)"
+            );
         }
-        let plan = CopyPlan::prepare(&source, &target, src, dst, source_schema, target_schema, &mapping).await?;
+        let plan = CopyPlan::prepare(
+            &source,
+            &target,
+            src,
+            dst,
+            source_schema,
+            target_schema,
+            &mapping,
+        )
+        .await?;
 
         let tokens: Vec<i64> = source
             .get_cluster_state()
@@ -190,7 +217,9 @@ impl Migration {
                 d.insert(*r);
             }
         }
-        progress.units_total.store(self.units.len() as u64, Ordering::Relaxed);
+        progress
+            .units_total
+            .store(self.units.len() as u64, Ordering::Relaxed);
         let mut work = Vec::new();
         for unit in &self.units {
             let missing = self.skip.missing(*unit);
@@ -209,12 +238,17 @@ impl Migration {
             progress: progress.clone(),
             done: done.clone(),
             writes: Arc::new(Semaphore::new(self.max_in_flight)),
-            rows_limit: self.rows_per_second.and_then(std::num::NonZeroU32::new).map(|n| Arc::new(RateLimiter::direct(Quota::per_second(n)))),
+            rows_limit: self
+                .rows_per_second
+                .and_then(std::num::NonZeroU32::new)
+                .map(|n| Arc::new(RateLimiter::direct(Quota::per_second(n)))),
             bytes_limit: self
                 .bytes_per_second
                 .and_then(|b| std::num::NonZeroU32::new(u32::try_from(b).unwrap_or(u32::MAX)))
                 .map(|n| Arc::new(RateLimiter::direct(Quota::per_second(n)))),
-            bytes_burst: self.bytes_per_second.map_or(u32::MAX, |b| u32::try_from(b).unwrap_or(u32::MAX)),
+            bytes_burst: self
+                .bytes_per_second
+                .map_or(u32::MAX, |b| u32::try_from(b).unwrap_or(u32::MAX)),
             local_dc: self.local_dc.clone(),
             // A failure of one unit stops the others; a stop request reaches them through it.
             cancel: failed.clone(),
@@ -272,7 +306,11 @@ impl Shared {
             match joined {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => write_error = write_error.or(Some(e)),
-                Err(e) => write_error = write_error.or(Some(MigrationError::Failed(format!("write task failed: {e}")))),
+                Err(e) => {
+                    write_error = write_error.or(Some(MigrationError::Failed(format!(
+                        "write task failed: {e}"
+                    ))))
+                }
             }
         }
         result?;
@@ -298,7 +336,10 @@ impl Shared {
             let mut statement = plan.select().clone();
             // Send the scan to a replica of the range; a retry may go elsewhere.
             if let Some(node) = self.replica_for(piece.end) {
-                statement.set_load_balancing_policy(Some(SingleTargetLoadBalancingPolicy::new(NodeIdentifier::Node(node), None)));
+                statement.set_load_balancing_policy(Some(SingleTargetLoadBalancingPolicy::new(
+                    NodeIdentifier::Node(node),
+                    None,
+                )));
             }
             let mut paging = PagingState::start();
             let mut last_partition: Option<Vec<Option<bytes::Bytes>>> = None;
@@ -306,19 +347,40 @@ impl Shared {
                 if self.cancel.is_cancelled() {
                     return Err(MigrationError::Stopped);
                 }
-                let page = retry(&self.progress, &self.cancel, "reading from the source", true, || {
-                    plan.read_page(&self.source, &statement, piece.start, piece.end, paging.clone())
-                })
+                let page = retry(
+                    &self.progress,
+                    &self.cancel,
+                    "reading from the source",
+                    true,
+                    || {
+                        plan.read_page(
+                            &self.source,
+                            &statement,
+                            piece.start,
+                            piece.end,
+                            paging.clone(),
+                        )
+                    },
+                )
                 .await;
+                let read_at = Instant::now();
                 let (rows, next) = match page {
                     Ok(p) => p,
                     Err(_) if self.cancel.is_cancelled() => return Err(MigrationError::Stopped),
-                    Err(e) => return Err(MigrationError::Failed(format!("source: reading {piece}: {e}"))),
+                    Err(e) => {
+                        return Err(MigrationError::Failed(format!(
+                            "source: reading {piece}: {e}"
+                        )));
+                    }
                 };
-                self.progress.rows_read.fetch_add(rows.len() as u64, Ordering::Relaxed);
+                self.progress
+                    .rows_read
+                    .fetch_add(rows.len() as u64, Ordering::Relaxed);
                 let np = plan.source.partition_key.len();
                 for row in &rows {
-                    self.progress.bytes_read.fetch_add(row.size() as u64, Ordering::Relaxed);
+                    self.progress
+                        .bytes_read
+                        .fetch_add(row.size() as u64, Ordering::Relaxed);
                     let new_partition = last_partition.as_deref() != Some(&row.cells[..np]);
                     if new_partition {
                         last_partition = Some(row.cells[..np].to_vec());
@@ -332,22 +394,42 @@ impl Shared {
                                 "source: a row of {piece} has a null primary key column; set target.dropNullPrimaryKeys: true to skip such rows"
                             )));
                         }
-                        self.progress.rows_dropped.fetch_add(stats.dropped, Ordering::Relaxed);
+                        self.progress
+                            .rows_dropped
+                            .fetch_add(stats.dropped, Ordering::Relaxed);
                         continue;
                     }
                     let last = writes.len().saturating_sub(1);
                     for (i, write) in writes.drain(..).enumerate() {
                         self.throttle(&write).await;
-                        let permit = self.writes.clone().acquire_owned().await.expect("never closed");
+                        let permit = self
+                            .writes
+                            .clone()
+                            .acquire_owned()
+                            .await
+                            .expect("never closed");
                         let target = self.target.clone();
                         let progress = self.progress.clone();
                         let cancel = self.cancel.clone();
                         let completes_row = i == last;
                         in_flight.spawn(async move {
                             let size = write.values.size() as u64;
-                            let result = retry(&progress, &cancel, "writing to the target", write.idempotent, || {
-                                target.execute_unpaged(&write.statement, &write.values)
-                            })
+                            let result = retry(
+                                &progress,
+                                &cancel,
+                                "writing to the target",
+                                write.idempotent,
+                                || async {
+                                    match write.values_at(read_at.elapsed()) {
+                                        Some(values) => target
+                                            .execute_unpaged(&write.statement, values)
+                                            .await
+                                            .map(|_| ()),
+                                        // Expired while waiting: the source no longer has it either.
+                                        None => Ok(()),
+                                    }
+                                },
+                            )
                             .await;
                             drop(permit);
                             match result {
@@ -369,7 +451,11 @@ impl Shared {
                         match joined {
                             Ok(Ok(())) => {}
                             Ok(Err(e)) => return Err(e),
-                            Err(e) => return Err(MigrationError::Failed(format!("write task failed: {e}"))),
+                            Err(e) => {
+                                return Err(MigrationError::Failed(format!(
+                                    "write task failed: {e}"
+                                )));
+                            }
                         }
                     }
                 }
@@ -402,11 +488,16 @@ impl Shared {
 
     fn replica_for(&self, token: i64) -> Option<Arc<scylla::cluster::Node>> {
         let state = self.source.get_cluster_state();
-        let replicas = state.get_token_endpoints(&self.plan.source.keyspace, &self.plan.source.table, Token::new(token));
-        replicas
-            .into_iter()
-            .map(|(node, _)| node)
-            .find(|n| self.local_dc.as_ref().is_none_or(|dc| n.datacenter.as_ref() == Some(dc)))
+        let replicas = state.get_token_endpoints(
+            &self.plan.source.keyspace,
+            &self.plan.source.table,
+            Token::new(token),
+        );
+        replicas.into_iter().map(|(node, _)| node).find(|n| {
+            self.local_dc
+                .as_ref()
+                .is_none_or(|dc| n.datacenter.as_ref() == Some(dc))
+        })
     }
 }
 
@@ -460,12 +551,19 @@ fn retryable(e: &ExecutionError, idempotent: bool) -> bool {
         ExecutionError::EmptyPlan | ExecutionError::ConnectionPoolError(_) => true,
         ExecutionError::RequestTimeout(_) => idempotent,
         ExecutionError::LastAttemptError(RequestAttemptError::DbError(db, _)) => match db {
-            DbError::Unavailable { .. } | DbError::Overloaded | DbError::IsBootstrapping | DbError::RateLimitReached { .. } => true,
-            DbError::ReadTimeout { .. } | DbError::WriteTimeout { .. } | DbError::ServerError | DbError::TruncateError => idempotent,
+            DbError::Unavailable { .. }
+            | DbError::Overloaded
+            | DbError::IsBootstrapping
+            | DbError::RateLimitReached { .. } => true,
+            DbError::ReadTimeout { .. }
+            | DbError::WriteTimeout { .. }
+            | DbError::ServerError
+            | DbError::TruncateError => idempotent,
             _ => false,
         },
         ExecutionError::LastAttemptError(
-            RequestAttemptError::BrokenConnectionError(_) | RequestAttemptError::UnableToAllocStreamId,
+            RequestAttemptError::BrokenConnectionError(_)
+            | RequestAttemptError::UnableToAllocStreamId,
         ) => idempotent,
         _ => false,
     }

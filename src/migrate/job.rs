@@ -34,7 +34,8 @@ pub fn rates(
     let (total, done, skipped) = units;
     let copied = done.saturating_sub(skipped);
     let left = total.saturating_sub(done);
-    let eta_seconds = (copied > 0).then(|| (elapsed.as_secs_f64() * left as f64 / copied as f64).round() as u64);
+    let eta_seconds =
+        (copied > 0).then(|| (elapsed.as_secs_f64() * left as f64 / copied as f64).round() as u64);
     Rates {
         rows_per_second: ((current.0.saturating_sub(previous.0)) as f64 / secs).round() as u64,
         bytes_per_second: ((current.1.saturating_sub(previous.1)) as f64 / secs).round() as u64,
@@ -44,7 +45,10 @@ pub fn rates(
 
 /// Reads one counter of a snapshot.
 pub fn counter(snapshot: &[(&'static str, u64)], name: &str) -> u64 {
-    snapshot.iter().find(|(k, _)| *k == name).map_or(0, |(_, v)| *v)
+    snapshot
+        .iter()
+        .find(|(k, _)| *k == name)
+        .map_or(0, |(_, v)| *v)
 }
 
 /// Runs a prepared migration as the job behind `handle`.
@@ -66,9 +70,17 @@ pub async fn run(handle: JobHandle, migration: Migration) -> JobResult {
             }
         })
     };
-    let result = migration.run(progress.clone(), done, handle.cancelled().clone()).await;
+    let result = migration
+        .run(progress.clone(), done, handle.cancelled().clone())
+        .await;
     reporter.abort();
-    report(&handle, &progress, (0, 0), Duration::from_secs(1), Duration::ZERO);
+    report(
+        &handle,
+        &progress,
+        (0, 0),
+        Duration::from_secs(1),
+        Duration::ZERO,
+    );
     handle.set("rowsPerSecond", 0);
     match result {
         Ok(()) => {
@@ -86,12 +98,21 @@ pub async fn run(handle: JobHandle, migration: Migration) -> JobResult {
     }
 }
 
-fn report(handle: &JobHandle, progress: &Progress, previous: (u64, u64), interval: Duration, elapsed: Duration) -> (u64, u64) {
+fn report(
+    handle: &JobHandle,
+    progress: &Progress,
+    previous: (u64, u64),
+    interval: Duration,
+    elapsed: Duration,
+) -> (u64, u64) {
     let snapshot = progress.snapshot();
     for (k, v) in &snapshot {
         handle.set(k, *v);
     }
-    let current = (counter(&snapshot, "rowsWritten"), counter(&snapshot, "bytesWritten"));
+    let current = (
+        counter(&snapshot, "rowsWritten"),
+        counter(&snapshot, "bytesWritten"),
+    );
     let units = (
         counter(&snapshot, "unitsTotal"),
         counter(&snapshot, "unitsDone"),
@@ -116,11 +137,27 @@ mod tests {
 
     #[test]
     fn rates_and_eta() {
-        let r = rates((100, 1000), (300, 5000), Duration::from_secs(2), Duration::from_secs(10), (10, 5, 1));
+        let r = rates(
+            (100, 1000),
+            (300, 5000),
+            Duration::from_secs(2),
+            Duration::from_secs(10),
+            (10, 5, 1),
+        );
         assert_eq!(r.rows_per_second, 100);
         assert_eq!(r.bytes_per_second, 2000);
         // 4 units copied in 10 s, 5 left: 12.5 s.
         assert_eq!(r.eta_seconds, Some(13));
-        assert_eq!(rates((0, 0), (0, 0), Duration::from_secs(1), Duration::from_secs(1), (10, 3, 3)).eta_seconds, None);
+        assert_eq!(
+            rates(
+                (0, 0),
+                (0, 0),
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+                (10, 3, 3)
+            )
+            .eta_seconds,
+            None
+        );
     }
 }

@@ -3,6 +3,6 @@
 
 pub mod config;
 pub mod cql;
-pub mod ranges;
 pub mod engine;
 pub mod job;
+pub mod ranges;

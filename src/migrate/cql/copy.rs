@@ -10,9 +10,12 @@ use scylla::cluster::metadata::{CollectionType, ColumnType};
 use scylla::response::{PagingState, PagingStateResponse};
 use scylla::statement::prepared::PreparedStatement;
 
-use super::rows::{Bound, BoundRow, RawRow, join_collection, read_i32, read_i64, read_int_list, split_collection, strip_trailing_zeros};
-use super::schema::{Column, TableSchema, quote};
 use super::CqlError;
+use super::rows::{
+    Bound, BoundRow, RawRow, join_collection, read_i32, read_i64, read_int_list, split_collection,
+    strip_trailing_zeros,
+};
+use super::schema::{Column, TableSchema, quote};
 use crate::migrate::config::{CqlSource, CqlTarget};
 
 /// How a row is turned into writes: the prepared statements of a job and the layout of the
@@ -48,6 +51,32 @@ pub struct Write {
     pub values: BoundRow,
     /// Counter updates must never be repeated once they may have been applied.
     pub idempotent: bool,
+    /// Index of the TTL value among `values`, when the statement sets a TTL read from the
+    /// source: it is shortened by the time between the read and the write.
+    pub ttl_slot: Option<usize>,
+}
+
+impl Write {
+    /// The values to send now, `elapsed` after the source row was read: a source TTL is
+    /// shortened by that time, so the cell expires when it would have in the source, even
+    /// when the write waited behind others or was retried during an outage. `None` when the
+    /// cell has expired meanwhile (nothing is left to write).
+    pub fn values_at(&self, elapsed: std::time::Duration) -> Option<BoundRow> {
+        let Some(slot) = self.ttl_slot else {
+            return Some(self.values.clone());
+        };
+        let mut values = self.values.clone();
+        if let Some(Bound::Int(ttl)) = values.0.get_mut(slot)
+            && *ttl > 0
+        {
+            let left = i64::from(*ttl) - elapsed.as_secs() as i64;
+            if left <= 0 {
+                return None;
+            }
+            *ttl = left as i32;
+        }
+        Some(values)
+    }
 }
 
 /// Per-row outcome counters.
@@ -58,7 +87,10 @@ pub struct RowStats {
 }
 
 fn column_list(cols: &[&Column], renamed: &dyn Fn(&Column) -> String) -> String {
-    cols.iter().map(|c| quote(&renamed(c))).collect::<Vec<_>>().join(", ")
+    cols.iter()
+        .map(|c| quote(&renamed(c)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl CopyPlan {
@@ -84,7 +116,12 @@ impl CopyPlan {
                 select_cols.push(format!("TTL({})", c.quoted()));
             }
         }
-        let pk = source.partition_key.iter().map(Column::quoted).collect::<Vec<_>>().join(", ");
+        let pk = source
+            .partition_key
+            .iter()
+            .map(Column::quoted)
+            .collect::<Vec<_>>()
+            .join(", ");
         let mut select = format!(
             "SELECT {} FROM {} WHERE token({pk}) > ? AND token({pk}) <= ?",
             select_cols.join(", "),
@@ -99,14 +136,26 @@ impl CopyPlan {
         select.set_is_idempotent(true);
 
         let tc = target_cfg.endpoint.consistency_level.into();
-        let key_cols: Vec<&Column> = source.partition_key.iter().chain(&source.clustering_key).collect();
+        let key_cols: Vec<&Column> = source
+            .partition_key
+            .iter()
+            .chain(&source.clustering_key)
+            .collect();
         let pk_cols: Vec<&Column> = source.partition_key.iter().collect();
-        let using = if preserve || target_cfg.write_ttl_in_s.is_some() || target_cfg.write_writetimestamp_in_us.is_some() {
+        let using = if preserve
+            || target_cfg.write_ttl_in_s.is_some()
+            || target_cfg.write_writetimestamp_in_us.is_some()
+        {
             " USING TIMESTAMP ? AND TTL ?"
         } else {
             ""
         };
-        let where_key = |cols: &[&Column]| cols.iter().map(|c| format!("{} = ?", quote(&renamed(c)))).collect::<Vec<_>>().join(" AND ");
+        let where_key = |cols: &[&Column]| {
+            cols.iter()
+                .map(|c| format!("{} = ?", quote(&renamed(c))))
+                .collect::<Vec<_>>()
+                .join(" AND ")
+        };
 
         let mut row_insert = None;
         let mut static_insert = None;
@@ -115,7 +164,11 @@ impl CopyPlan {
         if counter {
             for (i, c) in source.regular.iter().enumerate() {
                 let name = quote(&renamed(c));
-                let cql = format!("UPDATE {} SET {name} = {name} + ? WHERE {}", target.qualified(), where_key(&key_cols));
+                let cql = format!(
+                    "UPDATE {} SET {name} = {name} + ? WHERE {}",
+                    target.qualified(),
+                    where_key(&key_cols)
+                );
                 let mut st = prepare(target_session, "target", &cql).await?;
                 st.set_consistency(tc);
                 st.set_is_idempotent(false);
@@ -163,7 +216,12 @@ impl CopyPlan {
                 }
             }
         }
-        let is_decimal = |c: &Column| matches!(c.typ, ColumnType::Native(scylla::cluster::metadata::NativeType::Decimal));
+        let is_decimal = |c: &Column| {
+            matches!(
+                c.typ,
+                ColumnType::Native(scylla::cluster::metadata::NativeType::Decimal)
+            )
+        };
         Ok(Self {
             decimal_regular: source.regular.iter().map(is_decimal).collect(),
             decimal_static: source.statics.iter().map(is_decimal).collect(),
@@ -202,32 +260,52 @@ impl CopyPlan {
         paging: PagingState,
     ) -> Result<(Vec<RawRow>, PagingStateResponse), scylla::errors::ExecutionError> {
         let (result, next) = session
-            .execute_single_page(statement, BoundRow(vec![Bound::BigInt(start), Bound::BigInt(end)]), paging)
+            .execute_single_page(
+                statement,
+                BoundRow(vec![Bound::BigInt(start), Bound::BigInt(end)]),
+                paging,
+            )
             .await?;
-        let rows = result
-            .into_rows_result()
-            .map_err(|e| scylla::errors::ExecutionError::LastAttemptError(scylla::errors::RequestAttemptError::DbError(
-                scylla::errors::DbError::ProtocolError,
-                format!("scan returned no rows result: {e}"),
-            )))?;
+        let rows = result.into_rows_result().map_err(|e| {
+            scylla::errors::ExecutionError::LastAttemptError(
+                scylla::errors::RequestAttemptError::DbError(
+                    scylla::errors::DbError::ProtocolError,
+                    format!("scan returned no rows result: {e}"),
+                ),
+            )
+        })?;
         let rows = rows
             .rows::<RawRow>()
-            .map_err(|e| scylla::errors::ExecutionError::LastAttemptError(scylla::errors::RequestAttemptError::DbError(
-                scylla::errors::DbError::ProtocolError,
-                format!("scan rows: {e}"),
-            )))?
+            .map_err(|e| {
+                scylla::errors::ExecutionError::LastAttemptError(
+                    scylla::errors::RequestAttemptError::DbError(
+                        scylla::errors::DbError::ProtocolError,
+                        format!("scan rows: {e}"),
+                    ),
+                )
+            })?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| scylla::errors::ExecutionError::LastAttemptError(scylla::errors::RequestAttemptError::DbError(
-                scylla::errors::DbError::ProtocolError,
-                format!("scan row: {e}"),
-            )))?;
+            .map_err(|e| {
+                scylla::errors::ExecutionError::LastAttemptError(
+                    scylla::errors::RequestAttemptError::DbError(
+                        scylla::errors::DbError::ProtocolError,
+                        format!("scan row: {e}"),
+                    ),
+                )
+            })?;
         Ok((rows, next))
     }
 
     /// The writes that reproduce `row` on the target. `write_statics` is false when the row's
     /// partition has already had its static cells written (every row of a partition carries
     /// them).
-    pub fn writes(&self, row: &RawRow, write_statics: bool, stats: &mut RowStats, out: &mut Vec<Write>) {
+    pub fn writes(
+        &self,
+        row: &RawRow,
+        write_statics: bool,
+        stats: &mut RowStats,
+        out: &mut Vec<Write>,
+    ) {
         let np = self.source.partition_key.len();
         let nc = self.source.clustering_key.len();
         let ns = self.source.statics.len();
@@ -237,13 +315,19 @@ impl CopyPlan {
             stats.dropped += 1;
             return;
         }
-        let pk: Vec<Bound> = cells[..np].iter().map(|c| Bound::Value(c.clone().expect("checked"))).collect();
+        let pk: Vec<Bound> = cells[..np]
+            .iter()
+            .map(|c| Bound::Value(c.clone().expect("checked")))
+            .collect();
         let ck_null = nc > 0 && cells[np..np + nc].iter().all(Option::is_none);
         if nc > 0 && !ck_null && cells[np..np + nc].iter().any(Option::is_none) {
             stats.dropped += 1;
             return;
         }
-        let key: Vec<Bound> = cells[..np + nc].iter().map(|c| c.clone().map_or(Bound::Unset, Bound::Value)).collect();
+        let key: Vec<Bound> = cells[..np + nc]
+            .iter()
+            .map(|c| c.clone().map_or(Bound::Unset, Bound::Value))
+            .collect();
         let statics = &cells[np + nc..np + nc + ns];
         let regular = &cells[np + nc + ns..np + nc + ns + nr];
         let meta = &cells[np + nc + ns + nr..];
@@ -253,7 +337,12 @@ impl CopyPlan {
                 if let Some(v) = &regular[*i] {
                     let mut values = vec![Bound::Value(v.clone())];
                     values.extend(key.iter().cloned());
-                    out.push(Write { statement: st.clone(), values: BoundRow(values), idempotent: false });
+                    out.push(Write {
+                        statement: st.clone(),
+                        values: BoundRow(values),
+                        idempotent: false,
+                        ttl_slot: None,
+                    });
                 }
             }
             return;
@@ -266,8 +355,20 @@ impl CopyPlan {
             // A partition holding only static data: there is no row to write.
             return;
         }
-        let st = self.row_insert.as_ref().expect("non-counter tables have a row insert");
-        self.grouped(st, &key, regular, &self.decimal_regular, meta, ns, Some(&self.appends), out);
+        let st = self
+            .row_insert
+            .as_ref()
+            .expect("non-counter tables have a row insert");
+        self.grouped(
+            st,
+            &key,
+            regular,
+            &self.decimal_regular,
+            meta,
+            ns,
+            Some(&self.appends),
+            out,
+        );
     }
 
     /// Writes `values` with `key` through `st`, one statement per distinct (writetime, TTL)
@@ -286,7 +387,11 @@ impl CopyPlan {
         out: &mut Vec<Write>,
     ) {
         let value = |i: usize, v: &Bytes| {
-            if self.strip_decimals && decimal[i] { strip_trailing_zeros(v) } else { v.clone() }
+            if self.strip_decimals && decimal[i] {
+                strip_trailing_zeros(v)
+            } else {
+                v.clone()
+            }
         };
         let statement_with = |cells: Vec<Bound>, ts: Option<i64>, ttl: i32| {
             let mut all = key.to_vec();
@@ -295,15 +400,33 @@ impl CopyPlan {
                 all.push(ts.map_or(Bound::Unset, Bound::BigInt));
                 all.push(Bound::Int(ttl));
             }
-            Write { statement: st.clone(), values: BoundRow(all), idempotent: true }
+            let ttl_slot =
+                (self.preserve && self.fixed_ttl.is_none()).then(|| all.len().saturating_sub(1));
+            Write {
+                statement: st.clone(),
+                values: BoundRow(all),
+                idempotent: true,
+                ttl_slot,
+            }
         };
         if !self.preserve {
             if appends.is_none() && values.iter().all(Option::is_none) {
                 return;
             }
-            let cells: Vec<Bound> = values.iter().enumerate().map(|(i, v)| v.as_ref().map_or(Bound::Unset, |v| Bound::Value(value(i, v)))).collect();
+            let cells: Vec<Bound> = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    v.as_ref()
+                        .map_or(Bound::Unset, |v| Bound::Value(value(i, v)))
+                })
+                .collect();
             // A row with nothing but its key is written too: it exists in the source.
-            out.push(statement_with(cells, self.fixed_timestamp, self.fixed_ttl.unwrap_or(0)));
+            out.push(statement_with(
+                cells,
+                self.fixed_timestamp,
+                self.fixed_ttl.unwrap_or(0),
+            ));
             return;
         }
         // (writetime, ttl) -> cells of that group.
@@ -317,7 +440,10 @@ impl CopyPlan {
             let single = |wt: i64, ttl: i32, groups: &mut BTreeMap<(i64, i32), Vec<Bound>>| {
                 let wt = self.fixed_timestamp.unwrap_or(wt);
                 let ttl = self.fixed_ttl.unwrap_or(ttl);
-                groups.entry((wt, ttl)).or_insert_with(|| vec![Bound::Unset; values.len()])[i] = Bound::Value(value(i, v));
+                groups
+                    .entry((wt, ttl))
+                    .or_insert_with(|| vec![Bound::Unset; values.len()])[i] =
+                    Bound::Value(value(i, v));
             };
             if let Some(wt) = read_i64(wt_cell) {
                 single(wt, read_i32(ttl_cell).unwrap_or(0), &mut groups);
@@ -329,7 +455,12 @@ impl CopyPlan {
             let pairs: Vec<(i64, i32)> = wts
                 .iter()
                 .enumerate()
-                .map(|(e, wt)| (wt.unwrap_or(0), ttls.get(e).copied().flatten().unwrap_or(0) as i32))
+                .map(|(e, wt)| {
+                    (
+                        wt.unwrap_or(0),
+                        ttls.get(e).copied().flatten().unwrap_or(0) as i32,
+                    )
+                })
                 .collect();
             let distinct: std::collections::BTreeSet<_> = pairs.iter().copied().collect();
             let append = appends.and_then(|a| a.get(&i));
@@ -338,14 +469,26 @@ impl CopyPlan {
                 // written one by one here (a non-frozen UDT): the value is written whole with
                 // the newest writetime and the shortest TTL of its elements.
                 let wt = pairs.iter().map(|p| p.0).max().unwrap_or(0);
-                let ttl = pairs.iter().map(|p| p.1).filter(|t| *t > 0).min().unwrap_or(0);
+                let ttl = pairs
+                    .iter()
+                    .map(|p| p.1)
+                    .filter(|t| *t > 0)
+                    .min()
+                    .unwrap_or(0);
                 single(wt, ttl, &mut groups);
                 continue;
             }
             let is_map = self.source.regular.get(i).is_some_and(|c| {
-                matches!(c.typ, ColumnType::Collection { typ: CollectionType::Map(..), .. })
+                matches!(
+                    c.typ,
+                    ColumnType::Collection {
+                        typ: CollectionType::Map(..),
+                        ..
+                    }
+                )
             });
-            let Some(elements) = split_collection(v, is_map).filter(|e| e.len() == pairs.len()) else {
+            let Some(elements) = split_collection(v, is_map).filter(|e| e.len() == pairs.len())
+            else {
                 let wt = pairs.iter().map(|p| p.0).max().unwrap_or(0);
                 single(wt, 0, &mut groups);
                 continue;
@@ -358,9 +501,19 @@ impl CopyPlan {
             }
             let append = append.expect("checked");
             for ((wt, ttl), elems) in by_pair {
-                let mut all = vec![Bound::BigInt(self.fixed_timestamp.unwrap_or(wt)), Bound::Int(self.fixed_ttl.unwrap_or(ttl)), Bound::Value(join_collection(&elems))];
+                let mut all = vec![
+                    Bound::BigInt(self.fixed_timestamp.unwrap_or(wt)),
+                    Bound::Int(self.fixed_ttl.unwrap_or(ttl)),
+                    Bound::Value(join_collection(&elems)),
+                ];
                 all.extend(key.iter().cloned());
-                out.push(Write { statement: append.clone(), values: BoundRow(all), idempotent: true });
+                let ttl_slot = self.fixed_ttl.is_none().then_some(1);
+                out.push(Write {
+                    statement: append.clone(),
+                    values: BoundRow(all),
+                    idempotent: true,
+                    ttl_slot,
+                });
             }
         }
         if !any && appends.is_some() {
