@@ -3,7 +3,9 @@
 
 mod api_errors;
 mod cli;
+mod cql;
 mod health;
 mod jobs;
+mod migrations;
 mod openapi;
 mod support;

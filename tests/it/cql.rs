@@ -1,0 +1,115 @@
+//! Helpers to set up and compare tables on the real test clusters.
+
+use std::time::Duration;
+
+use drover::migrate::cql::rows::RawRow;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+
+pub fn src_addr() -> String {
+    crate::support::cassandra_src()
+}
+
+pub fn dst_addr() -> String {
+    std::env::var("DROVER_TEST_CASSANDRA_DST").unwrap_or_else(|_| "127.0.0.2:9042".to_string())
+}
+
+pub async fn session(addr: &str) -> Session {
+    SessionBuilder::new()
+        .known_node(addr)
+        .connection_timeout(Duration::from_secs(10))
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {addr} (scripts/testenv up?): {e}"))
+}
+
+pub async fn exec(s: &Session, cql: &str) {
+    // Schema changes on a fresh node are occasionally slow to settle: retry a few times.
+    for attempt in 0..5 {
+        match s.query_unpaged(cql, ()).await {
+            Ok(_) => return,
+            Err(e) if attempt < 4 => {
+                eprintln!("retrying `{cql}`: {e}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("`{cql}` failed: {e}"),
+        }
+    }
+}
+
+/// Creates (fresh) keyspace `ks` on both clusters and runs `ddl` (statements separated by `;`)
+/// in it on both.
+pub async fn fresh_keyspace(src: &Session, dst: &Session, ks: &str, ddl: &str) {
+    for s in [src, dst] {
+        exec(s, &format!("DROP KEYSPACE IF EXISTS {ks}")).await;
+        exec(s, &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")).await;
+        for stmt in ddl.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+            exec(s, &stmt.replace("$ks", ks)).await;
+        }
+    }
+}
+
+/// Every row of `SELECT <select> FROM <table>` as raw cell bytes, in token and clustering
+/// order.
+pub async fn raw_rows(s: &Session, table: &str, select: &str) -> Vec<RawRow> {
+    let mut st =
+        scylla::statement::unprepared::Statement::new(format!("SELECT {select} FROM {table}"));
+    st.set_page_size(5000);
+    let pager = s.query_iter(st, ()).await.expect("scan");
+    use futures::TryStreamExt;
+    pager
+        .rows_stream::<RawRow>()
+        .expect("rows")
+        .try_collect()
+        .await
+        .expect("rows")
+}
+
+/// Asserts that both tables hold the same cells byte for byte. `ttl_columns` are indexes of
+/// TTL expressions in `select`, compared within 2 s (TTL counts down between the two reads).
+pub async fn assert_same(
+    src: &Session,
+    src_table: &str,
+    dst: &Session,
+    dst_table: &str,
+    src_select: &str,
+    dst_select: &str,
+    ttl_columns: &[usize],
+) -> usize {
+    let a = raw_rows(src, src_table, src_select).await;
+    let b = raw_rows(dst, dst_table, dst_select).await;
+    assert_eq!(
+        a.len(),
+        b.len(),
+        "row counts differ: source {} target {}",
+        a.len(),
+        b.len()
+    );
+    for (n, (x, y)) in a.iter().zip(&b).enumerate() {
+        for (i, (cx, cy)) in x.cells.iter().zip(&y.cells).enumerate() {
+            if ttl_columns.contains(&i) {
+                let ttls = |c: &Option<bytes::Bytes>| {
+                    drover::migrate::cql::rows::read_int_list(c).unwrap_or_else(|| {
+                        vec![drover::migrate::cql::rows::read_i32(c).map(i64::from)]
+                    })
+                };
+                let (tx, ty) = (ttls(cx), ttls(cy));
+                assert_eq!(tx.len(), ty.len(), "row {n} column {i}: TTL shapes differ");
+                for (p, q) in tx.iter().zip(&ty) {
+                    match (p, q) {
+                        (Some(p), Some(q)) => {
+                            assert!((p - q).abs() <= 2, "row {n} column {i}: TTL {p} vs {q}")
+                        }
+                        _ => assert_eq!(p, q, "row {n} column {i}: TTL {p:?} vs {q:?}"),
+                    }
+                }
+            } else {
+                assert_eq!(
+                    cx, cy,
+                    "row {n} column {i} of `{src_select}` differs:\nsource {x:?}\ntarget {y:?}"
+                );
+            }
+        }
+    }
+    a.len()
+}

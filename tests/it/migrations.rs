@@ -1,0 +1,390 @@
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::cql::{assert_same, dst_addr, exec, fresh_keyspace, session, src_addr};
+use crate::support::{Daemon, Home, drover_bin, error_message};
+
+const WAIT: Duration = Duration::from_secs(120);
+
+fn job(ks: &str, table: &str, extra_source: &str, extra_target: &str, extra: &str) -> String {
+    job_to(ks, table, table, extra_source, extra_target, extra)
+}
+
+fn job_to(
+    ks: &str,
+    table: &str,
+    target_table: &str,
+    extra_source: &str,
+    extra_target: &str,
+    extra: &str,
+) -> String {
+    let (sh, sp) = src_addr()
+        .rsplit_once(':')
+        .map(|(h, p)| (h.to_string(), p.to_string()))
+        .unwrap();
+    let (dh, dp) = dst_addr()
+        .rsplit_once(':')
+        .map(|(h, p)| (h.to_string(), p.to_string()))
+        .unwrap();
+    format!(
+        "source:\n  type: cassandra\n  host: {sh}\n  port: {sp}\n  keyspace: {ks}\n  table: {table}\n  splitCount: 32\n{extra_source}target:\n  type: scylla\n  host: {dh}\n  port: {dp}\n  keyspace: {ks}\n  table: {target_table}\n{extra_target}{extra}"
+    )
+}
+
+async fn submit(daemon: &Daemon, yaml: &str) -> (u16, Value) {
+    daemon
+        .post_raw("/api/v1/migrations", "application/yaml", yaml.to_string())
+        .await
+}
+
+async fn run_to_success(daemon: &Daemon, yaml: &str) -> Value {
+    let (status, body) = submit(daemon, yaml).await;
+    assert_eq!(status, 202, "{body}");
+    let url = body["statusUrl"].as_str().unwrap().to_string();
+    assert!(url.starts_with("/api/v1/migrations/"), "{url}");
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (_, job) = daemon.get(&url).await;
+        match job["state"].as_str().unwrap() {
+            "SUCCEEDED" => return job,
+            "FAILED" | "CANCELLED" | "INTERRUPTED" => {
+                panic!("migration ended badly: {job}\n{}", daemon.logs())
+            }
+            _ => {}
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "migration too slow: {job}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+const EVERY_TYPE: &str = "
+CREATE TYPE $ks.addr (street text, num int, tags frozen<set<text>>);
+CREATE TABLE $ks.everything (
+  k uuid, c1 timeuuid, c2 text,
+  st int static,
+  a ascii, b bigint, bl blob, bo boolean, d date, de decimal, db double, du duration, f float,
+  i inet, n int, si smallint, t text, tm time, ts timestamp, ti tinyint, vi varint, tu timeuuid,
+  l list<int>, se set<text>, m map<text, int>,
+  fl frozen<list<int>>, fs frozen<set<int>>, fm frozen<map<int, text>>,
+  nested map<text, frozen<list<frozen<map<int, text>>>>>,
+  u addr, fu frozen<addr>, tup tuple<int, text, frozen<list<int>>>, vec vector<float, 3>,
+  PRIMARY KEY ((k), c1, c2)
+) WITH CLUSTERING ORDER BY (c1 DESC, c2 ASC)";
+
+const VALUE_COLUMNS: &str = "a, b, bl, bo, d, de, db, du, f, i, n, si, t, tm, ts, ti, vi, tu, l, se, m, fl, fs, fm, nested, u, fu, tup, vec";
+
+async fn fill_every_type(src: &scylla::client::session::Session, ks: &str) {
+    let t = format!("{ks}.everything");
+    let k1 = "11111111-1111-1111-1111-111111111111";
+    let k2 = "22222222-2222-2222-2222-222222222222";
+    let c = "e0d1c000-0000-1000-8000-000000000001";
+    let full = |k: &str, c2: &str| {
+        format!(
+            "INSERT INTO {t} (k, c1, c2, a, b, bl, bo, d, de, db, du, f, i, n, si, t, tm, ts, ti, vi, tu, l, se, m, fl, fs, fm, nested, u, fu, tup, vec) VALUES \
+        ({k}, {c}, '{c2}', 'ascii', -9223372036854775808, 0x00ff10, true, '-5877641-06-23', 1.500, 1.7976931348623157E308, 1mo2d3h4m5s6ms7us8ns, -0.0, \
+        '2001:db8::ff00:42:8329', -2147483648, -32768, 'ünïcödé ✓', '23:59:59.999999999', 8640000000000123, -128, \
+        123456789012345678901234567890123456789, e0d1c000-0000-1000-8000-000000000002, \
+        [3, 1, 2, 1], {{'x', 'y'}}, {{'a': 1, 'b': 2}}, [1, 2], {{5, 6}}, {{1: 'one'}}, \
+        {{'n': [{{1: 'a'}}, {{2: 'b'}}]}}, {{street: 'Main', num: 1, tags: {{'t1'}}}}, {{street: 'Frozen', num: 2, tags: {{}}}}, \
+        (1, 'tuple', [9]), [1.5, -2.25, 3e-7]) USING TIMESTAMP 1000 AND TTL 86400"
+        )
+    };
+    exec(src, &full(k1, "row-1")).await;
+    exec(src, &full(k2, "row-2")).await;
+    // Cells of one row with different writetimes and TTLs, including collection elements
+    // added later and a cell without TTL.
+    exec(src, &format!("UPDATE {t} USING TIMESTAMP 2000 SET n = 7, t = '' WHERE k = {k1} AND c1 = {c} AND c2 = 'row-1'")).await;
+    exec(src, &format!("UPDATE {t} USING TIMESTAMP 3000 AND TTL 5000 SET se = se + {{'z'}}, m = m + {{'c': 3}}, l = l + [42] WHERE k = {k1} AND c1 = {c} AND c2 = 'row-1'")).await;
+    exec(src, &format!("UPDATE {t} USING TIMESTAMP 4000 AND TTL 777 SET b = 1 WHERE k = {k1} AND c1 = {c} AND c2 = 'row-1'")).await;
+    // Nulls stay nulls (no tombstone needed), empty strings stay empty.
+    exec(src, &format!("INSERT INTO {t} (k, c1, c2, t, a) VALUES ({k1}, {c}, 'sparse', '', null) USING TIMESTAMP 5000")).await;
+    // A row that has only its key.
+    exec(
+        src,
+        &format!("INSERT INTO {t} (k, c1, c2) VALUES ({k2}, {c}, 'key-only') USING TIMESTAMP 6000"),
+    )
+    .await;
+    // Static cells, and a partition holding only static data.
+    exec(
+        src,
+        &format!("UPDATE {t} USING TIMESTAMP 7000 AND TTL 3600 SET st = 1 WHERE k = {k1}"),
+    )
+    .await;
+    exec(src, &format!("INSERT INTO {t} (k, st) VALUES (33333333-3333-3333-3333-333333333333, 3) USING TIMESTAMP 8000")).await;
+}
+
+fn meta_select(columns: &str) -> (String, Vec<usize>) {
+    // For every column: the value, its writetime and its TTL.
+    let cols: Vec<&str> = columns.split(", ").collect();
+    let mut select = vec![
+        "k".to_string(),
+        "c1".to_string(),
+        "c2".to_string(),
+        "st".to_string(),
+        "writetime(st)".to_string(),
+        "ttl(st)".to_string(),
+    ];
+    let mut ttl = vec![5];
+    for c in cols {
+        select.push(c.to_string());
+        select.push(format!("writetime({c})"));
+        select.push(format!("ttl({c})"));
+        ttl.push(select.len() - 1);
+    }
+    (select.join(", "), ttl)
+}
+
+#[tokio::test]
+async fn every_cql_type_is_copied_exactly_with_writetimes_and_ttls() {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "it_every_type";
+    fresh_keyspace(&src, &dst, ks, EVERY_TYPE).await;
+    fill_every_type(&src, ks).await;
+
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let done = run_to_success(
+        &daemon,
+        &job(ks, "everything", "  preserveTimestamps: true\n", "", ""),
+    )
+    .await;
+    // Two full rows, a sparse row, a key-only row, a static-only partition.
+    assert_eq!(done["progress"]["rowsRead"], 5, "{done}");
+    assert_eq!(done["progress"]["rowsWritten"], 5, "{done}");
+    assert_eq!(
+        done["progress"]["unitsDone"], done["progress"]["unitsTotal"],
+        "{done}"
+    );
+
+    let (select, ttl) = meta_select(VALUE_COLUMNS);
+    let table = format!("{ks}.everything");
+    let rows = assert_same(&src, &table, &dst, &table, &select, &select, &ttl).await;
+    assert_eq!(rows, 5);
+    // The job record holds no secret and says where it came from.
+    assert_eq!(done["spec"]["source"]["keyspace"], ks);
+}
+
+#[tokio::test]
+async fn without_preserve_timestamps_values_are_exact_and_cells_are_not_tombstoned() {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "it_plain_copy";
+    fresh_keyspace(&src, &dst, ks, EVERY_TYPE).await;
+    fill_every_type(&src, ks).await;
+    // A target cell that the source row does not have must survive: nulls are not written.
+    exec(&dst, &format!("INSERT INTO {ks}.everything (k, c1, c2, a) VALUES (11111111-1111-1111-1111-111111111111, e0d1c000-0000-1000-8000-000000000001, 'sparse', 'kept')")).await;
+
+    let out = tokio::process::Command::new(drover_bin())
+        .args(["migrate", "--config"])
+        .arg(write_job(&job(ks, "everything", "", "", "")))
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("migration complete: 5 rows"), "{stderr}");
+    let table = format!("{ks}.everything");
+    let values = format!("k, c1, c2, st, {}", VALUE_COLUMNS.replace("a, b,", "b,"));
+    assert_same(&src, &table, &dst, &table, &values, &values, &[]).await;
+    let kept = crate::cql::raw_rows(&dst, &table, "a").await;
+    assert!(
+        kept.iter()
+            .any(|r| r.cells[0].as_deref() == Some(b"kept".as_slice())),
+        "the null source cell overwrote the target"
+    );
+}
+
+fn write_job(yaml: &str) -> std::path::PathBuf {
+    let file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    let (_, path) = file.keep().unwrap();
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn counters_renames_and_where_filters() {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "it_counters_renames";
+    for s in [&src, &dst] {
+        exec(s, &format!("DROP KEYSPACE IF EXISTS {ks}")).await;
+        exec(s, &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")).await;
+        exec(s, &format!("CREATE TABLE {ks}.hits (page text, day int, views counter, clicks counter, PRIMARY KEY (page, day))")).await;
+    }
+    exec(
+        &src,
+        &format!("CREATE TABLE {ks}.people (id int PRIMARY KEY, name text, age int)"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!(
+            "CREATE TABLE {ks}.people (id int PRIMARY KEY, full_name text, age int, extra text)"
+        ),
+    )
+    .await;
+    for i in 0..200 {
+        exec(&src, &format!("UPDATE {ks}.hits SET views = views + {}, clicks = clicks + {} WHERE page = 'p{}' AND day = {}", i * 3, i, i % 7, i)).await;
+        exec(
+            &src,
+            &format!(
+                "INSERT INTO {ks}.people (id, name, age) VALUES ({i}, 'name-{i}', {})",
+                i % 90
+            ),
+        )
+        .await;
+    }
+    exec(
+        &src,
+        &format!("UPDATE {ks}.hits SET views = views + 5 WHERE page = 'only-views' AND day = 0"),
+    )
+    .await;
+
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let done = run_to_success(&daemon, &job(ks, "hits", "", "", "")).await;
+    assert_eq!(done["progress"]["rowsWritten"], 201);
+    assert_same(
+        &src,
+        &format!("{ks}.hits"),
+        &dst,
+        &format!("{ks}.hits"),
+        "page, day, views, clicks",
+        "page, day, views, clicks",
+        &[],
+    )
+    .await;
+
+    let renamed = job(
+        ks,
+        "people",
+        "  where: age >= 30\n",
+        "",
+        "renames:\n  - from: name\n    to: full_name\n",
+    );
+    let done = run_to_success(&daemon, &renamed).await;
+    let expected = (0..200).filter(|i| i % 90 >= 30).count();
+    assert_eq!(done["progress"]["rowsWritten"], expected as u64, "{done}");
+    let rows =
+        crate::cql::raw_rows(&dst, &format!("{ks}.people"), "id, full_name, age, extra").await;
+    assert_eq!(rows.len(), expected);
+    for row in rows {
+        let id = i32::from_be_bytes(row.cells[0].as_deref().unwrap().try_into().unwrap());
+        assert_eq!(
+            row.cells[1].as_deref(),
+            Some(format!("name-{id}").as_bytes())
+        );
+        assert!(row.cells[3].is_none());
+    }
+}
+
+#[tokio::test]
+async fn bad_jobs_are_refused_before_anything_is_written() {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "it_bad_jobs";
+    for s in [&src, &dst] {
+        exec(s, &format!("DROP KEYSPACE IF EXISTS {ks}")).await;
+        exec(s, &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")).await;
+    }
+    exec(
+        &src,
+        &format!("CREATE TABLE {ks}.t (k int, c int, v text, n int, PRIMARY KEY (k, c))"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!("CREATE TABLE {ks}.t (k int, c int, v text, n bigint, PRIMARY KEY (k, c))"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!("CREATE TABLE {ks}.missing_col (k int, c int, v text, PRIMARY KEY (k, c))"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!("CREATE TABLE {ks}.other_key (k int, c int, v text, n int, PRIMARY KEY (k, v))"),
+    )
+    .await;
+    exec(
+        &src,
+        &format!("INSERT INTO {ks}.t (k, c, v, n) VALUES (1, 1, 'x', 1)"),
+    )
+    .await;
+
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let with_target_table = |t: &str| job_to(ks, "t", t, "", "", "");
+    let cases = [
+        (
+            job("no_such_ks", "t", "", "", ""),
+            "job config: source.keyspace: keyspace \"no_such_ks\" does not exist on the source cluster",
+        ),
+        (
+            job(ks, "nope", "", "", ""),
+            &format!(
+                "job config: source.table: table {ks}.nope does not exist on the source cluster"
+            ) as &str,
+        ),
+        (
+            with_target_table("t"),
+            "job config: target.table: column \"n\" has type int in the source but bigint in the target",
+        ),
+        (
+            with_target_table("missing_col"),
+            &format!(
+                "job config: target.table: the target table \"{ks}\".\"missing_col\" has no column \"n\""
+            ),
+        ),
+        (
+            with_target_table("other_key"),
+            "job config: target.table: column \"c\" is a clustering key column in the source but a regular column in the target",
+        ),
+        (
+            job(ks, "t", "", "", "renames:\n  - from: w\n    to: x\n"),
+            &format!(
+                "job config: renames: column \"w\" does not exist in the source table \"{ks}\".\"t\""
+            ),
+        ),
+        (
+            job(ks, "t", "  fetchSize: -1\n", "", ""),
+            "job config: source.fetchSize: invalid value: integer `-1`, expected usize (line 8)",
+        ),
+        (
+            job(ks, "t", "", "  colour: red\n", ""),
+            "job config: target: unknown field `colour`",
+        ),
+    ];
+    for (yaml, expected) in cases {
+        let (status, body) = submit(&daemon, &yaml).await;
+        assert_eq!(status, 400, "{yaml}\n{body}");
+        let message = error_message(status, &body);
+        assert!(
+            message.starts_with(expected),
+            "expected {expected:?}\n     got {message:?}"
+        );
+    }
+    // An unreachable cluster is not the client's syntax error: 502.
+    // Nothing listens on 127.0.0.3.
+    let unreachable = job(ks, "t", "", "", "").replace(
+        &format!("host: {}", dst_addr().rsplit_once(':').unwrap().0),
+        "host: 127.0.0.3",
+    );
+    let (status, body) = submit(&daemon, &unreachable).await;
+    assert_eq!(status, 502, "{body}");
+    assert!(
+        error_message(status, &body).contains("target: cannot connect to"),
+        "{body}"
+    );
+
+    // Nothing was written and no job was created.
+    assert!(
+        crate::cql::raw_rows(&dst, &format!("{ks}.t"), "k")
+            .await
+            .is_empty()
+    );
+    let (_, list) = daemon.get("/api/v1/migrations").await;
+    assert_eq!(list["migrations"].as_array().unwrap().len(), 0);
+}
