@@ -40,6 +40,8 @@ pub struct JobView {
     pub progress: BTreeMap<String, u64>,
     /// Why it failed or what went wrong while stopping.
     pub error: Option<String>,
+    /// The most recent transient error (retried), kept after recovery.
+    pub last_error: Option<String>,
     /// Parameters as submitted, secrets redacted.
     #[schema(value_type = Object)]
     pub spec: serde_json::Value,
@@ -62,6 +64,7 @@ impl From<JobRecord> for JobView {
             attempts: r.attempts,
             progress: r.progress,
             error: r.error,
+            last_error: r.last_error,
             spec: r.spec,
         }
     }

@@ -252,6 +252,7 @@ impl JobRegistry {
             attempts: 0,
             progress: BTreeMap::new(),
             error: None,
+            last_error: None,
             spec,
         };
         let entry = Entry::new(record, 0);
@@ -543,6 +544,15 @@ impl JobHandle {
     /// Names what the job is doing now.
     pub fn set_phase(&self, phase: &str) {
         self.entry.update(|r| r.phase = Some(phase.to_string()));
+    }
+
+    /// Records a transient error (one being retried).
+    pub fn set_last_error(&self, error: &str) {
+        let changed = self.entry.lock().record.last_error.as_deref() != Some(error);
+        if changed {
+            self.entry
+                .update(|r| r.last_error = Some(error.to_string()));
+        }
     }
 
     /// Adds `n` to a progress counter.

@@ -101,6 +101,10 @@ pub struct JobRecord {
     pub progress: BTreeMap<String, u64>,
     /// Why the job failed, or what went wrong while stopping it.
     pub error: Option<String>,
+    /// The most recent transient error the job recovered from (or is retrying), kept after
+    /// recovery so an operator can see what slowed the job down.
+    #[serde(default)]
+    pub last_error: Option<String>,
     /// The job's parameters as submitted, with secrets already redacted by the submitter; what
     /// a resume rebuilds the job from.
     pub spec: serde_json::Value,

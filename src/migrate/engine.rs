@@ -138,20 +138,23 @@ impl Migration {
             cql::connect("source", &src.endpoint),
             cql::connect("target", &dst.endpoint)
         )?;
-        let (source_schema, target_schema) = tokio::try_join!(
-            schema::load(
-                &source,
-                "source",
-                &src.endpoint.keyspace,
-                &src.endpoint.table
-            ),
-            schema::load(
-                &target,
-                "target",
-                &dst.endpoint.keyspace,
-                &dst.endpoint.table
-            )
-        )?;
+        cql::check_local_dc(&source, "source", src.endpoint.local_dc.as_deref())?;
+        cql::check_local_dc(&target, "target", dst.endpoint.local_dc.as_deref())?;
+        // One after the other, so that a job wrong on both sides is reported on its source first.
+        let source_schema = schema::load(
+            &source,
+            "source",
+            &src.endpoint.keyspace,
+            &src.endpoint.table,
+        )
+        .await?;
+        let target_schema = schema::load(
+            &target,
+            "target",
+            &dst.endpoint.keyspace,
+            &dst.endpoint.table,
+        )
+        .await?;
         let mapping = schema::check_compatible(&source_schema, &target_schema, &config.renames)?;
         if source_schema.is_counter_table() && src.preserve_timestamps {
             tracing::info!(
@@ -401,7 +404,10 @@ impl Shared {
                     }
                     let last = writes.len().saturating_sub(1);
                     for (i, write) in writes.drain(..).enumerate() {
-                        self.throttle(&write).await;
+                        // Waiting for the rate limit or a free slot must not delay a stop.
+                        if !self.throttle(&write).await {
+                            return Err(MigrationError::Stopped);
+                        }
                         let permit = self
                             .writes
                             .clone()
@@ -468,7 +474,15 @@ impl Shared {
         Ok(())
     }
 
-    async fn throttle(&self, write: &Write) {
+    /// Waits for the rate limits; false when the job is stopped meanwhile.
+    async fn throttle(&self, write: &Write) -> bool {
+        tokio::select! {
+            _ = self.wait_quota(write) => true,
+            _ = self.cancel.cancelled() => false,
+        }
+    }
+
+    async fn wait_quota(&self, write: &Write) {
         if let Some(limit) = &self.rows_limit {
             limit.until_ready().await;
         }

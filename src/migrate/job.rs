@@ -125,7 +125,10 @@ fn report(
         handle.set("etaSeconds", eta);
     }
     match progress.waiting() {
-        Some(reason) => handle.set_phase(&format!("waiting: {reason}")),
+        Some(reason) => {
+            handle.set_last_error(&reason);
+            handle.set_phase(&format!("waiting: {reason}"));
+        }
         None => handle.set_phase("copying"),
     }
     current

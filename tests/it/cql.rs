@@ -65,8 +65,10 @@ pub async fn raw_rows(s: &Session, table: &str, select: &str) -> Vec<RawRow> {
         .expect("rows")
 }
 
-/// Asserts that both tables hold the same cells byte for byte. `ttl_columns` are indexes of
-/// TTL expressions in `select`, compared within 2 s (TTL counts down between the two reads).
+/// Asserts that both tables hold the same cells byte for byte, streaming both scans side by
+/// side (memory stays flat for large tables). `ttl_columns` are indexes of TTL expressions in
+/// the selects, compared within 2 s (TTLs count down between the two reads). Returns the number
+/// of rows compared.
 pub async fn assert_same(
     src: &Session,
     src_table: &str,
@@ -76,16 +78,36 @@ pub async fn assert_same(
     dst_select: &str,
     ttl_columns: &[usize],
 ) -> usize {
-    let a = raw_rows(src, src_table, src_select).await;
-    let b = raw_rows(dst, dst_table, dst_select).await;
-    assert_eq!(
-        a.len(),
-        b.len(),
-        "row counts differ: source {} target {}",
-        a.len(),
-        b.len()
-    );
-    for (n, (x, y)) in a.iter().zip(&b).enumerate() {
+    use futures::StreamExt;
+    let scan = |table: &str, select: &str| {
+        let mut st =
+            scylla::statement::unprepared::Statement::new(format!("SELECT {select} FROM {table}"));
+        st.set_page_size(5000);
+        st
+    };
+    let mut a = src
+        .query_iter(scan(src_table, src_select), ())
+        .await
+        .expect("scan")
+        .rows_stream::<RawRow>()
+        .expect("rows");
+    let mut b = dst
+        .query_iter(scan(dst_table, dst_select), ())
+        .await
+        .expect("scan")
+        .rows_stream::<RawRow>()
+        .expect("rows");
+    let mut n = 0;
+    loop {
+        let (x, y) = tokio::join!(a.next(), b.next());
+        let (x, y) = match (x, y) {
+            (None, None) => return n,
+            (Some(x), Some(y)) => (x.expect("source row"), y.expect("target row")),
+            (x, _) => panic!(
+                "row counts differ after {n} rows: the {} has more",
+                if x.is_some() { "source" } else { "target" }
+            ),
+        };
         for (i, (cx, cy)) in x.cells.iter().zip(&y.cells).enumerate() {
             if ttl_columns.contains(&i) {
                 let ttls = |c: &Option<bytes::Bytes>| {
@@ -110,6 +132,6 @@ pub async fn assert_same(
                 );
             }
         }
+        n += 1;
     }
-    a.len()
 }

@@ -39,11 +39,15 @@ async fn submit(daemon: &Daemon, yaml: &str) -> (u16, Value) {
 }
 
 async fn run_to_success(daemon: &Daemon, yaml: &str) -> Value {
+    run_to_success_within(daemon, yaml, WAIT).await
+}
+
+async fn run_to_success_within(daemon: &Daemon, yaml: &str, wait: Duration) -> Value {
     let (status, body) = submit(daemon, yaml).await;
     assert_eq!(status, 202, "{body}");
     let url = body["statusUrl"].as_str().unwrap().to_string();
     assert!(url.starts_with("/api/v1/migrations/"), "{url}");
-    let deadline = std::time::Instant::now() + WAIT;
+    let deadline = std::time::Instant::now() + wait;
     loop {
         let (_, job) = daemon.get(&url).await;
         match job["state"].as_str().unwrap() {
@@ -356,6 +360,10 @@ async fn bad_jobs_are_refused_before_anything_is_written() {
             job(ks, "t", "", "  colour: red\n", ""),
             "job config: target: unknown field `colour`",
         ),
+        (
+            job(ks, "t", "  localDC: mars\n", "", ""),
+            "job config: source.localDC: no node of the source cluster is in data center \"mars\" (known: datacenter1)",
+        ),
     ];
     for (yaml, expected) in cases {
         let (status, body) = submit(&daemon, &yaml).await;
@@ -387,4 +395,150 @@ async fn bad_jobs_are_refused_before_anything_is_written() {
     );
     let (_, list) = daemon.get("/api/v1/migrations").await;
     assert_eq!(list["migrations"].as_array().unwrap().len(), 0);
+}
+
+/// Writes `rows` rows into `table (p int, c int, v text, n bigint)` of the source: partition 0
+/// holds `wide` rows, the others 1000 each. Same-partition batches keep this quick.
+async fn fill_many(src: &scylla::client::session::Session, table: &str, rows: usize, wide: usize) {
+    use futures::StreamExt;
+    let insert = src
+        .prepare(format!(
+            "INSERT INTO {table} (p, c, v, n) VALUES (?, ?, ?, ?)"
+        ))
+        .await
+        .unwrap();
+    let mut chunks = Vec::new();
+    let mut left = rows;
+    let mut p = 0i32;
+    while left > 0 {
+        let size = if p == 0 {
+            wide.min(left)
+        } else {
+            1000.min(left)
+        };
+        for start in (0..size).step_by(100) {
+            chunks.push((p, start as i32, (start + 100).min(size) as i32));
+        }
+        left -= size;
+        p += 1;
+    }
+    futures::stream::iter(chunks)
+        .map(|(p, from, to)| {
+            let insert = insert.clone();
+            async move {
+                let mut batch = scylla::statement::batch::Batch::new(
+                    scylla::statement::batch::BatchType::Unlogged,
+                );
+                let mut values = Vec::new();
+                for c in from..to {
+                    batch.append_statement(insert.clone());
+                    values.push((
+                        p,
+                        c,
+                        format!("value {p}/{c} {}", "x".repeat((c % 50) as usize)),
+                        i64::from(p) * 1_000_000 + i64::from(c),
+                    ));
+                }
+                src.batch(&batch, values).await.expect("batch insert");
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+}
+
+#[tokio::test]
+async fn a_million_rows_with_a_wide_partition() {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "it_million";
+    fresh_keyspace(
+        &src,
+        &dst,
+        ks,
+        "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))",
+    )
+    .await;
+    let rows = 1_000_000;
+    fill_many(&src, &format!("{ks}.t"), rows, 100_000).await;
+
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    // Debug builds on a shared 2-core machine copy a few thousand rows per second.
+    let done = run_to_success_within(
+        &daemon,
+        &job(ks, "t", "  fetchSize: 2000\n", "", ""),
+        Duration::from_secs(900),
+    )
+    .await;
+    assert_eq!(done["progress"]["rowsWritten"], rows as u64, "{done}");
+    let table = format!("{ks}.t");
+    let compared = assert_same(&src, &table, &dst, &table, "p, c, v, n", "p, c, v, n", &[]).await;
+    assert_eq!(compared, rows);
+}
+
+#[tokio::test]
+async fn cancel_stops_a_running_migration_promptly() {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "it_cancel";
+    fresh_keyspace(
+        &src,
+        &dst,
+        ks,
+        "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))",
+    )
+    .await;
+    fill_many(&src, &format!("{ks}.t"), 5000, 1000).await;
+
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    // 200 rows/s: 25 s for the table, unless cancelled.
+    let (status, body) = submit(&daemon, &job(ks, "t", "", "  rowsPerSecond: 200\n", "")).await;
+    assert_eq!(status, 202, "{body}");
+    let url = body["statusUrl"].as_str().unwrap().to_string();
+    let running = daemon
+        .wait_job(body["jobId"].as_str().unwrap(), WAIT, |j| {
+            j["progress"]["rowsWritten"].as_u64() >= Some(200)
+        })
+        .await;
+    assert_eq!(running["state"], "RUNNING");
+    assert!(
+        running["progress"]["rowsPerSecond"].as_u64().is_some(),
+        "{running}"
+    );
+    let metrics = daemon
+        .client()
+        .get(daemon.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("drover_job_progress{") && metrics.contains("counter=\"rowsWritten\""),
+        "{metrics}"
+    );
+
+    let asked = std::time::Instant::now();
+    let (status, _) = daemon
+        .post_json(&format!("{url}/cancel"), &serde_json::json!({}))
+        .await;
+    assert_eq!(status, 202);
+    let ended = daemon
+        .wait_job(body["jobId"].as_str().unwrap(), WAIT, |j| {
+            j["state"] != "RUNNING"
+        })
+        .await;
+    assert_eq!(ended["state"], "CANCELLED", "{ended}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "cancel took {:?}",
+        asked.elapsed()
+    );
+    let written = ended["progress"]["rowsWritten"].as_u64().unwrap();
+    assert!(written < 5000, "{ended}");
+    assert!(
+        ended["progress"]["unitsDone"].as_u64() < ended["progress"]["unitsTotal"].as_u64(),
+        "{ended}"
+    );
 }

@@ -133,3 +133,19 @@ fn secrets_are_redacted_and_never_printed() {
         assert!(!is_secret_key(key), "{key}");
     }
 }
+
+#[test]
+fn every_job_example_in_config_dir_parses() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("job") && name.ends_with(".yaml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            JobConfig::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            seen += 1;
+        }
+    }
+    assert!(seen >= 1);
+}

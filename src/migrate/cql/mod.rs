@@ -103,6 +103,34 @@ pub async fn connect(side: &str, e: &CqlEndpoint) -> Result<Session, CqlError> {
     })
 }
 
+/// Checks that `local_dc` names a data center of the cluster: a typo would otherwise leave the
+/// driver with no node to send requests to.
+pub fn check_local_dc(
+    session: &Session,
+    side: &str,
+    local_dc: Option<&str>,
+) -> Result<(), CqlError> {
+    let Some(dc) = local_dc else { return Ok(()) };
+    let state = session.get_cluster_state();
+    let mut known: Vec<String> = state
+        .get_nodes_info()
+        .iter()
+        .filter_map(|n| n.datacenter.clone())
+        .collect();
+    known.sort();
+    known.dedup();
+    if known.iter().any(|k| k == dc) {
+        return Ok(());
+    }
+    Err(CqlError::Invalid {
+        key: format!("{side}.localDC"),
+        message: format!(
+            "no node of the {side} cluster is in data center {dc:?} (known: {})",
+            known.join(", ")
+        ),
+    })
+}
+
 fn tls_config(
     side: &str,
     ssl: &crate::migrate::config::SslOptions,
