@@ -2,15 +2,13 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::migrate::config::JobConfig;
-use crate::migrate::engine::{Migration, MigrationError, Progress};
+use crate::migrate::engine::{MigrationError, Progress};
 use crate::migrate::job::{counter, rates};
-use crate::migrate::ranges::RangeSet;
 
 /// Exit code: the job file or schemas are invalid.
 pub const EXIT_CONFIG: u8 = 2;
@@ -27,15 +25,8 @@ pub async fn migrate(path: &Path) -> u8 {
             return EXIT_CONFIG;
         }
     };
-    let config = match JobConfig::parse(&text) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("drover: {}: {e}", path.display());
-            return EXIT_CONFIG;
-        }
-    };
-    let migration = match Migration::prepare(&config).await {
-        Ok(m) => m,
+    let launch = match crate::migrate::job::launch(&text).await {
+        Ok(l) => l,
         Err(e) => {
             eprintln!("drover: {}: {e}", path.display());
             return if e.is_config_problem() {
@@ -45,22 +36,32 @@ pub async fn migrate(path: &Path) -> u8 {
             };
         }
     };
+    if let Some(name) = &launch.resumed_from {
+        eprintln!("drover: resuming from savepoint {name}");
+    }
     let cancel = CancellationToken::new();
     let signals = cancel.clone();
     tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler cannot fail on Unix");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
         eprintln!(
-            "\ndrover: stopping (writes in flight finish; press Ctrl-C again to exit at once)"
+            "\ndrover: stopping: writes in flight finish, then a savepoint is written (signal again to exit at once)"
         );
         signals.cancel();
-        let _ = tokio::signal::ctrl_c().await;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
         std::process::exit(i32::from(EXIT_INTERRUPTED));
     });
     let progress = Arc::new(Progress::default());
-    let done = Arc::new(Mutex::new(RangeSet::new()));
     let display = tokio::spawn(show_progress(progress.clone()));
     let started = Instant::now();
-    let result = migration.run(progress.clone(), done, cancel).await;
+    let result = crate::migrate::job::execute(launch, progress.clone(), cancel).await;
     display.abort();
     let snapshot = progress.snapshot();
     let summary = format!(

@@ -12,4 +12,5 @@ pub mod fsutil;
 pub mod jobs;
 pub mod metrics;
 pub mod migrate;
+pub mod savepoints;
 pub mod telemetry;

@@ -10,8 +10,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
 use super::jobs::{Accepted, JobView};
-use crate::migrate::config::{JobConfig, redacted_json};
-use crate::migrate::engine::Migration;
+use crate::migrate::config::redacted_json;
 use crate::migrate::job::{self, KIND};
 
 /// Migrations, oldest first.
@@ -64,9 +63,7 @@ pub async fn submit(
     }
     let text = std::str::from_utf8(&body)
         .map_err(|e| ApiError::bad_request(format!("job config: not UTF-8: {e}")))?;
-    let config =
-        JobConfig::parse(text).map_err(|e| ApiError::bad_request(format!("job config: {e}")))?;
-    let migration = Migration::prepare(&config).await.map_err(|e| {
+    let launch = job::launch(text).await.map_err(|e| {
         let status = if e.is_config_problem() {
             StatusCode::BAD_REQUEST
         } else {
@@ -76,7 +73,7 @@ pub async fn submit(
     })?;
     let record = state
         .jobs
-        .submit(KIND, redacted_json(text), move |h| job::run(h, migration))
+        .submit(KIND, redacted_json(text), move |h| job::run(h, launch))
         .await?;
     Ok((StatusCode::ACCEPTED, Json(record.into())))
 }

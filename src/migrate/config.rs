@@ -41,8 +41,8 @@ pub struct JobConfig {
     pub renames: Vec<Rename>,
     /// Token ranges `(start, end]` already copied; skipped by this run.
     pub skip_token_ranges: Vec<(i64, i64)>,
-    /// Savepoint settings (see the savepoints issue); accepted and kept.
-    pub savepoints: Option<yaml_serde::Value>,
+    /// Savepoint settings.
+    pub savepoints: Option<SavepointsConfig>,
     /// Validator settings; accepted and kept.
     pub validation: Option<yaml_serde::Value>,
 }
@@ -59,6 +59,32 @@ pub enum SourceConfig {
 pub enum TargetConfig {
     /// A Cassandra or ScyllaDB table (`type: cassandra` or `type: scylla`).
     Cql(CqlTarget),
+}
+
+/// `savepoints`: where and how often progress is saved, and whether a start resumes from it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SavepointsConfig {
+    /// Directory of savepoint files (created if missing; relative to the working directory of
+    /// the process that runs the job).
+    pub path: Option<std::path::PathBuf>,
+    /// Seconds between savepoints. Required for the file backend.
+    pub interval_seconds: Option<u64>,
+    /// On start, continue from the newest savepoint of the same migration. Default true.
+    #[serde(default = "yes")]
+    pub auto_resume: bool,
+    /// drover: savepoint files kept (the newest); older ones are deleted. Default 10.
+    #[serde(default = "default_keep")]
+    pub keep: usize,
+    /// Savepoints stored in the target database (ScyllaDB Migrator's `target-table` backend).
+    pub target: Option<yaml_serde::Value>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_keep() -> usize {
+    10
 }
 
 /// `renames` entry.
@@ -222,7 +248,7 @@ struct RawJob {
     #[serde(default)]
     skip_token_ranges: Option<Vec<(i64, i64)>>,
     #[serde(default)]
-    savepoints: Option<yaml_serde::Value>,
+    savepoints: Option<SavepointsConfig>,
     #[serde(default)]
     validation: Option<yaml_serde::Value>,
     #[serde(default)]
@@ -398,6 +424,46 @@ impl JobConfig {
             validation: raw.validation,
         };
         config.validate(text)?;
+        if let Some(sp) = &config.savepoints {
+            if sp.target.is_some() {
+                return Err(JobConfigError::at(
+                    text,
+                    "savepoints.target",
+                    "savepoints stored in the target database are not supported by this version of drover yet; use savepoints.path",
+                ));
+            }
+            if sp.path.as_ref().is_none_or(|p| p.as_os_str().is_empty()) {
+                return Err(JobConfigError::at(
+                    text,
+                    "savepoints",
+                    "savepoints.path is required (the directory of savepoint files)",
+                ));
+            }
+            match sp.interval_seconds {
+                None => {
+                    return Err(JobConfigError::at(
+                        text,
+                        "savepoints",
+                        "savepoints.intervalSeconds is required with savepoint files (seconds between savepoints)",
+                    ));
+                }
+                Some(0) => {
+                    return Err(JobConfigError::at(
+                        text,
+                        "savepoints.intervalSeconds",
+                        "must be at least 1",
+                    ));
+                }
+                Some(_) => {}
+            }
+            if sp.keep == 0 {
+                return Err(JobConfigError::at(
+                    text,
+                    "savepoints.keep",
+                    "must be at least 1",
+                ));
+            }
+        }
         Ok(config)
     }
 

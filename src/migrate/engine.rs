@@ -40,6 +40,9 @@ pub enum MigrationError {
     /// A read or write failed for good.
     #[error("{0}")]
     Failed(String),
+    /// Savepoints could not be read or written.
+    #[error(transparent)]
+    Savepoints(#[from] crate::savepoints::SavepointError),
     /// The job was cancelled before it finished.
     #[error("stopped before the end")]
     Stopped,

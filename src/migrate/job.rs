@@ -4,9 +4,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio_util::sync::CancellationToken;
+
+use super::config::{JobConfig, redacted_json};
 use super::engine::{Migration, MigrationError, Progress};
 use super::ranges::RangeSet;
 use crate::jobs::{JobFailure, JobHandle, JobResult};
+use crate::savepoints::{self, FileStore, SavepointInfo, SavepointStore};
 
 /// Job kind of migrations in the registry.
 pub const KIND: &str = "migration";
@@ -51,11 +55,162 @@ pub fn counter(snapshot: &[(&'static str, u64)], name: &str) -> u64 {
         .map_or(0, |(_, v)| *v)
 }
 
-/// Runs a prepared migration as the job behind `handle`.
-pub async fn run(handle: JobHandle, migration: Migration) -> JobResult {
+/// A checked migration, with its savepoints and what it resumes from.
+pub struct Launch {
+    /// The planned copy.
+    pub migration: Migration,
+    /// Where progress is saved, when the job has `savepoints`.
+    pub savepoints: Option<Savepoints>,
+    /// The savepoint this run continues from.
+    pub resumed_from: Option<String>,
+}
+
+/// The savepoints of one run.
+pub struct Savepoints {
+    store: Arc<FileStore>,
+    /// The redacted job document that every savepoint repeats.
+    base: serde_json::Value,
+    interval: Duration,
+    initial: savepoints::Progress,
+}
+
+impl Savepoints {
+    /// Writes a savepoint of `done` (which includes the ranges skipped at start).
+    pub async fn write(&self, done: &RangeSet, why: &str) -> Result<SavepointInfo, MigrationError> {
+        let mut progress = self.initial.clone();
+        progress.merge(&savepoints::Progress {
+            token_ranges: done.clone(),
+            ..Default::default()
+        });
+        let mut doc = self.base.clone();
+        progress.into_document(&mut doc);
+        let store = self.store.clone();
+        let info = tokio::task::spawn_blocking(move || store.write(&doc))
+            .await
+            .expect("writing a savepoint does not panic")?;
+        tracing::info!(
+            savepoint = %self.store.dir().join(&info.name).display(),
+            ranges = progress.token_ranges.ranges().len(),
+            "created a savepoint due to {why}"
+        );
+        Ok(info)
+    }
+
+    /// The directory of the savepoint files.
+    pub fn dir(&self) -> &std::path::Path {
+        self.store.dir()
+    }
+}
+
+/// Parses, checks and plans a job; with `savepoints.autoResume` (the default), merges the
+/// progress of the newest savepoint of the same migration. Nothing is written to the target.
+pub async fn launch(text: &str) -> Result<Launch, MigrationError> {
+    let mut config = JobConfig::parse(text)?;
+    let base = redacted_json(text);
+    let mut savepoints = None;
+    let mut resumed_from = None;
+    if let Some(sp) = &config.savepoints {
+        let dir = sp.path.clone().expect("validated");
+        let keep = sp.keep;
+        let store = Arc::new(
+            tokio::task::spawn_blocking(move || FileStore::open(&dir, keep))
+                .await
+                .expect("opening savepoints does not panic")?,
+        );
+        let mut initial = savepoints::Progress::from_document(&base).unwrap_or_default();
+        if sp.auto_resume {
+            let identity = savepoints::identity(&base);
+            let lookup = store.clone();
+            let savepoints::Lookup { found, warnings } =
+                tokio::task::spawn_blocking(move || lookup.newest_usable(&identity))
+                    .await
+                    .expect("reading savepoints does not panic")?;
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+            if let Some((savepoint, progress)) = found {
+                tracing::info!(
+                    savepoint = %savepoint.info.name,
+                    ranges = progress.token_ranges.ranges().len(),
+                    "resuming from the newest savepoint of this migration"
+                );
+                initial.merge(&progress);
+                resumed_from = Some(savepoint.info.name);
+            }
+        }
+        config.skip_token_ranges = initial
+            .token_ranges
+            .ranges()
+            .iter()
+            .map(|r| (r.start, r.end))
+            .collect();
+        savepoints = Some(Savepoints {
+            store,
+            base,
+            interval: Duration::from_secs(sp.interval_seconds.expect("validated")),
+            initial,
+        });
+    }
+    let migration = Migration::prepare(&config).await?;
+    Ok(Launch {
+        migration,
+        savepoints,
+        resumed_from,
+    })
+}
+
+/// Runs a launched migration: savepoints every interval and a final one however the run ends
+/// (success, failure, cancel, shutdown).
+pub async fn execute(
+    launch: Launch,
+    progress: Arc<Progress>,
+    cancel: CancellationToken,
+) -> Result<(), MigrationError> {
+    let done = Arc::new(Mutex::new(RangeSet::new()));
+    let savepoints = launch.savepoints.map(Arc::new);
+    let periodic = savepoints.clone().map(|sp| {
+        let done = done.clone();
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(sp.interval);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                let snapshot = done.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                if let Err(e) = sp.write(&snapshot, "schedule").await {
+                    tracing::error!(error = %e, "cannot write a savepoint");
+                }
+            }
+        })
+    });
+    let result = launch.migration.run(progress, done.clone(), cancel).await;
+    if let Some(task) = periodic {
+        task.abort();
+    }
+    if let Some(sp) = &savepoints {
+        let snapshot = done.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let why = match &result {
+            Ok(()) => "the end of the migration",
+            Err(MigrationError::Stopped) => "the migration being stopped",
+            Err(_) => "the migration failing",
+        };
+        if let Err(e) = sp.write(&snapshot, why).await {
+            // The data written is not affected; the next run redoes what this one did.
+            tracing::error!(error = %e, "cannot write the final savepoint");
+            if result.is_ok() {
+                return Err(e);
+            }
+        }
+    }
+    result
+}
+
+/// Runs a launched migration as the job behind `handle`.
+pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
+    if let Some(name) = &launch.resumed_from {
+        tracing::info!(job = handle.id(), savepoint = %name, "migration resumes from a savepoint");
+    }
     handle.set_phase("copying");
     let progress = Arc::new(Progress::default());
-    let done = Arc::new(Mutex::new(RangeSet::new()));
     let reporter = {
         let handle = handle.clone();
         let progress = progress.clone();
@@ -70,9 +225,7 @@ pub async fn run(handle: JobHandle, migration: Migration) -> JobResult {
             }
         })
     };
-    let result = migration
-        .run(progress.clone(), done, handle.cancelled().clone())
-        .await;
+    let result = execute(launch, progress.clone(), handle.cancelled().clone()).await;
     reporter.abort();
     report(
         &handle,

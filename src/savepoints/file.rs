@@ -1,0 +1,170 @@
+//! Savepoints as files: `savepoint_<13-digit epoch millis>_<10-digit counter>.yaml`.
+//!
+//! Both parts are zero-padded so that the alphabetical order of names is their chronological
+//! order (`ls | tail -n 1` is the newest). Names strictly increase within a process even if the
+//! clock steps back: the millisecond part never decreases and the counter, seeded from the
+//! names already in the directory, always grows. Each file is written to a temporary name,
+//! fsynced and renamed, so a crash never leaves a half-written savepoint under a final name.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::{Savepoint, SavepointError, SavepointInfo, SavepointStore};
+use crate::fsutil;
+
+/// Savepoint files in one directory.
+pub struct FileStore {
+    dir: PathBuf,
+    keep: usize,
+    /// Last (millis, counter) used.
+    last: Mutex<(u64, u64)>,
+}
+
+/// Parses a savepoint file name: the current format, or the legacy `savepoint_<epochSeconds>.yaml`.
+pub fn parse_name(name: &str) -> Option<(u64, u64)> {
+    let stem = name.strip_prefix("savepoint_")?.strip_suffix(".yaml")?;
+    match stem.split_once('_') {
+        Some((ms, counter)) if ms.len() == 13 && counter.len() == 10 => {
+            Some((ms.parse().ok()?, counter.parse().ok()?))
+        }
+        None if !stem.is_empty() && stem.bytes().all(|b| b.is_ascii_digit()) => {
+            Some((stem.parse::<u64>().ok()?.checked_mul(1000)?, 0))
+        }
+        _ => None,
+    }
+}
+
+fn is_current_format(name: &str) -> bool {
+    name.strip_prefix("savepoint_")
+        .and_then(|s| s.strip_suffix(".yaml"))
+        .is_some_and(|s| s.len() == 24 && s.as_bytes()[13] == b'_')
+}
+
+impl FileStore {
+    /// Opens (creating) `dir`, keeping the newest `keep` savepoints of the current format.
+    pub fn open(dir: &Path, keep: usize) -> Result<Self, SavepointError> {
+        let io = |source| SavepointError::Io {
+            path: dir.to_path_buf(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        fsutil::remove_stale_temp_files(dir).map_err(io)?;
+        let store = Self {
+            dir: dir.to_path_buf(),
+            keep: keep.max(1),
+            last: Mutex::new((0, 0)),
+        };
+        let newest = store
+            .list()?
+            .into_iter()
+            .map(|i| (i.epoch_millis, i.counter))
+            .fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)));
+        *store.last.lock().unwrap_or_else(|p| p.into_inner()) = newest;
+        Ok(store)
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn next_name(&self) -> (String, u64, u64) {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let millis = now.max(last.0);
+        let counter = last.1 + 1;
+        *last = (millis, counter);
+        (
+            format!("savepoint_{millis:013}_{counter:010}.yaml"),
+            millis,
+            counter,
+        )
+    }
+
+    fn prune(&self) -> Result<(), SavepointError> {
+        let current: Vec<_> = self
+            .list()?
+            .into_iter()
+            .filter(|i| is_current_format(&i.name))
+            .collect();
+        for old in current.iter().skip(self.keep) {
+            let path = self.dir.join(&old.name);
+            std::fs::remove_file(&path).map_err(|source| SavepointError::Io { path, source })?;
+        }
+        Ok(())
+    }
+}
+
+const HEADER: &str = "# drover savepoint: the job config with its secrets redacted, and the progress made\n\
+# (skipTokenRanges, skipSegments, skipParquetFiles). It is not a job config: run the original\n\
+# config again and automatic resume (savepoints.autoResume, on by default) continues from here.\n";
+
+impl SavepointStore for FileStore {
+    fn write(&self, document: &serde_json::Value) -> Result<SavepointInfo, SavepointError> {
+        let (name, epoch_millis, counter) = self.next_name();
+        let body = yaml_serde::to_string(document).expect("JSON values serialize as YAML");
+        let path = self.dir.join(&name);
+        fsutil::write_atomic(&path, format!("{HEADER}{body}").as_bytes()).map_err(|source| {
+            SavepointError::Io {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        self.prune()?;
+        Ok(SavepointInfo {
+            name,
+            epoch_millis,
+            counter,
+        })
+    }
+
+    fn list(&self) -> Result<Vec<SavepointInfo>, SavepointError> {
+        let io = |source| SavepointError::Io {
+            path: self.dir.clone(),
+            source,
+        };
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&self.dir).map_err(io)? {
+            let name = entry
+                .map_err(io)?
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            if let Some((epoch_millis, counter)) = parse_name(&name) {
+                out.push(SavepointInfo {
+                    name,
+                    epoch_millis,
+                    counter,
+                });
+            }
+        }
+        out.sort_by(|a, b| {
+            (b.epoch_millis, b.counter, &b.name).cmp(&(a.epoch_millis, a.counter, &a.name))
+        });
+        Ok(out)
+    }
+
+    fn read(&self, info: &SavepointInfo) -> Result<Savepoint, SavepointError> {
+        let path = self.dir.join(&info.name);
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| SavepointError::Io { path, source })?;
+        let document: serde_json::Value =
+            yaml_serde::from_str(&text).map_err(|e| SavepointError::Corrupt {
+                name: info.name.clone(),
+                message: e.to_string(),
+            })?;
+        if !document.is_object() {
+            return Err(SavepointError::Corrupt {
+                name: info.name.clone(),
+                message: "not a mapping".into(),
+            });
+        }
+        Ok(Savepoint {
+            info: info.clone(),
+            document,
+        })
+    }
+}

@@ -1,0 +1,199 @@
+//! Savepoints: the progress of a migration written next to its redacted configuration, so an
+//! interrupted job continues where it left off (ScyllaDB Migrator's format and naming).
+//!
+//! The progress model is shared by every connector: completed token ranges (CQL), completed
+//! scan segments (DynamoDB) and completed files (Parquet). A store is anything that can write
+//! a savepoint and list the existing ones; files are the first backend, a table in the target
+//! database can be the second behind the same trait.
+
+mod file;
+mod identity;
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+pub use file::{FileStore, parse_name};
+pub use identity::identity;
+
+use crate::migrate::ranges::{RangeSet, TokenRange};
+
+/// Errors of the savepoint subsystem.
+#[derive(Debug, thiserror::Error)]
+pub enum SavepointError {
+    /// A savepoint file or directory could not be read or written.
+    #[error("savepoints {}: {source}", path.display())]
+    Io {
+        /// File or directory.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A savepoint could not be parsed.
+    #[error("savepoint {name}: {message}")]
+    Corrupt {
+        /// File name.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// What is already done, in the job file's terms.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Completed token ranges, merged.
+    pub token_ranges: RangeSet,
+    /// Completed DynamoDB scan segments.
+    pub segments: BTreeSet<u32>,
+    /// Completed Parquet files.
+    pub parquet_files: BTreeSet<String>,
+}
+
+impl Progress {
+    /// Adds everything of `other`.
+    pub fn merge(&mut self, other: &Progress) {
+        for r in other.token_ranges.ranges() {
+            self.token_ranges.insert(*r);
+        }
+        self.segments.extend(other.segments.iter().copied());
+        self.parquet_files
+            .extend(other.parquet_files.iter().cloned());
+    }
+
+    /// Whether nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.token_ranges.ranges().is_empty()
+            && self.segments.is_empty()
+            && self.parquet_files.is_empty()
+    }
+
+    /// Reads the progress keys of a job or savepoint document.
+    pub fn from_document(doc: &serde_json::Value) -> Result<Self, String> {
+        let mut progress = Progress::default();
+        if let Some(ranges) = doc.get("skipTokenRanges").filter(|v| !v.is_null()) {
+            let pairs: Vec<(i64, i64)> = serde_json::from_value(ranges.clone())
+                .map_err(|e| format!("skipTokenRanges: {e}"))?;
+            for (a, b) in pairs {
+                let r = TokenRange::new(a, b)
+                    .ok_or_else(|| format!("skipTokenRanges: ({a}, {b}] is empty"))?;
+                progress.token_ranges.insert(r);
+            }
+        }
+        if let Some(s) = doc.get("skipSegments").filter(|v| !v.is_null()) {
+            progress.segments =
+                serde_json::from_value(s.clone()).map_err(|e| format!("skipSegments: {e}"))?;
+        }
+        if let Some(f) = doc.get("skipParquetFiles").filter(|v| !v.is_null()) {
+            progress.parquet_files =
+                serde_json::from_value(f.clone()).map_err(|e| format!("skipParquetFiles: {e}"))?;
+        }
+        Ok(progress)
+    }
+
+    /// Writes the progress keys into a document, replacing what was there.
+    pub fn into_document(&self, doc: &mut serde_json::Value) {
+        let Some(map) = doc.as_object_mut() else {
+            return;
+        };
+        let ranges: Vec<(i64, i64)> = self
+            .token_ranges
+            .ranges()
+            .iter()
+            .map(|r| (r.start, r.end))
+            .collect();
+        map.insert(
+            "skipTokenRanges".into(),
+            serde_json::to_value(ranges).expect("pairs serialize"),
+        );
+        map.insert(
+            "skipSegments".into(),
+            serde_json::to_value(&self.segments).expect("set serializes"),
+        );
+        map.insert(
+            "skipParquetFiles".into(),
+            serde_json::to_value(&self.parquet_files).expect("set serializes"),
+        );
+    }
+}
+
+/// One stored savepoint, as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SavepointInfo {
+    /// File name (or row id for other stores).
+    pub name: String,
+    /// Creation time, milliseconds since the epoch (from the name).
+    pub epoch_millis: u64,
+    /// Disambiguating sequence number (from the name; 0 for legacy names).
+    pub counter: u64,
+}
+
+/// A savepoint with its content.
+#[derive(Debug, Clone)]
+pub struct Savepoint {
+    /// Where it is.
+    pub info: SavepointInfo,
+    /// The redacted job document with its progress keys.
+    pub document: serde_json::Value,
+}
+
+/// The result of looking for a savepoint to resume from.
+#[derive(Debug, Default)]
+pub struct Lookup {
+    /// The newest usable savepoint of the migration, with its progress.
+    pub found: Option<(Savepoint, Progress)>,
+    /// One line per savepoint skipped, newest first.
+    pub warnings: Vec<String>,
+}
+
+/// What a savepoint backend does.
+pub trait SavepointStore: Send + Sync {
+    /// Writes a new savepoint of `document` (already redacted, progress included).
+    fn write(&self, document: &serde_json::Value) -> Result<SavepointInfo, SavepointError>;
+    /// Every savepoint, newest first.
+    fn list(&self) -> Result<Vec<SavepointInfo>, SavepointError>;
+    /// Reads one savepoint.
+    fn read(&self, info: &SavepointInfo) -> Result<Savepoint, SavepointError>;
+
+    /// The newest savepoint that parses and belongs to the migration `identity`. Unusable
+    /// ones are skipped with a warning each (returned as well, for the caller to report).
+    fn newest_usable(&self, identity: &serde_json::Value) -> Result<Lookup, SavepointError> {
+        let mut warnings = Vec::new();
+        for info in self.list()? {
+            let savepoint = match self.read(&info) {
+                Ok(s) => s,
+                Err(e) => {
+                    warnings.push(format!("{e}; trying an older savepoint"));
+                    continue;
+                }
+            };
+            if &identity::identity(&savepoint.document) != identity {
+                warnings.push(format!(
+                    "savepoint {}: belongs to another migration (source, target or renames differ); ignored",
+                    info.name
+                ));
+                continue;
+            }
+            match Progress::from_document(&savepoint.document) {
+                Ok(progress) => {
+                    return Ok(Lookup {
+                        found: Some((savepoint, progress)),
+                        warnings,
+                    });
+                }
+                Err(e) => warnings.push(format!(
+                    "savepoint {}: {e}; trying an older savepoint",
+                    info.name
+                )),
+            }
+        }
+        Ok(Lookup {
+            found: None,
+            warnings,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
