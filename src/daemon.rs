@@ -115,6 +115,12 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
         },
     )
     .await?;
+    if config.jobs.resume_interrupted {
+        tokio::spawn(crate::migrate::job::resume_interrupted(
+            jobs.clone(),
+            state_dir.clone(),
+        ));
+    }
     let config = Arc::new(config);
     let state = AppState {
         config: config.clone(),

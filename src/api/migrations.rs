@@ -75,6 +75,10 @@ pub async fn submit(
         .jobs
         .submit(KIND, redacted_json(text), move |h| job::run(h, launch))
         .await?;
+    if let Err(e) = job::keep_job_file(&state.config.state_dir, &record.id, text) {
+        // The job runs; only a resume after a crash would lack its config.
+        tracing::error!(job = %record.id, error = %e, "cannot keep the job config for resumes");
+    }
     Ok((StatusCode::ACCEPTED, Json(record.into())))
 }
 
@@ -140,4 +144,140 @@ pub async fn cancel(
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
     migration(&state, &id)?;
     Ok((StatusCode::ACCEPTED, Json(state.jobs.cancel(&id)?.into())))
+}
+
+/// A savepoint of a migration, with a summary of its progress.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SavepointView {
+    /// File name (`savepoint_<epochMillis>_<counter>.yaml`).
+    pub name: String,
+    /// Creation time, milliseconds since the epoch.
+    pub epoch_millis: u64,
+    /// Completed token ranges (merged intervals) recorded in it.
+    pub token_ranges: usize,
+    /// Share of the token ring recorded complete, 0 to 1.
+    pub ring_fraction: f64,
+    /// Completed DynamoDB segments recorded in it.
+    pub segments: usize,
+    /// Completed Parquet files recorded in it.
+    pub parquet_files: usize,
+}
+
+/// Savepoints of a migration.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SavepointList {
+    /// Directory of the savepoint files.
+    pub path: Option<String>,
+    /// Newest first; only those of this migration (same source, target and renames).
+    pub savepoints: Vec<SavepointView>,
+}
+
+/// Lists the savepoints of a migration with their progress.
+#[utoipa::path(
+    get,
+    path = "/api/v1/migrations/{id}/savepoints",
+    tag = "migrations",
+    params(("id" = String, Path, description = "Job id")),
+    responses((status = 200, body = SavepointList), (status = 404, body = ErrorBody))
+)]
+pub async fn savepoints(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<SavepointList>, ApiError> {
+    use crate::savepoints::{FileStore, Progress, SavepointStore, identity};
+    let record = migration(&state, &id)?;
+    let Some(path) = record
+        .spec
+        .pointer("/savepoints/path")
+        .and_then(|p| p.as_str())
+        .map(str::to_string)
+    else {
+        return Ok(Json(SavepointList {
+            path: None,
+            savepoints: vec![],
+        }));
+    };
+    let wanted = identity(&record.spec);
+    let dir = std::path::PathBuf::from(&path);
+    let views = tokio::task::spawn_blocking(
+        move || -> Result<Vec<SavepointView>, crate::savepoints::SavepointError> {
+            if !dir.is_dir() {
+                return Ok(vec![]);
+            }
+            let store = FileStore::open(&dir, usize::MAX)?;
+            let mut out = Vec::new();
+            for info in store.list()? {
+                let Ok(sp) = store.read(&info) else { continue };
+                if identity(&sp.document) != wanted {
+                    continue;
+                }
+                let Ok(p) = Progress::from_document(&sp.document) else {
+                    continue;
+                };
+                out.push(SavepointView {
+                    name: info.name,
+                    epoch_millis: info.epoch_millis,
+                    token_ranges: p.token_ranges.ranges().len(),
+                    ring_fraction: p.token_ranges.width() as f64
+                        / crate::migrate::ranges::TokenRange::FULL.width() as f64,
+                    segments: p.segments.len(),
+                    parquet_files: p.parquet_files.len(),
+                });
+            }
+            Ok(out)
+        },
+    )
+    .await
+    .expect("listing savepoints does not panic")
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    Ok(Json(SavepointList {
+        path: Some(path),
+        savepoints: views,
+    }))
+}
+
+/// Resumes an `INTERRUPTED` migration (one the daemon did not resume by itself, or whose
+/// resume failed): it continues from its newest savepoint.
+#[utoipa::path(
+    post,
+    path = "/api/v1/migrations/{id}/resume",
+    tag = "migrations",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 202, body = JobView),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "The job is not INTERRUPTED", body = ErrorBody),
+        (status = 502, description = "A database could not be reached", body = ErrorBody),
+    )
+)]
+pub async fn resume(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<JobView>), ApiError> {
+    let record = migration(&state, &id)?;
+    if record.state != crate::jobs::JobState::Interrupted {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "migration {id} is {}: resume needs INTERRUPTED",
+                record.state
+            ),
+        ));
+    }
+    let resumed = job::resume(&state.jobs, &state.config.state_dir, &id)
+        .await
+        .map_err(|e| match e {
+            job::ResumeError::Jobs(e) => ApiError::from(e),
+            job::ResumeError::NoJobFile(m) => ApiError::new(StatusCode::CONFLICT, m),
+            job::ResumeError::Migration(e) => ApiError::new(
+                if e.is_config_problem() {
+                    StatusCode::BAD_REQUEST
+                } else {
+                    StatusCode::BAD_GATEWAY
+                },
+                e.to_string(),
+            ),
+        })?;
+    Ok((StatusCode::ACCEPTED, Json(resumed.into())))
 }

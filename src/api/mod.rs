@@ -72,6 +72,8 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(migrations::submit, migrations::list))
         .routes(routes!(migrations::get))
         .routes(routes!(migrations::cancel))
+        .routes(routes!(migrations::savepoints))
+        .routes(routes!(migrations::resume))
         .routes(routes!(diagnostics::submit))
         .routes(routes!(metrics::render))
 }

@@ -15,6 +15,9 @@ pub struct JobsConfig {
     /// counters are at most this old; its state and savepoints are always exact. Default `2s`.
     #[serde(with = "humantime_serde")]
     pub progress_flush_interval: Duration,
+    /// On start, resume the migrations that were running when the daemon last stopped
+    /// (crash, `kill -9`, shutdown); they continue from their newest savepoint. Default true.
+    pub resume_interrupted: bool,
 }
 
 impl Default for JobsConfig {
@@ -22,6 +25,7 @@ impl Default for JobsConfig {
         Self {
             max_running: std::num::NonZeroUsize::new(4).expect("non-zero"),
             progress_flush_interval: Duration::from_secs(2),
+            resume_interrupted: true,
         }
     }
 }

@@ -317,3 +317,84 @@ mod tests {
         );
     }
 }
+
+/// Why an interrupted migration could not be resumed.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    /// The registry refused (unknown job, not INTERRUPTED, shutting down).
+    #[error(transparent)]
+    Jobs(#[from] crate::jobs::JobError),
+    /// The job's config was not kept.
+    #[error("{0}")]
+    NoJobFile(String),
+    /// The job could not be launched again.
+    #[error(transparent)]
+    Migration(#[from] MigrationError),
+}
+
+fn job_file(state_dir: &std::path::Path, id: &str) -> std::path::PathBuf {
+    state_dir.join("jobs").join(format!("{id}.job.yaml"))
+}
+
+/// Keeps a job's config (with its secrets: a resume needs the credentials) next to its record,
+/// readable by the daemon's user only. Savepoints, logs and the API only ever see the redacted
+/// form.
+pub fn keep_job_file(state_dir: &std::path::Path, id: &str, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = job_file(state_dir, id);
+    // A name remove_stale_temp_files recognises, should the daemon die mid-write.
+    let tmp = path.with_file_name(format!(
+        ".{id}.job.yaml.{}{}",
+        std::process::id(),
+        crate::fsutil::TMP_SUFFIX
+    ));
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, &path)?;
+    crate::fsutil::sync_dir(path.parent().expect("in the jobs dir"))
+}
+
+/// Resumes the `INTERRUPTED` migration `id` from its kept config; it continues from its
+/// newest savepoint.
+pub async fn resume(
+    jobs: &crate::jobs::JobRegistry,
+    state_dir: &std::path::Path,
+    id: &str,
+) -> Result<crate::jobs::JobRecord, ResumeError> {
+    let path = job_file(state_dir, id);
+    let text = tokio::fs::read_to_string(&path).await.map_err(|e| {
+        ResumeError::NoJobFile(format!(
+            "the config of migration {id} was not kept ({}: {e}); submit it again",
+            path.display()
+        ))
+    })?;
+    let launch = launch(&text).await?;
+    Ok(jobs.resume(id, move |h| run(h, launch)).await?)
+}
+
+/// Resumes every `INTERRUPTED` migration (after a restart). Failures are logged and leave the
+/// job `INTERRUPTED` for `POST /api/v1/migrations/{id}/resume`.
+pub async fn resume_interrupted(jobs: crate::jobs::JobRegistry, state_dir: std::path::PathBuf) {
+    let interrupted: Vec<_> = jobs
+        .list(Some(KIND))
+        .into_iter()
+        .filter(|r| r.state == crate::jobs::JobState::Interrupted)
+        .collect();
+    for record in interrupted {
+        match resume(&jobs, &state_dir, &record.id).await {
+            Ok(_) => tracing::info!(job = %record.id, "interrupted migration resumed"),
+            Err(e) => {
+                tracing::warn!(job = %record.id, error = %e, "interrupted migration not resumed")
+            }
+        }
+    }
+}

@@ -8,4 +8,5 @@ mod health;
 mod jobs;
 mod migrations;
 mod openapi;
+mod resume;
 mod support;

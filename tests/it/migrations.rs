@@ -7,7 +7,7 @@ use crate::support::{Daemon, Home, drover_bin, error_message};
 
 const WAIT: Duration = Duration::from_secs(120);
 
-fn job(ks: &str, table: &str, extra_source: &str, extra_target: &str, extra: &str) -> String {
+pub fn job(ks: &str, table: &str, extra_source: &str, extra_target: &str, extra: &str) -> String {
     job_to(ks, table, table, extra_source, extra_target, extra)
 }
 
@@ -201,7 +201,7 @@ async fn without_preserve_timestamps_values_are_exact_and_cells_are_not_tombston
     );
 }
 
-fn write_job(yaml: &str) -> std::path::PathBuf {
+pub fn write_job(yaml: &str) -> std::path::PathBuf {
     let file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
     let (_, path) = file.keep().unwrap();
     std::fs::write(&path, yaml).unwrap();
@@ -398,8 +398,14 @@ async fn bad_jobs_are_refused_before_anything_is_written() {
 }
 
 /// Writes `rows` rows into `table (p int, c int, v text, n bigint)` of the source: partition 0
-/// holds `wide` rows, the others 1000 each. Same-partition batches keep this quick.
-async fn fill_many(src: &scylla::client::session::Session, table: &str, rows: usize, wide: usize) {
+/// holds `wide` rows, the others `per_partition` each. Same-partition batches keep this quick.
+pub async fn fill_many(
+    src: &scylla::client::session::Session,
+    table: &str,
+    rows: usize,
+    wide: usize,
+    per_partition: usize,
+) {
     use futures::StreamExt;
     let insert = src
         .prepare(format!(
@@ -414,7 +420,7 @@ async fn fill_many(src: &scylla::client::session::Session, table: &str, rows: us
         let size = if p == 0 {
             wide.min(left)
         } else {
-            1000.min(left)
+            per_partition.min(left)
         };
         for start in (0..size).step_by(100) {
             chunks.push((p, start as i32, (start + 100).min(size) as i32));
@@ -459,7 +465,7 @@ async fn a_million_rows_with_a_wide_partition() {
     )
     .await;
     let rows = 1_000_000;
-    fill_many(&src, &format!("{ks}.t"), rows, 100_000).await;
+    fill_many(&src, &format!("{ks}.t"), rows, 100_000, 1000).await;
 
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;
@@ -487,7 +493,7 @@ async fn cancel_stops_a_running_migration_promptly() {
         "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))",
     )
     .await;
-    fill_many(&src, &format!("{ks}.t"), 5000, 1000).await;
+    fill_many(&src, &format!("{ks}.t"), 5000, 1000, 1000).await;
 
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;
