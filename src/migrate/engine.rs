@@ -428,16 +428,7 @@ impl Shared {
                                 &cancel,
                                 "writing to the target",
                                 write.idempotent,
-                                || async {
-                                    match write.values_at(read_at.elapsed()) {
-                                        Some(values) => target
-                                            .execute_unpaged(&write.statement, values)
-                                            .await
-                                            .map(|_| ()),
-                                        // Expired while waiting: the source no longer has it either.
-                                        None => Ok(()),
-                                    }
-                                },
+                                || write.execute(&target, read_at.elapsed()),
                             )
                             .await;
                             drop(permit);

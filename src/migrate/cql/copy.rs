@@ -12,8 +12,8 @@ use scylla::statement::prepared::PreparedStatement;
 
 use super::CqlError;
 use super::rows::{
-    Bound, BoundRow, RawRow, join_collection, read_i32, read_i64, read_int_list, split_collection,
-    strip_trailing_zeros,
+    self, Bound, BoundRow, RawRow, join_collection, read_i32, read_i64, read_int_list,
+    split_collection, strip_trailing_zeros,
 };
 use super::schema::{Column, TableSchema, quote};
 use crate::migrate::config::{CqlSource, CqlTarget};
@@ -34,6 +34,9 @@ pub struct CopyPlan {
     appends: BTreeMap<usize, PreparedStatement>,
     /// `UPDATE ... SET c = c + ?` for each counter column, by regular index.
     counter_updates: BTreeMap<usize, PreparedStatement>,
+    /// `SELECT <counters> FROM target WHERE <key>`: counters are written as the difference
+    /// between the source value and what the target holds.
+    counter_read: Option<PreparedStatement>,
     preserve: bool,
     strip_decimals: bool,
     fixed_ttl: Option<i32>,
@@ -54,9 +57,52 @@ pub struct Write {
     /// Index of the TTL value among `values`, when the statement sets a TTL read from the
     /// source: it is shortened by the time between the read and the write.
     pub ttl_slot: Option<usize>,
+    /// For a counter row: (index among the counters read, `UPDATE ... c = c + ?`, source
+    /// value) of each non-null counter. `statement` then reads the target's counters.
+    pub counters: Option<Vec<(usize, PreparedStatement, i64)>>,
 }
 
 impl Write {
+    /// Executes the write on `session`, `elapsed` after its source row was read.
+    ///
+    /// A counter row reads the target's counters first and adds only the difference: writing
+    /// it again (a retry, a resumed unit, a re-run) leaves the target at the source's values
+    /// instead of adding them twice.
+    pub async fn execute(
+        &self,
+        session: &Session,
+        elapsed: std::time::Duration,
+    ) -> Result<(), scylla::errors::ExecutionError> {
+        let Some(counters) = &self.counters else {
+            return match self.values_at(elapsed) {
+                Some(values) => session
+                    .execute_unpaged(&self.statement, values)
+                    .await
+                    .map(|_| ()),
+                // Expired while waiting: the source no longer has it either.
+                None => Ok(()),
+            };
+        };
+        let current = session
+            .execute_unpaged(&self.statement, &self.values)
+            .await?;
+        let row: Option<RawRow> = current
+            .into_rows_result()
+            .ok()
+            .and_then(|r| r.maybe_first_row::<RawRow>().ok().flatten());
+        for (i, update, source_value) in counters {
+            let present = row.as_ref().and_then(|r| rows::read_i64(&r.cells[*i]));
+            let delta = source_value.wrapping_sub(present.unwrap_or(0));
+            // A counter of 0 still exists in the source: `c = c + 0` creates it.
+            if delta != 0 || present.is_none() {
+                let mut values = vec![Bound::BigInt(delta)];
+                values.extend(self.values.0.iter().cloned());
+                session.execute_unpaged(update, BoundRow(values)).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// The values to send now, `elapsed` after the source row was read: a source TTL is
     /// shortened by that time, so the cell expires when it would have in the source, even
     /// when the write waited behind others or was retried during an outage. `None` when the
@@ -161,7 +207,18 @@ impl CopyPlan {
         let mut static_insert = None;
         let mut appends = BTreeMap::new();
         let mut counter_updates = BTreeMap::new();
+        let mut counter_read = None;
         if counter {
+            let cql = format!(
+                "SELECT {} FROM {} WHERE {}",
+                column_list(&source.regular.iter().collect::<Vec<_>>(), &renamed),
+                target.qualified(),
+                where_key(&key_cols)
+            );
+            let mut st = prepare(target_session, "target", &cql).await?;
+            st.set_consistency(tc);
+            st.set_is_idempotent(true);
+            counter_read = Some(st);
             for (i, c) in source.regular.iter().enumerate() {
                 let name = quote(&renamed(c));
                 let cql = format!(
@@ -232,6 +289,7 @@ impl CopyPlan {
             static_insert,
             appends,
             counter_updates,
+            counter_read,
             preserve,
             strip_decimals: target_cfg.strip_trailing_zeros_for_decimals,
             fixed_ttl: target_cfg.write_ttl_in_s,
@@ -332,18 +390,25 @@ impl CopyPlan {
         let regular = &cells[np + nc + ns..np + nc + ns + nr];
         let meta = &cells[np + nc + ns + nr..];
 
-        if !self.counter_updates.is_empty() {
-            for (i, st) in &self.counter_updates {
-                if let Some(v) = &regular[*i] {
-                    let mut values = vec![Bound::Value(v.clone())];
-                    values.extend(key.iter().cloned());
-                    out.push(Write {
-                        statement: st.clone(),
-                        values: BoundRow(values),
-                        idempotent: false,
-                        ttl_slot: None,
-                    });
-                }
+        if let Some(read) = &self.counter_read {
+            let updates: Vec<_> = self
+                .counter_updates
+                .iter()
+                .filter_map(|(i, st)| {
+                    regular[*i]
+                        .as_ref()
+                        .and_then(|v| rows::read_i64(&Some(v.clone())))
+                        .map(|v| (*i, st.clone(), v))
+                })
+                .collect();
+            if !updates.is_empty() {
+                out.push(Write {
+                    statement: read.clone(),
+                    values: BoundRow(key.clone()),
+                    idempotent: true,
+                    ttl_slot: None,
+                    counters: Some(updates),
+                });
             }
             return;
         }
@@ -407,6 +472,7 @@ impl CopyPlan {
                 values: BoundRow(all),
                 idempotent: true,
                 ttl_slot,
+                counters: None,
             }
         };
         if !self.preserve {
@@ -513,6 +579,7 @@ impl CopyPlan {
                     values: BoundRow(all),
                     idempotent: true,
                     ttl_slot,
+                    counters: None,
                 });
             }
         }
