@@ -2,35 +2,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::cql::{assert_same, dst_addr, exec, fresh_keyspace, session, src_addr};
+use crate::cql::{
+    assert_same, dst_addr, exec, fill_many, fresh_keyspace, job, job_to, session, src_addr,
+    write_job,
+};
 use crate::support::{Daemon, Home, drover_bin, error_message};
 
 const WAIT: Duration = Duration::from_secs(120);
-
-pub fn job(ks: &str, table: &str, extra_source: &str, extra_target: &str, extra: &str) -> String {
-    job_to(ks, table, table, extra_source, extra_target, extra)
-}
-
-fn job_to(
-    ks: &str,
-    table: &str,
-    target_table: &str,
-    extra_source: &str,
-    extra_target: &str,
-    extra: &str,
-) -> String {
-    let (sh, sp) = src_addr()
-        .rsplit_once(':')
-        .map(|(h, p)| (h.to_string(), p.to_string()))
-        .unwrap();
-    let (dh, dp) = dst_addr()
-        .rsplit_once(':')
-        .map(|(h, p)| (h.to_string(), p.to_string()))
-        .unwrap();
-    format!(
-        "source:\n  type: cassandra\n  host: {sh}\n  port: {sp}\n  keyspace: {ks}\n  table: {table}\n  splitCount: 32\n{extra_source}target:\n  type: scylla\n  host: {dh}\n  port: {dp}\n  keyspace: {ks}\n  table: {target_table}\n{extra_target}{extra}"
-    )
-}
 
 async fn submit(daemon: &Daemon, yaml: &str) -> (u16, Value) {
     daemon
@@ -199,13 +177,6 @@ async fn without_preserve_timestamps_values_are_exact_and_cells_are_not_tombston
             .any(|r| r.cells[0].as_deref() == Some(b"kept".as_slice())),
         "the null source cell overwrote the target"
     );
-}
-
-pub fn write_job(yaml: &str) -> std::path::PathBuf {
-    let file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
-    let (_, path) = file.keep().unwrap();
-    std::fs::write(&path, yaml).unwrap();
-    path
 }
 
 #[tokio::test]
@@ -399,62 +370,6 @@ async fn bad_jobs_are_refused_before_anything_is_written() {
     );
     let (_, list) = daemon.get("/api/v1/migrations").await;
     assert_eq!(list["migrations"].as_array().unwrap().len(), 0);
-}
-
-/// Writes `rows` rows into `table (p int, c int, v text, n bigint)` of the source: partition 0
-/// holds `wide` rows, the others `per_partition` each. Same-partition batches keep this quick.
-pub async fn fill_many(
-    src: &scylla::client::session::Session,
-    table: &str,
-    rows: usize,
-    wide: usize,
-    per_partition: usize,
-) {
-    use futures::StreamExt;
-    let insert = src
-        .prepare(format!(
-            "INSERT INTO {table} (p, c, v, n) VALUES (?, ?, ?, ?)"
-        ))
-        .await
-        .unwrap();
-    let mut chunks = Vec::new();
-    let mut left = rows;
-    let mut p = 0i32;
-    while left > 0 {
-        let size = if p == 0 {
-            wide.min(left)
-        } else {
-            per_partition.min(left)
-        };
-        for start in (0..size).step_by(100) {
-            chunks.push((p, start as i32, (start + 100).min(size) as i32));
-        }
-        left -= size;
-        p += 1;
-    }
-    futures::stream::iter(chunks)
-        .map(|(p, from, to)| {
-            let insert = insert.clone();
-            async move {
-                let mut batch = scylla::statement::batch::Batch::new(
-                    scylla::statement::batch::BatchType::Unlogged,
-                );
-                let mut values = Vec::new();
-                for c in from..to {
-                    batch.append_statement(insert.clone());
-                    values.push((
-                        p,
-                        c,
-                        format!("value {p}/{c} {}", "x".repeat((c % 50) as usize)),
-                        i64::from(p) * 1_000_000 + i64::from(c),
-                    ));
-                }
-                src.batch(&batch, values).await.expect("batch insert");
-            }
-        })
-        .buffer_unordered(32)
-        .collect::<Vec<_>>()
-        .await;
 }
 
 #[tokio::test]

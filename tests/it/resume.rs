@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::cql::{assert_same, dst_addr, fresh_keyspace, session, src_addr};
-use crate::migrations::{fill_many, job};
+use crate::cql::{fill_many, job};
 use crate::support::{Daemon, Home, drover_bin};
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -200,7 +200,7 @@ async fn sigterm_writes_a_final_savepoint_and_the_next_start_resumes_from_it() {
 }
 
 async fn cli(yaml: &str) -> (Option<i32>, String) {
-    let path = crate::migrations::write_job(yaml);
+    let path = crate::cql::write_job(yaml);
     let out = tokio::process::Command::new(drover_bin())
         .args(["migrate", "--config"])
         .arg(&path)

@@ -1,0 +1,133 @@
+//! Fault injection against the real clusters. A test binary of its own: cargo runs test
+//! binaries one after the other, so freezing a database here never disturbs the other tests.
+
+#[path = "../it/cql.rs"]
+#[allow(dead_code)]
+mod cql;
+#[path = "../it/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use cql::{assert_same, dst_addr, fill_many, fresh_keyspace, job, session, src_addr};
+use support::{Daemon, Home};
+
+/// The pid of the process listening on `addr` (the Cassandra node), found through its socket
+/// so it does not matter which checkout's testenv started it.
+fn listener_pid(addr: &str) -> u32 {
+    let out = Command::new("ss")
+        .args(["-ltnpH", "src", addr])
+        .output()
+        .expect("ss");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pid = text
+        .split("pid=")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|p| p.parse().ok());
+    pid.unwrap_or_else(|| panic!("no process listens on {addr}: {text}"))
+}
+
+/// Freezes a process (SIGSTOP) until dropped (SIGCONT), even if the test fails.
+struct Frozen(u32);
+
+impl Frozen {
+    fn new(pid: u32) -> Self {
+        assert!(
+            Command::new("kill")
+                .args(["-STOP", &pid.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+        Frozen(pid)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.0.to_string()])
+            .status();
+    }
+}
+
+#[tokio::test]
+async fn a_target_that_stops_answering_for_30_s_delays_the_job_but_loses_nothing() {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "it_fault_outage";
+    fresh_keyspace(
+        &src,
+        &dst,
+        ks,
+        "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))",
+    )
+    .await;
+    let rows = 20_000;
+    fill_many(&src, &format!("{ks}.t"), rows, 100, 100).await;
+
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let yaml = job(
+        ks,
+        "t",
+        "  preserveTimestamps: true\n",
+        "  rowsPerSecond: 1500\n",
+        "",
+    );
+    let (status, body) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", yaml)
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let id = body["jobId"].as_str().unwrap().to_string();
+    daemon
+        .wait_job(&id, Duration::from_secs(120), |j| {
+            j["progress"]["rowsWritten"].as_u64() >= Some(3000)
+        })
+        .await;
+
+    let pid = listener_pid(&dst_addr());
+    let frozen = Frozen::new(pid);
+    let started = Instant::now();
+    let mut saw_waiting = None;
+    while started.elapsed() < Duration::from_secs(30) {
+        let (_, j) = daemon.get(&format!("/api/v1/migrations/{id}")).await;
+        assert_eq!(
+            j["state"], "RUNNING",
+            "the job keeps running through the outage: {j}"
+        );
+        if j["phase"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("waiting: writing to the target"))
+        {
+            saw_waiting = Some(j);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    drop(frozen);
+    let waiting = saw_waiting.expect("the status showed the job waiting for the target");
+    assert!(
+        waiting["progress"]["retries"].as_u64() > Some(0),
+        "{waiting}"
+    );
+
+    let done = daemon
+        .wait_job(&id, Duration::from_secs(300), |j| j["state"] != "RUNNING")
+        .await;
+    assert_eq!(done["state"], "SUCCEEDED", "{done}\n{}", daemon.logs());
+    assert!(
+        done["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("writing to the target")),
+        "{done}"
+    );
+    assert_eq!(done["phase"], "done");
+    let table = format!("{ks}.t");
+    let select = "p, c, v, writetime(v), n, writetime(n)";
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, select, select, &[]).await,
+        rows
+    );
+}
