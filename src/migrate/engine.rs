@@ -21,9 +21,13 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{JobConfig, JobConfigError, SourceConfig, TargetConfig};
-use super::cql::copy::{CopyPlan, RowStats, Write};
+use super::cql::copy::{CopyPlan, RowStats, Write, execute_batch};
 use super::cql::{self, CqlError, schema};
 use super::ranges::{RangeSet, TokenRange, plan_units};
+
+/// Most statements in one batch, and about the most bytes (a row may take it over).
+const MAX_BATCH_STATEMENTS: usize = 32;
+const MAX_BATCH_BYTES: usize = 64 * 1024;
 
 /// How long a request is retried before the job gives up on it.
 const RETRY_FOR: Duration = Duration::from_secs(600);
@@ -349,6 +353,11 @@ impl Shared {
             }
             let mut paging = PagingState::start();
             let mut last_partition: Option<Vec<Option<bytes::Bytes>>> = None;
+            // Writes of consecutive rows of one partition, sent as one unlogged batch: a
+            // single-partition batch is applied as one mutation, far cheaper for the target
+            // than one request per row.
+            let mut batch: Vec<Write> = Vec::new();
+            let mut batch_rows = 0u64;
             loop {
                 if self.cancel.is_cancelled() {
                     return Err(MigrationError::Stopped);
@@ -405,46 +414,42 @@ impl Shared {
                             .fetch_add(stats.dropped, Ordering::Relaxed);
                         continue;
                     }
-                    let last = writes.len().saturating_sub(1);
-                    for (i, write) in writes.drain(..).enumerate() {
-                        // Waiting for the rate limit or a free slot must not delay a stop.
-                        if !self.throttle(&write).await {
-                            return Err(MigrationError::Stopped);
+                    // Waiting for the rate limits must not delay a stop.
+                    let row_bytes: usize = writes.iter().map(|w| w.values.size()).sum();
+                    if !self.throttle(row_bytes).await {
+                        return Err(MigrationError::Stopped);
+                    }
+                    if new_partition && !batch.is_empty() {
+                        self.send(
+                            in_flight,
+                            std::mem::take(&mut batch),
+                            std::mem::take(&mut batch_rows),
+                            read_at,
+                        )
+                        .await?;
+                    }
+                    let mut counted = false;
+                    for write in writes.drain(..) {
+                        if write.counters.is_some() {
+                            // A counter row reads before it writes: it travels alone.
+                            self.send(in_flight, vec![write], 1, read_at).await?;
+                            counted = true;
+                        } else {
+                            batch.push(write);
                         }
-                        let permit = self
-                            .writes
-                            .clone()
-                            .acquire_owned()
-                            .await
-                            .expect("never closed");
-                        let target = self.target.clone();
-                        let progress = self.progress.clone();
-                        let cancel = self.cancel.clone();
-                        let completes_row = i == last;
-                        in_flight.spawn(async move {
-                            let size = write.values.size() as u64;
-                            let result = retry(
-                                &progress,
-                                &cancel,
-                                "writing to the target",
-                                write.idempotent,
-                                || write.execute(&target, read_at.elapsed()),
-                            )
-                            .await;
-                            drop(permit);
-                            match result {
-                                Ok(_) => {
-                                    progress.statements.fetch_add(1, Ordering::Relaxed);
-                                    progress.bytes_written.fetch_add(size, Ordering::Relaxed);
-                                    if completes_row {
-                                        progress.rows_written.fetch_add(1, Ordering::Relaxed);
-                                    }
-                                    Ok(())
-                                }
-                                Err(_) if cancel.is_cancelled() => Err(MigrationError::Stopped),
-                                Err(e) => Err(MigrationError::Failed(format!("target: {e}"))),
-                            }
-                        });
+                    }
+                    if !counted {
+                        batch_rows += 1;
+                    }
+                    let batch_bytes: usize = batch.iter().map(|w| w.values.size()).sum();
+                    if batch.len() >= MAX_BATCH_STATEMENTS || batch_bytes >= MAX_BATCH_BYTES {
+                        self.send(
+                            in_flight,
+                            std::mem::take(&mut batch),
+                            std::mem::take(&mut batch_rows),
+                            read_at,
+                        )
+                        .await?;
                     }
                     // Surface write failures early instead of scanning on.
                     while let Some(joined) = in_flight.try_join_next() {
@@ -459,6 +464,15 @@ impl Shared {
                         }
                     }
                 }
+                if !batch.is_empty() {
+                    self.send(
+                        in_flight,
+                        std::mem::take(&mut batch),
+                        std::mem::take(&mut batch_rows),
+                        read_at,
+                    )
+                    .await?;
+                }
                 match next {
                     PagingStateResponse::HasMorePages { state } => paging = state,
                     PagingStateResponse::NoMorePages => break,
@@ -468,21 +482,79 @@ impl Shared {
         Ok(())
     }
 
-    /// Waits for the rate limits; false when the job is stopped meanwhile.
-    async fn throttle(&self, write: &Write) -> bool {
+    /// Sends `writes` (one statement, or one partition's batch) as one request, retried as a
+    /// whole; `rows` rows are complete once it is acknowledged.
+    async fn send(
+        &self,
+        in_flight: &mut JoinSet<Result<(), MigrationError>>,
+        writes: Vec<Write>,
+        rows: u64,
+        read_at: Instant,
+    ) -> Result<(), MigrationError> {
+        let permit = tokio::select! {
+            permit = self.writes.clone().acquire_owned() => permit.expect("never closed"),
+            _ = self.cancel.cancelled() => return Err(MigrationError::Stopped),
+        };
+        let target = self.target.clone();
+        let progress = self.progress.clone();
+        let cancel = self.cancel.clone();
+        let consistency = self.plan.target_consistency();
+        in_flight.spawn(async move {
+            let size: u64 = writes.iter().map(|w| w.values.size() as u64).sum();
+            let idempotent = writes.iter().all(|w| w.idempotent);
+            let result = retry(
+                &progress,
+                &cancel,
+                "writing to the target",
+                idempotent,
+                || async {
+                    match writes.as_slice() {
+                        [one] => one.execute(&target, read_at.elapsed()).await,
+                        many => execute_batch(many, &target, consistency, read_at.elapsed()).await,
+                    }
+                },
+            )
+            .await;
+            drop(permit);
+            match result {
+                Ok(()) => {
+                    progress
+                        .statements
+                        .fetch_add(writes.len() as u64, Ordering::Relaxed);
+                    progress.bytes_written.fetch_add(size, Ordering::Relaxed);
+                    progress.rows_written.fetch_add(rows, Ordering::Relaxed);
+                    Ok(())
+                }
+                Err(_) if cancel.is_cancelled() => Err(MigrationError::Stopped),
+                Err(e) => Err(MigrationError::Failed(format!("target: {e}"))),
+            }
+        });
+        // Surface write failures early instead of scanning on.
+        while let Some(joined) = in_flight.try_join_next() {
+            match joined {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(e),
+                Err(e) => return Err(MigrationError::Failed(format!("write task failed: {e}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the rate limits (one row of `bytes`); false when the job is stopped meanwhile.
+    async fn throttle(&self, bytes: usize) -> bool {
         tokio::select! {
-            _ = self.wait_quota(write) => true,
+            _ = self.wait_quota(bytes) => true,
             _ = self.cancel.cancelled() => false,
         }
     }
 
-    async fn wait_quota(&self, write: &Write) {
+    async fn wait_quota(&self, bytes: usize) {
         if let Some(limit) = &self.rows_limit {
             limit.until_ready().await;
         }
         if let Some(limit) = &self.bytes_limit {
-            let mut left = write.values.size() as u32;
-            // A request larger than a second's quota is let through in quota-sized steps.
+            let mut left = u32::try_from(bytes).unwrap_or(u32::MAX);
+            // More than a second's quota is let through in quota-sized steps.
             let burst = self.bytes_burst.max(1);
             while left > 0 {
                 let n = left.min(burst);

@@ -37,6 +37,7 @@ pub struct CopyPlan {
     /// `SELECT <counters> FROM target WHERE <key>`: counters are written as the difference
     /// between the source value and what the target holds.
     counter_read: Option<PreparedStatement>,
+    target_consistency: scylla::statement::Consistency,
     preserve: bool,
     strip_decimals: bool,
     fixed_ttl: Option<i32>,
@@ -123,6 +124,31 @@ impl Write {
         }
         Some(values)
     }
+}
+
+/// Sends writes of one partition as one unlogged batch (applied by the target as a single
+/// mutation); statements whose cells expired while waiting are left out.
+pub async fn execute_batch(
+    writes: &[Write],
+    session: &Session,
+    consistency: scylla::statement::Consistency,
+    elapsed: std::time::Duration,
+) -> Result<(), scylla::errors::ExecutionError> {
+    let mut batch =
+        scylla::statement::batch::Batch::new(scylla::statement::batch::BatchType::Unlogged);
+    batch.set_consistency(consistency);
+    batch.set_is_idempotent(writes.iter().all(|w| w.idempotent));
+    let mut values = Vec::with_capacity(writes.len());
+    for w in writes {
+        if let Some(v) = w.values_at(elapsed) {
+            batch.append_statement(w.statement.clone());
+            values.push(v);
+        }
+    }
+    if values.is_empty() {
+        return Ok(());
+    }
+    session.batch(&batch, values).await.map(|_| ())
 }
 
 /// Per-row outcome counters.
@@ -290,12 +316,18 @@ impl CopyPlan {
             appends,
             counter_updates,
             counter_read,
+            target_consistency: tc,
             preserve,
             strip_decimals: target_cfg.strip_trailing_zeros_for_decimals,
             fixed_ttl: target_cfg.write_ttl_in_s,
             fixed_timestamp: target_cfg.write_writetimestamp_in_us,
             drop_null_keys: target_cfg.drop_null_primary_keys,
         })
+    }
+
+    /// Consistency of target writes.
+    pub fn target_consistency(&self) -> scylla::statement::Consistency {
+        self.target_consistency
     }
 
     /// Whether rows with a null primary key column are skipped (else they fail the job).
