@@ -241,10 +241,7 @@ impl CopyPlan {
                 target.qualified(),
                 where_key(&key_cols)
             );
-            let mut st = prepare(target_session, "target", &cql).await?;
-            st.set_consistency(tc);
-            st.set_is_idempotent(true);
-            counter_read = Some(st);
+            counter_read = Some(prepare_write(target_session, &cql, tc, true).await?);
             for (i, c) in source.regular.iter().enumerate() {
                 let name = quote(&renamed(c));
                 let cql = format!(
@@ -252,35 +249,23 @@ impl CopyPlan {
                     target.qualified(),
                     where_key(&key_cols)
                 );
-                let mut st = prepare(target_session, "target", &cql).await?;
-                st.set_consistency(tc);
-                st.set_is_idempotent(false);
-                counter_updates.insert(i, st);
+                counter_updates.insert(i, prepare_write(target_session, &cql, tc, false).await?);
             }
         } else {
-            let cols: Vec<&Column> = key_cols.iter().copied().chain(&source.regular).collect();
-            let cql = format!(
-                "INSERT INTO {} ({}) VALUES ({}){using}",
-                target.qualified(),
-                column_list(&cols, &renamed),
-                vec!["?"; cols.len()].join(", ")
-            );
-            let mut st = prepare(target_session, "target", &cql).await?;
-            st.set_consistency(tc);
-            st.set_is_idempotent(true);
-            row_insert = Some(st);
-            if !source.statics.is_empty() {
-                let cols: Vec<&Column> = pk_cols.iter().copied().chain(&source.statics).collect();
-                let cql = format!(
+            let insert = |cols: Vec<&Column>| {
+                format!(
                     "INSERT INTO {} ({}) VALUES ({}){using}",
                     target.qualified(),
                     column_list(&cols, &renamed),
                     vec!["?"; cols.len()].join(", ")
-                );
-                let mut st = prepare(target_session, "target", &cql).await?;
-                st.set_consistency(tc);
-                st.set_is_idempotent(true);
-                static_insert = Some(st);
+                )
+            };
+            let row_cols = key_cols.iter().copied().chain(&source.regular).collect();
+            row_insert = Some(prepare_write(target_session, &insert(row_cols), tc, true).await?);
+            if !source.statics.is_empty() {
+                let static_cols = pk_cols.iter().copied().chain(&source.statics).collect();
+                static_insert =
+                    Some(prepare_write(target_session, &insert(static_cols), tc, true).await?);
             }
             if preserve {
                 for (i, c) in source.regular.iter().enumerate() {
@@ -291,10 +276,7 @@ impl CopyPlan {
                             target.qualified(),
                             where_key(&key_cols)
                         );
-                        let mut st = prepare(target_session, "target", &cql).await?;
-                        st.set_consistency(tc);
-                        st.set_is_idempotent(true);
-                        appends.insert(i, st);
+                        appends.insert(i, prepare_write(target_session, &cql, tc, true).await?);
                     }
                 }
             }
@@ -624,6 +606,20 @@ impl CopyPlan {
             out.push(statement_with(cells, Some(wt), ttl));
         }
     }
+}
+
+/// Prepares a target statement (a write, or the counter read before one) with the job's
+/// consistency.
+async fn prepare_write(
+    session: &Session,
+    cql: &str,
+    consistency: scylla::statement::Consistency,
+    idempotent: bool,
+) -> Result<PreparedStatement, CqlError> {
+    let mut st = prepare(session, "target", cql).await?;
+    st.set_consistency(consistency);
+    st.set_is_idempotent(idempotent);
+    Ok(st)
 }
 
 async fn prepare(session: &Session, side: &str, cql: &str) -> Result<PreparedStatement, CqlError> {
