@@ -115,6 +115,7 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
         },
     )
     .await?;
+    crate::migrate::job::sweep_job_files(&jobs, &state_dir);
     if config.jobs.resume_interrupted {
         tokio::spawn(crate::migrate::job::resume_interrupted(
             jobs.clone(),

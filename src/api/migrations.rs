@@ -63,7 +63,7 @@ pub async fn submit(
     }
     let text = std::str::from_utf8(&body)
         .map_err(|e| ApiError::bad_request(format!("job config: not UTF-8: {e}")))?;
-    let launch = job::launch(text).await.map_err(|e| {
+    let mut launch = job::launch(text).await.map_err(|e| {
         let status = if e.is_config_problem() {
             StatusCode::BAD_REQUEST
         } else {
@@ -71,14 +71,28 @@ pub async fn submit(
         };
         ApiError::new(status, format!("job config: {e}"))
     })?;
-    let record = state
+    launch.state_dir = Some(state.config.state_dir.clone());
+    // Kept before the job starts, so that it exists for as long as the job can be resumed.
+    let id = crate::jobs::JobRegistry::new_id();
+    job::keep_job_file(&state.config.state_dir, &id, text).map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot keep the job config in the state directory: {e}"),
+        )
+    })?;
+    let record = match state
         .jobs
-        .submit(KIND, redacted_json(text), move |h| job::run(h, launch))
-        .await?;
-    if let Err(e) = job::keep_job_file(&state.config.state_dir, &record.id, text) {
-        // The job runs; only a resume after a crash would lack its config.
-        tracing::error!(job = %record.id, error = %e, "cannot keep the job config for resumes");
-    }
+        .submit_with_id(id.clone(), KIND, redacted_json(text), move |h| {
+            job::run(h, launch)
+        })
+        .await
+    {
+        Ok(record) => record,
+        Err(e) => {
+            job::forget_job_file(&state.config.state_dir, &id);
+            return Err(e.into());
+        }
+    };
     Ok((StatusCode::ACCEPTED, Json(record.into())))
 }
 

@@ -224,10 +224,31 @@ impl JobRegistry {
         Ok(Self { inner })
     }
 
+    /// A fresh job id (UUIDv7: ids sort by creation time), for callers that must store
+    /// something under the id before the job starts.
+    pub fn new_id() -> String {
+        uuid::Uuid::now_v7().to_string()
+    }
+
     /// Records a new job and starts it as soon as a slot is free. `spec` is stored with the
     /// record (redact secrets before passing it). Returns the new record.
     pub async fn submit<F, Fut>(
         &self,
+        kind: &str,
+        spec: serde_json::Value,
+        run: F,
+    ) -> Result<JobRecord, JobError>
+    where
+        F: FnOnce(JobHandle) -> Fut + Send + 'static,
+        Fut: Future<Output = JobResult> + Send + 'static,
+    {
+        self.submit_with_id(Self::new_id(), kind, spec, run).await
+    }
+
+    /// [`submit`](Self::submit) with an id from [`new_id`](Self::new_id).
+    pub async fn submit_with_id<F, Fut>(
+        &self,
+        id: String,
         kind: &str,
         spec: serde_json::Value,
         run: F,
@@ -241,7 +262,7 @@ impl JobRegistry {
         }
         let now = Utc::now();
         let record = JobRecord {
-            id: uuid::Uuid::now_v7().to_string(),
+            id,
             kind: kind.to_string(),
             state: JobState::Queued,
             phase: None,

@@ -63,6 +63,9 @@ pub struct Launch {
     pub savepoints: Option<Savepoints>,
     /// The savepoint this run continues from.
     pub resumed_from: Option<String>,
+    /// The daemon's state directory, where a job's config is kept for resumes (not set when
+    /// the migration runs in the foreground).
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 /// The savepoints of one run.
@@ -153,6 +156,7 @@ pub async fn launch(text: &str) -> Result<Launch, MigrationError> {
     }
     let migration = Migration::prepare(&config).await?;
     Ok(Launch {
+        state_dir: None,
         migration,
         savepoints,
         resumed_from,
@@ -206,6 +210,7 @@ pub async fn execute(
 
 /// Runs a launched migration as the job behind `handle`.
 pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
+    let state_dir = launch.state_dir.clone();
     if let Some(name) = &launch.resumed_from {
         tracing::info!(job = handle.id(), savepoint = %name, "migration resumes from a savepoint");
     }
@@ -235,6 +240,12 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
         Duration::ZERO,
     );
     handle.set("rowsPerSecond", 0);
+    if !matches!(result, Err(MigrationError::Stopped))
+        && let Some(dir) = &state_dir
+    {
+        // Succeeded or failed: no resume will need the credentials any more.
+        forget_job_file(dir, handle.id());
+    }
     match result {
         Ok(()) => {
             handle.set_phase("done");
@@ -363,6 +374,15 @@ pub fn keep_job_file(state_dir: &std::path::Path, id: &str, text: &str) -> std::
     crate::fsutil::sync_dir(path.parent().expect("in the jobs dir"))
 }
 
+/// Deletes the kept config of a job that will not be resumed.
+pub fn forget_job_file(state_dir: &std::path::Path, id: &str) {
+    match std::fs::remove_file(job_file(state_dir, id)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(job = id, error = %e, "cannot delete the kept job config"),
+    }
+}
+
 /// Resumes the `INTERRUPTED` migration `id` from its kept config; it continues from its
 /// newest savepoint.
 pub async fn resume(
@@ -377,8 +397,19 @@ pub async fn resume(
             path.display()
         ))
     })?;
-    let launch = launch(&text).await?;
+    let mut launch = launch(&text).await?;
+    launch.state_dir = Some(state_dir.to_path_buf());
     Ok(jobs.resume(id, move |h| run(h, launch)).await?)
+}
+
+/// Deletes the kept configs of migrations that ended and can no longer be resumed (a crash
+/// can leave some behind), so credentials do not stay on disk longer than needed.
+pub fn sweep_job_files(jobs: &crate::jobs::JobRegistry, state_dir: &std::path::Path) {
+    for record in jobs.list(Some(KIND)) {
+        if !record.state.is_active() && record.state != crate::jobs::JobState::Interrupted {
+            forget_job_file(state_dir, &record.id);
+        }
+    }
 }
 
 /// Resumes every `INTERRUPTED` migration (after a restart). Failures are logged and leave the

@@ -75,6 +75,13 @@ async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
     // Let a scheduled savepoint record the finished units, then die without warning.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     daemon.kill9();
+    // Only the daemon's private copy of the job, kept for resumes, holds the credentials.
+    use std::os::unix::fs::PermissionsExt;
+    let kept = home.state_dir().join("jobs").join(format!("{id}.job.yaml"));
+    assert_eq!(
+        std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     let written = count(&dst, &format!("{ks}.t")).await;
     assert!(
         written < rows,
@@ -107,6 +114,10 @@ async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
     assert_eq!(newest["ringFraction"], 1.0, "{list}");
     assert_eq!(newest["tokenRanges"], 1, "merged into one interval: {list}");
 
+    assert!(
+        !kept.exists(),
+        "the kept job config is deleted once the job succeeded"
+    );
     let table = format!("{ks}.t");
     let select = "p, c, v, writetime(v), n, writetime(n)";
     assert_eq!(
@@ -329,11 +340,7 @@ async fn no_secret_reaches_savepoints_logs_or_the_api() {
         }
     }
     assert!(!seen.contains(secret), "a secret leaked");
-    // Only the daemon's private copy of the job (kept for resumes) holds it, mode 0600.
-    use std::os::unix::fs::PermissionsExt;
+    // The daemon's private copy of the job (kept for resumes) is gone once the job succeeded.
     let kept = home.state_dir().join("jobs").join(format!("{id}.job.yaml"));
-    assert_eq!(
-        std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
+    assert!(!kept.exists(), "the kept job config outlives its job");
 }
