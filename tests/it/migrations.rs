@@ -467,3 +467,120 @@ async fn cancel_stops_a_running_migration_promptly() {
         "{ended}"
     );
 }
+
+#[tokio::test]
+async fn tls_to_both_clusters_verifies_the_server_certificate() {
+    let ca = std::env::var("DROVER_TEST_TLS_CA")
+        .expect("DROVER_TEST_TLS_CA is set by scripts/testenv up (run scripts/test)");
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "it_tls";
+    fresh_keyspace(
+        &src,
+        &dst,
+        ks,
+        "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))",
+    )
+    .await;
+    fill_many(&src, &format!("{ks}.t"), 1000, 100, 100).await;
+
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    // Migrator's key (trustStorePath) on one side, drover's (caCertPath) on the other.
+    let tls =
+        |key: &str, path: &str| format!("  sslOptions:\n    enabled: true\n    {key}: {path}\n");
+    let done = run_to_success(
+        &daemon,
+        &job(
+            ks,
+            "t",
+            &tls("trustStorePath", &ca),
+            &tls("caCertPath", &ca),
+            "",
+        ),
+    )
+    .await;
+    assert_eq!(done["progress"]["rowsWritten"], 1000, "{done}");
+
+    // A CA that did not sign the nodes' certificate: the connection is refused, nothing runs.
+    let other = home.path().join("other-ca");
+    std::fs::create_dir_all(&other).unwrap();
+    let keytool = |args: &[&str]| {
+        let out = std::process::Command::new("keytool")
+            .args(args)
+            .current_dir(&other)
+            .output()
+            .expect("keytool (JDK)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    keytool(&[
+        "-genkeypair",
+        "-alias",
+        "ca",
+        "-keyalg",
+        "RSA",
+        "-dname",
+        "CN=stranger",
+        "-ext",
+        "bc:c",
+        "-keystore",
+        "ca.p12",
+        "-storetype",
+        "PKCS12",
+        "-storepass",
+        "secret",
+    ]);
+    keytool(&[
+        "-exportcert",
+        "-rfc",
+        "-alias",
+        "ca",
+        "-keystore",
+        "ca.p12",
+        "-storepass",
+        "secret",
+        "-file",
+        "ca.pem",
+    ]);
+    let stranger = other.join("ca.pem");
+    let (status, body) = daemon
+        .post_raw(
+            "/api/v1/migrations",
+            "application/yaml",
+            job(
+                ks,
+                "t",
+                &tls("caCertPath", stranger.to_str().unwrap()),
+                "",
+                "",
+            ),
+        )
+        .await;
+    assert_eq!(status, 502, "{body}");
+    assert!(
+        error_message(status, &body).contains("source: cannot connect"),
+        "{body}"
+    );
+    // A file that is not PEM is a config error.
+    let (status, body) = daemon
+        .post_raw(
+            "/api/v1/migrations",
+            "application/yaml",
+            job(
+                ks,
+                "t",
+                "",
+                &tls("caCertPath", other.join("ca.p12").to_str().unwrap()),
+                "",
+            ),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        error_message(status, &body).contains("target.sslOptions.caCertPath"),
+        "{body}"
+    );
+}
