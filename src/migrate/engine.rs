@@ -25,9 +25,11 @@ use super::cql::copy::{CopyPlan, RowStats, Write, execute_batch};
 use super::cql::{self, CqlError, schema};
 use super::ranges::{RangeSet, TokenRange, plan_units};
 
-/// Most statements in one batch, and about the most bytes (a row may take it over).
+/// Most statements in one batch, and about the most bytes (a row may take it over). Cassandra
+/// logs a warning for every batch above `batch_size_warn_threshold` (5 KiB by default), even a
+/// single-partition one: staying under it keeps the target's log readable.
 const MAX_BATCH_STATEMENTS: usize = 32;
-const MAX_BATCH_BYTES: usize = 64 * 1024;
+const MAX_BATCH_BYTES: usize = 4 * 1024;
 
 /// How long a request is retried before the job gives up on it.
 const RETRY_FOR: Duration = Duration::from_secs(600);
