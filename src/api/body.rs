@@ -13,14 +13,16 @@ use crate::config::yaml;
 /// they are.
 pub struct Payload<T>(pub T);
 
+/// How a body is written.
 #[derive(Clone, Copy)]
-enum Format {
+pub(crate) enum Format {
     Json,
     Yaml,
 }
 
-fn format_of(req: &Request) -> Result<Format, ApiError> {
-    let Some(value) = req.headers().get(header::CONTENT_TYPE) else {
+/// The body format named by `Content-Type` (JSON when absent); 415 for anything else.
+pub(crate) fn format_of(headers: &axum::http::HeaderMap) -> Result<Format, ApiError> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
         return Ok(Format::Json);
     };
     let media = value
@@ -95,7 +97,7 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let format = format_of(&req)?;
+        let format = format_of(req.headers())?;
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(|rejection| ApiError::new(rejection.status(), rejection.body_text()))?;

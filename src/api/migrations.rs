@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -40,27 +40,8 @@ pub async fn submit(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Accepted>), ApiError> {
-    let media = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/yaml");
-    let media = media.split(';').next().unwrap_or("").trim();
-    if !matches!(
-        media,
-        "application/yaml"
-            | "application/x-yaml"
-            | "text/yaml"
-            | "text/x-yaml"
-            | "application/json"
-            | ""
-    ) {
-        return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            format!(
-                "unsupported Content-Type {media:?}, expected application/yaml or application/json"
-            ),
-        ));
-    }
+    // Job files are YAML, and JSON is YAML: both formats parse the same way.
+    super::body::format_of(&headers)?;
     let text = std::str::from_utf8(&body)
         .map_err(|e| ApiError::bad_request(format!("job config: not UTF-8: {e}")))?;
     let mut launch = job::launch(text).await.map_err(|e| {
@@ -219,7 +200,7 @@ pub async fn savepoints(
             if !dir.is_dir() {
                 return Ok(vec![]);
             }
-            let store = FileStore::open(&dir, usize::MAX)?;
+            let store = FileStore::reader(&dir);
             let mut out = Vec::new();
             for info in store.list()? {
                 let Ok(sp) = store.read(&info) else { continue };

@@ -64,6 +64,17 @@ impl FileStore {
         Ok(store)
     }
 
+    /// A store for reading an existing directory only (listing, resume lookups by others):
+    /// unlike [`open`](Self::open) it creates nothing and leaves temporary files alone, since
+    /// a running job may be writing one at that moment.
+    pub fn reader(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            keep: usize::MAX,
+            last: Mutex::new((0, 0)),
+        }
+    }
+
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir

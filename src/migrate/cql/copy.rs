@@ -338,33 +338,22 @@ impl CopyPlan {
                 paging,
             )
             .await?;
-        let rows = result.into_rows_result().map_err(|e| {
+        // A scan answered with something other than rows is a protocol fault of the source.
+        let bad = |what: &str, e: &dyn std::fmt::Display| {
             scylla::errors::ExecutionError::LastAttemptError(
                 scylla::errors::RequestAttemptError::DbError(
                     scylla::errors::DbError::ProtocolError,
-                    format!("scan returned no rows result: {e}"),
+                    format!("{what}: {e}"),
                 ),
             )
-        })?;
-        let rows = rows
+        };
+        let rows = result
+            .into_rows_result()
+            .map_err(|e| bad("scan returned no rows result", &e))?
             .rows::<RawRow>()
-            .map_err(|e| {
-                scylla::errors::ExecutionError::LastAttemptError(
-                    scylla::errors::RequestAttemptError::DbError(
-                        scylla::errors::DbError::ProtocolError,
-                        format!("scan rows: {e}"),
-                    ),
-                )
-            })?
+            .map_err(|e| bad("scan rows", &e))?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| {
-                scylla::errors::ExecutionError::LastAttemptError(
-                    scylla::errors::RequestAttemptError::DbError(
-                        scylla::errors::DbError::ProtocolError,
-                        format!("scan row: {e}"),
-                    ),
-                )
-            })?;
+            .map_err(|e| bad("scan row", &e))?;
         Ok((rows, next))
     }
 
