@@ -39,27 +39,11 @@ pub async fn migrate(path: &Path) -> u8 {
     if let Some(name) = &launch.resumed_from {
         eprintln!("drover: resuming from savepoint {name}");
     }
-    let cancel = CancellationToken::new();
-    let signals = cancel.clone();
-    tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing a SIGTERM handler cannot fail on Unix");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        eprintln!(
-            "\ndrover: stopping: writes in flight finish, then a savepoint is written (signal again to exit at once)"
-        );
-        signals.cancel();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        std::process::exit(i32::from(EXIT_INTERRUPTED));
-    });
+    let cancel = stop_on_signals(
+        "writes in flight finish, then a savepoint is written (signal again to exit at once)",
+    );
     let progress = Arc::new(Progress::default());
-    let display = tokio::spawn(show_progress(progress.clone()));
+    let display = tokio::spawn(show_progress(migration_line(progress.clone())));
     let started = Instant::now();
     let result = crate::migrate::job::execute(launch, progress.clone(), cancel).await;
     display.abort();
@@ -92,7 +76,55 @@ pub async fn migrate(path: &Path) -> u8 {
     }
 }
 
-async fn show_progress(progress: Arc<Progress>) {
+/// A token cancelled by the first SIGINT/SIGTERM (`what` says what happens then); the second
+/// exits at once.
+fn stop_on_signals(what: &'static str) -> CancellationToken {
+    let cancel = CancellationToken::new();
+    let signals = cancel.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler cannot fail on Unix");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("\ndrover: stopping: {what}");
+        signals.cancel();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        std::process::exit(i32::from(EXIT_INTERRUPTED));
+    });
+    cancel
+}
+
+/// Counters of a running job as the progress display reads them: its snapshot, which counters
+/// measure the rate (rows, bytes), the waiting reason, and what the rows are called.
+type Sample = Box<dyn Fn() -> (Vec<(&'static str, u64)>, Option<String>) + Send>;
+
+fn migration_line(progress: Arc<Progress>) -> (Sample, [&'static str; 2], &'static str) {
+    (
+        Box::new(move || (progress.snapshot(), progress.waiting())),
+        ["rowsWritten", "bytesWritten"],
+        "rows",
+    )
+}
+
+fn validation_line(
+    progress: Arc<crate::validate::engine::Progress>,
+) -> (Sample, [&'static str; 2], &'static str) {
+    (
+        Box::new(move || (progress.snapshot(), progress.scan.waiting())),
+        ["sourceRows", "bytesRead"],
+        "rows compared",
+    )
+}
+
+/// Draws a progress bar on a terminal, a status line every 10 s otherwise (logs, CI).
+async fn show_progress(
+    (sample, [rows_key, bytes_key], noun): (Sample, [&'static str; 2], &'static str),
+) {
     let tty = std::io::stderr().is_terminal();
     let interval = if tty {
         Duration::from_millis(500)
@@ -105,8 +137,8 @@ async fn show_progress(progress: Arc<Progress>) {
     ticker.tick().await;
     loop {
         ticker.tick().await;
-        let s = progress.snapshot();
-        let current = (counter(&s, "rowsWritten"), counter(&s, "bytesWritten"));
+        let (s, waiting) = sample();
+        let current = (counter(&s, rows_key), counter(&s, bytes_key));
         let (total, done) = (counter(&s, "unitsTotal"), counter(&s, "unitsDone"));
         let r = rates(
             previous,
@@ -124,12 +156,16 @@ async fn show_progress(progress: Arc<Progress>) {
         let eta = r.eta_seconds.map_or("?".to_string(), |e| {
             humantime::format_duration(Duration::from_secs(e)).to_string()
         });
-        let waiting = progress
-            .waiting()
+        let waiting = waiting
             .map(|w| format!(" | waiting: {w}"))
             .unwrap_or_default();
+        let differences = s
+            .iter()
+            .find(|(k, _)| *k == "rowsWithDifferences")
+            .map(|(_, n)| format!(" | {n} differ"))
+            .unwrap_or_default();
         let line = format!(
-            "{pct:5.1}% units {done}/{total} | rows {} | {} rows/s | {}/s | ETA {eta}{waiting}",
+            "{pct:5.1}% units {done}/{total} | {noun} {}{differences} | {} rows/s | {}/s | ETA {eta}{waiting}",
             current.0,
             r.rows_per_second,
             bytesize::ByteSize(r.bytes_per_second)
@@ -145,6 +181,74 @@ async fn show_progress(progress: Arc<Progress>) {
             let _ = std::io::stderr().flush();
         } else {
             eprintln!("drover: {line}");
+        }
+    }
+}
+
+/// `drover validate --config FILE`: compares the target with the source in the foreground.
+/// Progress goes to stderr, the report to stdout (text, or JSON with `json`). Returns the exit
+/// code: 0 no differences, 1 differences, 2 the validation could not run, 130 stopped.
+pub async fn validate(path: &Path, json: bool) -> u8 {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("drover: {}: cannot read job config: {e}", path.display());
+            return EXIT_CONFIG;
+        }
+    };
+    let launch = match crate::validate::job::launch(&text).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("drover: {}: {e}", path.display());
+            return EXIT_CONFIG;
+        }
+    };
+    if let Some(name) = &launch.resumed_from {
+        eprintln!("drover: resuming the validation from savepoint {name}");
+    }
+    let cancel = stop_on_signals(
+        "reads in flight finish, then a savepoint is written (signal again to exit at once)",
+    );
+    let progress = Arc::new(crate::validate::engine::Progress::default());
+    let display = tokio::spawn(show_progress(validation_line(progress.clone())));
+    let started = Instant::now();
+    let state = Arc::new(std::sync::Mutex::new(Default::default()));
+    let (report, result) =
+        crate::validate::job::execute(launch, progress.clone(), cancel, state).await;
+    display.abort();
+    if std::io::stderr().is_terminal() {
+        eprintln!();
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("a report serializes")
+        );
+    } else {
+        print!("{}", report.to_text());
+    }
+    let took = format!("{:.1}s", started.elapsed().as_secs_f64());
+    match result {
+        Ok(()) if report.is_clean() => {
+            eprintln!("drover: validation complete in {took}: no differences");
+            0
+        }
+        Ok(()) => {
+            eprintln!(
+                "drover: validation complete in {took}: {} rows differ",
+                report.rows_with_differences
+            );
+            1
+        }
+        Err(crate::validate::ValidationError::Stopped) => {
+            eprintln!(
+                "drover: validation stopped after {took} (the report covers what was compared)"
+            );
+            EXIT_INTERRUPTED
+        }
+        Err(e) => {
+            eprintln!("drover: validation failed after {took}: {e}");
+            EXIT_CONFIG
         }
     }
 }

@@ -121,6 +121,10 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
             jobs.clone(),
             state_dir.clone(),
         ));
+        tokio::spawn(crate::validate::job::resume_interrupted(
+            jobs.clone(),
+            state_dir.clone(),
+        ));
     }
     let config = Arc::new(config);
     let state = AppState {

@@ -14,3 +14,4 @@ pub mod metrics;
 pub mod migrate;
 pub mod savepoints;
 pub mod telemetry;
+pub mod validate;

@@ -36,6 +36,19 @@ enum Command {
         #[arg(long, short, value_name = "PATH")]
         config: PathBuf,
     },
+    /// Compare a migration's target with its source and exit: 0 when they hold the same rows,
+    /// 1 when rows differ (the report says which), 2 when the validation could not run,
+    /// 130 when stopped by Ctrl-C.
+    ///
+    /// Takes the migration's job file; its `validation` section tunes the comparison.
+    Validate {
+        /// Job config file (YAML).
+        #[arg(long, short, value_name = "PATH")]
+        config: PathBuf,
+        /// Print the report as JSON (as the API serves it).
+        #[arg(long)]
+        json: bool,
+    },
     /// Check a daemon config file and exit: 0 when valid, 2 with the reason when not.
     CheckConfig {
         /// Daemon config file (YAML). Without it, the embedded default is checked.
@@ -96,6 +109,20 @@ fn main() -> ExitCode {
             let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
             match tokio::runtime::Runtime::new() {
                 Ok(rt) => ExitCode::from(rt.block_on(drover::cli::migrate(&config))),
+                Err(e) => {
+                    eprintln!("drover: cannot start the async runtime: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Validate { config, json } => {
+            drover::telemetry::init(&drover::config::LoggingConfig {
+                level: "warn".to_string(),
+                ..Default::default()
+            });
+            let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+            match tokio::runtime::Runtime::new() {
+                Ok(rt) => ExitCode::from(rt.block_on(drover::cli::validate(&config, json))),
                 Err(e) => {
                     eprintln!("drover: cannot start the async runtime: {e}");
                     ExitCode::FAILURE

@@ -45,6 +45,11 @@ pub struct JobView {
     /// Parameters as submitted, secrets redacted.
     #[schema(value_type = Object)]
     pub spec: serde_json::Value,
+    /// What the job found: a validation's report (while it runs, the findings of the ranges
+    /// compared so far).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<serde_json::Value>,
     /// Where to poll this job.
     pub status_url: String,
 }
@@ -66,6 +71,7 @@ impl From<JobRecord> for JobView {
             error: r.error,
             last_error: r.last_error,
             spec: r.spec,
+            result: r.result,
         }
     }
 }
@@ -74,6 +80,7 @@ impl From<JobRecord> for JobView {
 pub fn status_url(kind: &str, id: &str) -> String {
     match kind {
         crate::migrate::job::KIND => format!("/api/v1/migrations/{id}"),
+        crate::validate::job::KIND => format!("/api/v1/validations/{id}"),
         _ => format!("/api/v1/jobs/{id}"),
     }
 }

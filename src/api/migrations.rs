@@ -265,13 +265,16 @@ pub async fn resume(
         .map_err(|e| match e {
             job::ResumeError::Jobs(e) => ApiError::from(e),
             job::ResumeError::NoJobFile(m) => ApiError::new(StatusCode::CONFLICT, m),
-            job::ResumeError::Migration(e) => ApiError::new(
-                if e.is_config_problem() {
+            job::ResumeError::Launch {
+                message,
+                config_problem,
+            } => ApiError::new(
+                if config_problem {
                     StatusCode::BAD_REQUEST
                 } else {
                     StatusCode::BAD_GATEWAY
                 },
-                e.to_string(),
+                message,
             ),
         })?;
     Ok((StatusCode::ACCEPTED, Json(resumed.into())))

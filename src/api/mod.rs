@@ -8,6 +8,7 @@ mod health;
 pub mod jobs;
 mod metrics;
 mod migrations;
+mod validations;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +54,7 @@ pub struct AppState {
         (name = "health", description = "Liveness of the daemon and of the local node"),
         (name = "jobs", description = "Long-running work of every kind"),
         (name = "migrations", description = "Table copies in ScyllaDB Migrator's job format"),
+        (name = "validations", description = "Proof that a migration's target holds exactly its source's rows"),
         (name = "diagnostics", description = "Checks of a deployment that touch no data"),
         (name = "metrics", description = "Prometheus metrics"),
     ),
@@ -74,6 +76,10 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(migrations::cancel))
         .routes(routes!(migrations::savepoints))
         .routes(routes!(migrations::resume))
+        .routes(routes!(validations::submit, validations::list))
+        .routes(routes!(validations::get))
+        .routes(routes!(validations::report))
+        .routes(routes!(validations::cancel))
         .routes(routes!(diagnostics::submit))
         .routes(routes!(metrics::render))
 }

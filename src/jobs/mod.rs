@@ -275,6 +275,7 @@ impl JobRegistry {
             error: None,
             last_error: None,
             spec,
+            result: None,
         };
         let entry = Entry::new(record, 0);
         entry.update(|_| {});
@@ -588,6 +589,11 @@ impl JobHandle {
         self.entry.update(|r| {
             r.progress.insert(counter.to_string(), value);
         });
+    }
+
+    /// Sets what the job found or produced (replacing an earlier result).
+    pub fn set_result(&self, result: serde_json::Value) {
+        self.entry.update(|r| r.result = Some(result));
     }
 
     /// Writes the record now instead of at the next flush (after a unit of work was made

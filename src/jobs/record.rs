@@ -108,4 +108,7 @@ pub struct JobRecord {
     /// The job's parameters as submitted, with secrets already redacted by the submitter; what
     /// a resume rebuilds the job from.
     pub spec: serde_json::Value,
+    /// What the job found or produced (a validation's report), kept with the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
 }

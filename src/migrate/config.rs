@@ -43,8 +43,61 @@ pub struct JobConfig {
     pub skip_token_ranges: Vec<(i64, i64)>,
     /// Savepoint settings.
     pub savepoints: Option<SavepointsConfig>,
-    /// Validator settings; accepted and kept.
-    pub validation: Option<yaml_serde::Value>,
+    /// Validator settings (`drover validate`, `/api/v1/validations`); migrations ignore them.
+    pub validation: ValidationConfig,
+}
+
+/// `validation`: how the validator compares the target with the source (ScyllaDB Migrator's
+/// keys). Every key is optional; without the section the comparison is exact.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ValidationConfig {
+    /// Compare each cell's writetime and TTL too. Default: `source.preserveTimestamps` (a
+    /// copy that did not keep them cannot match them).
+    #[serde(default)]
+    pub compare_timestamps: Option<bool>,
+    /// Largest TTL difference accepted, in milliseconds (CQL reads TTLs in seconds; both sides
+    /// are read moments apart, so TTLs drift by the time between the reads). Default 60000.
+    #[serde(default = "default_ttl_tolerance")]
+    pub ttl_tolerance_millis: u64,
+    /// Largest writetime difference accepted, in milliseconds (CQL reads writetimes in
+    /// microseconds). Default 0: a copy that keeps writetimes keeps them exactly.
+    #[serde(default)]
+    pub writetime_tolerance_millis: u64,
+    /// Differences reported with their key and values (all are counted). Default 100.
+    #[serde(default = "default_failures_to_fetch")]
+    pub failures_to_fetch: usize,
+    /// Largest absolute difference between two `float` or `double` values. Default 0.
+    #[serde(default)]
+    pub floating_point_tolerance: f64,
+    /// Largest difference between two `timestamp` values, in milliseconds. Default 0.
+    #[serde(default)]
+    pub timestamp_ms_tolerance: u64,
+    /// Write missing and differing rows to the target again, from the source, with their
+    /// writetimes and TTLs when `source.preserveTimestamps` is set. Default false.
+    #[serde(default)]
+    pub copy_missing_rows: bool,
+}
+
+impl Default for ValidationConfig {
+    fn default() -> Self {
+        Self {
+            compare_timestamps: None,
+            ttl_tolerance_millis: default_ttl_tolerance(),
+            writetime_tolerance_millis: 0,
+            failures_to_fetch: default_failures_to_fetch(),
+            floating_point_tolerance: 0.0,
+            timestamp_ms_tolerance: 0,
+            copy_missing_rows: false,
+        }
+    }
+}
+
+fn default_ttl_tolerance() -> u64 {
+    60_000
+}
+fn default_failures_to_fetch() -> usize {
+    100
 }
 
 /// The source of a job.
@@ -250,7 +303,7 @@ struct RawJob {
     #[serde(default)]
     savepoints: Option<SavepointsConfig>,
     #[serde(default)]
-    validation: Option<yaml_serde::Value>,
+    validation: Option<ValidationConfig>,
     #[serde(default)]
     skip_segments: Option<yaml_serde::Value>,
     #[serde(default)]
@@ -421,7 +474,7 @@ impl JobConfig {
             renames: raw.renames,
             skip_token_ranges: raw.skip_token_ranges.unwrap_or_default(),
             savepoints: raw.savepoints,
-            validation: raw.validation,
+            validation: raw.validation.unwrap_or_default(),
         };
         config.validate(text)?;
         if let Some(sp) = &config.savepoints {
@@ -547,6 +600,14 @@ impl JobConfig {
                 text,
                 "target.writeTTLInS",
                 "must not be negative",
+            ));
+        }
+        let v = &self.validation;
+        if !v.floating_point_tolerance.is_finite() || v.floating_point_tolerance < 0.0 {
+            return Err(JobConfigError::at(
+                text,
+                "validation.floatingPointTolerance",
+                "must be a number of at least 0",
             ));
         }
         let mut seen = std::collections::HashSet::new();

@@ -10,12 +10,10 @@ use std::time::{Duration, Instant};
 
 use backon::BackoffBuilder;
 use futures::StreamExt;
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use scylla::client::session::Session;
 use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 use scylla::policies::load_balancing::{NodeIdentifier, SingleTargetLoadBalancingPolicy};
 use scylla::response::{PagingState, PagingStateResponse};
-use scylla::routing::Token;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -23,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::{JobConfig, JobConfigError, SourceConfig, TargetConfig};
 use super::cql::copy::{CopyPlan, RowStats, Write, execute_batch};
 use super::cql::{self, CqlError, schema};
+use super::limits::Limits;
 use super::ranges::{RangeSet, TokenRange, plan_units};
 
 /// Most statements in one batch, and about the most bytes (a row may take it over). Cassandra
@@ -32,7 +31,7 @@ const MAX_BATCH_STATEMENTS: usize = 32;
 const MAX_BATCH_BYTES: usize = 4 * 1024;
 
 /// How long a request is retried before the job gives up on it.
-const RETRY_FOR: Duration = Duration::from_secs(600);
+pub(crate) const RETRY_FOR: Duration = Duration::from_secs(600);
 
 /// Errors of a migration.
 #[derive(Debug, thiserror::Error)]
@@ -250,17 +249,7 @@ impl Migration {
             progress: progress.clone(),
             done: done.clone(),
             writes: Arc::new(Semaphore::new(self.max_in_flight)),
-            rows_limit: self
-                .rows_per_second
-                .and_then(std::num::NonZeroU32::new)
-                .map(|n| Arc::new(RateLimiter::direct(Quota::per_second(n)))),
-            bytes_limit: self
-                .bytes_per_second
-                .and_then(|b| std::num::NonZeroU32::new(u32::try_from(b).unwrap_or(u32::MAX)))
-                .map(|n| Arc::new(RateLimiter::direct(Quota::per_second(n)))),
-            bytes_burst: self
-                .bytes_per_second
-                .map_or(u32::MAX, |b| u32::try_from(b).unwrap_or(u32::MAX)),
+            limits: Arc::new(Limits::new(self.rows_per_second, self.bytes_per_second)),
             local_dc: self.local_dc.clone(),
             // A failure of one unit stops the others; a stop request reaches them through it.
             cancel: failed.clone(),
@@ -298,9 +287,7 @@ struct Shared {
     progress: Arc<Progress>,
     done: Arc<Mutex<RangeSet>>,
     writes: Arc<Semaphore>,
-    rows_limit: Option<Arc<DefaultDirectRateLimiter>>,
-    bytes_limit: Option<Arc<DefaultDirectRateLimiter>>,
-    bytes_burst: u32,
+    limits: Arc<Limits>,
     local_dc: Option<String>,
     cancel: CancellationToken,
 }
@@ -347,7 +334,12 @@ impl Shared {
         for piece in pieces {
             let mut statement = plan.select().clone();
             // Send the scan to a replica of the range; a retry may go elsewhere.
-            if let Some(node) = self.replica_for(piece.end) {
+            if let Some(node) = cql::replica_for(
+                &self.source,
+                &self.plan.source,
+                piece.end,
+                self.local_dc.as_deref(),
+            ) {
                 statement.set_load_balancing_policy(Some(SingleTargetLoadBalancingPolicy::new(
                     NodeIdentifier::Node(node),
                     None,
@@ -418,7 +410,7 @@ impl Shared {
                     }
                     // Waiting for the rate limits must not delay a stop.
                     let row_bytes: usize = writes.iter().map(|w| w.values.size()).sum();
-                    if !self.throttle(row_bytes).await {
+                    if !self.limits.wait(row_bytes, &self.cancel).await {
                         return Err(MigrationError::Stopped);
                     }
                     if new_partition && !batch.is_empty() {
@@ -541,51 +533,11 @@ impl Shared {
         }
         Ok(())
     }
-
-    /// Waits for the rate limits (one row of `bytes`); false when the job is stopped meanwhile.
-    async fn throttle(&self, bytes: usize) -> bool {
-        tokio::select! {
-            _ = self.wait_quota(bytes) => true,
-            _ = self.cancel.cancelled() => false,
-        }
-    }
-
-    async fn wait_quota(&self, bytes: usize) {
-        if let Some(limit) = &self.rows_limit {
-            limit.until_ready().await;
-        }
-        if let Some(limit) = &self.bytes_limit {
-            let mut left = u32::try_from(bytes).unwrap_or(u32::MAX);
-            // More than a second's quota is let through in quota-sized steps.
-            let burst = self.bytes_burst.max(1);
-            while left > 0 {
-                let n = left.min(burst);
-                if let Some(n) = std::num::NonZeroU32::new(n) {
-                    let _ = limit.until_n_ready(n).await;
-                }
-                left -= n;
-            }
-        }
-    }
-
-    fn replica_for(&self, token: i64) -> Option<Arc<scylla::cluster::Node>> {
-        let state = self.source.get_cluster_state();
-        let replicas = state.get_token_endpoints(
-            &self.plan.source.keyspace,
-            &self.plan.source.table,
-            Token::new(token),
-        );
-        replicas.into_iter().map(|(node, _)| node).find(|n| {
-            self.local_dc
-                .as_ref()
-                .is_none_or(|dc| n.datacenter.as_ref() == Some(dc))
-        })
-    }
 }
 
 /// Runs `f` until it succeeds, the error is not worth retrying, `RETRY_FOR` has passed, or the
 /// job is cancelled. Every retry is counted and the reason shown as the job's waiting state.
-async fn retry<T, F, Fut>(
+pub(crate) async fn retry<T, F, Fut>(
     progress: &Progress,
     cancel: &CancellationToken,
     what: &str,

@@ -339,8 +339,22 @@ pub enum ResumeError {
     #[error("{0}")]
     NoJobFile(String),
     /// The job could not be launched again.
-    #[error(transparent)]
-    Migration(#[from] MigrationError),
+    #[error("{message}")]
+    Launch {
+        /// Why.
+        message: String,
+        /// The job file or the schemas are at fault (not an unreachable database).
+        config_problem: bool,
+    },
+}
+
+impl From<MigrationError> for ResumeError {
+    fn from(e: MigrationError) -> Self {
+        Self::Launch {
+            config_problem: e.is_config_problem(),
+            message: e.to_string(),
+        }
+    }
 }
 
 fn job_file(state_dir: &std::path::Path, id: &str) -> std::path::PathBuf {
@@ -374,6 +388,17 @@ pub fn keep_job_file(state_dir: &std::path::Path, id: &str, text: &str) -> std::
     crate::fsutil::sync_dir(path.parent().expect("in the jobs dir"))
 }
 
+/// Reads the kept config of job `id`.
+pub fn read_job_file(state_dir: &std::path::Path, id: &str) -> Result<String, ResumeError> {
+    let path = job_file(state_dir, id);
+    std::fs::read_to_string(&path).map_err(|e| {
+        ResumeError::NoJobFile(format!(
+            "the config of job {id} was not kept ({}: {e}); submit it again",
+            path.display()
+        ))
+    })
+}
+
 /// Deletes the kept config of a job that will not be resumed.
 pub fn forget_job_file(state_dir: &std::path::Path, id: &str) {
     match std::fs::remove_file(job_file(state_dir, id)) {
@@ -390,22 +415,17 @@ pub async fn resume(
     state_dir: &std::path::Path,
     id: &str,
 ) -> Result<crate::jobs::JobRecord, ResumeError> {
-    let path = job_file(state_dir, id);
-    let text = tokio::fs::read_to_string(&path).await.map_err(|e| {
-        ResumeError::NoJobFile(format!(
-            "the config of migration {id} was not kept ({}: {e}); submit it again",
-            path.display()
-        ))
-    })?;
+    let text = read_job_file(state_dir, id)?;
     let mut launch = launch(&text).await?;
     launch.state_dir = Some(state_dir.to_path_buf());
     Ok(jobs.resume(id, move |h| run(h, launch)).await?)
 }
 
-/// Deletes the kept configs of migrations that ended and can no longer be resumed (a crash
+/// Deletes the kept configs of migrations and validations that ended and can no longer be resumed (a crash
 /// can leave some behind), so credentials do not stay on disk longer than needed.
 pub fn sweep_job_files(jobs: &crate::jobs::JobRegistry, state_dir: &std::path::Path) {
-    for record in jobs.list(Some(KIND)) {
+    let kinds = [KIND, crate::validate::job::KIND];
+    for record in kinds.iter().flat_map(|k| jobs.list(Some(k))) {
         if !record.state.is_active() && record.state != crate::jobs::JobState::Interrupted {
             forget_job_file(state_dir, &record.id);
         }

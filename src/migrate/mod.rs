@@ -5,4 +5,5 @@ pub mod config;
 pub mod cql;
 pub mod engine;
 pub mod job;
+pub mod limits;
 pub mod ranges;

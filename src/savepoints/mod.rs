@@ -159,6 +159,20 @@ pub trait SavepointStore: Send + Sync {
     /// The newest savepoint that parses and belongs to the migration `identity`. Unusable
     /// ones are skipped with a warning each (returned as well, for the caller to report).
     fn newest_usable(&self, identity: &serde_json::Value) -> Result<Lookup, SavepointError> {
+        self.newest_matching(&|document| {
+            if &identity::identity(document) == identity {
+                Ok(())
+            } else {
+                Err("belongs to another migration (source, target or renames differ)".into())
+            }
+        })
+    }
+
+    /// The newest savepoint that parses and that `accept` takes (it says why not otherwise).
+    fn newest_matching(
+        &self,
+        accept: &dyn Fn(&serde_json::Value) -> Result<(), String>,
+    ) -> Result<Lookup, SavepointError> {
         let mut warnings = Vec::new();
         for info in self.list()? {
             let savepoint = match self.read(&info) {
@@ -168,11 +182,8 @@ pub trait SavepointStore: Send + Sync {
                     continue;
                 }
             };
-            if &identity::identity(&savepoint.document) != identity {
-                warnings.push(format!(
-                    "savepoint {}: belongs to another migration (source, target or renames differ); ignored",
-                    info.name
-                ));
+            if let Err(why) = accept(&savepoint.document) {
+                warnings.push(format!("savepoint {}: {why}; ignored", info.name));
                 continue;
             }
             match Progress::from_document(&savepoint.document) {

@@ -10,3 +10,4 @@ mod migrations;
 mod openapi;
 mod resume;
 mod support;
+mod validations;

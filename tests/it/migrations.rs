@@ -43,7 +43,7 @@ async fn run_to_success_within(daemon: &Daemon, yaml: &str, wait: Duration) -> V
     }
 }
 
-const EVERY_TYPE: &str = "
+pub const EVERY_TYPE: &str = "
 CREATE TYPE $ks.addr (street text, num int, tags frozen<set<text>>);
 CREATE TABLE $ks.everything (
   k uuid, c1 timeuuid, c2 text,
@@ -57,9 +57,9 @@ CREATE TABLE $ks.everything (
   PRIMARY KEY ((k), c1, c2)
 ) WITH CLUSTERING ORDER BY (c1 DESC, c2 ASC)";
 
-const VALUE_COLUMNS: &str = "a, b, bl, bo, d, de, db, du, f, i, n, si, t, tm, ts, ti, vi, tu, l, se, m, fl, fs, fm, nested, u, fu, tup, vec";
+pub const VALUE_COLUMNS: &str = "a, b, bl, bo, d, de, db, du, f, i, n, si, t, tm, ts, ti, vi, tu, l, se, m, fl, fs, fm, nested, u, fu, tup, vec";
 
-async fn fill_every_type(src: &scylla::client::session::Session, ks: &str) {
+pub async fn fill_every_type(src: &scylla::client::session::Session, ks: &str) {
     let t = format!("{ks}.everything");
     let k1 = "11111111-1111-1111-1111-111111111111";
     let k2 = "22222222-2222-2222-2222-222222222222";
@@ -99,7 +99,7 @@ async fn fill_every_type(src: &scylla::client::session::Session, ks: &str) {
     exec(src, &format!("INSERT INTO {t} (k, st) VALUES (33333333-3333-3333-3333-333333333333, 3) USING TIMESTAMP 8000")).await;
 }
 
-fn meta_select(columns: &str) -> (String, Vec<usize>) {
+pub fn meta_select(columns: &str) -> (String, Vec<usize>) {
     // For every column: the value, its writetime and its TTL.
     let cols: Vec<&str> = columns.split(", ").collect();
     let mut select = vec![

@@ -184,3 +184,23 @@ fn tls_config(
     Ok(Arc::new(config))
 }
 pub mod copy;
+
+/// A node of `session` holding the token `token` of `table` (in `local_dc` when set): scans of
+/// a range are sent there, so the coordinator reads locally. A retry may go elsewhere.
+pub fn replica_for(
+    session: &Session,
+    table: &schema::TableSchema,
+    token: i64,
+    local_dc: Option<&str>,
+) -> Option<Arc<scylla::cluster::Node>> {
+    let state = session.get_cluster_state();
+    let replicas = state.get_token_endpoints(
+        &table.keyspace,
+        &table.table,
+        scylla::routing::Token::new(token),
+    );
+    replicas
+        .into_iter()
+        .map(|(node, _)| node)
+        .find(|n| local_dc.is_none_or(|dc| n.datacenter.as_deref() == Some(dc)))
+}

@@ -1,0 +1,165 @@
+//! `/api/v1/validations`: compare a migration's target with its source, as a job.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::error::{ApiError, ErrorBody};
+use super::jobs::{Accepted, JobView};
+use crate::migrate::config::redacted_json;
+use crate::migrate::job::{forget_job_file, keep_job_file};
+use crate::validate::job::{self, KIND};
+use crate::validate::report::Report;
+
+/// Validations, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ValidationList {
+    /// Every validation job.
+    pub validations: Vec<JobView>,
+}
+
+/// Starts a validation. The body is the migration's job file (ScyllaDB Migrator format, YAML
+/// or JSON); its `validation` section tunes the comparison (`compareTimestamps`,
+/// `ttlToleranceMillis`, `writetimeToleranceMillis`, `failuresToFetch`,
+/// `floatingPointTolerance`, `timestampMsTolerance`, `copyMissingRows`). It is checked
+/// completely before the job is accepted.
+#[utoipa::path(
+    post,
+    path = "/api/v1/validations",
+    tag = "validations",
+    request_body(content = String, description = "Job config (ScyllaDB Migrator format)", content_type = "application/yaml"),
+    responses(
+        (status = 202, description = "Accepted; poll statusUrl", body = Accepted),
+        (status = 400, description = "The job config or the schemas are invalid", body = ErrorBody),
+        (status = 502, description = "A database could not be reached", body = ErrorBody),
+    )
+)]
+pub async fn submit(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Accepted>), ApiError> {
+    super::body::format_of(&headers)?;
+    let text = std::str::from_utf8(&body)
+        .map_err(|e| ApiError::bad_request(format!("job config: not UTF-8: {e}")))?;
+    let mut launch = job::launch(text).await.map_err(|e| {
+        let status = if e.is_config_problem() {
+            StatusCode::BAD_REQUEST
+        } else {
+            StatusCode::BAD_GATEWAY
+        };
+        ApiError::new(status, format!("job config: {e}"))
+    })?;
+    launch.state_dir = Some(state.config.state_dir.clone());
+    let id = crate::jobs::JobRegistry::new_id();
+    keep_job_file(&state.config.state_dir, &id, text).map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot keep the job config in the state directory: {e}"),
+        )
+    })?;
+    match state
+        .jobs
+        .submit_with_id(id.clone(), KIND, redacted_json(text), move |h| {
+            job::run(h, launch)
+        })
+        .await
+    {
+        Ok(record) => Ok((StatusCode::ACCEPTED, Json(record.into()))),
+        Err(e) => {
+            forget_job_file(&state.config.state_dir, &id);
+            Err(e.into())
+        }
+    }
+}
+
+/// Lists validations.
+#[utoipa::path(
+    get,
+    path = "/api/v1/validations",
+    tag = "validations",
+    responses((status = 200, body = ValidationList))
+)]
+pub async fn list(State(state): State<AppState>) -> Json<ValidationList> {
+    Json(ValidationList {
+        validations: state
+            .jobs
+            .list(Some(KIND))
+            .into_iter()
+            .map(JobView::from)
+            .collect(),
+    })
+}
+
+fn validation(state: &AppState, id: &str) -> Result<crate::jobs::JobRecord, ApiError> {
+    let record = state.jobs.get(id)?;
+    if record.kind != KIND {
+        return Err(ApiError::not_found(format!("no validation with id {id:?}")));
+    }
+    Ok(record)
+}
+
+/// One validation: state, phase (`comparing`, `done: no differences in N rows`,
+/// `done: K of N rows differ`, ...), progress counters (`unitsTotal`, `unitsDone`,
+/// `sourceRows`, `targetRows`, `rowsWithDifferences`, `rowsCopied`, `rowsPerSecond`, ...) and
+/// `result`, the report (a [`Report`]; while running, the findings so far). A validation that
+/// ran to the end is `SUCCEEDED` whether or not rows differ: read `result.rowsWithDifferences`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/validations/{id}",
+    tag = "validations",
+    params(("id" = String, Path, description = "Job id")),
+    responses((status = 200, body = JobView), (status = 404, body = ErrorBody))
+)]
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<JobView>, ApiError> {
+    Ok(Json(validation(&state, &id)?.into()))
+}
+
+/// The report of a validation alone (its findings so far while it runs).
+#[utoipa::path(
+    get,
+    path = "/api/v1/validations/{id}/report",
+    tag = "validations",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, body = Report),
+        (status = 404, description = "No such validation, or it has not started", body = ErrorBody),
+    )
+)]
+pub async fn report(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    validation(&state, &id)?
+        .result
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("validation {id} has no report yet")))
+}
+
+/// Stops a validation: reads in flight finish, the ranges compared completely are saved (with
+/// `savepoints`) and the job ends `CANCELLED` with the report of what was compared.
+#[utoipa::path(
+    post,
+    path = "/api/v1/validations/{id}/cancel",
+    tag = "validations",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 202, body = JobView),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "The job has already ended", body = ErrorBody),
+    )
+)]
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<JobView>), ApiError> {
+    validation(&state, &id)?;
+    Ok((StatusCode::ACCEPTED, Json(state.jobs.cancel(&id)?.into())))
+}

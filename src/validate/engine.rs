@@ -1,0 +1,1036 @@
+//! The comparison: both tables are scanned by the same token-range units, the two streams of
+//! rows merged in Cassandra's order (token, partition key, clustering key), so each row is
+//! held only while it is compared, whatever the size of the table or of a partition.
+
+use std::cmp::Ordering;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use scylla::client::session::Session;
+use scylla::policies::load_balancing::{NodeIdentifier, SingleTargetLoadBalancingPolicy};
+use scylla::response::{PagingState, PagingStateResponse};
+use scylla::statement::prepared::PreparedStatement;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::ValidationError;
+use super::report::{ColumnDifference, ColumnDifferenceKind, Example, ExampleKind, Report};
+use super::value::{self, Tolerance};
+use crate::migrate::config::{JobConfig, SourceConfig, TargetConfig};
+use crate::migrate::cql::copy::{CopyPlan, RowStats, Write};
+use crate::migrate::cql::rows::{Bound, BoundRow, RawRow, read_i32, read_i64, read_int_list};
+use crate::migrate::cql::schema::{self, Column, TableSchema, quote};
+use crate::migrate::cql::{self, CqlError};
+use crate::migrate::engine::{self, Progress as ScanProgress};
+use crate::migrate::limits::Limits;
+use crate::migrate::ranges::{RangeSet, TokenRange, plan_units};
+
+/// Live counters of a running validation.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Units, source rows (`rowsRead`), bytes, retries and the waiting reason.
+    pub scan: ScanProgress,
+    /// Rows read from the target.
+    pub target_rows: AtomicU64,
+    /// Rows found different so far.
+    pub rows_with_differences: AtomicU64,
+    /// Rows copied again so far.
+    pub rows_copied: AtomicU64,
+}
+
+impl Progress {
+    /// Counter name and value pairs, as shown in job status.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        let g = |a: &AtomicU64| a.load(AtomicOrdering::Relaxed);
+        let s = &self.scan;
+        vec![
+            ("unitsTotal", g(&s.units_total)),
+            ("unitsDone", g(&s.units_done)),
+            ("unitsSkipped", g(&s.units_skipped)),
+            ("sourceRows", g(&s.rows_read)),
+            ("targetRows", g(&self.target_rows)),
+            ("bytesRead", g(&s.bytes_read)),
+            ("rowsWithDifferences", g(&self.rows_with_differences)),
+            ("rowsCopied", g(&self.rows_copied)),
+            ("retries", g(&s.retries)),
+        ]
+    }
+}
+
+/// What is complete: ranges validated and what they held. Changed under one lock so a
+/// savepoint never records a range without its findings.
+#[derive(Debug, Default, Clone)]
+pub struct State {
+    /// Token ranges compared completely.
+    pub done: RangeSet,
+    /// Findings of those ranges.
+    pub report: Report,
+}
+
+/// How one side is scanned and how its rows are laid out: primary key, statics, regular
+/// columns, then (with timestamps) WRITETIME and TTL of each static and regular column, then
+/// the partition token.
+struct Side {
+    session: Arc<Session>,
+    table: TableSchema,
+    select: PreparedStatement,
+    local_dc: Option<String>,
+}
+
+struct Spec {
+    source: TableSchema,
+    /// Target name of each source column, in `source.all()` order.
+    target_names: Vec<String>,
+    np: usize,
+    nc: usize,
+    ns: usize,
+    nr: usize,
+    token_at: usize,
+    clustering_desc: Vec<bool>,
+    tolerance: Tolerance,
+    compare_timestamps: bool,
+    ttl_tolerance_ms: u64,
+    writetime_tolerance_us: u64,
+    fixed_ttl: Option<i32>,
+    fixed_timestamp: Option<i64>,
+    max_examples: usize,
+}
+
+/// A checked, connected, planned validation, ready to run.
+pub struct Validation {
+    source: Side,
+    target: Side,
+    spec: Arc<Spec>,
+    copy: Option<Arc<CopyPlan>>,
+    target_session: Arc<Session>,
+    units: Vec<TokenRange>,
+    max_units: usize,
+    limits: Arc<Limits>,
+}
+
+/// Selected expressions of one side, and the statement.
+fn select_list(schema_cols: &[(&Column, String)], timestamps: &[String], pk: &[String]) -> String {
+    let mut cols: Vec<String> = schema_cols.iter().map(|(_, n)| quote(n)).collect();
+    for name in timestamps {
+        cols.push(format!("WRITETIME({})", quote(name)));
+        cols.push(format!("TTL({})", quote(name)));
+    }
+    cols.push(format!(
+        "token({})",
+        pk.iter().map(|p| quote(p)).collect::<Vec<_>>().join(", ")
+    ));
+    cols.join(", ")
+}
+
+/// Rewrites the column names of a source `where` condition into the target's (after
+/// `renames`): identifiers outside string literals that name a renamed source column.
+pub fn rename_where(clause: &str, renamed: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(clause.len());
+    let chars: Vec<char> = clause.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\'' {
+            // A string literal, '' inside is a quote.
+            let start = i;
+            i += 1;
+            while i < chars.len() {
+                if chars[i] == '\'' {
+                    if chars.get(i + 1) == Some(&'\'') {
+                        i += 2;
+                        continue;
+                    }
+                    break;
+                }
+                i += 1;
+            }
+            i = (i + 1).min(chars.len());
+            out.extend(&chars[start..i]);
+        } else if c == '"' {
+            let start = i;
+            i += 1;
+            let mut name = String::new();
+            while i < chars.len() {
+                if chars[i] == '"' {
+                    if chars.get(i + 1) == Some(&'"') {
+                        name.push('"');
+                        i += 2;
+                        continue;
+                    }
+                    break;
+                }
+                name.push(chars[i]);
+                i += 1;
+            }
+            i = (i + 1).min(chars.len());
+            match renamed(&name) {
+                Some(to) => out.push_str(&quote(&to)),
+                None => out.extend(&chars[start..i]),
+            }
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            // Unquoted identifiers are case-insensitive.
+            match renamed(&word.to_lowercase()) {
+                Some(to) => out.push_str(&quote(&to)),
+                None => out.push_str(&word),
+            }
+        } else if c.is_ascii_digit() {
+            // Numbers, UUIDs and blobs never name a column.
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '-') {
+                out.push(chars[i]);
+                i += 1;
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+async fn prepare_scan(
+    session: &Session,
+    side: &str,
+    cql: &str,
+    consistency: scylla::statement::Consistency,
+    fetch_size: usize,
+) -> Result<PreparedStatement, CqlError> {
+    let mut st = session.prepare(cql).await.map_err(|e| CqlError::Request {
+        side: side.to_string(),
+        message: format!("cannot prepare `{cql}`: {e}"),
+    })?;
+    st.set_page_size(i32::try_from(fetch_size).unwrap_or(i32::MAX));
+    st.set_consistency(consistency);
+    st.set_is_idempotent(true);
+    Ok(st)
+}
+
+/// Which clustering columns are `DESC`, from `system_schema.columns`.
+async fn clustering_order(
+    session: &Session,
+    side: &str,
+    schema: &TableSchema,
+) -> Result<Vec<bool>, CqlError> {
+    let result = session
+        .query_unpaged(
+            "SELECT column_name, clustering_order FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?",
+            (&schema.keyspace, &schema.table),
+        )
+        .await
+        .map_err(|e| CqlError::Request {
+            side: side.to_string(),
+            message: format!("cannot read the clustering order: {e}"),
+        })?;
+    let rows: Vec<(String, String)> = result
+        .into_rows_result()
+        .map_err(|e| CqlError::Request {
+            side: side.to_string(),
+            message: format!("cannot read the clustering order: {e}"),
+        })?
+        .rows::<(String, String)>()
+        .map_err(|e| CqlError::Request {
+            side: side.to_string(),
+            message: format!("cannot read the clustering order: {e}"),
+        })?
+        .filter_map(Result::ok)
+        .collect();
+    Ok(schema
+        .clustering_key
+        .iter()
+        .map(|c| {
+            rows.iter()
+                .any(|(name, order)| name == &c.name && order.eq_ignore_ascii_case("desc"))
+        })
+        .collect())
+}
+
+impl Validation {
+    /// Connects to both sides, checks the schemas as a migration would, and plans units.
+    /// Nothing is written.
+    pub async fn prepare(config: &JobConfig) -> Result<Self, ValidationError> {
+        let SourceConfig::Cql(src) = &config.source;
+        let TargetConfig::Cql(dst) = &config.target;
+        let v = &config.validation;
+        let (source, target) = tokio::try_join!(
+            cql::connect("source", &src.endpoint),
+            cql::connect("target", &dst.endpoint)
+        )?;
+        cql::check_local_dc(&source, "source", src.endpoint.local_dc.as_deref())?;
+        cql::check_local_dc(&target, "target", dst.endpoint.local_dc.as_deref())?;
+        let source_schema = schema::load(
+            &source,
+            "source",
+            &src.endpoint.keyspace,
+            &src.endpoint.table,
+        )
+        .await?;
+        let target_schema = schema::load(
+            &target,
+            "target",
+            &dst.endpoint.keyspace,
+            &dst.endpoint.table,
+        )
+        .await?;
+        let mapping = schema::check_compatible(&source_schema, &target_schema, &config.renames)?;
+        let (src_desc, dst_desc) = tokio::try_join!(
+            clustering_order(&source, "source", &source_schema),
+            clustering_order(&target, "target", &target_schema)
+        )?;
+        if src_desc != dst_desc {
+            return Err(CqlError::Invalid {
+                key: "target.table".into(),
+                message: "the clustering order (ASC/DESC) of the target differs from the source's; rows cannot be compared in order".into(),
+            }
+            .into());
+        }
+        let counter = source_schema.is_counter_table();
+        let compare_timestamps =
+            v.compare_timestamps.unwrap_or(src.preserve_timestamps) && !counter;
+        let copy_meta = v.copy_missing_rows && src.preserve_timestamps && !counter;
+        let meta = compare_timestamps || copy_meta;
+
+        let cols: Vec<(&Column, String)> =
+            source_schema.all().map(|c| (c, c.name.clone())).collect();
+        let target_cols: Vec<(&Column, String)> = source_schema
+            .all()
+            .map(|c| (c, mapping[&c.name].clone()))
+            .collect();
+        let timestamped: Vec<&Column> = if meta {
+            source_schema
+                .statics
+                .iter()
+                .chain(&source_schema.regular)
+                .collect()
+        } else {
+            vec![]
+        };
+        let src_ts: Vec<String> = timestamped.iter().map(|c| c.name.clone()).collect();
+        let dst_ts: Vec<String> = timestamped
+            .iter()
+            .map(|c| mapping[&c.name].clone())
+            .collect();
+        let src_pk: Vec<String> = source_schema
+            .partition_key
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        let dst_pk: Vec<String> = src_pk.iter().map(|n| mapping[n].clone()).collect();
+        let range = |pk: &[String]| {
+            let pk = pk.iter().map(|p| quote(p)).collect::<Vec<_>>().join(", ");
+            format!("token({pk}) > ? AND token({pk}) <= ?")
+        };
+        let mut src_cql = format!(
+            "SELECT {} FROM {} WHERE {}",
+            select_list(&cols, &src_ts, &src_pk),
+            source_schema.qualified(),
+            range(&src_pk)
+        );
+        let mut dst_cql = format!(
+            "SELECT {} FROM {} WHERE {}",
+            select_list(&target_cols, &dst_ts, &dst_pk),
+            target_schema.qualified(),
+            range(&dst_pk)
+        );
+        if let Some(w) = &src.where_clause {
+            src_cql.push_str(&format!(" AND {w} ALLOW FILTERING"));
+            let renamed = |name: &str| {
+                source_schema
+                    .all()
+                    .find(|c| c.name == name)
+                    .map(|c| mapping[&c.name].clone())
+                    .filter(|to| to != name)
+            };
+            dst_cql.push_str(&format!(
+                " AND {} ALLOW FILTERING",
+                rename_where(w, &renamed)
+            ));
+        }
+        let src_select = prepare_scan(
+            &source,
+            "source",
+            &src_cql,
+            src.endpoint.consistency_level.into(),
+            src.fetch_size,
+        )
+        .await?;
+        let dst_select = prepare_scan(
+            &target,
+            "target",
+            &dst_cql,
+            dst.endpoint.consistency_level.into(),
+            src.fetch_size,
+        )
+        .await?;
+        let copy = if v.copy_missing_rows {
+            Some(Arc::new(
+                CopyPlan::prepare(
+                    &source,
+                    &target,
+                    src,
+                    dst,
+                    source_schema.clone(),
+                    target_schema.clone(),
+                    &mapping,
+                )
+                .await?,
+            ))
+        } else {
+            None
+        };
+
+        let tokens: Vec<i64> = source
+            .get_cluster_state()
+            .replica_locator()
+            .ring()
+            .iter()
+            .map(|(t, _)| t.value())
+            .collect();
+        let units = plan_units(&tokens, src.split_count.unwrap_or(256).max(1));
+        let np = source_schema.partition_key.len();
+        let nc = source_schema.clustering_key.len();
+        let ns = source_schema.statics.len();
+        let nr = source_schema.regular.len();
+        let spec = Spec {
+            target_names: target_cols.iter().map(|(_, n)| n.clone()).collect(),
+            np,
+            nc,
+            ns,
+            nr,
+            token_at: np + nc + ns + nr + 2 * timestamped.len(),
+            clustering_desc: src_desc,
+            tolerance: Tolerance {
+                floating_point: v.floating_point_tolerance,
+                timestamp_ms: i64::try_from(v.timestamp_ms_tolerance).unwrap_or(i64::MAX),
+                strip_decimals: dst.strip_trailing_zeros_for_decimals,
+            },
+            compare_timestamps,
+            ttl_tolerance_ms: v.ttl_tolerance_millis,
+            writetime_tolerance_us: v.writetime_tolerance_millis.saturating_mul(1000),
+            fixed_ttl: dst.write_ttl_in_s,
+            fixed_timestamp: dst.write_writetimestamp_in_us,
+            max_examples: v.failures_to_fetch,
+            source: source_schema,
+        };
+        let target = Arc::new(target);
+        let spec = Arc::new(spec);
+        Ok(Self {
+            source: Side {
+                session: Arc::new(source),
+                table: spec.source.clone(),
+                select: src_select,
+                local_dc: src.endpoint.local_dc.clone(),
+            },
+            target: Side {
+                session: target.clone(),
+                table: target_schema,
+                select: dst_select,
+                local_dc: dst.endpoint.local_dc.clone(),
+            },
+            target_session: target,
+            spec,
+            copy,
+            units,
+            max_units: src.max_concurrent_units.unwrap_or(16),
+            limits: Arc::new(Limits::new(dst.rows_per_second, dst.bytes_per_second)),
+        })
+    }
+
+    /// Units in the plan.
+    pub fn units(&self) -> &[TokenRange] {
+        &self.units
+    }
+
+    /// Compares every unit not already in `state.done`; findings and completed ranges are
+    /// added to `state` unit by unit, whether the run succeeds, fails or is stopped.
+    pub async fn run(
+        self,
+        progress: Arc<Progress>,
+        state: Arc<Mutex<State>>,
+        cancel: CancellationToken,
+    ) -> Result<(), ValidationError> {
+        let skip = state.lock().unwrap_or_else(|p| p.into_inner()).done.clone();
+        let scan = &progress.scan;
+        scan.units_total
+            .store(self.units.len() as u64, AtomicOrdering::Relaxed);
+        let mut work = Vec::new();
+        for unit in &self.units {
+            let missing = skip.missing(*unit);
+            if missing.is_empty() {
+                scan.units_skipped.fetch_add(1, AtomicOrdering::Relaxed);
+                scan.units_done.fetch_add(1, AtomicOrdering::Relaxed);
+            } else {
+                work.push(missing);
+            }
+        }
+        let failed = cancel.child_token();
+        let shared = Arc::new(Shared {
+            source: self.source,
+            target: self.target,
+            spec: self.spec,
+            copy: self.copy,
+            target_session: self.target_session,
+            progress: progress.clone(),
+            state,
+            limits: self.limits,
+            cancel: failed.clone(),
+        });
+        let mut results = futures::stream::iter(work)
+            .map(|pieces| {
+                let s = shared.clone();
+                async move { s.unit(pieces).await }
+            })
+            .buffer_unordered(self.max_units.max(1));
+        let mut first_error = None;
+        while let Some(result) = results.next().await {
+            if let Err(e) = result
+                && first_error.is_none()
+            {
+                if !matches!(e, ValidationError::Stopped) {
+                    failed.cancel();
+                }
+                first_error = Some(e);
+            }
+        }
+        match first_error {
+            None if cancel.is_cancelled() => Err(ValidationError::Stopped),
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+}
+
+struct Shared {
+    source: Side,
+    target: Side,
+    spec: Arc<Spec>,
+    copy: Option<Arc<CopyPlan>>,
+    target_session: Arc<Session>,
+    progress: Arc<Progress>,
+    state: Arc<Mutex<State>>,
+    limits: Arc<Limits>,
+    cancel: CancellationToken,
+}
+
+type Page = Result<Vec<RawRow>, ValidationError>;
+
+/// One side's rows of a range, page by page, with the order checked as they come.
+struct Cursor {
+    pages: mpsc::Receiver<Page>,
+    rows: VecDeque<RawRow>,
+    finished: bool,
+    last: Option<RawRow>,
+    side: &'static str,
+}
+
+impl Cursor {
+    async fn peek(&mut self) -> Result<Option<&RawRow>, ValidationError> {
+        while self.rows.is_empty() && !self.finished {
+            match self.pages.recv().await {
+                Some(Ok(rows)) => self.rows.extend(rows),
+                Some(Err(e)) => return Err(e),
+                None => self.finished = true,
+            }
+        }
+        Ok(self.rows.front())
+    }
+
+    fn pop(&mut self, spec: &Spec) -> Result<RawRow, ValidationError> {
+        let row = self.rows.pop_front().expect("peeked");
+        if let Some(last) = &self.last
+            && spec.order(last, &row) != Ordering::Less
+        {
+            // Merging relies on drover ordering rows exactly as Cassandra does; if it does not,
+            // stop rather than report rows that are not different.
+            return Err(ValidationError::Failed(format!(
+                "{} rows arrived out of the order drover expects ({} then {}); the validator cannot compare this table's clustering types, please report it",
+                self.side,
+                spec.key_condition(last),
+                spec.key_condition(&row)
+            )));
+        }
+        self.last = Some(row.clone());
+        Ok(row)
+    }
+}
+
+impl Spec {
+    fn token(&self, row: &RawRow) -> i64 {
+        read_i64(&row.cells[self.token_at]).unwrap_or(i64::MIN)
+    }
+
+    /// Cassandra's order of rows: token, then partition key bytes (a token collision), then
+    /// clustering columns by type (a missing clustering key, a static-only partition, first).
+    fn order(&self, a: &RawRow, b: &RawRow) -> Ordering {
+        let by_token = self.token(a).cmp(&self.token(b));
+        if by_token.is_ne() {
+            return by_token;
+        }
+        let pk = |r: &RawRow| -> Vec<u8> {
+            if self.np == 1 {
+                return r.cells[0].as_deref().unwrap_or_default().to_vec();
+            }
+            // The composite form Cassandra compares: [u16 length][bytes][0] per component.
+            let mut out = Vec::new();
+            for c in &r.cells[..self.np] {
+                let v = c.as_deref().unwrap_or_default();
+                out.extend_from_slice(&(v.len() as u16).to_be_bytes());
+                out.extend_from_slice(v);
+                out.push(0);
+            }
+            out
+        };
+        if a.cells[..self.np] != b.cells[..self.np] {
+            let by_key = pk(a).cmp(&pk(b));
+            if by_key.is_ne() {
+                return by_key;
+            }
+        }
+        for i in 0..self.nc {
+            let col = &self.source.clustering_key[i];
+            let o = match (&a.cells[self.np + i], &b.cells[self.np + i]) {
+                (None, None) => Ordering::Equal,
+                (None, Some(_)) => Ordering::Less,
+                (Some(_), None) => Ordering::Greater,
+                (Some(x), Some(y)) => {
+                    let o = value::compare(&col.typ, x, y);
+                    if self.clustering_desc[i] {
+                        o.reverse()
+                    } else {
+                        o
+                    }
+                }
+            };
+            if o.is_ne() {
+                return o;
+            }
+        }
+        Ordering::Equal
+    }
+
+    fn key_columns(&self) -> impl Iterator<Item = &Column> {
+        self.source
+            .partition_key
+            .iter()
+            .chain(&self.source.clustering_key)
+    }
+
+    /// The primary key as a CQL condition on the source table.
+    fn key_condition(&self, row: &RawRow) -> String {
+        self.key_columns()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                row.cells[i].as_deref().map(|v| {
+                    format!(
+                        "{} = {}",
+                        quote_if_needed(&c.name),
+                        value::render(&c.typ, Some(v))
+                    )
+                })
+            })
+            .collect::<Vec<_>>()
+            .join(" AND ")
+    }
+
+    /// The cells of two rows with the same key that differ. Static cells are compared on the
+    /// first row of each partition only.
+    fn differences(&self, s: &RawRow, d: &RawRow, statics: bool) -> Vec<ColumnDifference> {
+        let mut out = Vec::new();
+        let first = self.np + self.nc;
+        let value_cols = self.source.statics.iter().chain(&self.source.regular);
+        for (j, col) in value_cols.enumerate() {
+            if j < self.ns && !statics {
+                continue;
+            }
+            let at = first + j;
+            let target_name = &self.target_names[at];
+            let diff = |kind, source: String, target: String| ColumnDifference {
+                column: col.name.clone(),
+                target_column: (target_name != &col.name).then(|| target_name.clone()),
+                difference: kind,
+                source,
+                target,
+            };
+            let (sv, dv) = (&s.cells[at], &d.cells[at]);
+            let kind = match (sv, dv) {
+                (None, None) => None,
+                (Some(_), None) => Some(ColumnDifferenceKind::MissingOnTarget),
+                (None, Some(_)) => Some(ColumnDifferenceKind::ExtraOnTarget),
+                (Some(a), Some(b)) => (!value::equal(&col.typ, a, b, &self.tolerance))
+                    .then_some(ColumnDifferenceKind::Value),
+            };
+            if let Some(kind) = kind {
+                out.push(diff(
+                    kind,
+                    value::render(&col.typ, sv.as_deref()),
+                    value::render(&col.typ, dv.as_deref()),
+                ));
+                continue;
+            }
+            if !self.compare_timestamps || sv.is_none() {
+                continue;
+            }
+            let m = self.np + self.nc + self.ns + self.nr + 2 * j;
+            let (swt, dwt) = (&s.cells[m], &d.cells[m]);
+            if !self.writetimes_match(col, swt, dwt) {
+                out.push(diff(
+                    ColumnDifferenceKind::Writetime,
+                    render_meta(swt),
+                    render_meta(dwt),
+                ));
+            }
+            let (sttl, dttl) = (&s.cells[m + 1], &d.cells[m + 1]);
+            if !self.ttls_match(col, sttl, dttl) {
+                out.push(diff(
+                    ColumnDifferenceKind::Ttl,
+                    render_meta(sttl),
+                    render_meta(dttl),
+                ));
+            }
+        }
+        out
+    }
+
+    /// Whether the writetimes of a cell (one per element of a multi-cell column) are within
+    /// the tolerance of the source's (or of `writeWritetimestampInuS`).
+    fn writetimes_match(&self, col: &Column, s: &Option<Bytes>, d: &Option<Bytes>) -> bool {
+        let tol = self.writetime_tolerance_us;
+        let (a, b) = (meta_numbers(col, s), meta_numbers(col, d));
+        a.len() == b.len()
+            && a.iter()
+                .zip(&b)
+                .all(|(x, y)| match (self.fixed_timestamp.or(*x), y) {
+                    (Some(x), Some(y)) => x.abs_diff(*y) <= tol,
+                    (None, None) => true,
+                    _ => false,
+                })
+    }
+
+    /// Whether the TTLs of a cell are within the tolerance of the source's (or of
+    /// `writeTTLInS`, 0 meaning none). TTLs are read in seconds, the tolerance is in ms.
+    fn ttls_match(&self, col: &Column, s: &Option<Bytes>, d: &Option<Bytes>) -> bool {
+        let tol = self.ttl_tolerance_ms;
+        let expected = |x: Option<i64>| match self.fixed_ttl {
+            Some(0) => None,
+            Some(t) => Some(i64::from(t)),
+            None => x,
+        };
+        let (a, b) = (meta_numbers(col, s), meta_numbers(col, d));
+        a.len() == b.len()
+            && a.iter().zip(&b).all(|(x, y)| match (expected(*x), y) {
+                (Some(x), Some(y)) => x.abs_diff(*y).saturating_mul(1000) <= tol,
+                (None, None) => true,
+                _ => false,
+            })
+    }
+}
+
+/// The numbers of a WRITETIME or TTL cell: one per element for a multi-cell column (Cassandra
+/// 5.0 returns a list), else one (`None` for no TTL).
+fn meta_numbers(col: &Column, c: &Option<Bytes>) -> Vec<Option<i64>> {
+    if col.is_multi_cell() {
+        return read_int_list(c).unwrap_or_default();
+    }
+    vec![read_i64(c).or_else(|| read_i32(c).map(i64::from))]
+}
+
+/// A column name as CQL needs it in a condition: bare when it reads the same unquoted.
+fn quote_if_needed(name: &str) -> String {
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain { name.to_string() } else { quote(name) }
+}
+
+/// A WRITETIME or TTL cell: a number, a list for a multi-cell column, `null` for none.
+fn render_meta(c: &Option<Bytes>) -> String {
+    if let Some(v) = read_i64(c) {
+        return v.to_string();
+    }
+    if let Some(v) = read_i32(c) {
+        return v.to_string();
+    }
+    match read_int_list(c) {
+        Some(list) => format!(
+            "[{}]",
+            list.iter()
+                .map(|x| x.map_or("null".to_string(), |v| v.to_string()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => "null".to_string(),
+    }
+}
+
+impl Shared {
+    /// Compares the missing pieces of one unit, then records them and their findings.
+    async fn unit(&self, pieces: Vec<TokenRange>) -> Result<(), ValidationError> {
+        let mut report = Report::default();
+        for piece in &pieces {
+            self.piece(*piece, &mut report).await?;
+        }
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        for p in &pieces {
+            state.done.insert(*p);
+        }
+        state.report.merge(&report, self.spec.max_examples);
+        self.progress
+            .scan
+            .units_done
+            .fetch_add(1, AtomicOrdering::Relaxed);
+        Ok(())
+    }
+
+    fn scan(&self, side: &'static str, piece: TokenRange) -> Cursor {
+        let (tx, rx) = mpsc::channel(2);
+        let s = if side == "source" {
+            &self.source
+        } else {
+            &self.target
+        };
+        let (progress, cancel) = (self.progress.clone(), self.cancel.clone());
+        let session = s.session.clone();
+        let mut statement = s.select.clone();
+        if let Some(node) = cql::replica_for(&session, &s.table, piece.end, s.local_dc.as_deref()) {
+            statement.set_load_balancing_policy(Some(SingleTargetLoadBalancingPolicy::new(
+                NodeIdentifier::Node(node),
+                None,
+            )));
+        }
+        tokio::spawn(async move {
+            let mut paging = PagingState::start();
+            loop {
+                let page = engine::retry(
+                    &progress.scan,
+                    &cancel,
+                    if side == "source" {
+                        "reading from the source"
+                    } else {
+                        "reading from the target"
+                    },
+                    true,
+                    || {
+                        session.execute_single_page(
+                            &statement,
+                            BoundRow(vec![Bound::BigInt(piece.start), Bound::BigInt(piece.end)]),
+                            paging.clone(),
+                        )
+                    },
+                )
+                .await;
+                let (result, next) = match page {
+                    Ok(p) => p,
+                    Err(_) if cancel.is_cancelled() => {
+                        let _ = tx.send(Err(ValidationError::Stopped)).await;
+                        return;
+                    }
+                    Err(e) => {
+                        let _ = tx
+                            .send(Err(ValidationError::Failed(format!(
+                                "{side}: reading {piece}: {e}"
+                            ))))
+                            .await;
+                        return;
+                    }
+                };
+                let rows = result
+                    .into_rows_result()
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| {
+                        r.rows::<RawRow>()
+                            .map_err(|e| e.to_string())?
+                            .collect::<Result<Vec<_>, _>>()
+                            .map_err(|e| e.to_string())
+                    })
+                    .map_err(|e| ValidationError::Failed(format!("{side}: reading {piece}: {e}")));
+                let last = matches!(next, PagingStateResponse::NoMorePages) || rows.is_err();
+                if tx.send(rows).await.is_err() || last {
+                    return;
+                }
+                if let PagingStateResponse::HasMorePages { state } = next {
+                    paging = state;
+                }
+            }
+        });
+        Cursor {
+            pages: rx,
+            rows: VecDeque::new(),
+            finished: false,
+            last: None,
+            side,
+        }
+    }
+
+    /// Merges the rows of one range from both sides.
+    async fn piece(&self, piece: TokenRange, report: &mut Report) -> Result<(), ValidationError> {
+        let spec = &*self.spec;
+        let mut src = self.scan("source", piece);
+        let mut dst = self.scan("target", piece);
+        let mut partition: Option<Vec<Option<Bytes>>> = None;
+        let scan = &self.progress.scan;
+        loop {
+            if self.cancel.is_cancelled() {
+                return Err(ValidationError::Stopped);
+            }
+            let order = match (src.peek().await?, dst.peek().await?) {
+                (None, None) => break,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(a), Some(b)) => spec.order(a, b),
+            };
+            let mut bytes = 0;
+            match order {
+                Ordering::Less => {
+                    let row = src.pop(spec)?;
+                    bytes += row.size();
+                    if row.cells[..spec.np].iter().any(Option::is_none) {
+                        report.rows_skipped += 1;
+                        continue;
+                    }
+                    report.source_rows += 1;
+                    scan.rows_read.fetch_add(1, AtomicOrdering::Relaxed);
+                    self.found(report, ExampleKind::MissingRow, &row, vec![]);
+                    report.differences.missing_rows += 1;
+                    self.repair(&row, report).await?;
+                }
+                Ordering::Greater => {
+                    let row = dst.pop(spec)?;
+                    bytes += row.size();
+                    report.target_rows += 1;
+                    self.progress
+                        .target_rows
+                        .fetch_add(1, AtomicOrdering::Relaxed);
+                    report.differences.extra_rows += 1;
+                    self.found(report, ExampleKind::ExtraRow, &row, vec![]);
+                }
+                Ordering::Equal => {
+                    let s = src.pop(spec)?;
+                    let d = dst.pop(spec)?;
+                    bytes += s.size() + d.size();
+                    report.source_rows += 1;
+                    report.target_rows += 1;
+                    scan.rows_read.fetch_add(1, AtomicOrdering::Relaxed);
+                    self.progress
+                        .target_rows
+                        .fetch_add(1, AtomicOrdering::Relaxed);
+                    let new_partition = partition.as_deref() != Some(&s.cells[..spec.np]);
+                    if new_partition {
+                        partition = Some(s.cells[..spec.np].to_vec());
+                    }
+                    let columns = spec.differences(&s, &d, new_partition);
+                    if columns.is_empty() {
+                        report.rows_compared += 1;
+                        report.rows_matched += 1;
+                    } else {
+                        report.differences.count_row(&columns);
+                        self.found(report, ExampleKind::DifferentRow, &s, columns);
+                        self.repair(&s, report).await?;
+                    }
+                }
+            }
+            scan.bytes_read
+                .fetch_add(bytes as u64, AtomicOrdering::Relaxed);
+            if !self.limits.wait(bytes, &self.cancel).await {
+                return Err(ValidationError::Stopped);
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts a differing row and keeps it as an example while there is room.
+    fn found(
+        &self,
+        report: &mut Report,
+        kind: ExampleKind,
+        row: &RawRow,
+        columns: Vec<ColumnDifference>,
+    ) {
+        report.rows_compared += 1;
+        report.rows_with_differences += 1;
+        self.progress
+            .rows_with_differences
+            .fetch_add(1, AtomicOrdering::Relaxed);
+        // Examples beyond the limit of the whole job are cut when units are merged; a unit
+        // never needs more than the limit.
+        if report.examples.len() < self.spec.max_examples {
+            report.examples.push(Example {
+                kind,
+                key: self.spec.key_condition(row),
+                token: self.spec.token(row),
+                columns,
+            });
+        }
+    }
+
+    /// With `copyMissingRows`, writes a source row to the target again.
+    async fn repair(&self, row: &RawRow, report: &mut Report) -> Result<(), ValidationError> {
+        let Some(plan) = &self.copy else {
+            return Ok(());
+        };
+        let mut writes: Vec<Write> = Vec::new();
+        plan.writes(row, true, &mut RowStats::default(), &mut writes);
+        let read_at = std::time::Instant::now();
+        for w in &writes {
+            engine::retry(
+                &self.progress.scan,
+                &self.cancel,
+                "copying a row to the target",
+                w.idempotent,
+                || w.execute(&self.target_session, read_at.elapsed()),
+            )
+            .await
+            .map_err(|e| {
+                if self.cancel.is_cancelled() {
+                    ValidationError::Stopped
+                } else {
+                    ValidationError::Failed(format!("target: copying a row: {e}"))
+                }
+            })?;
+        }
+        report.rows_copied += 1;
+        self.progress
+            .rows_copied
+            .fetch_add(1, AtomicOrdering::Relaxed);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn where_conditions_follow_renames() {
+        let renamed = |n: &str| match n {
+            "v" => Some("value".to_string()),
+            "Weird" => Some("w2".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            rename_where("v > 3 AND name = 'v' AND \"Weird\" = 1", &renamed),
+            "\"value\" > 3 AND name = 'v' AND \"w2\" = 1"
+        );
+        assert_eq!(
+            rename_where("V IN (1, 2) and x = 'it''s v'", &renamed),
+            "\"value\" IN (1, 2) and x = 'it''s v'"
+        );
+        assert_eq!(
+            rename_where("id = 123e4567-e89b-12d3-a456-426614174000", &renamed),
+            "id = 123e4567-e89b-12d3-a456-426614174000"
+        );
+    }
+
+    #[test]
+    fn plain_names_stay_bare() {
+        assert_eq!(quote_if_needed("id"), "id");
+        assert_eq!(quote_if_needed("Id"), "\"Id\"");
+        assert_eq!(quote_if_needed("a b"), "\"a b\"");
+    }
+}

@@ -1,0 +1,376 @@
+//! Running a validation, in the foreground or as a job of the registry, with savepoints: the
+//! ranges compared and their findings are saved together, so an interrupted validation
+//! continues where it stopped and still reports everything it found before.
+//!
+//! Validation savepoints live in `<savepoints.path>/validation/`, apart from the migration's:
+//! a migration must never resume from a validation's progress, nor the other way round.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::ValidationError;
+use super::engine::{Progress, State, Validation};
+use super::report::Report;
+use crate::jobs::{JobFailure, JobHandle, JobResult};
+use crate::migrate::config::{JobConfig, redacted_json};
+use crate::migrate::job::{counter, forget_job_file, rates};
+use crate::savepoints::{self, FileStore, SavepointStore};
+
+/// Job kind of validations in the registry.
+pub const KIND: &str = "validation";
+
+/// Key of a validation savepoint holding the findings of the ranges it records.
+const REPORT_KEY: &str = "validationReport";
+/// Key marking the savepoint written when a validation ended: it is not resumed (a new run
+/// compares again from the start).
+const COMPLETE_KEY: &str = "validationComplete";
+
+/// A checked validation, with its savepoints and what it resumes from.
+pub struct Launch {
+    /// The planned comparison.
+    pub validation: Validation,
+    /// Where progress is saved, when the job has `savepoints`.
+    pub savepoints: Option<Savepoints>,
+    /// The savepoint this run continues from.
+    pub resumed_from: Option<String>,
+    /// Ranges already compared and their findings (from the savepoint).
+    pub initial: State,
+    /// Examples kept in the report.
+    pub max_examples: usize,
+    /// The daemon's state directory, where a job's config is kept for resumes.
+    pub state_dir: Option<std::path::PathBuf>,
+}
+
+/// The savepoints of one validation run.
+pub struct Savepoints {
+    store: Arc<FileStore>,
+    base: serde_json::Value,
+    interval: Duration,
+}
+
+impl Savepoints {
+    async fn write(&self, state: &State, complete: bool, why: &str) -> Result<(), ValidationError> {
+        let mut doc = self.base.clone();
+        savepoints::Progress {
+            token_ranges: state.done.clone(),
+            ..Default::default()
+        }
+        .into_document(&mut doc);
+        if let Some(map) = doc.as_object_mut() {
+            map.insert(
+                REPORT_KEY.into(),
+                serde_json::to_value(&state.report).expect("a report serializes"),
+            );
+            map.insert(COMPLETE_KEY.into(), complete.into());
+        }
+        let store = self.store.clone();
+        let info = tokio::task::spawn_blocking(move || store.write(&doc))
+            .await
+            .expect("writing a savepoint does not panic")?;
+        tracing::info!(
+            savepoint = %self.store.dir().join(&info.name).display(),
+            ranges = state.done.ranges().len(),
+            "created a validation savepoint due to {why}"
+        );
+        Ok(())
+    }
+}
+
+/// Whether a savepoint document is a validation of the same migration with the same
+/// `validation` settings.
+fn same_validation(base: &serde_json::Value, doc: &serde_json::Value) -> Result<(), String> {
+    if savepoints::identity(doc) != savepoints::identity(base) {
+        return Err("belongs to another migration (source, target or renames differ)".into());
+    }
+    if doc.get("validation") != base.get("validation") {
+        return Err("made with other validation settings".into());
+    }
+    if doc.get(COMPLETE_KEY).and_then(|v| v.as_bool()).is_none() {
+        return Err(format!(
+            "has no {COMPLETE_KEY} (not a validation savepoint)"
+        ));
+    }
+    Ok(())
+}
+
+/// Parses, checks and plans a validation; with `savepoints` and `autoResume` (the default),
+/// continues an unfinished validation of the same job. Nothing is written.
+pub async fn launch(text: &str) -> Result<Launch, ValidationError> {
+    let config = JobConfig::parse(text)?;
+    let mut base = redacted_json(text);
+    // The job file's skipTokenRanges say what a migration copied, not what was validated.
+    if let Some(map) = base.as_object_mut() {
+        map.remove("skipTokenRanges");
+    }
+    let mut initial = State::default();
+    let mut savepoints = None;
+    let mut resumed_from = None;
+    if let Some(sp) = &config.savepoints {
+        let dir = sp.path.clone().expect("validated").join("validation");
+        let keep = sp.keep;
+        let store = Arc::new(
+            tokio::task::spawn_blocking(move || FileStore::open(&dir, keep))
+                .await
+                .expect("opening savepoints does not panic")?,
+        );
+        if sp.auto_resume {
+            let lookup = store.clone();
+            let wanted = base.clone();
+            let savepoints::Lookup { found, warnings } = tokio::task::spawn_blocking(move || {
+                lookup.newest_matching(&|doc| same_validation(&wanted, doc))
+            })
+            .await
+            .expect("reading savepoints does not panic")?;
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+            let found = found.filter(|(savepoint, _)| {
+                // The newest savepoint of this validation is the one that counts: when it
+                // marks the end of a run, the next run compares everything again.
+                let ended = savepoint.document.get(COMPLETE_KEY) == Some(&true.into());
+                if ended {
+                    tracing::info!(
+                        savepoint = %savepoint.info.name,
+                        "the last validation of this job ran to the end; validating from the start"
+                    );
+                }
+                !ended
+            });
+            if let Some((savepoint, progress)) = found {
+                let report = savepoint
+                    .document
+                    .get(REPORT_KEY)
+                    .cloned()
+                    .map(serde_json::from_value::<Report>)
+                    .transpose();
+                match report {
+                    Ok(report) => {
+                        tracing::info!(
+                            savepoint = %savepoint.info.name,
+                            ranges = progress.token_ranges.ranges().len(),
+                            "resuming the validation from its newest savepoint"
+                        );
+                        initial = State {
+                            done: progress.token_ranges,
+                            report: report.unwrap_or_default(),
+                        };
+                        resumed_from = Some(savepoint.info.name);
+                    }
+                    Err(e) => tracing::warn!(
+                        savepoint = %savepoint.info.name,
+                        "unreadable validation report ({e}); validating from the start"
+                    ),
+                }
+            }
+        }
+        savepoints = Some(Savepoints {
+            store,
+            base,
+            interval: Duration::from_secs(sp.interval_seconds.expect("validated")),
+        });
+    }
+    let validation = Validation::prepare(&config).await?;
+    Ok(Launch {
+        validation,
+        savepoints,
+        resumed_from,
+        initial,
+        max_examples: config.validation.failures_to_fetch,
+        state_dir: None,
+    })
+}
+
+/// Runs a launched validation: savepoints every interval and a final one however it ends.
+/// Returns the report (of the whole table, or of what was compared before a failure or stop)
+/// and how the run ended.
+pub async fn execute(
+    launch: Launch,
+    progress: Arc<Progress>,
+    cancel: CancellationToken,
+    state: Arc<Mutex<State>>,
+) -> (Report, Result<(), ValidationError>) {
+    *state.lock().unwrap_or_else(|p| p.into_inner()) = launch.initial.clone();
+    let savepoints = launch.savepoints.map(Arc::new);
+    let periodic = savepoints.clone().map(|sp| {
+        let state = state.clone();
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(sp.interval);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                let snapshot = state.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                if let Err(e) = sp.write(&snapshot, false, "schedule").await {
+                    tracing::error!(error = %e, "cannot write a validation savepoint");
+                }
+            }
+        })
+    });
+    let mut result = launch.validation.run(progress, state.clone(), cancel).await;
+    if let Some(task) = periodic {
+        task.abort();
+    }
+    let snapshot = state.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Some(sp) = &savepoints {
+        let (complete, why) = match &result {
+            Ok(()) => (true, "the end of the validation"),
+            Err(ValidationError::Stopped) => (false, "the validation being stopped"),
+            Err(_) => (false, "the validation failing"),
+        };
+        if let Err(e) = sp.write(&snapshot, complete, why).await {
+            tracing::error!(error = %e, "cannot write the final validation savepoint");
+            if result.is_ok() && !complete {
+                result = Err(e);
+            }
+        }
+    }
+    let mut report = snapshot.report;
+    report.examples.truncate(launch.max_examples);
+    (report, result)
+}
+
+/// What a finished validation says in its phase.
+pub fn verdict(report: &Report) -> String {
+    if report.is_clean() {
+        format!("done: no differences in {} rows", report.rows_compared)
+    } else {
+        format!(
+            "done: {} of {} rows differ",
+            report.rows_with_differences, report.rows_compared
+        )
+    }
+}
+
+/// Runs a launched validation as the job behind `handle`. A validation that ran to the end
+/// SUCCEEDS whatever it found; its report says whether the target matches (`result`).
+pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
+    let state_dir = launch.state_dir.clone();
+    if let Some(name) = &launch.resumed_from {
+        tracing::info!(job = handle.id(), savepoint = %name, "validation resumes from a savepoint");
+    }
+    handle.set_phase("comparing");
+    let progress = Arc::new(Progress::default());
+    let state = Arc::new(Mutex::new(State::default()));
+    let reporter = {
+        let handle = handle.clone();
+        let progress = progress.clone();
+        let state = state.clone();
+        tokio::spawn(async move {
+            let interval = Duration::from_secs(1);
+            let started = Instant::now();
+            let mut previous = 0;
+            let mut ticker = tokio::time::interval(interval);
+            loop {
+                ticker.tick().await;
+                previous = report(&handle, &progress, previous, interval, started.elapsed());
+                let so_far = state
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .report
+                    .clone();
+                handle.set_result(serde_json::to_value(so_far).expect("a report serializes"));
+            }
+        })
+    };
+    let (findings, result) =
+        execute(launch, progress.clone(), handle.cancelled().clone(), state).await;
+    reporter.abort();
+    report(
+        &handle,
+        &progress,
+        0,
+        Duration::from_secs(1),
+        Duration::ZERO,
+    );
+    handle.set("rowsPerSecond", 0);
+    handle.set_result(serde_json::to_value(&findings).expect("a report serializes"));
+    if !matches!(result, Err(ValidationError::Stopped))
+        && let Some(dir) = &state_dir
+    {
+        forget_job_file(dir, handle.id());
+    }
+    match result {
+        Ok(()) => {
+            handle.set_phase(&verdict(&findings));
+            Ok(())
+        }
+        Err(ValidationError::Stopped) => {
+            handle.set_phase("stopped");
+            Err(JobFailure::Stopped)
+        }
+        Err(e) => {
+            handle.set_phase("failed");
+            Err(JobFailure::Error(e.to_string()))
+        }
+    }
+}
+
+fn report(
+    handle: &JobHandle,
+    progress: &Progress,
+    previous: u64,
+    interval: Duration,
+    elapsed: Duration,
+) -> u64 {
+    let snapshot = progress.snapshot();
+    for (k, v) in &snapshot {
+        handle.set(k, *v);
+    }
+    let current = counter(&snapshot, "sourceRows");
+    let r = rates(
+        (previous, 0),
+        (current, 0),
+        interval,
+        elapsed,
+        (
+            counter(&snapshot, "unitsTotal"),
+            counter(&snapshot, "unitsDone"),
+            counter(&snapshot, "unitsSkipped"),
+        ),
+    );
+    handle.set("rowsPerSecond", r.rows_per_second);
+    if let Some(eta) = r.eta_seconds {
+        handle.set("etaSeconds", eta);
+    }
+    match progress.scan.waiting() {
+        Some(reason) => {
+            handle.set_last_error(&reason);
+            handle.set_phase(&format!("waiting: {reason}"));
+        }
+        None => handle.set_phase("comparing"),
+    }
+    current
+}
+
+/// Resumes the `INTERRUPTED` validation `id` from its kept config; it continues from its
+/// newest savepoint.
+pub async fn resume(
+    jobs: &crate::jobs::JobRegistry,
+    state_dir: &std::path::Path,
+    id: &str,
+) -> Result<crate::jobs::JobRecord, crate::migrate::job::ResumeError> {
+    use crate::migrate::job::ResumeError;
+    let text = crate::migrate::job::read_job_file(state_dir, id)?;
+    let mut launch = launch(&text).await.map_err(|e| ResumeError::Launch {
+        config_problem: e.is_config_problem(),
+        message: e.to_string(),
+    })?;
+    launch.state_dir = Some(state_dir.to_path_buf());
+    Ok(jobs.resume(id, move |h| run(h, launch)).await?)
+}
+
+/// Resumes every `INTERRUPTED` validation (after a restart).
+pub async fn resume_interrupted(jobs: crate::jobs::JobRegistry, state_dir: std::path::PathBuf) {
+    for record in jobs.list(Some(KIND)) {
+        if record.state != crate::jobs::JobState::Interrupted {
+            continue;
+        }
+        match resume(&jobs, &state_dir, &record.id).await {
+            Ok(_) => tracing::info!(job = %record.id, "interrupted validation resumed"),
+            Err(e) => {
+                tracing::warn!(job = %record.id, error = %e, "interrupted validation not resumed")
+            }
+        }
+    }
+}

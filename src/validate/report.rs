@@ -1,0 +1,270 @@
+//! What a validation found: counts of every kind of difference, and examples an operator can
+//! look up (each key is a CQL condition to paste after `WHERE`).
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// The result of a validation (so far, while it runs; a resumed validation continues the
+/// counts of the run it resumes).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// Rows read from the source (after its `where` filter).
+    pub source_rows: u64,
+    /// Rows read from the target (after the same filter, renamed).
+    pub target_rows: u64,
+    /// Distinct primary keys seen on either side.
+    pub rows_compared: u64,
+    /// Rows present on both sides with every compared cell equal.
+    pub rows_matched: u64,
+    /// Rows missing, extra or different.
+    pub rows_with_differences: u64,
+    /// Rows per kind of difference (a row different in several ways counts in each).
+    pub differences: Differences,
+    /// Rows written again from the source (`copyMissingRows`).
+    pub rows_copied: u64,
+    /// Source rows with a null primary key column (from a `where` on a view, say), which a
+    /// migration skips with `dropNullPrimaryKeys`; not compared.
+    pub rows_skipped: u64,
+    /// Up to `failuresToFetch` differences, in the order they were found.
+    pub examples: Vec<Example>,
+}
+
+/// Counts of rows per kind of difference.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Differences {
+    /// In the source, not in the target.
+    pub missing_rows: u64,
+    /// In the target, not in the source.
+    pub extra_rows: u64,
+    /// A cell set on both sides with different values.
+    pub different_values: u64,
+    /// A cell set in the source and null in the target.
+    pub missing_values: u64,
+    /// A cell null in the source and set in the target.
+    pub extra_values: u64,
+    /// A cell whose writetime differs by more than `writetimeToleranceMillis`.
+    pub different_writetimes: u64,
+    /// A cell whose TTL differs by more than `ttlToleranceMillis` (or that expires on one
+    /// side only).
+    pub different_ttls: u64,
+}
+
+impl Differences {
+    /// Adds `other`.
+    pub fn add(&mut self, other: &Differences) {
+        self.missing_rows += other.missing_rows;
+        self.extra_rows += other.extra_rows;
+        self.different_values += other.different_values;
+        self.missing_values += other.missing_values;
+        self.extra_values += other.extra_values;
+        self.different_writetimes += other.different_writetimes;
+        self.different_ttls += other.different_ttls;
+    }
+
+    /// Counts each kind present in one row's column differences.
+    pub fn count_row(&mut self, columns: &[ColumnDifference]) {
+        let has = |k: ColumnDifferenceKind| columns.iter().any(|c| c.difference == k);
+        self.different_values += u64::from(has(ColumnDifferenceKind::Value));
+        self.missing_values += u64::from(has(ColumnDifferenceKind::MissingOnTarget));
+        self.extra_values += u64::from(has(ColumnDifferenceKind::ExtraOnTarget));
+        self.different_writetimes += u64::from(has(ColumnDifferenceKind::Writetime));
+        self.different_ttls += u64::from(has(ColumnDifferenceKind::Ttl));
+    }
+}
+
+/// One row that differs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Example {
+    /// `missingRow`, `extraRow` or `differentRow`.
+    pub kind: ExampleKind,
+    /// The primary key as a CQL condition on the source table (`id = 5 AND ck = 'a'`).
+    pub key: String,
+    /// The partition's token.
+    pub token: i64,
+    /// The cells that differ (for `differentRow`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<ColumnDifference>,
+}
+
+/// Kinds of row differences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ExampleKind {
+    /// In the source, not in the target.
+    MissingRow,
+    /// In the target, not in the source.
+    ExtraRow,
+    /// On both sides, with different cells.
+    DifferentRow,
+}
+
+/// One cell that differs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ColumnDifference {
+    /// Source column name.
+    pub column: String,
+    /// Target column name, when `renames` changes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_column: Option<String>,
+    /// What differs.
+    pub difference: ColumnDifferenceKind,
+    /// The source's value (a CQL literal; writetimes in microseconds, TTLs in seconds).
+    pub source: String,
+    /// The target's value.
+    pub target: String,
+}
+
+/// What differs in a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ColumnDifferenceKind {
+    /// Both set, different values.
+    Value,
+    /// Set in the source, null in the target.
+    MissingOnTarget,
+    /// Null in the source, set in the target.
+    ExtraOnTarget,
+    /// Writetimes differ beyond the tolerance.
+    Writetime,
+    /// TTLs differ beyond the tolerance.
+    Ttl,
+}
+
+impl Report {
+    /// True when the target holds exactly the source's rows.
+    pub fn is_clean(&self) -> bool {
+        self.rows_with_differences == 0
+    }
+
+    /// Adds the counts and examples of `other` (a unit's findings, or a resumed run's),
+    /// keeping at most `max_examples` examples.
+    pub fn merge(&mut self, other: &Report, max_examples: usize) {
+        self.source_rows += other.source_rows;
+        self.target_rows += other.target_rows;
+        self.rows_compared += other.rows_compared;
+        self.rows_matched += other.rows_matched;
+        self.rows_with_differences += other.rows_with_differences;
+        self.differences.add(&other.differences);
+        self.rows_copied += other.rows_copied;
+        self.rows_skipped += other.rows_skipped;
+        let room = max_examples.saturating_sub(self.examples.len());
+        self.examples
+            .extend(other.examples.iter().take(room).cloned());
+    }
+
+    /// The report as text for a terminal.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write;
+        let d = &self.differences;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{}: {} rows compared ({} source, {} target), {} matched, {} with differences",
+            if self.is_clean() {
+                "no differences"
+            } else {
+                "DIFFERENCES FOUND"
+            },
+            self.rows_compared,
+            self.source_rows,
+            self.target_rows,
+            self.rows_matched,
+            self.rows_with_differences
+        );
+        for (name, n) in [
+            ("missing rows (not in the target)", d.missing_rows),
+            ("extra rows (not in the source)", d.extra_rows),
+            ("rows with different values", d.different_values),
+            ("rows with values missing in the target", d.missing_values),
+            ("rows with values only in the target", d.extra_values),
+            ("rows with different writetimes", d.different_writetimes),
+            ("rows with different TTLs", d.different_ttls),
+        ] {
+            if n > 0 {
+                let _ = writeln!(s, "  {name}: {n}");
+            }
+        }
+        if self.rows_copied > 0 {
+            let _ = writeln!(
+                s,
+                "  rows copied again (copyMissingRows): {}",
+                self.rows_copied
+            );
+        }
+        if self.rows_skipped > 0 {
+            let _ = writeln!(
+                s,
+                "  source rows skipped for a null primary key column: {}",
+                self.rows_skipped
+            );
+        }
+        for e in &self.examples {
+            let kind = match e.kind {
+                ExampleKind::MissingRow => "missing row",
+                ExampleKind::ExtraRow => "extra row",
+                ExampleKind::DifferentRow => "different row",
+            };
+            let _ = writeln!(s, "- {kind}: {}", e.key);
+            for c in &e.columns {
+                let name = match &c.target_column {
+                    Some(t) => format!("{} (target {t})", c.column),
+                    None => c.column.clone(),
+                };
+                let what = match c.difference {
+                    ColumnDifferenceKind::Value => "value",
+                    ColumnDifferenceKind::MissingOnTarget => "missing in the target",
+                    ColumnDifferenceKind::ExtraOnTarget => "only in the target",
+                    ColumnDifferenceKind::Writetime => "writetime (µs)",
+                    ColumnDifferenceKind::Ttl => "TTL (s)",
+                };
+                let _ = writeln!(
+                    s,
+                    "    {name}: {what}: source {} | target {}",
+                    c.source, c.target
+                );
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merging_adds_counts_and_caps_examples() {
+        let example = Example {
+            kind: ExampleKind::MissingRow,
+            key: "id = 1".into(),
+            token: 0,
+            columns: vec![],
+        };
+        let mut a = Report {
+            source_rows: 2,
+            rows_with_differences: 1,
+            examples: vec![example.clone()],
+            ..Default::default()
+        };
+        let b = Report {
+            source_rows: 3,
+            rows_with_differences: 2,
+            differences: Differences {
+                missing_rows: 2,
+                ..Default::default()
+            },
+            examples: vec![example.clone(), example],
+            ..Default::default()
+        };
+        a.merge(&b, 2);
+        assert_eq!(a.source_rows, 5);
+        assert_eq!(a.differences.missing_rows, 2);
+        assert_eq!(a.examples.len(), 2);
+        assert!(!a.is_clean());
+        assert!(a.to_text().contains("missing rows (not in the target): 2"));
+    }
+}

@@ -1,0 +1,611 @@
+//! The validator against the real clusters: a clean copy validates clean, every kind of damage
+//! is reported with its key, `copyMissingRows` repairs, tolerances hold at their edges, and an
+//! interrupted validation resumes.
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::cql::{dst_addr, exec, fill_many, fresh_keyspace, job, session, src_addr, write_job};
+use crate::migrations::{EVERY_TYPE, fill_every_type};
+use crate::support::{Daemon, Home, drover_bin};
+
+const WAIT: Duration = Duration::from_secs(180);
+
+/// Submits `yaml` to `resource` and waits for the job to end; returns the final job.
+async fn run(daemon: &Daemon, resource: &str, yaml: &str) -> Value {
+    let (status, body) = daemon
+        .post_raw(resource, "application/yaml", yaml.to_string())
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let url = body["statusUrl"].as_str().unwrap().to_string();
+    assert!(url.starts_with(resource), "{url}");
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (_, job) = daemon.get(&url).await;
+        match job["state"].as_str().unwrap() {
+            "SUCCEEDED" => return job,
+            "FAILED" | "CANCELLED" | "INTERRUPTED" => {
+                panic!("job ended badly: {job}\n{}", daemon.logs())
+            }
+            _ => {}
+        }
+        assert!(std::time::Instant::now() < deadline, "job too slow: {job}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn validate_cli(yaml: &str) -> (Option<i32>, String, String) {
+    let path = write_job(yaml);
+    let out = Command::new(drover_bin())
+        .args(["validate", "--config", path.to_str().unwrap()])
+        .output()
+        .expect("run drover validate");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn examples<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
+    report["examples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == kind)
+        .collect()
+}
+
+/// The differing columns of the `differentRow` example whose key contains `key`, as
+/// (column, difference) pairs.
+fn differing(report: &Value, key: &str) -> Vec<(String, String)> {
+    let e = examples(report, "differentRow")
+        .into_iter()
+        .find(|e| e["key"].as_str().unwrap().contains(key))
+        .unwrap_or_else(|| panic!("no differentRow example for {key}: {report:#}"));
+    let mut cols: Vec<(String, String)> = e["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["column"].as_str().unwrap().to_string(),
+                c["difference"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    cols.sort();
+    cols
+}
+
+#[tokio::test]
+async fn every_kind_of_damage_is_reported_with_its_key() {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "it_validate_damage";
+    fresh_keyspace(&src, &dst, ks, EVERY_TYPE).await;
+    fill_every_type(&src, ks).await;
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    // Writetimes within 1 ms, so that the TTL damage below (written 1 µs later, since an equal
+    // writetime would not replace the cell) shows as a TTL difference only.
+    let yaml = job(
+        ks,
+        "everything",
+        "  preserveTimestamps: true\n",
+        "",
+        "validation:\n  compareTimestamps: true\n  writetimeToleranceMillis: 1\n  ttlToleranceMillis: 60000\n  failuresToFetch: 10\n",
+    );
+    run(&daemon, "/api/v1/migrations", &yaml).await;
+
+    // A clean copy: nothing to report, exit 0.
+    let (code, stdout, stderr) = validate_cli(&yaml);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.starts_with("no differences: 5 rows compared"),
+        "{stdout}"
+    );
+    let clean = run(&daemon, "/api/v1/validations", &yaml).await;
+    assert_eq!(clean["result"]["rowsWithDifferences"], 0, "{clean}");
+    assert_eq!(clean["result"]["rowsMatched"], 5, "{clean}");
+    assert_eq!(clean["phase"], "done: no differences in 5 rows", "{clean}");
+
+    let t = format!("{ks}.everything");
+    let k1 = "11111111-1111-1111-1111-111111111111";
+    let k2 = "22222222-2222-2222-2222-222222222222";
+    let c = "e0d1c000-0000-1000-8000-000000000001";
+    let row1 = format!("k = {k1} AND c1 = {c} AND c2 = 'row-1'");
+    // Delete a row, add one, change a collection element and a UDT field, rewrite a cell with
+    // another writetime, shorten a TTL.
+    exec(
+        &dst,
+        &format!("DELETE FROM {t} WHERE k = {k2} AND c1 = {c} AND c2 = 'row-2'"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!("INSERT INTO {t} (k, c1, c2, n) VALUES ({k1}, {c}, 'extra', 1)"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!("UPDATE {t} USING TIMESTAMP 1000 AND TTL 86400 SET m['a'] = 99 WHERE {row1}"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!("UPDATE {t} USING TIMESTAMP 1000 AND TTL 86400 SET u.street = 'Elm' WHERE {row1}"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!("UPDATE {t} USING TIMESTAMP 999999 SET n = 7 WHERE {row1}"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!("UPDATE {t} USING TIMESTAMP 4001 AND TTL 100 SET b = 1 WHERE {row1}"),
+    )
+    .await;
+    exec(&dst, &format!("UPDATE {t} USING TIMESTAMP 6000 SET fl = [1, 3] WHERE k = {k2} AND c1 = {c} AND c2 = 'key-only'")).await;
+
+    let job = run(&daemon, "/api/v1/validations", &yaml).await;
+    let report = &job["result"];
+    assert_eq!(job["phase"], "done: 4 of 6 rows differ", "{job:#}");
+    assert_eq!(report["sourceRows"], 5, "{report:#}");
+    assert_eq!(report["targetRows"], 5, "{report:#}");
+    let d = &report["differences"];
+    assert_eq!(d["missingRows"], 1, "{report:#}");
+    assert_eq!(d["extraRows"], 1, "{report:#}");
+    // row-1: m and u; key-only: fl is only in the target.
+    assert_eq!(d["differentValues"], 1, "{report:#}");
+    assert_eq!(d["extraValues"], 1, "{report:#}");
+    assert_eq!(d["differentWritetimes"], 1, "{report:#}");
+    assert_eq!(d["differentTtls"], 1, "{report:#}");
+    let missing = examples(report, "missingRow");
+    assert_eq!(missing.len(), 1);
+    assert_eq!(
+        missing[0]["key"],
+        format!("k = {k2} AND c1 = {c} AND c2 = 'row-2'")
+    );
+    let extra = examples(report, "extraRow");
+    assert_eq!(
+        extra[0]["key"],
+        format!("k = {k1} AND c1 = {c} AND c2 = 'extra'")
+    );
+    assert_eq!(
+        differing(report, "'row-1'"),
+        vec![
+            ("b".to_string(), "ttl".to_string()),
+            ("m".to_string(), "value".to_string()),
+            ("n".to_string(), "writetime".to_string()),
+            ("u".to_string(), "value".to_string()),
+        ],
+        "{report:#}"
+    );
+    assert_eq!(
+        differing(report, "'key-only'"),
+        vec![("fl".to_string(), "extraOnTarget".to_string())]
+    );
+    let m = examples(report, "differentRow")
+        .into_iter()
+        .flat_map(|e| e["columns"].as_array().unwrap())
+        .find(|c| c["column"] == "m")
+        .unwrap();
+    assert_eq!(m["source"], "{'a': 1, 'b': 2, 'c': 3}", "{m}");
+    assert_eq!(m["target"], "{'a': 99, 'b': 2, 'c': 3}", "{m}");
+
+    // The same report from the CLI, exit 1; as JSON with --json.
+    let (code, stdout, _) = validate_cli(&yaml);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.starts_with("DIFFERENCES FOUND: 6 rows compared"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("missing rows (not in the target): 1"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "- extra row: k = {k1} AND c1 = {c} AND c2 = 'extra'"
+        )),
+        "{stdout}"
+    );
+    // The report endpoint serves the report alone.
+    let (status, alone) = daemon
+        .get(&format!(
+            "/api/v1/validations/{}/report",
+            job["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(&alone, report);
+}
+
+#[tokio::test]
+async fn copy_missing_rows_repairs_the_target_and_a_second_validation_is_clean() {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "it_validate_repair";
+    fresh_keyspace(
+        &src,
+        &dst,
+        ks,
+        "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))",
+    )
+    .await;
+    fill_many(&src, &format!("{ks}.t"), 20_000, 5_000, 50).await;
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let base = job(ks, "t", "  preserveTimestamps: true\n", "", "");
+    run(&daemon, "/api/v1/migrations", &base).await;
+    // Writes to the source after the copy: new rows, and changed values (newer writetimes).
+    for i in 0..30 {
+        exec(
+            &src,
+            &format!("INSERT INTO {ks}.t (p, c, v, n) VALUES (9000, {i}, 'new', {i})"),
+        )
+        .await;
+    }
+    for c in [0, 777, 4999] {
+        exec(
+            &src,
+            &format!("UPDATE {ks}.t SET v = 'changed' WHERE p = 0 AND c = {c}"),
+        )
+        .await;
+    }
+    let repair = format!("{base}validation:\n  copyMissingRows: true\n");
+    let first = run(&daemon, "/api/v1/validations", &repair).await;
+    let report = &first["result"];
+    assert_eq!(report["differences"]["missingRows"], 30, "{report:#}");
+    assert_eq!(report["differences"]["differentValues"], 3, "{report:#}");
+    // A cell whose value differs is reported for its value, not its writetime as well.
+    assert_eq!(
+        report["differences"]["differentWritetimes"], 0,
+        "{report:#}"
+    );
+    assert_eq!(report["rowsCopied"], 33, "{report:#}");
+    assert_eq!(first["progress"]["rowsCopied"], 33, "{first:#}");
+
+    let second = run(&daemon, "/api/v1/validations", &base).await;
+    assert_eq!(second["result"]["rowsWithDifferences"], 0, "{second:#}");
+    assert_eq!(second["result"]["rowsMatched"], 20_030, "{second:#}");
+}
+
+#[tokio::test]
+async fn tolerances_hold_at_their_edges_and_filters_and_renames_apply_to_the_target() {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "it_validate_tolerance";
+    for s in [&src, &dst] {
+        exec(s, &format!("DROP KEYSPACE IF EXISTS {ks}")).await;
+        exec(s, &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")).await;
+    }
+    exec(
+        &src,
+        &format!(
+            "CREATE TABLE {ks}.m (id int PRIMARY KEY, kind text, d double, f float, ts timestamp)"
+        ),
+    )
+    .await;
+    exec(&dst, &format!("CREATE TABLE {ks}.m (id int PRIMARY KEY, category text, d double, f float, ts timestamp)")).await;
+    for id in 0..6 {
+        let kind = if id < 5 { "keep" } else { "skip" };
+        exec(
+            &src,
+            &format!(
+                "INSERT INTO {ks}.m (id, kind, d, f, ts) VALUES ({id}, '{kind}', 1.0, 2.0, 1000)"
+            ),
+        )
+        .await;
+    }
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let yaml = job(
+        ks,
+        "m",
+        "  where: kind = 'keep'\n",
+        "",
+        "renames:\n  - from: kind\n    to: category\nvalidation:\n  floatingPointTolerance: 0.25\n  timestampMsTolerance: 5\n",
+    );
+    run(&daemon, "/api/v1/migrations", &yaml).await;
+    // At the edges: 1.25 (equal within 0.25), 2.25 for the float (equal), a timestamp 5 ms off
+    // (equal); then just beyond each.
+    exec(
+        &dst,
+        &format!("UPDATE {ks}.m SET d = 1.25, f = 2.25, ts = 1005 WHERE id = 0"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!("UPDATE {ks}.m SET d = 1.2500001 WHERE id = 1"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!("UPDATE {ks}.m SET f = 2.2600002 WHERE id = 2"),
+    )
+    .await;
+    exec(&dst, &format!("UPDATE {ks}.m SET ts = 994 WHERE id = 3")).await;
+    // Rows outside the source's filter are not extra; rows inside it are.
+    exec(
+        &dst,
+        &format!("INSERT INTO {ks}.m (id, category, d) VALUES (100, 'other', 1.0)"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!("INSERT INTO {ks}.m (id, category, d) VALUES (101, 'keep', 1.0)"),
+    )
+    .await;
+    let done = run(&daemon, "/api/v1/validations", &yaml).await;
+    let report = &done["result"];
+    assert_eq!(report["sourceRows"], 5, "{report:#}");
+    assert_eq!(report["differences"]["differentValues"], 3, "{report:#}");
+    assert_eq!(report["differences"]["extraRows"], 1, "{report:#}");
+    assert_eq!(examples(report, "extraRow")[0]["key"], "id = 101");
+    assert_eq!(
+        differing(report, "id = 1"),
+        vec![("d".into(), "value".into())]
+    );
+    assert_eq!(
+        differing(report, "id = 2"),
+        vec![("f".into(), "value".into())]
+    );
+    assert_eq!(
+        differing(report, "id = 3"),
+        vec![("ts".into(), "value".into())]
+    );
+    assert!(
+        examples(report, "differentRow")
+            .iter()
+            .all(|e| e["key"] != "id = 0"),
+        "{report:#}"
+    );
+}
+
+#[tokio::test]
+async fn an_interrupted_validation_resumes_and_reports_the_whole_table() {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "it_validate_resume";
+    fresh_keyspace(
+        &src,
+        &dst,
+        ks,
+        "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))",
+    )
+    .await;
+    fill_many(&src, &format!("{ks}.t"), 20_000, 2_000, 20).await;
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let base = job(ks, "t", "", "", "");
+    run(&daemon, "/api/v1/migrations", &base).await;
+    for p in [3, 400, 800] {
+        exec(&dst, &format!("DELETE FROM {ks}.t WHERE p = {p}")).await;
+    }
+    let sp = home.path().join("savepoints");
+    // Slow enough (rows per second) to be stopped half way.
+    let slow = job(
+        ks,
+        "t",
+        "  maxConcurrentUnits: 2\n",
+        "  rowsPerSecond: 4000\n",
+        &format!(
+            "savepoints:\n  path: {}\n  intervalSeconds: 1\n",
+            sp.display()
+        ),
+    );
+    let (status, body) = daemon
+        .post_raw("/api/v1/validations", "application/yaml", slow.clone())
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let id = body["jobId"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (status, _) = daemon
+        .post_json(&format!("/api/v1/validations/{id}/cancel"), &Value::Null)
+        .await;
+    assert_eq!(status, 202);
+    let stopped = daemon
+        .wait_job(&id, WAIT, |j| j["state"] == "CANCELLED")
+        .await;
+    let partial = stopped["result"]["sourceRows"].as_u64().unwrap();
+    assert!(partial > 0 && partial < 20_000, "{stopped:#}");
+    assert!(
+        std::fs::read_dir(sp.join("validation")).unwrap().count() > 0,
+        "no validation savepoint"
+    );
+    // The migration's own savepoint directory holds no validation progress.
+    assert!(
+        std::fs::read_dir(&sp)
+            .unwrap()
+            .all(|e| e.unwrap().file_type().unwrap().is_dir()),
+        "validation savepoints outside validation/"
+    );
+
+    let fast = job(
+        ks,
+        "t",
+        "",
+        "",
+        &format!(
+            "savepoints:\n  path: {}\n  intervalSeconds: 1\n",
+            sp.display()
+        ),
+    );
+    let done = run(&daemon, "/api/v1/validations", &fast).await;
+    assert!(
+        done["progress"]["unitsSkipped"].as_u64().unwrap() > 0,
+        "{done:#}"
+    );
+    let report = &done["result"];
+    // Rows of the stopped run and of the resumed one, each counted once.
+    assert_eq!(report["sourceRows"], 20_000, "{report:#}");
+    assert_eq!(report["differences"]["missingRows"], 60, "{report:#}");
+    // A finished validation is not resumed: the next one compares everything again.
+    let again = run(&daemon, "/api/v1/validations", &fast).await;
+    assert_eq!(again["progress"]["unitsSkipped"], 0, "{again:#}");
+    assert_eq!(again["result"]["sourceRows"], 20_000, "{again:#}");
+}
+
+/// Clustering values of each type, in an order that is not Cassandra's: the validator must
+/// sort them exactly as Cassandra does to merge two scans.
+const ORDERED_TYPES: &[(&str, &[&str])] = &[
+    ("int", &["5", "-1", "2147483647", "-2147483648", "0"]),
+    (
+        "bigint",
+        &["5", "-1", "9223372036854775807", "-9223372036854775808"],
+    ),
+    ("smallint", &["5", "-1", "-32768", "32767"]),
+    ("tinyint", &["5", "-1", "-128", "127"]),
+    (
+        "varint",
+        &[
+            "5",
+            "-1",
+            "123456789012345678901234567890",
+            "-99999999999999999999",
+            "0",
+            "255",
+            "256",
+            "-256",
+        ],
+    ),
+    (
+        "decimal",
+        &["1.5", "-1.5", "0.001", "100", "-0.0001", "99.99", "1E+10"],
+    ),
+    (
+        "double",
+        &[
+            "1.5",
+            "-1.5",
+            "0.0",
+            "-0.0",
+            "1e300",
+            "-1e-300",
+            "NaN",
+            "-Infinity",
+            "Infinity",
+        ],
+    ),
+    ("float", &["1.5", "-1.5", "0.0", "3.4e38", "-3.4e38", "NaN"]),
+    ("text", &["'b'", "'a'", "'ä'", "''", "'ab'", "'Z'"]),
+    ("blob", &["0x00", "0xff", "0x0100", "0x", "0x7f80"]),
+    ("boolean", &["true", "false"]),
+    (
+        "timestamp",
+        &["0", "-1000", "1700000000000", "-62135596800000"],
+    ),
+    (
+        "date",
+        &[
+            "'1970-01-01'",
+            "'1969-12-31'",
+            "'2024-02-29'",
+            "'1900-01-01'",
+        ],
+    ),
+    (
+        "time",
+        &["'00:00:00'", "'23:59:59.999999999'", "'12:00:00'"],
+    ),
+    (
+        "inet",
+        &[
+            "'10.0.0.1'",
+            "'::1'",
+            "'192.168.0.1'",
+            "'2001:db8::1'",
+            "'9.255.255.255'",
+        ],
+    ),
+    (
+        "uuid",
+        &[
+            "00000000-0000-4000-8000-000000000000",
+            "ffffffff-ffff-4fff-bfff-ffffffffffff",
+            "e0d1c000-0000-1000-8000-000000000001",
+            "e0d1c000-0000-1000-0000-000000000001",
+            "10000000-0000-1000-8000-000000000000",
+            "80000000-0000-0000-0000-000000000000",
+        ],
+    ),
+    (
+        "timeuuid",
+        &[
+            "e0d1c000-0000-1000-8000-000000000001",
+            "e0d1c000-0000-1000-0000-000000000001",
+            "10000000-0000-1000-8000-000000000000",
+            "00000000-0001-1000-8000-000000000000",
+            "ffffffff-0000-1000-7f00-000000000000",
+            "ffffffff-0000-1000-8000-000000000000",
+        ],
+    ),
+    (
+        "frozen<list<int>>",
+        &["[1, 2]", "[1]", "[-1, 5]", "[]", "[1, 2, 3]"],
+    ),
+    ("frozen<set<text>>", &["{'b'}", "{'a', 'c'}", "{}", "{'a'}"]),
+    (
+        "frozen<map<int, text>>",
+        &["{1: 'b'}", "{1: 'a'}", "{-1: 'z'}", "{1: 'a', 2: 'b'}"],
+    ),
+    (
+        "frozen<tuple<int, text>>",
+        &["(1, 'b')", "(1, 'a')", "(-1, 'z')", "(0, '')"],
+    ),
+];
+
+#[tokio::test]
+async fn clustering_values_are_ordered_as_cassandra_orders_them() {
+    use drover::validate::value::compare;
+    let src = session(&src_addr()).await;
+    let ks = "it_validate_order";
+    exec(&src, &format!("DROP KEYSPACE IF EXISTS {ks}")).await;
+    exec(&src, &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")).await;
+    for (i, (typ, values)) in ORDERED_TYPES.iter().enumerate() {
+        for desc in [false, true] {
+            let table = format!("{ks}.o{i}_{}", if desc { "desc" } else { "asc" });
+            let order = if desc {
+                " WITH CLUSTERING ORDER BY (c DESC)"
+            } else {
+                ""
+            };
+            exec(
+                &src,
+                &format!("CREATE TABLE {table} (p int, c {typ}, PRIMARY KEY (p, c)){order}"),
+            )
+            .await;
+            for v in *values {
+                exec(&src, &format!("INSERT INTO {table} (p, c) VALUES (1, {v})")).await;
+            }
+            src.refresh_metadata().await.unwrap();
+            let state = src.get_cluster_state();
+            let column_type = state.get_keyspace(ks).unwrap().tables
+                [&format!("o{i}_{}", if desc { "desc" } else { "asc" })]
+                .columns["c"]
+                .typ
+                .clone();
+            let rows = crate::cql::raw_rows(&src, &table, "c").await;
+            assert_eq!(rows.len(), values.len(), "{typ}: a value collapsed");
+            for pair in rows.windows(2) {
+                let (a, b) = (
+                    pair[0].cells[0].as_deref().unwrap(),
+                    pair[1].cells[0].as_deref().unwrap(),
+                );
+                let o = compare(&column_type, a, b);
+                let expected = if desc {
+                    std::cmp::Ordering::Greater
+                } else {
+                    std::cmp::Ordering::Less
+                };
+                assert_eq!(
+                    o,
+                    expected,
+                    "{typ} ({}): {a:02x?} then {b:02x?}",
+                    if desc { "DESC" } else { "ASC" }
+                );
+            }
+        }
+    }
+}
