@@ -609,3 +609,62 @@ async fn clustering_values_are_ordered_as_cassandra_orders_them() {
         }
     }
 }
+
+#[tokio::test]
+async fn bad_validation_requests_get_json_errors() {
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let post = |yaml: String| {
+        let daemon = &daemon;
+        async move {
+            daemon
+                .post_raw("/api/v1/validations", "application/yaml", yaml)
+                .await
+        }
+    };
+    let base = job("ks", "t", "", "", "");
+    // An unknown validation key, with its line.
+    let (status, body) = post(format!("{base}validation:\n  compareTimestamp: true\n")).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["code"], 400);
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains("compareTimestamp"), "{message}");
+    assert!(message.contains("line 15"), "{message}");
+    let (status, body) = post(format!("{base}validation:\n  floatingPointTolerance: -1\n")).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("validation.floatingPointTolerance"),
+        "{body}"
+    );
+    // A table that does not exist: refused before anything runs.
+    let (status, body) = post(job("no_such_keyspace", "t", "", "", "")).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("source.keyspace"),
+        "{body}"
+    );
+    // The CLI: exit 2 when the validation cannot run, with the reason.
+    let (code, stdout, stderr) = validate_cli(&format!("{base}validation:\n  bogus: 1\n"));
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains("bogus"), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    // Unknown ids.
+    let (status, body) = daemon.get("/api/v1/validations/nope").await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["status"], "Not Found");
+    let (status, _) = daemon.get("/api/v1/validations/nope/report").await;
+    assert_eq!(status, 404);
+    let (status, body) = daemon
+        .post_json("/api/v1/validations/nope/cancel", &Value::Null)
+        .await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = daemon.get("/api/v1/validations").await;
+    assert_eq!(status, 200);
+    assert_eq!(body["validations"], serde_json::json!([]));
+}

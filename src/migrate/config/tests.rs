@@ -149,3 +149,30 @@ fn every_job_example_in_config_dir_parses() {
     }
     assert!(seen >= 1);
 }
+
+#[test]
+fn validation_keys_parse_with_migrator_names_and_defaults() {
+    let job = JobConfig::parse(GOOD).unwrap();
+    assert_eq!(job.validation, ValidationConfig::default());
+    assert_eq!(job.validation.ttl_tolerance_millis, 60_000);
+    assert_eq!(job.validation.failures_to_fetch, 100);
+    let text = format!(
+        "{GOOD}validation:\n  compareTimestamps: true\n  ttlToleranceMillis: 1000\n  writetimeToleranceMillis: 2\n  failuresToFetch: 5\n  floatingPointTolerance: 0.001\n  timestampMsTolerance: 3\n  copyMissingRows: true\n"
+    );
+    let v = JobConfig::parse(&text).unwrap().validation;
+    assert_eq!(v.compare_timestamps, Some(true));
+    assert_eq!(v.ttl_tolerance_millis, 1000);
+    assert_eq!(v.writetime_tolerance_millis, 2);
+    assert_eq!(v.failures_to_fetch, 5);
+    assert_eq!(v.floating_point_tolerance, 0.001);
+    assert_eq!(v.timestamp_ms_tolerance, 3);
+    assert!(v.copy_missing_rows);
+    let e = err(&format!("{GOOD}validation:\n  copyMissingRow: true\n"));
+    assert!(e.contains("copyMissingRow"), "{e}");
+    assert!(e.contains("line 37"), "{e}");
+    let e = err(&format!("{GOOD}validation:\n  ttlToleranceMillis: -5\n"));
+    assert!(
+        e.contains("ttlToleranceMillis") || e.contains("validation"),
+        "{e}"
+    );
+}
