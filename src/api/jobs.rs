@@ -191,3 +191,70 @@ pub async fn cancel(
     let record = state.jobs.cancel(&id)?;
     Ok((StatusCode::ACCEPTED, Json(record.into())))
 }
+
+/// The job `id` when it is of `kind`, else 404 (`noun` names what was looked for).
+pub(crate) fn of_kind(
+    state: &AppState,
+    id: &str,
+    kind: &str,
+    noun: &str,
+) -> Result<JobRecord, ApiError> {
+    let record = state.jobs.get(id)?;
+    if record.kind != kind {
+        return Err(ApiError::not_found(format!("no {noun} with id {id:?}")));
+    }
+    Ok(record)
+}
+
+/// The text of a submitted job file: YAML, and JSON is YAML too.
+pub(crate) fn job_text<'a>(
+    headers: &axum::http::HeaderMap,
+    body: &'a [u8],
+) -> Result<&'a str, ApiError> {
+    super::body::format_of(headers)?;
+    std::str::from_utf8(body)
+        .map_err(|e| ApiError::bad_request(format!("job config: not UTF-8: {e}")))
+}
+
+/// The answer to a job that could not be launched: 400 when the job file or the schemas are at
+/// fault, 502 when a database could not be reached.
+pub(crate) fn launch_error(config_problem: bool, message: impl std::fmt::Display) -> ApiError {
+    let status = if config_problem {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::BAD_GATEWAY
+    };
+    ApiError::new(status, message.to_string())
+}
+
+/// Submits a job whose config (with its credentials) is kept in the state directory for as
+/// long as the job can be resumed; `spec` is its redacted form, for the record.
+pub(crate) async fn submit_kept<F, Fut>(
+    state: &AppState,
+    kind: &str,
+    text: &str,
+    run: F,
+) -> Result<(StatusCode, Json<Accepted>), ApiError>
+where
+    F: FnOnce(crate::jobs::JobHandle) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = crate::jobs::JobResult> + Send + 'static,
+{
+    use crate::migrate::job::{forget_job_file, keep_job_file};
+    let dir = &state.config.state_dir;
+    // Kept before the job starts, so that it exists for as long as the job can be resumed.
+    let id = crate::jobs::JobRegistry::new_id();
+    keep_job_file(dir, &id, text).map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot keep the job config in the state directory: {e}"),
+        )
+    })?;
+    let spec = crate::migrate::config::redacted_json(text);
+    match state.jobs.submit_with_id(id.clone(), kind, spec, run).await {
+        Ok(record) => Ok((StatusCode::ACCEPTED, Json(record.into()))),
+        Err(e) => {
+            forget_job_file(dir, &id);
+            Err(e.into())
+        }
+    }
+}

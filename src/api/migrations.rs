@@ -9,8 +9,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use super::jobs::{Accepted, JobView};
-use crate::migrate::config::redacted_json;
+use super::jobs::{Accepted, JobView, launch_error, of_kind, submit_kept};
 use crate::migrate::job::{self, KIND};
 
 /// Migrations, oldest first.
@@ -40,41 +39,12 @@ pub async fn submit(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Accepted>), ApiError> {
-    // Job files are YAML, and JSON is YAML: both formats parse the same way.
-    super::body::format_of(&headers)?;
-    let text = std::str::from_utf8(&body)
-        .map_err(|e| ApiError::bad_request(format!("job config: not UTF-8: {e}")))?;
-    let mut launch = job::launch(text).await.map_err(|e| {
-        let status = if e.is_config_problem() {
-            StatusCode::BAD_REQUEST
-        } else {
-            StatusCode::BAD_GATEWAY
-        };
-        ApiError::new(status, format!("job config: {e}"))
-    })?;
-    launch.state_dir = Some(state.config.state_dir.clone());
-    // Kept before the job starts, so that it exists for as long as the job can be resumed.
-    let id = crate::jobs::JobRegistry::new_id();
-    job::keep_job_file(&state.config.state_dir, &id, text).map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot keep the job config in the state directory: {e}"),
-        )
-    })?;
-    let record = match state
-        .jobs
-        .submit_with_id(id.clone(), KIND, redacted_json(text), move |h| {
-            job::run(h, launch)
-        })
+    let text = super::jobs::job_text(&headers, &body)?;
+    let mut launch = job::launch(text)
         .await
-    {
-        Ok(record) => record,
-        Err(e) => {
-            job::forget_job_file(&state.config.state_dir, &id);
-            return Err(e.into());
-        }
-    };
-    Ok((StatusCode::ACCEPTED, Json(record.into())))
+        .map_err(|e| launch_error(e.is_config_problem(), format!("job config: {e}")))?;
+    launch.state_dir = Some(state.config.state_dir.clone());
+    submit_kept(&state, KIND, text, move |h| job::run(h, launch)).await
 }
 
 /// Lists migrations.
@@ -96,11 +66,7 @@ pub async fn list(State(state): State<AppState>) -> Json<MigrationList> {
 }
 
 fn migration(state: &AppState, id: &str) -> Result<crate::jobs::JobRecord, ApiError> {
-    let record = state.jobs.get(id)?;
-    if record.kind != KIND {
-        return Err(ApiError::not_found(format!("no migration with id {id:?}")));
-    }
-    Ok(record)
+    of_kind(state, id, KIND, "migration")
 }
 
 /// One migration: state, phase (`copying`, `waiting: <why>`, ...), and progress counters
@@ -268,14 +234,7 @@ pub async fn resume(
             job::ResumeError::Launch {
                 message,
                 config_problem,
-            } => ApiError::new(
-                if config_problem {
-                    StatusCode::BAD_REQUEST
-                } else {
-                    StatusCode::BAD_GATEWAY
-                },
-                message,
-            ),
+            } => launch_error(config_problem, message),
         })?;
     Ok((StatusCode::ACCEPTED, Json(resumed.into())))
 }

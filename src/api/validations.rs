@@ -9,9 +9,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use super::jobs::{Accepted, JobView};
-use crate::migrate::config::redacted_json;
-use crate::migrate::job::{forget_job_file, keep_job_file};
+use super::jobs::{Accepted, JobView, launch_error, of_kind, submit_kept};
 use crate::validate::job::{self, KIND};
 use crate::validate::report::Report;
 
@@ -43,38 +41,12 @@ pub async fn submit(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Accepted>), ApiError> {
-    super::body::format_of(&headers)?;
-    let text = std::str::from_utf8(&body)
-        .map_err(|e| ApiError::bad_request(format!("job config: not UTF-8: {e}")))?;
-    let mut launch = job::launch(text).await.map_err(|e| {
-        let status = if e.is_config_problem() {
-            StatusCode::BAD_REQUEST
-        } else {
-            StatusCode::BAD_GATEWAY
-        };
-        ApiError::new(status, format!("job config: {e}"))
-    })?;
-    launch.state_dir = Some(state.config.state_dir.clone());
-    let id = crate::jobs::JobRegistry::new_id();
-    keep_job_file(&state.config.state_dir, &id, text).map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot keep the job config in the state directory: {e}"),
-        )
-    })?;
-    match state
-        .jobs
-        .submit_with_id(id.clone(), KIND, redacted_json(text), move |h| {
-            job::run(h, launch)
-        })
+    let text = super::jobs::job_text(&headers, &body)?;
+    let mut launch = job::launch(text)
         .await
-    {
-        Ok(record) => Ok((StatusCode::ACCEPTED, Json(record.into()))),
-        Err(e) => {
-            forget_job_file(&state.config.state_dir, &id);
-            Err(e.into())
-        }
-    }
+        .map_err(|e| launch_error(e.is_config_problem(), format!("job config: {e}")))?;
+    launch.state_dir = Some(state.config.state_dir.clone());
+    submit_kept(&state, KIND, text, move |h| job::run(h, launch)).await
 }
 
 /// Lists validations.
@@ -96,11 +68,7 @@ pub async fn list(State(state): State<AppState>) -> Json<ValidationList> {
 }
 
 fn validation(state: &AppState, id: &str) -> Result<crate::jobs::JobRecord, ApiError> {
-    let record = state.jobs.get(id)?;
-    if record.kind != KIND {
-        return Err(ApiError::not_found(format!("no validation with id {id:?}")));
-    }
-    Ok(record)
+    of_kind(state, id, KIND, "validation")
 }
 
 /// One validation: state, phase (`comparing`, `done: no differences in N rows`,

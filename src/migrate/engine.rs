@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{JobConfig, JobConfigError, SourceConfig, TargetConfig};
 use super::cql::copy::{CopyPlan, RowStats, Write, execute_batch};
-use super::cql::{self, CqlError, schema};
+use super::cql::{self, CqlError};
 use super::limits::Limits;
 use super::ranges::{RangeSet, TokenRange, plan_units};
 
@@ -142,28 +142,13 @@ impl Migration {
     pub async fn prepare(config: &JobConfig) -> Result<Self, MigrationError> {
         let SourceConfig::Cql(src) = &config.source;
         let TargetConfig::Cql(dst) = &config.target;
-        let (source, target) = tokio::try_join!(
-            cql::connect("source", &src.endpoint),
-            cql::connect("target", &dst.endpoint)
-        )?;
-        cql::check_local_dc(&source, "source", src.endpoint.local_dc.as_deref())?;
-        cql::check_local_dc(&target, "target", dst.endpoint.local_dc.as_deref())?;
-        // One after the other, so that a job wrong on both sides is reported on its source first.
-        let source_schema = schema::load(
-            &source,
-            "source",
-            &src.endpoint.keyspace,
-            &src.endpoint.table,
-        )
-        .await?;
-        let target_schema = schema::load(
-            &target,
-            "target",
-            &dst.endpoint.keyspace,
-            &dst.endpoint.table,
-        )
-        .await?;
-        let mapping = schema::check_compatible(&source_schema, &target_schema, &config.renames)?;
+        let cql::Pair {
+            source,
+            target,
+            source_schema,
+            target_schema,
+            mapping,
+        } = cql::open_pair(config).await?;
         if source_schema.is_counter_table() && src.preserve_timestamps {
             tracing::info!(
                 "preserveTimestamps does not apply to counter tables (counters have no writable writetime)"
@@ -589,7 +574,10 @@ fn retryable(e: &ExecutionError, idempotent: bool) -> bool {
             | DbError::Overloaded
             | DbError::IsBootstrapping
             | DbError::RateLimitReached { .. } => true,
+            // A replica failing a read is most often a node too busy to answer (the reason is
+            // "UNKNOWN"); a read changes nothing, so it is tried again like a timeout.
             DbError::ReadTimeout { .. }
+            | DbError::ReadFailure { .. }
             | DbError::WriteTimeout { .. }
             | DbError::ServerError
             | DbError::TruncateError => idempotent,

@@ -240,26 +240,21 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
         Duration::ZERO,
     );
     handle.set("rowsPerSecond", 0);
+    handle.set("bytesPerSecond", 0);
     if !matches!(result, Err(MigrationError::Stopped))
         && let Some(dir) = &state_dir
     {
         // Succeeded or failed: no resume will need the credentials any more.
         forget_job_file(dir, handle.id());
     }
-    match result {
-        Ok(()) => {
-            handle.set_phase("done");
-            Ok(())
-        }
-        Err(MigrationError::Stopped) => {
-            handle.set_phase("stopped");
-            Err(JobFailure::Stopped)
-        }
-        Err(e) => {
-            handle.set_phase("failed");
-            Err(JobFailure::Error(e.to_string()))
-        }
-    }
+    end(
+        &handle,
+        match result {
+            Ok(()) => Ending::Done("done".into()),
+            Err(MigrationError::Stopped) => Ending::Stopped,
+            Err(e) => Ending::Failed(e.to_string()),
+        },
+    )
 }
 
 fn report(
@@ -269,18 +264,35 @@ fn report(
     interval: Duration,
     elapsed: Duration,
 ) -> (u64, u64) {
-    let snapshot = progress.snapshot();
-    for (k, v) in &snapshot {
+    publish(
+        handle,
+        &progress.snapshot(),
+        progress.waiting(),
+        ["rowsWritten", "bytesWritten"],
+        (previous, interval, elapsed),
+        "copying",
+    )
+}
+
+/// Copies a job's counters into its record, with the rates of its `rate_keys` (rows, bytes)
+/// since `previous` (`timing` = previous values, interval, elapsed), the ETA, and a phase:
+/// `waiting: <why>` while a request is retried, else `phase`. Returns the current rate values.
+pub fn publish(
+    handle: &JobHandle,
+    snapshot: &[(&'static str, u64)],
+    waiting: Option<String>,
+    [rows_key, bytes_key]: [&str; 2],
+    (previous, interval, elapsed): ((u64, u64), Duration, Duration),
+    phase: &str,
+) -> (u64, u64) {
+    for (k, v) in snapshot {
         handle.set(k, *v);
     }
-    let current = (
-        counter(&snapshot, "rowsWritten"),
-        counter(&snapshot, "bytesWritten"),
-    );
+    let current = (counter(snapshot, rows_key), counter(snapshot, bytes_key));
     let units = (
-        counter(&snapshot, "unitsTotal"),
-        counter(&snapshot, "unitsDone"),
-        counter(&snapshot, "unitsSkipped"),
+        counter(snapshot, "unitsTotal"),
+        counter(snapshot, "unitsDone"),
+        counter(snapshot, "unitsSkipped"),
     );
     let r = rates(previous, current, interval, elapsed, units);
     handle.set("rowsPerSecond", r.rows_per_second);
@@ -288,14 +300,42 @@ fn report(
     if let Some(eta) = r.eta_seconds {
         handle.set("etaSeconds", eta);
     }
-    match progress.waiting() {
+    match waiting {
         Some(reason) => {
             handle.set_last_error(&reason);
             handle.set_phase(&format!("waiting: {reason}"));
         }
-        None => handle.set_phase("copying"),
+        None => handle.set_phase(phase),
     }
     current
+}
+
+/// How a job's run ended, for [`end`].
+pub enum Ending {
+    /// Ran to the end; the phase to show.
+    Done(String),
+    /// Stopped by a cancel or a shutdown.
+    Stopped,
+    /// Failed, with the reason.
+    Failed(String),
+}
+
+/// Sets the final phase of a job and its result for the registry.
+pub fn end(handle: &JobHandle, ending: Ending) -> JobResult {
+    match ending {
+        Ending::Done(phase) => {
+            handle.set_phase(&phase);
+            Ok(())
+        }
+        Ending::Stopped => {
+            handle.set_phase("stopped");
+            Err(JobFailure::Stopped)
+        }
+        Ending::Failed(e) => {
+            handle.set_phase("failed");
+            Err(JobFailure::Error(e))
+        }
+    }
 }
 
 #[cfg(test)]

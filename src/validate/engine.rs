@@ -22,7 +22,7 @@ use super::value::{self, Tolerance};
 use crate::migrate::config::{JobConfig, SourceConfig, TargetConfig};
 use crate::migrate::cql::copy::{CopyPlan, RowStats, Write};
 use crate::migrate::cql::rows::{Bound, BoundRow, RawRow, read_i32, read_i64, read_int_list};
-use crate::migrate::cql::schema::{self, Column, TableSchema, quote};
+use crate::migrate::cql::schema::{Column, TableSchema, quote};
 use crate::migrate::cql::{self, CqlError};
 use crate::migrate::engine::{self, Progress as ScanProgress};
 use crate::migrate::limits::Limits;
@@ -258,27 +258,13 @@ impl Validation {
         let SourceConfig::Cql(src) = &config.source;
         let TargetConfig::Cql(dst) = &config.target;
         let v = &config.validation;
-        let (source, target) = tokio::try_join!(
-            cql::connect("source", &src.endpoint),
-            cql::connect("target", &dst.endpoint)
-        )?;
-        cql::check_local_dc(&source, "source", src.endpoint.local_dc.as_deref())?;
-        cql::check_local_dc(&target, "target", dst.endpoint.local_dc.as_deref())?;
-        let source_schema = schema::load(
-            &source,
-            "source",
-            &src.endpoint.keyspace,
-            &src.endpoint.table,
-        )
-        .await?;
-        let target_schema = schema::load(
-            &target,
-            "target",
-            &dst.endpoint.keyspace,
-            &dst.endpoint.table,
-        )
-        .await?;
-        let mapping = schema::check_compatible(&source_schema, &target_schema, &config.renames)?;
+        let cql::Pair {
+            source,
+            target,
+            source_schema,
+            target_schema,
+            mapping,
+        } = cql::open_pair(config).await?;
         let (src_desc, dst_desc) = tokio::try_join!(
             clustering_order(&source, "source", &source_schema),
             clustering_order(&target, "target", &target_schema)
@@ -789,7 +775,9 @@ impl Shared {
     }
 
     fn scan(&self, side: &'static str, piece: TokenRange) -> Cursor {
-        let (tx, rx) = mpsc::channel(2);
+        // One page waits while one is merged: reads overlap the comparison, memory stays at two
+        // pages per side and range.
+        let (tx, rx) = mpsc::channel(1);
         let s = if side == "source" {
             &self.source
         } else {

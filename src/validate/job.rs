@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 use super::ValidationError;
 use super::engine::{Progress, State, Validation};
 use super::report::Report;
-use crate::jobs::{JobFailure, JobHandle, JobResult};
+use crate::jobs::{JobHandle, JobResult};
 use crate::migrate::config::{JobConfig, redacted_json};
-use crate::migrate::job::{counter, forget_job_file, rates};
+use crate::migrate::job::{Ending, end, forget_job_file, publish};
 use crate::savepoints::{self, FileStore, SavepointStore};
 
 /// Job kind of validations in the registry.
@@ -259,7 +259,7 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
         tokio::spawn(async move {
             let interval = Duration::from_secs(1);
             let started = Instant::now();
-            let mut previous = 0;
+            let mut previous = (0, 0);
             let mut ticker = tokio::time::interval(interval);
             loop {
                 ticker.tick().await;
@@ -279,68 +279,43 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
     report(
         &handle,
         &progress,
-        0,
+        (0, 0),
         Duration::from_secs(1),
         Duration::ZERO,
     );
     handle.set("rowsPerSecond", 0);
+    handle.set("bytesPerSecond", 0);
     handle.set_result(serde_json::to_value(&findings).expect("a report serializes"));
     if !matches!(result, Err(ValidationError::Stopped))
         && let Some(dir) = &state_dir
     {
         forget_job_file(dir, handle.id());
     }
-    match result {
-        Ok(()) => {
-            handle.set_phase(&verdict(&findings));
-            Ok(())
-        }
-        Err(ValidationError::Stopped) => {
-            handle.set_phase("stopped");
-            Err(JobFailure::Stopped)
-        }
-        Err(e) => {
-            handle.set_phase("failed");
-            Err(JobFailure::Error(e.to_string()))
-        }
-    }
+    end(
+        &handle,
+        match result {
+            Ok(()) => Ending::Done(verdict(&findings)),
+            Err(ValidationError::Stopped) => Ending::Stopped,
+            Err(e) => Ending::Failed(e.to_string()),
+        },
+    )
 }
 
 fn report(
     handle: &JobHandle,
     progress: &Progress,
-    previous: u64,
+    previous: (u64, u64),
     interval: Duration,
     elapsed: Duration,
-) -> u64 {
-    let snapshot = progress.snapshot();
-    for (k, v) in &snapshot {
-        handle.set(k, *v);
-    }
-    let current = counter(&snapshot, "sourceRows");
-    let r = rates(
-        (previous, 0),
-        (current, 0),
-        interval,
-        elapsed,
-        (
-            counter(&snapshot, "unitsTotal"),
-            counter(&snapshot, "unitsDone"),
-            counter(&snapshot, "unitsSkipped"),
-        ),
-    );
-    handle.set("rowsPerSecond", r.rows_per_second);
-    if let Some(eta) = r.eta_seconds {
-        handle.set("etaSeconds", eta);
-    }
-    match progress.scan.waiting() {
-        Some(reason) => {
-            handle.set_last_error(&reason);
-            handle.set_phase(&format!("waiting: {reason}"));
-        }
-        None => handle.set_phase("comparing"),
-    }
-    current
+) -> (u64, u64) {
+    publish(
+        handle,
+        &progress.snapshot(),
+        progress.scan.waiting(),
+        ["sourceRows", "bytesRead"],
+        (previous, interval, elapsed),
+        "comparing",
+    )
 }
 
 /// Resumes the `INTERRUPTED` validation `id` from its kept config; it continues from its

@@ -41,12 +41,17 @@ pub async fn exec(s: &Session, cql: &str) {
 /// in it on both.
 pub async fn fresh_keyspace(src: &Session, dst: &Session, ks: &str, ddl: &str) {
     for s in [src, dst] {
-        exec(s, &format!("DROP KEYSPACE IF EXISTS {ks}")).await;
-        exec(s, &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")).await;
+        empty_keyspace(s, ks).await;
         for stmt in ddl.split(';').map(str::trim).filter(|s| !s.is_empty()) {
             exec(s, &stmt.replace("$ks", ks)).await;
         }
     }
+}
+
+/// Drops and creates keyspace `ks` (SimpleStrategy, RF 1) on one cluster.
+pub async fn empty_keyspace(s: &Session, ks: &str) {
+    exec(s, &format!("DROP KEYSPACE IF EXISTS {ks}")).await;
+    exec(s, &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")).await;
 }
 
 /// Every row of `SELECT <select> FROM <table>` as raw cell bytes, in token and clustering

@@ -21,26 +21,7 @@ async fn run_to_success(daemon: &Daemon, yaml: &str) -> Value {
 }
 
 async fn run_to_success_within(daemon: &Daemon, yaml: &str, wait: Duration) -> Value {
-    let (status, body) = submit(daemon, yaml).await;
-    assert_eq!(status, 202, "{body}");
-    let url = body["statusUrl"].as_str().unwrap().to_string();
-    assert!(url.starts_with("/api/v1/migrations/"), "{url}");
-    let deadline = std::time::Instant::now() + wait;
-    loop {
-        let (_, job) = daemon.get(&url).await;
-        match job["state"].as_str().unwrap() {
-            "SUCCEEDED" => return job,
-            "FAILED" | "CANCELLED" | "INTERRUPTED" => {
-                panic!("migration ended badly: {job}\n{}", daemon.logs())
-            }
-            _ => {}
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "migration too slow: {job}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    daemon.run_job("/api/v1/migrations", yaml, wait).await
 }
 
 pub const EVERY_TYPE: &str = "
@@ -184,8 +165,7 @@ async fn counters_renames_and_where_filters() {
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_counters_renames";
     for s in [&src, &dst] {
-        exec(s, &format!("DROP KEYSPACE IF EXISTS {ks}")).await;
-        exec(s, &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")).await;
+        crate::cql::empty_keyspace(s, ks).await;
         exec(s, &format!("CREATE TABLE {ks}.hits (page text, day int, views counter, clicks counter, PRIMARY KEY (page, day))")).await;
     }
     exec(
@@ -264,8 +244,7 @@ async fn bad_jobs_are_refused_before_anything_is_written() {
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_bad_jobs";
     for s in [&src, &dst] {
-        exec(s, &format!("DROP KEYSPACE IF EXISTS {ks}")).await;
-        exec(s, &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")).await;
+        crate::cql::empty_keyspace(s, ks).await;
     }
     exec(
         &src,

@@ -164,6 +164,30 @@ impl Daemon {
         json_of(res).await
     }
 
+    /// Submits the job file `yaml` to `resource` (`/api/v1/migrations`, ...) and waits for the
+    /// job to succeed; panics when it ends otherwise or takes longer than `wait`.
+    pub async fn run_job(&self, resource: &str, yaml: &str, wait: Duration) -> Value {
+        let (status, body) = self
+            .post_raw(resource, "application/yaml", yaml.to_string())
+            .await;
+        assert_eq!(status, 202, "{body}");
+        let url = body["statusUrl"].as_str().unwrap().to_string();
+        assert!(url.starts_with(resource), "{url}");
+        let deadline = Instant::now() + wait;
+        loop {
+            let (_, job) = self.get(&url).await;
+            match job["state"].as_str().unwrap() {
+                "SUCCEEDED" => return job,
+                "FAILED" | "CANCELLED" | "INTERRUPTED" => {
+                    panic!("job ended badly: {job}\n{}", self.logs())
+                }
+                _ => {}
+            }
+            assert!(Instant::now() < deadline, "job too slow: {job}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Polls a job until `done` holds for it, or panics after `timeout`.
     pub async fn wait_job(
         &self,

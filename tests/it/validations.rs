@@ -7,33 +7,17 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::cql::{dst_addr, exec, fill_many, fresh_keyspace, job, session, src_addr, write_job};
+use crate::cql::{
+    dst_addr, empty_keyspace, exec, fill_many, fresh_keyspace, job, session, src_addr, write_job,
+};
 use crate::migrations::{EVERY_TYPE, fill_every_type};
 use crate::support::{Daemon, Home, drover_bin};
 
 const WAIT: Duration = Duration::from_secs(180);
 
-/// Submits `yaml` to `resource` and waits for the job to end; returns the final job.
+/// Submits `yaml` to `resource` and waits for the job to succeed; returns the final job.
 async fn run(daemon: &Daemon, resource: &str, yaml: &str) -> Value {
-    let (status, body) = daemon
-        .post_raw(resource, "application/yaml", yaml.to_string())
-        .await;
-    assert_eq!(status, 202, "{body}");
-    let url = body["statusUrl"].as_str().unwrap().to_string();
-    assert!(url.starts_with(resource), "{url}");
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let (_, job) = daemon.get(&url).await;
-        match job["state"].as_str().unwrap() {
-            "SUCCEEDED" => return job,
-            "FAILED" | "CANCELLED" | "INTERRUPTED" => {
-                panic!("job ended badly: {job}\n{}", daemon.logs())
-            }
-            _ => {}
-        }
-        assert!(std::time::Instant::now() < deadline, "job too slow: {job}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    daemon.run_job(resource, yaml, WAIT).await
 }
 
 fn validate_cli(yaml: &str) -> (Option<i32>, String, String) {
@@ -278,8 +262,7 @@ async fn tolerances_hold_at_their_edges_and_filters_and_renames_apply_to_the_tar
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_validate_tolerance";
     for s in [&src, &dst] {
-        exec(s, &format!("DROP KEYSPACE IF EXISTS {ks}")).await;
-        exec(s, &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")).await;
+        empty_keyspace(s, ks).await;
     }
     exec(
         &src,
@@ -561,8 +544,7 @@ async fn clustering_values_are_ordered_as_cassandra_orders_them() {
     use drover::validate::value::compare;
     let src = session(&src_addr()).await;
     let ks = "it_validate_order";
-    exec(&src, &format!("DROP KEYSPACE IF EXISTS {ks}")).await;
-    exec(&src, &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")).await;
+    empty_keyspace(&src, ks).await;
     for (i, (typ, values)) in ORDERED_TYPES.iter().enumerate() {
         for desc in [false, true] {
             let table = format!("{ks}.o{i}_{}", if desc { "desc" } else { "asc" });

@@ -204,3 +204,54 @@ pub fn replica_for(
         .map(|(node, _)| node)
         .find(|n| local_dc.is_none_or(|dc| n.datacenter.as_deref() == Some(dc)))
 }
+
+/// Both tables of a job, connected and checked: the target can hold every source column after
+/// `renames` (`mapping`: source column name to target column name).
+pub struct Pair {
+    /// Session to the source cluster.
+    pub source: Session,
+    /// Session to the target cluster.
+    pub target: Session,
+    /// The source table.
+    pub source_schema: schema::TableSchema,
+    /// The target table.
+    pub target_schema: schema::TableSchema,
+    /// Target column name of each source column.
+    pub mapping: std::collections::HashMap<String, String>,
+}
+
+/// Connects to both clusters of a CQL → CQL job and checks both tables. Nothing is written.
+pub async fn open_pair(config: &crate::migrate::config::JobConfig) -> Result<Pair, CqlError> {
+    use crate::migrate::config::{SourceConfig, TargetConfig};
+    let SourceConfig::Cql(src) = &config.source;
+    let TargetConfig::Cql(dst) = &config.target;
+    let (source, target) = tokio::try_join!(
+        connect("source", &src.endpoint),
+        connect("target", &dst.endpoint)
+    )?;
+    check_local_dc(&source, "source", src.endpoint.local_dc.as_deref())?;
+    check_local_dc(&target, "target", dst.endpoint.local_dc.as_deref())?;
+    // One after the other, so that a job wrong on both sides is reported on its source first.
+    let source_schema = schema::load(
+        &source,
+        "source",
+        &src.endpoint.keyspace,
+        &src.endpoint.table,
+    )
+    .await?;
+    let target_schema = schema::load(
+        &target,
+        "target",
+        &dst.endpoint.keyspace,
+        &dst.endpoint.table,
+    )
+    .await?;
+    let mapping = schema::check_compatible(&source_schema, &target_schema, &config.renames)?;
+    Ok(Pair {
+        source,
+        target,
+        source_schema,
+        target_schema,
+        mapping,
+    })
+}
