@@ -117,6 +117,24 @@ impl Progress {
             .clone()
     }
 
+    /// The pieces of each unit left to do once `skip` is done; units entirely in `skip` are
+    /// counted done (and skipped) right away.
+    pub fn plan(&self, units: &[TokenRange], skip: &RangeSet) -> Vec<Vec<TokenRange>> {
+        self.units_total
+            .store(units.len() as u64, Ordering::Relaxed);
+        let mut work = Vec::new();
+        for unit in units {
+            let missing = skip.missing(*unit);
+            if missing.is_empty() {
+                self.units_skipped.fetch_add(1, Ordering::Relaxed);
+                self.units_done.fetch_add(1, Ordering::Relaxed);
+            } else {
+                work.push(missing);
+            }
+        }
+        work
+    }
+
     fn set_waiting(&self, reason: Option<String>) {
         *self.waiting.lock().unwrap_or_else(|p| p.into_inner()) = reason;
     }
@@ -213,19 +231,7 @@ impl Migration {
                 d.insert(*r);
             }
         }
-        progress
-            .units_total
-            .store(self.units.len() as u64, Ordering::Relaxed);
-        let mut work = Vec::new();
-        for unit in &self.units {
-            let missing = self.skip.missing(*unit);
-            if missing.is_empty() {
-                progress.units_skipped.fetch_add(1, Ordering::Relaxed);
-                progress.units_done.fetch_add(1, Ordering::Relaxed);
-            } else {
-                work.push(missing);
-            }
-        }
+        let work = progress.plan(&self.units, &self.skip);
         let failed = cancel.child_token();
         let shared = Arc::new(Shared {
             source: self.source.clone(),
@@ -239,29 +245,54 @@ impl Migration {
             // A failure of one unit stops the others; a stop request reaches them through it.
             cancel: failed.clone(),
         });
-        let mut results = futures::stream::iter(work)
-            .map(|pieces| {
+        let first_error = drive_units(
+            work,
+            self.max_units,
+            &failed,
+            |e: &MigrationError| matches!(e, MigrationError::Stopped),
+            |pieces| {
                 let s = shared.clone();
                 async move { s.copy_unit(pieces).await }
-            })
-            .buffer_unordered(self.max_units.max(1));
-        let mut first_error = None;
-        while let Some(result) = results.next().await {
-            if let Err(e) = result {
-                if first_error.is_none() && !matches!(e, MigrationError::Stopped) {
-                    failed.cancel();
-                    first_error = Some(e);
-                } else if first_error.is_none() {
-                    first_error = Some(e);
-                }
-            }
-        }
+            },
+        )
+        .await;
         match first_error {
             None if cancel.is_cancelled() => Err(MigrationError::Stopped),
             None => Ok(()),
             Some(e) => Err(e),
         }
     }
+}
+
+/// Runs `unit` on each piece of `work`, `max` at once, and returns the first error. The first
+/// error that is not a stop (`is_stop`) cancels `failed`, which the units watch, so one unit
+/// failing for good stops the others.
+pub(crate) async fn drive_units<E, F, Fut>(
+    work: Vec<Vec<TokenRange>>,
+    max: usize,
+    failed: &CancellationToken,
+    is_stop: impl Fn(&E) -> bool,
+    unit: F,
+) -> Option<E>
+where
+    F: FnMut(Vec<TokenRange>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+{
+    let mut results = futures::stream::iter(work)
+        .map(unit)
+        .buffer_unordered(max.max(1));
+    let mut first_error = None;
+    while let Some(result) = results.next().await {
+        if let Err(e) = result
+            && first_error.is_none()
+        {
+            if !is_stop(&e) {
+                failed.cancel();
+            }
+            first_error = Some(e);
+        }
+    }
+    first_error
 }
 
 #[derive(Clone)]

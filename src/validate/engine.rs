@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use futures::StreamExt;
 use scylla::client::session::Session;
 use scylla::policies::load_balancing::{NodeIdentifier, SingleTargetLoadBalancingPolicy};
 use scylla::response::{PagingState, PagingStateResponse};
@@ -442,19 +441,7 @@ impl Validation {
         cancel: CancellationToken,
     ) -> Result<(), ValidationError> {
         let skip = state.lock().unwrap_or_else(|p| p.into_inner()).done.clone();
-        let scan = &progress.scan;
-        scan.units_total
-            .store(self.units.len() as u64, AtomicOrdering::Relaxed);
-        let mut work = Vec::new();
-        for unit in &self.units {
-            let missing = skip.missing(*unit);
-            if missing.is_empty() {
-                scan.units_skipped.fetch_add(1, AtomicOrdering::Relaxed);
-                scan.units_done.fetch_add(1, AtomicOrdering::Relaxed);
-            } else {
-                work.push(missing);
-            }
-        }
+        let work = progress.scan.plan(&self.units, &skip);
         let failed = cancel.child_token();
         let shared = Arc::new(Shared {
             source: self.source,
@@ -467,23 +454,17 @@ impl Validation {
             limits: self.limits,
             cancel: failed.clone(),
         });
-        let mut results = futures::stream::iter(work)
-            .map(|pieces| {
+        let first_error = engine::drive_units(
+            work,
+            self.max_units,
+            &failed,
+            |e: &ValidationError| matches!(e, ValidationError::Stopped),
+            |pieces| {
                 let s = shared.clone();
                 async move { s.unit(pieces).await }
-            })
-            .buffer_unordered(self.max_units.max(1));
-        let mut first_error = None;
-        while let Some(result) = results.next().await {
-            if let Err(e) = result
-                && first_error.is_none()
-            {
-                if !matches!(e, ValidationError::Stopped) {
-                    failed.cancel();
-                }
-                first_error = Some(e);
-            }
-        }
+            },
+        )
+        .await;
         match first_error {
             None if cancel.is_cancelled() => Err(ValidationError::Stopped),
             None => Ok(()),

@@ -372,7 +372,7 @@ async fn an_interrupted_validation_resumes_and_reports_the_whole_table() {
         ks,
         "t",
         "  maxConcurrentUnits: 2\n",
-        "  rowsPerSecond: 4000\n",
+        "  rowsPerSecond: 1500\n",
         &format!(
             "savepoints:\n  path: {}\n  intervalSeconds: 1\n",
             sp.display()
@@ -405,6 +405,44 @@ async fn an_interrupted_validation_resumes_and_reports_the_whole_table() {
         "validation savepoints outside validation/"
     );
 
+    // Started again, it continues from the cancelled run's savepoint; killed (-9) half way,
+    // the restarted daemon resumes it by itself.
+    let mut daemon = daemon;
+    let (status, body) = daemon
+        .post_raw("/api/v1/validations", "application/yaml", slow.clone())
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let id = body["jobId"].as_str().unwrap().to_string();
+    let mid = daemon
+        .wait_job(&id, WAIT, |j| {
+            j["progress"]["unitsDone"].as_u64() > j["progress"]["unitsSkipped"].as_u64()
+        })
+        .await;
+    assert!(
+        mid["progress"]["unitsSkipped"].as_u64().unwrap() > 0,
+        "{mid:#}"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    daemon.kill9();
+    let daemon = Daemon::start(&home, "").await;
+    let done = daemon
+        .wait_job(&id, WAIT, |j| {
+            !["INTERRUPTED", "RUNNING", "QUEUED"].contains(&j["state"].as_str().unwrap())
+        })
+        .await;
+    assert_eq!(done["state"], "SUCCEEDED", "{done:#}\n{}", daemon.logs());
+    assert_eq!(done["attempts"], 2, "{done:#}");
+    assert!(
+        daemon.logs().contains("resuming the validation"),
+        "{}",
+        daemon.logs()
+    );
+    let report = &done["result"];
+    // Rows of the three runs, each counted once.
+    assert_eq!(report["sourceRows"], 20_000, "{report:#}");
+    assert_eq!(report["differences"]["missingRows"], 60, "{report:#}");
+    assert_eq!(report["rowsMatched"], 19_940, "{report:#}");
+    // A finished validation is not resumed: the next one compares everything again.
     let fast = job(
         ks,
         "t",
@@ -415,16 +453,6 @@ async fn an_interrupted_validation_resumes_and_reports_the_whole_table() {
             sp.display()
         ),
     );
-    let done = run(&daemon, "/api/v1/validations", &fast).await;
-    assert!(
-        done["progress"]["unitsSkipped"].as_u64().unwrap() > 0,
-        "{done:#}"
-    );
-    let report = &done["result"];
-    // Rows of the stopped run and of the resumed one, each counted once.
-    assert_eq!(report["sourceRows"], 20_000, "{report:#}");
-    assert_eq!(report["differences"]["missingRows"], 60, "{report:#}");
-    // A finished validation is not resumed: the next one compares everything again.
     let again = run(&daemon, "/api/v1/validations", &fast).await;
     assert_eq!(again["progress"]["unitsSkipped"], 0, "{again:#}");
     assert_eq!(again["result"]["sourceRows"], 20_000, "{again:#}");
