@@ -197,6 +197,15 @@ async fn every_kind_of_damage_is_reported_with_its_key() {
         )),
         "{stdout}"
     );
+    let path = write_job(&yaml);
+    let out = Command::new(drover_bin())
+        .args(["validate", "--json", "--config", path.to_str().unwrap()])
+        .output()
+        .expect("run drover validate --json");
+    assert_eq!(out.status.code(), Some(1));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("--json prints the report");
+    assert_eq!(json["differences"], report["differences"]);
+    assert_eq!(json["rowsCompared"], 6);
     // The report endpoint serves the report alone.
     let (status, alone) = daemon
         .get(&format!(
