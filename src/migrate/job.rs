@@ -174,12 +174,10 @@ pub async fn execute(
     let savepoints = launch.savepoints.map(Arc::new);
     let periodic = savepoints.clone().map(|sp| {
         let done = done.clone();
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(sp.interval);
-            ticker.tick().await;
-            loop {
-                ticker.tick().await;
-                let snapshot = done.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Periodic::start(sp.interval, move || {
+            let sp = sp.clone();
+            let snapshot = done.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            async move {
                 if let Err(e) = sp.write(&snapshot, "schedule").await {
                     tracing::error!(error = %e, "cannot write a savepoint");
                 }
@@ -187,8 +185,8 @@ pub async fn execute(
         })
     });
     let result = launch.migration.run(progress, done.clone(), cancel).await;
-    if let Some(task) = periodic {
-        task.abort();
+    if let Some(periodic) = periodic {
+        periodic.stop().await;
     }
     if let Some(sp) = &savepoints {
         let snapshot = done.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -206,6 +204,42 @@ pub async fn execute(
         }
     }
     result
+}
+
+/// A task that calls `tick` every `interval` (not at once) until stopped.
+pub struct Periodic {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Periodic {
+    /// Starts the ticks.
+    pub fn start<F, Fut>(interval: Duration, mut tick: F) -> Self
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.tick().await;
+            loop {
+                tokio::select! {
+                    _ = stopped.cancelled() => return,
+                    _ = ticker.tick() => tick().await,
+                }
+            }
+        });
+        Self { stop, task }
+    }
+
+    /// Stops the ticks, waiting for one in progress: a savepoint being written when the job
+    /// ends must not land after the final one.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
 }
 
 /// Runs a launched migration as the job behind `handle`.

@@ -41,6 +41,16 @@ pub struct Progress {
 }
 
 impl Progress {
+    /// Sets the row counters to a report's: a resumed run counts on from the rows its savepoint
+    /// covers, and a finished one shows exactly its report's figures.
+    pub fn count_from(&self, report: &Report) {
+        let set = |a: &AtomicU64, v: u64| a.store(v, AtomicOrdering::Relaxed);
+        set(&self.scan.rows_read, report.source_rows);
+        set(&self.target_rows, report.target_rows);
+        set(&self.rows_with_differences, report.rows_with_differences);
+        set(&self.rows_copied, report.rows_copied);
+    }
+
     /// Counter name and value pairs, as shown in job status.
     pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
         let g = |a: &AtomicU64| a.load(AtomicOrdering::Relaxed);
@@ -440,7 +450,11 @@ impl Validation {
         state: Arc<Mutex<State>>,
         cancel: CancellationToken,
     ) -> Result<(), ValidationError> {
-        let skip = state.lock().unwrap_or_else(|p| p.into_inner()).done.clone();
+        let skip = {
+            let state = state.lock().unwrap_or_else(|p| p.into_inner());
+            progress.count_from(&state.report);
+            state.done.clone()
+        };
         let work = progress.scan.plan(&self.units, &skip);
         let failed = cancel.child_token();
         let shared = Arc::new(Shared {
@@ -485,7 +499,12 @@ struct Shared {
     cancel: CancellationToken,
 }
 
-type Page = Result<Vec<RawRow>, ValidationError>;
+/// What a scan task sends: pages of rows, then the end, or why it stopped.
+enum Page {
+    Rows(Vec<RawRow>),
+    End,
+    Failed(ValidationError),
+}
 
 /// One side's rows of a range, page by page, with the order checked as they come.
 struct Cursor {
@@ -494,15 +513,28 @@ struct Cursor {
     finished: bool,
     last: Option<RawRow>,
     side: &'static str,
+    /// When the page being merged was received: a row copied again has its TTL shortened by
+    /// the time since, as a migration does.
+    read_at: std::time::Instant,
 }
 
 impl Cursor {
     async fn peek(&mut self) -> Result<Option<&RawRow>, ValidationError> {
         while self.rows.is_empty() && !self.finished {
             match self.pages.recv().await {
-                Some(Ok(rows)) => self.rows.extend(rows),
-                Some(Err(e)) => return Err(e),
-                None => self.finished = true,
+                Some(Page::Rows(rows)) => {
+                    self.read_at = std::time::Instant::now();
+                    self.rows.extend(rows);
+                }
+                Some(Page::End) => self.finished = true,
+                Some(Page::Failed(e)) => return Err(e),
+                // A scan that stops without saying so must not pass for the end of the range.
+                None => {
+                    return Err(ValidationError::Failed(format!(
+                        "the {} scan stopped before the end of its range",
+                        self.side
+                    )));
+                }
             }
         }
         Ok(self.rows.front())
@@ -581,6 +613,20 @@ impl Spec {
         Ordering::Equal
     }
 
+    /// Whether `a` and `b` are of the same partition and exactly one of them holds only the
+    /// partition's static cells (no clustering key) while the other is a row.
+    fn lone_statics(&self, a: &RawRow, b: &RawRow) -> bool {
+        let static_only = |r: &RawRow| {
+            self.nc > 0
+                && r.cells[self.np..self.np + self.nc]
+                    .iter()
+                    .all(Option::is_none)
+        };
+        static_only(a) != static_only(b)
+            && self.token(a) == self.token(b)
+            && a.cells[..self.np] == b.cells[..self.np]
+    }
+
     fn key_columns(&self) -> impl Iterator<Item = &Column> {
         self.source
             .partition_key
@@ -605,14 +651,20 @@ impl Spec {
             .join(" AND ")
     }
 
-    /// The cells of two rows with the same key that differ. Static cells are compared on the
-    /// first row of each partition only.
-    fn differences(&self, s: &RawRow, d: &RawRow, statics: bool) -> Vec<ColumnDifference> {
+    /// The cells of two rows with the same key that differ: static cells when `statics` (the
+    /// first row of each partition), regular cells when `regular`.
+    fn differences(
+        &self,
+        s: &RawRow,
+        d: &RawRow,
+        statics: bool,
+        regular: bool,
+    ) -> Vec<ColumnDifference> {
         let mut out = Vec::new();
         let first = self.np + self.nc;
         let value_cols = self.source.statics.iter().chain(&self.source.regular);
         for (j, col) in value_cols.enumerate() {
-            if j < self.ns && !statics {
+            if (j < self.ns && !statics) || (j >= self.ns && !regular) {
                 continue;
             }
             let at = first + j;
@@ -679,21 +731,20 @@ impl Spec {
                 })
     }
 
-    /// Whether the TTLs of a cell are within the tolerance of the source's (or of
-    /// `writeTTLInS`, 0 meaning none). TTLs are read in seconds, the tolerance is in ms.
+    /// Whether the TTLs of a cell are within the tolerance of the source's. TTLs are read in
+    /// seconds, the tolerance is in ms. With `writeTTLInS` the target's TTL counts down from
+    /// that value since the copy: it must be set and at most that value (0 meaning none).
     fn ttls_match(&self, col: &Column, s: &Option<Bytes>, d: &Option<Bytes>) -> bool {
         let tol = self.ttl_tolerance_ms;
-        let expected = |x: Option<i64>| match self.fixed_ttl {
-            Some(0) => None,
-            Some(t) => Some(i64::from(t)),
-            None => x,
-        };
         let (a, b) = (meta_numbers(col, s), meta_numbers(col, d));
         a.len() == b.len()
-            && a.iter().zip(&b).all(|(x, y)| match (expected(*x), y) {
-                (Some(x), Some(y)) => x.abs_diff(*y).saturating_mul(1000) <= tol,
-                (None, None) => true,
-                _ => false,
+            && a.iter().zip(&b).all(|(x, y)| match (self.fixed_ttl, x, y) {
+                (Some(0), _, y) => y.is_none(),
+                (Some(t), _, Some(y)) => *y > 0 && *y <= i64::from(t),
+                (Some(_), _, None) => false,
+                (None, Some(x), Some(y)) => x.abs_diff(*y).saturating_mul(1000) <= tol,
+                (None, None, None) => true,
+                (None, _, _) => false,
             })
     }
 }
@@ -797,12 +848,12 @@ impl Shared {
                 let (result, next) = match page {
                     Ok(p) => p,
                     Err(_) if cancel.is_cancelled() => {
-                        let _ = tx.send(Err(ValidationError::Stopped)).await;
+                        let _ = tx.send(Page::Failed(ValidationError::Stopped)).await;
                         return;
                     }
                     Err(e) => {
                         let _ = tx
-                            .send(Err(ValidationError::Failed(format!(
+                            .send(Page::Failed(ValidationError::Failed(format!(
                                 "{side}: reading {piece}: {e}"
                             ))))
                             .await;
@@ -817,14 +868,23 @@ impl Shared {
                             .map_err(|e| e.to_string())?
                             .collect::<Result<Vec<_>, _>>()
                             .map_err(|e| e.to_string())
-                    })
-                    .map_err(|e| ValidationError::Failed(format!("{side}: reading {piece}: {e}")));
-                let last = matches!(next, PagingStateResponse::NoMorePages) || rows.is_err();
-                if tx.send(rows).await.is_err() || last {
+                    });
+                let page = match rows {
+                    Ok(rows) => Page::Rows(rows),
+                    Err(e) => Page::Failed(ValidationError::Failed(format!(
+                        "{side}: reading {piece}: {e}"
+                    ))),
+                };
+                let failed = matches!(page, Page::Failed(_));
+                if tx.send(page).await.is_err() || failed {
                     return;
                 }
-                if let PagingStateResponse::HasMorePages { state } = next {
-                    paging = state;
+                match next {
+                    PagingStateResponse::HasMorePages { state } => paging = state,
+                    PagingStateResponse::NoMorePages => {
+                        let _ = tx.send(Page::End).await;
+                        return;
+                    }
                 }
             }
         });
@@ -834,6 +894,7 @@ impl Shared {
             finished: false,
             last: None,
             side,
+            read_at: std::time::Instant::now(),
         }
     }
 
@@ -848,59 +909,95 @@ impl Shared {
             if self.cancel.is_cancelled() {
                 return Err(ValidationError::Stopped);
             }
-            let order = match (src.peek().await?, dst.peek().await?) {
+            let (order, lone_statics) = match (src.peek().await?, dst.peek().await?) {
                 (None, None) => break,
-                (Some(_), None) => Ordering::Less,
-                (None, Some(_)) => Ordering::Greater,
-                (Some(a), Some(b)) => spec.order(a, b),
+                (Some(_), None) => (Ordering::Less, false),
+                (None, Some(_)) => (Ordering::Greater, false),
+                (Some(a), Some(b)) => (spec.order(a, b), spec.lone_statics(a, b)),
             };
             let mut bytes = 0;
-            match order {
-                Ordering::Less => {
-                    let row = src.pop(spec)?;
-                    bytes += row.size();
-                    if row.cells[..spec.np].iter().any(Option::is_none) {
-                        report.rows_skipped += 1;
-                        continue;
-                    }
+            if lone_statics {
+                // One side has only the static cells of a partition, the other has rows too:
+                // the static cells are compared, the rows are missing or extra.
+                let source_static = order == Ordering::Less;
+                let (lone, cursor) = if source_static {
+                    (src.pop(spec)?, &mut dst)
+                } else {
+                    (dst.pop(spec)?, &mut src)
+                };
+                let other = cursor.peek().await?.expect("peeked").clone();
+                let (s, d) = if source_static {
+                    (&lone, &other)
+                } else {
+                    (&other, &lone)
+                };
+                bytes += lone.size();
+                if source_static {
                     report.source_rows += 1;
                     scan.rows_read.fetch_add(1, AtomicOrdering::Relaxed);
-                    self.found(report, ExampleKind::MissingRow, &row, vec![]);
-                    report.differences.missing_rows += 1;
-                    self.repair(&row, report).await?;
-                }
-                Ordering::Greater => {
-                    let row = dst.pop(spec)?;
-                    bytes += row.size();
+                } else {
                     report.target_rows += 1;
                     self.progress
                         .target_rows
                         .fetch_add(1, AtomicOrdering::Relaxed);
-                    report.differences.extra_rows += 1;
-                    self.found(report, ExampleKind::ExtraRow, &row, vec![]);
                 }
-                Ordering::Equal => {
-                    let s = src.pop(spec)?;
-                    let d = dst.pop(spec)?;
-                    bytes += s.size() + d.size();
-                    report.source_rows += 1;
-                    report.target_rows += 1;
-                    scan.rows_read.fetch_add(1, AtomicOrdering::Relaxed);
-                    self.progress
-                        .target_rows
-                        .fetch_add(1, AtomicOrdering::Relaxed);
-                    let new_partition = partition.as_deref() != Some(&s.cells[..spec.np]);
-                    if new_partition {
-                        partition = Some(s.cells[..spec.np].to_vec());
+                partition = Some(lone.cells[..spec.np].to_vec());
+                let columns = spec.differences(s, d, true, false);
+                if columns.is_empty() {
+                    report.rows_compared += 1;
+                    report.rows_matched += 1;
+                } else {
+                    report.differences.count_row(&columns);
+                    self.found(report, ExampleKind::DifferentRow, &lone, columns);
+                }
+            } else {
+                match order {
+                    Ordering::Less => {
+                        let row = src.pop(spec)?;
+                        bytes += row.size();
+                        if row.cells[..spec.np].iter().any(Option::is_none) {
+                            report.rows_skipped += 1;
+                            continue;
+                        }
+                        report.source_rows += 1;
+                        scan.rows_read.fetch_add(1, AtomicOrdering::Relaxed);
+                        self.found(report, ExampleKind::MissingRow, &row, vec![]);
+                        report.differences.missing_rows += 1;
+                        self.repair(&row, src.read_at, report).await?;
                     }
-                    let columns = spec.differences(&s, &d, new_partition);
-                    if columns.is_empty() {
-                        report.rows_compared += 1;
-                        report.rows_matched += 1;
-                    } else {
-                        report.differences.count_row(&columns);
-                        self.found(report, ExampleKind::DifferentRow, &s, columns);
-                        self.repair(&s, report).await?;
+                    Ordering::Greater => {
+                        let row = dst.pop(spec)?;
+                        bytes += row.size();
+                        report.target_rows += 1;
+                        self.progress
+                            .target_rows
+                            .fetch_add(1, AtomicOrdering::Relaxed);
+                        report.differences.extra_rows += 1;
+                        self.found(report, ExampleKind::ExtraRow, &row, vec![]);
+                    }
+                    Ordering::Equal => {
+                        let s = src.pop(spec)?;
+                        let d = dst.pop(spec)?;
+                        bytes += s.size() + d.size();
+                        report.source_rows += 1;
+                        report.target_rows += 1;
+                        scan.rows_read.fetch_add(1, AtomicOrdering::Relaxed);
+                        self.progress
+                            .target_rows
+                            .fetch_add(1, AtomicOrdering::Relaxed);
+                        let new_partition = partition.as_deref() != Some(&s.cells[..spec.np]);
+                        if new_partition {
+                            partition = Some(s.cells[..spec.np].to_vec());
+                        }
+                        let columns = spec.differences(&s, &d, new_partition, true);
+                        if columns.is_empty() {
+                            report.rows_compared += 1;
+                            report.rows_matched += 1;
+                        } else {
+                            report.differences.count_row(&columns);
+                            self.found(report, ExampleKind::DifferentRow, &s, columns);
+                            self.repair(&s, src.read_at, report).await?;
+                        }
                     }
                 }
             }
@@ -939,13 +1036,17 @@ impl Shared {
     }
 
     /// With `copyMissingRows`, writes a source row to the target again.
-    async fn repair(&self, row: &RawRow, report: &mut Report) -> Result<(), ValidationError> {
+    async fn repair(
+        &self,
+        row: &RawRow,
+        read_at: std::time::Instant,
+        report: &mut Report,
+    ) -> Result<(), ValidationError> {
         let Some(plan) = &self.copy else {
             return Ok(());
         };
         let mut writes: Vec<Write> = Vec::new();
         plan.writes(row, true, &mut RowStats::default(), &mut writes);
-        let read_at = std::time::Instant::now();
         for w in &writes {
             engine::retry(
                 &self.progress.scan,

@@ -15,7 +15,7 @@ use super::engine::{Progress, State, Validation};
 use super::report::Report;
 use crate::jobs::{JobHandle, JobResult};
 use crate::migrate::config::{JobConfig, redacted_json};
-use crate::migrate::job::{Ending, end, forget_job_file, publish};
+use crate::migrate::job::{Ending, Periodic, end, forget_job_file, publish};
 use crate::savepoints::{self, FileStore, SavepointStore};
 
 /// Job kind of validations in the registry.
@@ -195,23 +195,25 @@ pub async fn execute(
     let savepoints = launch.savepoints.map(Arc::new);
     let periodic = savepoints.clone().map(|sp| {
         let state = state.clone();
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(sp.interval);
-            ticker.tick().await;
-            loop {
-                ticker.tick().await;
-                let snapshot = state.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Periodic::start(sp.interval, move || {
+            let sp = sp.clone();
+            let snapshot = state.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            async move {
                 if let Err(e) = sp.write(&snapshot, false, "schedule").await {
                     tracing::error!(error = %e, "cannot write a validation savepoint");
                 }
             }
         })
     });
-    let mut result = launch.validation.run(progress, state.clone(), cancel).await;
-    if let Some(task) = periodic {
-        task.abort();
+    let mut result = launch
+        .validation
+        .run(progress.clone(), state.clone(), cancel)
+        .await;
+    if let Some(periodic) = periodic {
+        periodic.stop().await;
     }
     let snapshot = state.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    progress.count_from(&snapshot.report);
     if let Some(sp) = &savepoints {
         let (complete, why) = match &result {
             Ok(()) => (true, "the end of the validation"),
@@ -220,8 +222,13 @@ pub async fn execute(
         };
         if let Err(e) = sp.write(&snapshot, complete, why).await {
             tracing::error!(error = %e, "cannot write the final validation savepoint");
-            if result.is_ok() && !complete {
-                result = Err(e);
+            if complete {
+                // Without the mark of its end, the next run would resume from an older
+                // savepoint of this one instead of comparing everything again.
+                result = Err(ValidationError::Failed(format!(
+                    "the validation ran to the end but its final savepoint could not be written ({e}); delete the unfinished ones in {} before the next run",
+                    sp.store.dir().display()
+                )));
             }
         }
     }

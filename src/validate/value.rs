@@ -40,20 +40,25 @@ fn item<'a>(b: &'a [u8], pos: &mut usize) -> Option<Option<&'a [u8]>> {
 fn collection_items(b: &[u8], per_entry: usize) -> Option<Vec<Option<&[u8]>>> {
     let n = i32::from_be_bytes(b.get(..4)?.try_into().ok()?);
     let mut pos = 4;
-    let mut out = Vec::with_capacity(n.max(0) as usize * per_entry);
-    for _ in 0..n.max(0) as usize * per_entry {
+    let count = n.max(0) as usize * per_entry;
+    // The count comes from the bytes: each item takes at least 4 of them.
+    let mut out = Vec::with_capacity(count.min(b.len() / 4));
+    for _ in 0..count {
         out.push(item(b, &mut pos)?);
     }
     (pos == b.len()).then_some(out)
 }
 
-/// The fields of a tuple or UDT: items until the bytes end (a UDT may have fewer fields than
-/// its type, the missing ones being null).
+/// The fields of a tuple or UDT: items until the bytes end, trailing nulls left out (a value
+/// may have fewer fields than its type, the missing ones being null, as Cassandra reads them).
 fn fields(b: &[u8]) -> Option<Vec<Option<&[u8]>>> {
     let mut pos = 0;
     let mut out = Vec::new();
     while pos < b.len() {
         out.push(item(b, &mut pos)?);
+    }
+    while out.last() == Some(&None) {
+        out.pop();
     }
     Some(out)
 }
@@ -301,13 +306,10 @@ pub fn equal(t: &ColumnType<'_>, src: &[u8], dst: &[u8], tol: &Tolerance) -> boo
             _ => false,
         },
         ColumnType::UserDefinedType { definition, .. } => match (fields(src), fields(dst)) {
-            (Some(mut x), Some(mut y)) if !definition.field_types.is_empty() => {
-                // Missing trailing fields are nulls.
-                let n = x.len().max(y.len());
-                x.resize(n, None);
-                y.resize(n, None);
+            (Some(x), Some(y)) if !definition.field_types.is_empty() => {
                 let last = definition.field_types.len() - 1;
-                items_equal(&x, &y, |i| &definition.field_types[i.min(last)].1, tol)
+                x.len() == y.len()
+                    && items_equal(&x, &y, |i| &definition.field_types[i.min(last)].1, tol)
             }
             _ => false,
         },
@@ -703,6 +705,23 @@ mod tests {
             &dec(1, 15),
             &Tolerance::default()
         ));
+    }
+
+    #[test]
+    fn trailing_null_fields_do_not_count() {
+        let tuple = ColumnType::Tuple(vec![native_t(NativeType::Int), native_t(NativeType::Text)]);
+        let mut one = 4i32.to_be_bytes().to_vec();
+        one.extend(7i32.to_be_bytes());
+        let mut padded = one.clone();
+        padded.extend((-1i32).to_be_bytes());
+        assert_eq!(compare(&tuple, &one, &padded), Ordering::Equal);
+        assert!(equal(&tuple, &one, &padded, &Tolerance::default()));
+        // A count far larger than the bytes is refused, not allocated.
+        let list = ColumnType::Collection {
+            frozen: true,
+            typ: CollectionType::List(Box::new(native_t(NativeType::Int))),
+        };
+        assert_eq!(render(&list, Some(&i32::MAX.to_be_bytes())), "0x7fffffff");
     }
 
     #[test]

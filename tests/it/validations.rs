@@ -267,6 +267,62 @@ async fn copy_missing_rows_repairs_the_target_and_a_second_validation_is_clean()
 }
 
 #[tokio::test]
+async fn partitions_reduced_to_their_static_cells_are_compared_by_their_statics() {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "it_validate_statics";
+    fresh_keyspace(
+        &src,
+        &dst,
+        ks,
+        "CREATE TABLE $ks.t (p int, c int, s int static, v int, PRIMARY KEY (p, c))",
+    )
+    .await;
+    for cql in [
+        "INSERT INTO $ks.t (p, c, s, v) VALUES (1, 1, 10, 1)",
+        "INSERT INTO $ks.t (p, c, v) VALUES (1, 2, 2)",
+        "INSERT INTO $ks.t (p, s) VALUES (2, 20)",
+    ] {
+        exec(&src, &cql.replace("$ks", ks)).await;
+    }
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let yaml = job(ks, "t", "", "", "");
+    run(&daemon, "/api/v1/migrations", &yaml).await;
+    // Partition 1 keeps only its static cell in the target; partition 2 gains a row there,
+    // and its static cell changes.
+    exec(
+        &dst,
+        &format!("DELETE FROM {ks}.t WHERE p = 1 AND c IN (1, 2)"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!("INSERT INTO {ks}.t (p, c, s, v) VALUES (2, 5, 21, 5)"),
+    )
+    .await;
+    let done = run(&daemon, "/api/v1/validations", &yaml).await;
+    let report = &done["result"];
+    let d = &report["differences"];
+    assert_eq!(d["missingRows"], 2, "{report:#}");
+    assert_eq!(d["extraRows"], 1, "{report:#}");
+    assert_eq!(d["differentValues"], 1, "{report:#}");
+    assert_eq!(report["rowsWithDifferences"], 4, "{report:#}");
+    assert_eq!(
+        differing(report, "p = 2"),
+        vec![("s".into(), "value".into())]
+    );
+    let missing: Vec<&str> = examples(report, "missingRow")
+        .iter()
+        .map(|e| e["key"].as_str().unwrap())
+        .collect();
+    assert!(
+        missing.contains(&"p = 1 AND c = 1") && missing.contains(&"p = 1 AND c = 2"),
+        "{report:#}"
+    );
+    assert_eq!(examples(report, "extraRow")[0]["key"], "p = 2 AND c = 5");
+}
+
+#[tokio::test]
 async fn tolerances_hold_at_their_edges_and_filters_and_renames_apply_to_the_target() {
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_validate_tolerance";
