@@ -51,6 +51,9 @@ pub enum DaemonError {
     /// The server failed while running.
     #[error("server error: {0}")]
     Serve(std::io::Error),
+    /// Live migration cannot start (its state file is unreadable).
+    #[error(transparent)]
+    LiveMigration(#[from] crate::livemigration::LiveMigrationError),
 }
 
 /// Holds the state directory's lock for as long as the daemon runs; the OS releases it when the
@@ -127,13 +130,6 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
         ));
     }
     let config = Arc::new(config);
-    let state = AppState {
-        config: config.clone(),
-        jobs: jobs.clone(),
-        node: Arc::new(LocalNode::new(config.cassandra.clone())),
-        metrics: Arc::new(Metrics::new()),
-    };
-
     let listen = config.server.listen;
     let listener = TcpListener::bind(listen)
         .await
@@ -142,6 +138,25 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
             source,
         })?;
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
+    // Bound first: this node's place in live_migration.migration_map is its real address.
+    let live = crate::livemigration::LiveMigration::open(&config, &bound.to_string())?;
+    if live.enabled() && live.role != crate::config::Role::None {
+        tracing::info!(role = ?live.role, "live migration enabled");
+    }
+    let state = AppState {
+        config: config.clone(),
+        jobs: jobs.clone(),
+        node: Arc::new(LocalNode::new(config.cassandra.clone())),
+        metrics: Arc::new(Metrics::new()),
+        live: Arc::new(live),
+    };
+    if config.jobs.resume_interrupted {
+        let (jobs, live, node) = (jobs.clone(), state.live.clone(), state.node.clone());
+        tokio::spawn(async move {
+            let node_up = node.check().await.is_ok();
+            crate::livemigration::tasks::resume_interrupted(jobs, live, node_up).await;
+        });
+    }
     fsutil::write_atomic(&addr_file, bound.to_string().as_bytes()).map_err(|source| {
         DaemonError::StateDir {
             path: state_dir.clone(),

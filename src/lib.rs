@@ -10,6 +10,7 @@ pub mod config;
 pub mod daemon;
 pub mod fsutil;
 pub mod jobs;
+pub mod livemigration;
 pub mod metrics;
 pub mod migrate;
 pub mod savepoints;

@@ -81,6 +81,12 @@ pub fn status_url(kind: &str, id: &str) -> String {
     match kind {
         crate::migrate::job::KIND => format!("/api/v1/migrations/{id}"),
         crate::validate::job::KIND => format!("/api/v1/validations/{id}"),
+        crate::livemigration::tasks::COPY_KIND => {
+            format!("/api/v1/live-migration/data-copy-tasks/{id}")
+        }
+        crate::livemigration::tasks::VERIFY_KIND => {
+            format!("/api/v1/live-migration/files-verification-tasks/{id}")
+        }
         _ => format!("/api/v1/jobs/{id}"),
     }
 }

@@ -6,6 +6,7 @@ mod diagnostics;
 pub mod error;
 mod health;
 pub mod jobs;
+pub mod live_migration;
 mod metrics;
 mod migrations;
 mod validations;
@@ -41,6 +42,8 @@ pub struct AppState {
     pub node: Arc<LocalNode>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// Live instance migration.
+    pub live: Arc<crate::livemigration::LiveMigration>,
 }
 
 #[derive(OpenApi)]
@@ -55,6 +58,7 @@ pub struct AppState {
         (name = "jobs", description = "Long-running work of every kind"),
         (name = "migrations", description = "Table copies in ScyllaDB Migrator's job format"),
         (name = "validations", description = "Proof that a migration's target holds exactly its source's rows"),
+        (name = "live-migration", description = "Cassandra Sidecar's live instance migration: a destination pulls a node's files from its source"),
         (name = "diagnostics", description = "Checks of a deployment that touch no data"),
         (name = "metrics", description = "Prometheus metrics"),
     ),
@@ -80,6 +84,25 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(validations::get))
         .routes(routes!(validations::report))
         .routes(routes!(validations::cancel))
+        .routes(routes!(live_migration::list))
+        .routes(routes!(live_migration::file))
+        .routes(routes!(live_migration::files_digest))
+        .routes(routes!(
+            live_migration::status,
+            live_migration::complete,
+            live_migration::reset
+        ))
+        .routes(routes!(live_migration::admin, live_migration::admin_set))
+        .routes(routes!(live_migration::start_copy, live_migration::list_copies))
+        .routes(routes!(live_migration::get_copy, live_migration::cancel_copy))
+        .routes(routes!(
+            live_migration::start_verify,
+            live_migration::list_verifies
+        ))
+        .routes(routes!(
+            live_migration::get_verify,
+            live_migration::cancel_verify
+        ))
         .routes(routes!(diagnostics::submit))
         .routes(routes!(metrics::render))
 }
@@ -88,6 +111,11 @@ fn routes() -> OpenApiRouter<AppState> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = routes().split_for_parts().1;
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
+    // axum's catch-all `{*path}` is an ordinary `{path}` parameter in OpenAPI.
+    doc.paths.paths = std::mem::take(&mut doc.paths.paths)
+        .into_iter()
+        .map(|(path, item)| (path.replace("{*", "{"), item))
+        .collect();
     doc
 }
 
@@ -125,6 +153,10 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             metrics::track,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            live_migration::filter,
         ))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,

@@ -7,6 +7,7 @@
 
 mod cassandra;
 mod jobs;
+mod live_migration;
 mod logging;
 mod server;
 pub mod yaml;
@@ -17,6 +18,7 @@ use serde::Deserialize;
 
 pub use cassandra::{CassandraConfig, DEFAULT_NATIVE_ADDRESS};
 pub use jobs::JobsConfig;
+pub use live_migration::{LiveMigrationConfig, Role};
 pub use logging::{LogFormat, LoggingConfig};
 pub use server::ServerConfig;
 
@@ -52,6 +54,9 @@ pub struct DaemonConfig {
     /// Logging.
     #[serde(default)]
     pub logging: LoggingConfig,
+    /// Live instance migration (off by default).
+    #[serde(default)]
+    pub live_migration: LiveMigrationConfig,
 }
 
 fn default_state_dir() -> PathBuf {
@@ -192,7 +197,8 @@ impl DaemonConfig {
                 format!("invalid filter {:?}: {e}", self.logging.level),
             )
         })?;
-        self.cassandra.validate()
+        self.cassandra.validate()?;
+        self.live_migration.validate()
     }
 }
 

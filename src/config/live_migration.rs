@@ -1,0 +1,152 @@
+//! `live_migration`: serving this node's files to a destination drover, or pulling them from a
+//! source drover (Apache Cassandra Sidecar's live instance migration).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// Live instance migration. Off unless `enabled` (or switched on at runtime through
+/// `PUT /api/v1/admin/live-migration`, which is remembered in the state directory) and this
+/// node appears in `migration_map`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LiveMigrationConfig {
+    /// Whether the live-migration routes answer at start. A runtime change through the admin
+    /// route is kept in the state directory and wins over this value. Default false.
+    pub enabled: bool,
+    /// Source node → destination node, as `host` or `host:port` of their drover daemons (a
+    /// missing port is this daemon's own port). A node is a source when it is a key, a
+    /// destination when it is a value.
+    pub migration_map: BTreeMap<String, String>,
+    /// How this node is named in `migration_map`. Default: `server.listen`.
+    pub advertise: Option<String>,
+    /// Files never listed nor served: `glob:` or `regex:` patterns matched against absolute
+    /// paths, with placeholders `${DATA_FILE_DIR}`, `${COMMITLOG_DIR}`, `${HINTS_DIR}`,
+    /// `${SAVED_CACHES_DIR}`, `${CDC_RAW_DIR}` and `${LOCAL_SYSTEM_DATA_FILE_DIR}`.
+    pub files_to_exclude: Vec<String>,
+    /// Directories never listed nor served, with everything below them (same patterns).
+    /// Snapshot and backup directories of tables are always excluded.
+    pub dirs_to_exclude: Vec<String>,
+    /// Most file requests (downloads and digests) served at once; more get 503 with
+    /// `Retry-After`. Default 20.
+    pub max_concurrent_file_requests: usize,
+}
+
+impl Default for LiveMigrationConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            migration_map: BTreeMap::new(),
+            advertise: None,
+            files_to_exclude: Vec::new(),
+            dirs_to_exclude: Vec::new(),
+            max_concurrent_file_requests: 20,
+        }
+    }
+}
+
+/// What this node is in a live migration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// It serves its files to `destination`.
+    Source {
+        /// The destination daemon, `host:port`.
+        destination: String,
+    },
+    /// It pulls the files of `source`.
+    Destination {
+        /// The source daemon, `host:port`.
+        source: String,
+    },
+    /// It is not in the map.
+    None,
+}
+
+impl LiveMigrationConfig {
+    /// This node's role, `me` being its `host:port` (`advertise`, or the listen address).
+    pub fn role(&self, me: &str) -> Role {
+        let port = me.rsplit_once(':').map_or("", |(_, p)| p);
+        let full = |entry: &str| {
+            if entry.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) {
+                entry.to_string()
+            } else {
+                format!("{entry}:{port}")
+            }
+        };
+        for (source, destination) in &self.migration_map {
+            if full(source) == me {
+                return Role::Source {
+                    destination: full(destination),
+                };
+            }
+            if full(destination) == me {
+                return Role::Destination {
+                    source: full(source),
+                };
+            }
+        }
+        Role::None
+    }
+
+    /// Checks values that serde cannot check alone.
+    pub(crate) fn validate(&self) -> Result<(), (String, String)> {
+        if self.max_concurrent_file_requests == 0 {
+            return Err((
+                "live_migration.max_concurrent_file_requests".into(),
+                "must be at least 1".into(),
+            ));
+        }
+        for (key, patterns) in [
+            ("live_migration.files_to_exclude", &self.files_to_exclude),
+            ("live_migration.dirs_to_exclude", &self.dirs_to_exclude),
+        ] {
+            for (i, p) in patterns.iter().enumerate() {
+                crate::livemigration::files::check_pattern(p)
+                    .map_err(|m| (format!("{key}[{i}]"), m))?;
+            }
+        }
+        for (source, destination) in &self.migration_map {
+            if source.trim().is_empty() || destination.trim().is_empty() {
+                return Err((
+                    "live_migration.migration_map".into(),
+                    "hosts must not be empty".into(),
+                ));
+            }
+            if source == destination {
+                return Err((
+                    "live_migration.migration_map".into(),
+                    format!("{source} is mapped to itself"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_from_the_map() {
+        let config = LiveMigrationConfig {
+            migration_map: [("127.0.0.1".to_string(), "127.0.0.3:9100".to_string())]
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        };
+        assert_eq!(
+            config.role("127.0.0.1:9043"),
+            Role::Source {
+                destination: "127.0.0.3:9100".into()
+            }
+        );
+        assert_eq!(
+            config.role("127.0.0.3:9100"),
+            Role::Destination {
+                source: "127.0.0.1:9100".into()
+            }
+        );
+        assert_eq!(config.role("127.0.0.2:9043"), Role::None);
+    }
+}

@@ -1,0 +1,135 @@
+//! Content digests of files: SHA-256 and XXH3 (64-bit) for drover, MD5 and XXHash32 for
+//! clients written for Cassandra Sidecar. Digests are lower-case hex.
+
+use std::io::Read;
+use std::path::Path;
+
+use sha2::Digest as _;
+
+/// A digest algorithm, as named in `?digestAlgorithm=` (case-insensitive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Algorithm {
+    /// SHA-256.
+    Sha256,
+    /// XXH3, 64-bit (fast, not cryptographic).
+    Xxh3,
+    /// MD5 (for Sidecar clients).
+    Md5,
+    /// XXHash32, seed 0 (for Sidecar clients).
+    Xxhash32,
+}
+
+impl std::str::FromStr for Algorithm {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
+            "sha256" => Ok(Self::Sha256),
+            "xxh3" => Ok(Self::Xxh3),
+            "md5" => Ok(Self::Md5),
+            "xxhash32" | "xxh32" => Ok(Self::Xxhash32),
+            _ => Err(format!(
+                "unknown digest algorithm {s:?}; expected sha256, xxh3, md5 or xxhash32"
+            )),
+        }
+    }
+}
+
+impl Algorithm {
+    /// The name the API uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sha256 => "sha256",
+            Self::Xxh3 => "xxh3",
+            Self::Md5 => "md5",
+            Self::Xxhash32 => "xxhash32",
+        }
+    }
+
+    /// A hasher for this algorithm.
+    pub fn hasher(self) -> Hasher {
+        match self {
+            Self::Sha256 => Hasher::Sha256(Box::default()),
+            Self::Xxh3 => Hasher::Xxh3(Box::default()),
+            Self::Md5 => Hasher::Md5(Box::default()),
+            Self::Xxhash32 => Hasher::Xxhash32(xxhash_rust::xxh32::Xxh32::new(0)),
+        }
+    }
+}
+
+/// A digest being computed, fed as bytes arrive (while a file is read or downloaded).
+pub enum Hasher {
+    /// SHA-256.
+    Sha256(Box<sha2::Sha256>),
+    /// XXH3-64.
+    Xxh3(Box<xxhash_rust::xxh3::Xxh3>),
+    /// MD5.
+    Md5(Box<md5::Md5>),
+    /// XXHash32.
+    Xxhash32(xxhash_rust::xxh32::Xxh32),
+}
+
+impl Hasher {
+    /// Adds bytes.
+    pub fn update(&mut self, bytes: &[u8]) {
+        match self {
+            Self::Sha256(h) => h.update(bytes),
+            Self::Xxh3(h) => h.update(bytes),
+            Self::Md5(h) => h.update(bytes),
+            Self::Xxhash32(h) => h.update(bytes),
+        }
+    }
+
+    /// The digest, lower-case hex.
+    pub fn finish(self) -> String {
+        match self {
+            Self::Sha256(h) => hex(&h.finalize()),
+            Self::Xxh3(h) => format!("{:016x}", h.digest()),
+            Self::Md5(h) => hex(&h.finalize()),
+            Self::Xxhash32(h) => format!("{:08x}", h.digest()),
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The digest of a file's content (blocking; 1 MiB reads).
+pub fn of_file(path: &Path, algorithm: Algorithm) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = algorithm.hasher();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            return Ok(hasher.finish());
+        }
+        hasher.update(&buf[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_digests() {
+        let digest = |a: Algorithm, data: &[u8]| {
+            let mut h = a.hasher();
+            h.update(data);
+            h.finish()
+        };
+        assert_eq!(
+            digest(Algorithm::Sha256, b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(digest(Algorithm::Md5, b"abc"), "900150983cd24fb0d6963f7d28e17f72");
+        assert_eq!(digest(Algorithm::Xxhash32, b""), "02cc5d05");
+        assert_eq!(digest(Algorithm::Xxh3, b""), "2d06800538d394c2");
+        assert_eq!("XXHash32".parse::<Algorithm>(), Ok(Algorithm::Xxhash32));
+        assert_eq!("SHA-256".parse::<Algorithm>(), Ok(Algorithm::Sha256));
+        assert!("crc32".parse::<Algorithm>().is_err());
+    }
+}

@@ -1,0 +1,522 @@
+//! The node's files as live migration sees them: its directories by type and index, the
+//! exclusions, the listing, and the resolution of a requested path that never leaves its
+//! directory.
+
+use std::path::{Component, Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+use crate::config::CassandraConfig;
+
+/// Suffix of a download in progress on a destination (next to its final path, so the rename
+/// stays on one file system). Never listed, never served.
+pub const PART_SUFFIX: &str = ".drover-part";
+
+/// The directory types of a Cassandra node, as named in file URLs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DirType {
+    /// `data_file_directories` (one index each).
+    Data,
+    /// `commitlog_directory`.
+    Commitlog,
+    /// `hints_directory`.
+    Hints,
+    /// `saved_caches_directory`.
+    SavedCaches,
+    /// `cdc_raw_directory`.
+    CdcRaw,
+    /// `local_system_data_file_directory`.
+    LocalSystemData,
+}
+
+impl DirType {
+    /// Every type, in listing order.
+    pub const ALL: [DirType; 6] = [
+        Self::Data,
+        Self::Commitlog,
+        Self::Hints,
+        Self::SavedCaches,
+        Self::CdcRaw,
+        Self::LocalSystemData,
+    ];
+
+    /// The name in URLs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Data => "data",
+            Self::Commitlog => "commitlog",
+            Self::Hints => "hints",
+            Self::SavedCaches => "saved_caches",
+            Self::CdcRaw => "cdc_raw",
+            Self::LocalSystemData => "local_system_data",
+        }
+    }
+
+    /// The placeholder of exclusion patterns.
+    fn placeholder(self) -> &'static str {
+        match self {
+            Self::Data => "${DATA_FILE_DIR}",
+            Self::Commitlog => "${COMMITLOG_DIR}",
+            Self::Hints => "${HINTS_DIR}",
+            Self::SavedCaches => "${SAVED_CACHES_DIR}",
+            Self::CdcRaw => "${CDC_RAW_DIR}",
+            Self::LocalSystemData => "${LOCAL_SYSTEM_DATA_FILE_DIR}",
+        }
+    }
+
+    /// The type named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+/// The configured directories of the node.
+#[derive(Debug, Clone, Default)]
+pub struct Roots {
+    dirs: Vec<(DirType, usize, PathBuf)>,
+}
+
+impl Roots {
+    /// The directories of the `cassandra` config section.
+    pub fn from_config(c: &CassandraConfig) -> Self {
+        let mut dirs: Vec<(DirType, usize, PathBuf)> = c
+            .data_file_directories
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (DirType::Data, i, d.clone()))
+            .collect();
+        for (t, d) in [
+            (DirType::Commitlog, &c.commitlog_directory),
+            (DirType::Hints, &c.hints_directory),
+            (DirType::SavedCaches, &c.saved_caches_directory),
+            (DirType::CdcRaw, &c.cdc_raw_directory),
+            (DirType::LocalSystemData, &c.local_system_data_file_directory),
+        ] {
+            if let Some(d) = d {
+                dirs.push((t, 0, d.clone()));
+            }
+        }
+        Self { dirs }
+    }
+
+    /// The directory of `dir_type` number `index`.
+    pub fn get(&self, dir_type: DirType, index: usize) -> Option<&Path> {
+        self.dirs
+            .iter()
+            .find(|(t, i, _)| *t == dir_type && *i == index)
+            .map(|(_, _, d)| d.as_path())
+    }
+
+    /// Every directory with its type and index.
+    pub fn iter(&self) -> impl Iterator<Item = (DirType, usize, &Path)> {
+        self.dirs.iter().map(|(t, i, d)| (*t, *i, d.as_path()))
+    }
+}
+
+/// Checks the syntax of an exclusion pattern (`glob:...` or `regex:...`).
+pub fn check_pattern(pattern: &str) -> Result<(), String> {
+    // Placeholders are checked with a stand-in directory.
+    let mut text = pattern.to_string();
+    for t in DirType::ALL {
+        text = text.replace(t.placeholder(), "/d");
+    }
+    if text.contains("${") {
+        return Err(format!(
+            "{pattern:?}: unknown placeholder; known: ${{DATA_FILE_DIR}}, ${{COMMITLOG_DIR}}, ${{HINTS_DIR}}, ${{SAVED_CACHES_DIR}}, ${{CDC_RAW_DIR}}, ${{LOCAL_SYSTEM_DATA_FILE_DIR}}"
+        ));
+    }
+    Matcher::new(&text).map(|_| ())
+}
+
+#[derive(Debug, Clone)]
+enum Matcher {
+    Glob(globset::GlobMatcher),
+    Regex(regex::Regex),
+}
+
+impl Matcher {
+    fn new(pattern: &str) -> Result<Self, String> {
+        if let Some(g) = pattern.strip_prefix("glob:") {
+            globset::GlobBuilder::new(g)
+                .literal_separator(true)
+                .build()
+                .map(|g| Self::Glob(g.compile_matcher()))
+                .map_err(|e| format!("{pattern:?}: invalid glob: {e}"))
+        } else if let Some(r) = pattern.strip_prefix("regex:") {
+            regex::Regex::new(&format!("^(?:{r})$"))
+                .map(Self::Regex)
+                .map_err(|e| format!("{pattern:?}: invalid regex: {e}"))
+        } else {
+            Err(format!(
+                "{pattern:?}: expected glob:<pattern> or regex:<pattern>"
+            ))
+        }
+    }
+
+    fn matches(&self, path: &Path) -> bool {
+        match self {
+            Self::Glob(g) => g.is_match(path),
+            Self::Regex(r) => r.is_match(&path.to_string_lossy()),
+        }
+    }
+}
+
+/// Which files and directories are left out of a migration.
+#[derive(Debug, Clone, Default)]
+pub struct Exclusions {
+    files: Vec<Matcher>,
+    dirs: Vec<Matcher>,
+}
+
+/// Directories of a table that a node never needs: snapshots and incremental backups (hard
+/// links to the table's own files).
+const ALWAYS_EXCLUDED_DIRS: &[&str] = &[
+    "glob:${DATA_FILE_DIR}/*/*/snapshots",
+    "glob:${DATA_FILE_DIR}/*/*/backups",
+    "glob:${LOCAL_SYSTEM_DATA_FILE_DIR}/*/*/snapshots",
+    "glob:${LOCAL_SYSTEM_DATA_FILE_DIR}/*/*/backups",
+];
+
+impl Exclusions {
+    /// Compiles the patterns, each placeholder replaced by every directory of its type.
+    pub fn new(files: &[String], dirs: &[String], roots: &Roots) -> Result<Self, String> {
+        let expand = |patterns: &mut dyn Iterator<Item = &str>| -> Result<Vec<Matcher>, String> {
+            let mut out = Vec::new();
+            for p in patterns {
+                let mut texts = vec![p.to_string()];
+                for t in DirType::ALL {
+                    if !p.contains(t.placeholder()) {
+                        continue;
+                    }
+                    let dirs: Vec<String> = roots
+                        .iter()
+                        .filter(|(dt, _, _)| *dt == t)
+                        .map(|(_, _, d)| d.to_string_lossy().trim_end_matches('/').to_string())
+                        .collect();
+                    texts = texts
+                        .iter()
+                        .flat_map(|text| {
+                            dirs.iter()
+                                .map(move |d| text.replace(t.placeholder(), &escape(p, d)))
+                        })
+                        .collect();
+                }
+                for text in texts {
+                    out.push(Matcher::new(&text)?);
+                }
+            }
+            Ok(out)
+        };
+        let dir_patterns: Vec<&str> = ALWAYS_EXCLUDED_DIRS
+            .iter()
+            .copied()
+            .chain(dirs.iter().map(String::as_str))
+            .collect();
+        Ok(Self {
+            files: expand(&mut files.iter().map(String::as_str))?,
+            dirs: expand(&mut dir_patterns.into_iter())?,
+        })
+    }
+
+    /// Whether the file `path` is excluded (by a file pattern, or below an excluded directory).
+    pub fn excludes_file(&self, path: &Path, root: &Path) -> bool {
+        self.files.iter().any(|m| m.matches(path))
+            || path
+                .ancestors()
+                .skip(1)
+                .take_while(|a| a.starts_with(root) && *a != root)
+                .any(|a| self.excludes_dir(a))
+    }
+
+    /// Whether the directory `path` is excluded.
+    pub fn excludes_dir(&self, path: &Path) -> bool {
+        self.dirs.iter().any(|m| m.matches(path))
+    }
+}
+
+/// A directory put into a pattern: its glob or regex special characters escaped.
+fn escape(pattern: &str, dir: &str) -> String {
+    if pattern.starts_with("regex:") {
+        regex::escape(dir)
+    } else {
+        globset::escape(dir)
+    }
+}
+
+/// One listed file or directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Directory type.
+    pub dir_type: DirType,
+    /// Index of the directory among those of its type.
+    pub dir_index: usize,
+    /// Path below the directory, `/`-separated.
+    pub path: String,
+    /// Bytes (0 for a directory).
+    pub size: u64,
+    /// A directory.
+    pub is_dir: bool,
+    /// Last modification, milliseconds since the epoch.
+    pub modified_ms: u64,
+}
+
+impl Entry {
+    /// The URL the file is served at.
+    pub fn url(&self) -> String {
+        format!(
+            "/api/v1/live-migration/files/{}/{}/{}",
+            self.dir_type.name(),
+            self.dir_index,
+            self.path
+        )
+    }
+}
+
+/// Milliseconds since the epoch of a file's modification time.
+pub fn modified_ms(meta: &std::fs::Metadata) -> u64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Every file and directory below the roots, minus exclusions, symbolic links and downloads in
+/// progress, sorted by type, index and path. Files that vanish while listed (compaction) are
+/// left out. Blocking.
+pub fn list(roots: &Roots, exclusions: &Exclusions) -> std::io::Result<Vec<Entry>> {
+    let mut out = Vec::new();
+    for (dir_type, dir_index, root) in roots.iter() {
+        if !root.is_dir() {
+            continue;
+        }
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            for entry in entries {
+                let entry = entry?;
+                let path = entry.path();
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                let name = entry.file_name();
+                if meta.file_type().is_symlink() || name.to_string_lossy().ends_with(PART_SUFFIX)
+                {
+                    continue;
+                }
+                let rel = relative(root, &path);
+                if meta.is_dir() {
+                    if exclusions.excludes_dir(&path) {
+                        continue;
+                    }
+                    stack.push(path);
+                    out.push(Entry {
+                        dir_type,
+                        dir_index,
+                        path: rel,
+                        size: 0,
+                        is_dir: true,
+                        modified_ms: modified_ms(&meta),
+                    });
+                } else if meta.is_file() && !exclusions.files.iter().any(|m| m.matches(&path)) {
+                    out.push(Entry {
+                        dir_type,
+                        dir_index,
+                        path: rel,
+                        size: meta.len(),
+                        is_dir: false,
+                        modified_ms: modified_ms(&meta),
+                    });
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        (a.dir_type, a.dir_index, &a.path).cmp(&(b.dir_type, b.dir_index, &b.path))
+    });
+    Ok(out)
+}
+
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Why a requested path cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// Malformed: unknown type or index, `..`, absolute, empty (400).
+    #[error("{0}")]
+    Invalid(String),
+    /// It leads outside its directory, through a symbolic link (403).
+    #[error("{0}")]
+    Outside(String),
+    /// Missing or excluded (404).
+    #[error("{0}")]
+    NotFound(String),
+}
+
+/// The file a request names, checked: it exists, is a regular file inside its directory once
+/// every link is resolved, and is not excluded. Blocking.
+pub fn resolve(
+    roots: &Roots,
+    exclusions: &Exclusions,
+    dir_type: &str,
+    dir_index: &str,
+    path: &str,
+) -> Result<PathBuf, PathError> {
+    let t = DirType::parse(dir_type).ok_or_else(|| {
+        PathError::Invalid(format!(
+            "unknown directory type {dir_type:?}; expected data, commitlog, hints, saved_caches, cdc_raw or local_system_data"
+        ))
+    })?;
+    let index: usize = dir_index
+        .parse()
+        .map_err(|_| PathError::Invalid(format!("directory index {dir_index:?} is not a number")))?;
+    let root = roots.get(t, index).ok_or_else(|| {
+        PathError::Invalid(format!("this node has no {dir_type} directory number {index}"))
+    })?;
+    check_relative(path)?;
+    let full = root.join(path);
+    let not_found = || PathError::NotFound(format!("no file {dir_type}/{index}/{path}"));
+    let real = full.canonicalize().map_err(|_| not_found())?;
+    let real_root = root.canonicalize().map_err(|_| not_found())?;
+    if !real.starts_with(&real_root) {
+        return Err(PathError::Outside(format!(
+            "{dir_type}/{index}/{path} leads outside its directory"
+        )));
+    }
+    if !real.is_file()
+        || path.ends_with(PART_SUFFIX)
+        || exclusions.excludes_file(&full, root)
+    {
+        return Err(not_found());
+    }
+    Ok(real)
+}
+
+/// Checks a path below a directory: relative, no `..`, no empty or `.` segments.
+pub fn check_relative(path: &str) -> Result<(), PathError> {
+    let p = Path::new(path);
+    if path.is_empty() || path.contains('\0') {
+        return Err(PathError::Invalid("empty file path".into()));
+    }
+    if p.is_absolute() || path.starts_with('/') {
+        return Err(PathError::Invalid(format!("{path:?} is absolute")));
+    }
+    for c in p.components() {
+        match c {
+            Component::Normal(_) => {}
+            Component::ParentDir => {
+                return Err(PathError::Invalid(format!("{path:?} contains `..`")));
+            }
+            _ => return Err(PathError::Invalid(format!("{path:?} is not a plain relative path"))),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roots(dir: &Path) -> Roots {
+        Roots::from_config(&CassandraConfig {
+            data_file_directories: vec![dir.join("data0"), dir.join("data1")],
+            commitlog_directory: Some(dir.join("commitlog")),
+            ..Default::default()
+        })
+    }
+
+    fn touch(path: &Path, bytes: &[u8]) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn paths_stay_inside_their_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = roots(tmp.path());
+        let x = Exclusions::new(&[], &[], &r).unwrap();
+        touch(&tmp.path().join("data0/ks/t-1/nb-1-big-Data.db"), b"data");
+        touch(&tmp.path().join("secret"), b"secret");
+        std::fs::create_dir_all(tmp.path().join("data1")).unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("secret"), tmp.path().join("data0/link")).unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("data0/ks"), tmp.path().join("data1/inner")).unwrap();
+        let ok = resolve(&r, &x, "data", "0", "ks/t-1/nb-1-big-Data.db").unwrap();
+        assert!(ok.ends_with("nb-1-big-Data.db"));
+        let err = |t: &str, i: &str, p: &str| resolve(&r, &x, t, i, p).unwrap_err();
+        assert!(matches!(err("data", "0", "../secret"), PathError::Invalid(_)));
+        assert!(matches!(err("data", "0", "ks/../../secret"), PathError::Invalid(_)));
+        assert!(matches!(err("data", "0", "/etc/passwd"), PathError::Invalid(_)));
+        assert!(matches!(err("data", "0", ""), PathError::Invalid(_)));
+        assert!(matches!(err("data", "x", "a"), PathError::Invalid(_)));
+        assert!(matches!(err("data", "7", "a"), PathError::Invalid(_)));
+        assert!(matches!(err("tmp", "0", "a"), PathError::Invalid(_)));
+        // A link that leads out of the directory is refused; one that leads to another
+        // directory of the node is refused too (it is not this directory's file).
+        assert!(matches!(err("data", "0", "link"), PathError::Outside(_)));
+        assert!(matches!(
+            err("data", "1", "inner/t-1/nb-1-big-Data.db"),
+            PathError::Outside(_)
+        ));
+        assert!(matches!(err("data", "0", "missing"), PathError::NotFound(_)));
+        assert!(matches!(err("data", "0", "ks"), PathError::NotFound(_)));
+    }
+
+    #[test]
+    fn exclusions_with_placeholders_and_defaults() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = roots(tmp.path());
+        for f in [
+            "data0/ks/t-1/nb-1-big-Data.db",
+            "data0/ks/t-1/snapshots/s1/nb-1-big-Data.db",
+            "data0/ks/t-1/backups/nb-1-big-Data.db",
+            "data1/ks/t-2/nb-2-big-Data.db",
+            "data1/ks/t-2/nb-2-big-Data.db.drover-part",
+            "commitlog/CommitLog-7-1.log",
+            "commitlog/heapdump.hprof",
+            "data0/tmp/junk",
+        ] {
+            touch(&tmp.path().join(f), b"x");
+        }
+        let x = Exclusions::new(
+            &["glob:${COMMITLOG_DIR}/*.hprof".to_string()],
+            &["regex:${DATA_FILE_DIR}/tmp".to_string()],
+            &r,
+        )
+        .unwrap();
+        let files: Vec<String> = list(&r, &x)
+            .unwrap()
+            .into_iter()
+            .filter(|e| !e.is_dir)
+            .map(|e| format!("{}/{}/{}", e.dir_type.name(), e.dir_index, e.path))
+            .collect();
+        assert_eq!(
+            files,
+            vec![
+                "data/0/ks/t-1/nb-1-big-Data.db",
+                "data/1/ks/t-2/nb-2-big-Data.db",
+                "commitlog/0/CommitLog-7-1.log",
+            ]
+        );
+        assert!(matches!(
+            resolve(&r, &x, "data", "0", "ks/t-1/snapshots/s1/nb-1-big-Data.db"),
+            Err(PathError::NotFound(_))
+        ));
+        assert!(matches!(
+            resolve(&r, &x, "commitlog", "0", "heapdump.hprof"),
+            Err(PathError::NotFound(_))
+        ));
+        assert!(check_pattern("glob:${NOPE}/x").is_err());
+        assert!(check_pattern("find:x").is_err());
+        assert!(check_pattern("regex:(").is_err());
+        assert!(check_pattern("glob:${DATA_FILE_DIR}/**/*.tmp").is_ok());
+    }
+}

@@ -1,0 +1,184 @@
+//! Live instance migration (Apache Cassandra Sidecar's procedure): a source drover lists and
+//! serves its node's files; a destination drover pulls them in repeated passes while the
+//! source node runs, then a final exact pass once it is stopped.
+//!
+//! Nothing here knows HTTP: the API maps these types to routes.
+
+pub mod copy;
+pub mod digest;
+pub mod files;
+pub mod range;
+pub mod tasks;
+pub mod verify;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{DaemonConfig, LiveMigrationConfig, Role};
+use files::{Exclusions, Roots};
+
+/// Errors of live migration.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveMigrationError {
+    /// The configuration cannot be used.
+    #[error("live_migration: {0}")]
+    Config(String),
+    /// The state file could not be read or written.
+    #[error("live migration state {}: {source}", path.display())]
+    State {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A request that the current state does not allow.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+/// Whether the migration of this node is over (Sidecar's `/live-migration/status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum MigrationState {
+    /// Files may still be copied.
+    NotCompleted,
+    /// The operator declared the migration complete: the source serves no more files.
+    Completed,
+}
+
+/// The migration status of this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// `NOT_COMPLETED` or `COMPLETED`.
+    pub state: MigrationState,
+    /// When it was declared complete.
+    pub end_time: Option<DateTime<Utc>>,
+}
+
+/// What is kept in `<state_dir>/live-migration.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Persisted {
+    /// The runtime switch, when it was ever used (it then wins over the config).
+    enabled: Option<bool>,
+    /// The status.
+    status: Option<Status>,
+}
+
+/// Live migration on this node: its role, directories, switch and status.
+pub struct LiveMigration {
+    /// The `live_migration` section.
+    pub config: LiveMigrationConfig,
+    /// What this node is.
+    pub role: Role,
+    /// The node's directories.
+    pub roots: Roots,
+    /// What is never listed nor served.
+    pub exclusions: Exclusions,
+    /// File requests served at once.
+    pub file_requests: Arc<tokio::sync::Semaphore>,
+    enabled: AtomicBool,
+    persisted: Mutex<Persisted>,
+    state_file: PathBuf,
+}
+
+impl LiveMigration {
+    /// Reads the persisted switch and status; `me` is this daemon's `host:port`.
+    pub fn open(config: &DaemonConfig, me: &str) -> Result<Self, LiveMigrationError> {
+        let lm = config.live_migration.clone();
+        let me = lm.advertise.clone().unwrap_or_else(|| me.to_string());
+        let roots = Roots::from_config(&config.cassandra);
+        let exclusions = Exclusions::new(&lm.files_to_exclude, &lm.dirs_to_exclude, &roots)
+            .map_err(LiveMigrationError::Config)?;
+        let state_file = config.state_dir.join("live-migration.json");
+        let persisted: Persisted = match std::fs::read(&state_file) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| LiveMigrationError::State {
+                path: state_file.clone(),
+                source: std::io::Error::other(e),
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Persisted::default(),
+            Err(source) => {
+                return Err(LiveMigrationError::State {
+                    path: state_file,
+                    source,
+                });
+            }
+        };
+        Ok(Self {
+            role: lm.role(&me),
+            roots,
+            exclusions,
+            file_requests: Arc::new(tokio::sync::Semaphore::new(lm.max_concurrent_file_requests)),
+            enabled: AtomicBool::new(persisted.enabled.unwrap_or(lm.enabled)),
+            persisted: Mutex::new(persisted),
+            state_file,
+            config: lm,
+        })
+    }
+
+    /// Whether the routes answer.
+    pub fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Switches the routes on or off, and remembers it across restarts.
+    pub fn set_enabled(&self, on: bool) -> Result<(), LiveMigrationError> {
+        self.update(|p| p.enabled = Some(on))?;
+        self.enabled.store(on, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The migration status.
+    pub fn status(&self) -> Status {
+        self.lock().status.clone().unwrap_or(Status {
+            state: MigrationState::NotCompleted,
+            end_time: None,
+        })
+    }
+
+    /// Declares the migration complete; refused when it already is.
+    pub fn complete(&self) -> Result<Status, LiveMigrationError> {
+        if self.status().state == MigrationState::Completed {
+            return Err(LiveMigrationError::Conflict(
+                "the live migration is already COMPLETED; DELETE the status first to start again"
+                    .into(),
+            ));
+        }
+        let status = Status {
+            state: MigrationState::Completed,
+            end_time: Some(Utc::now()),
+        };
+        self.update(|p| p.status = Some(status.clone()))?;
+        Ok(status)
+    }
+
+    /// Sets the status back to `NOT_COMPLETED`.
+    pub fn reset(&self) -> Result<Status, LiveMigrationError> {
+        self.update(|p| p.status = None)?;
+        Ok(self.status())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Persisted> {
+        self.persisted.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Persisted)) -> Result<(), LiveMigrationError> {
+        let mut p = self.lock();
+        let mut next = p.clone();
+        f(&mut next);
+        let bytes = serde_json::to_vec_pretty(&next).expect("state serializes");
+        crate::fsutil::write_atomic(&self.state_file, &bytes).map_err(|source| {
+            LiveMigrationError::State {
+                path: self.state_file.clone(),
+                source,
+            }
+        })?;
+        *p = next;
+        Ok(())
+    }
+}

@@ -1,0 +1,136 @@
+//! Single byte ranges of `Range` request headers (RFC 9110): `bytes=a-b`, `bytes=a-`,
+//! `bytes=-n`. Several ranges in one request are not served (the whole file is sent instead, as
+//! the RFC allows).
+
+/// What a `Range` header asks of a file of a given length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeRequest {
+    /// No usable range: send the whole file (200).
+    Whole,
+    /// Bytes `start..=end` (206).
+    Part {
+        /// First byte.
+        start: u64,
+        /// Last byte, included.
+        end: u64,
+    },
+    /// The range lies outside the file (416).
+    Unsatisfiable,
+}
+
+/// Interprets `header` (the `Range` header's value, if any) for a file of `len` bytes.
+pub fn parse(header: Option<&str>, len: u64) -> RangeRequest {
+    let Some(spec) = header.and_then(|h| h.trim().strip_prefix("bytes=")) else {
+        // No header, or a unit other than bytes: ignored, as the RFC says.
+        return RangeRequest::Whole;
+    };
+    if spec.contains(',') {
+        return RangeRequest::Whole;
+    }
+    let Some((first, last)) = spec.trim().split_once('-') else {
+        return RangeRequest::Whole;
+    };
+    let (first, last) = (first.trim(), last.trim());
+    let number = |s: &str| -> Option<u64> {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    match (first.is_empty(), last.is_empty()) {
+        // bytes=-n: the last n bytes.
+        (true, false) => match number(last) {
+            Some(0) => RangeRequest::Unsatisfiable,
+            Some(_) if len == 0 => RangeRequest::Unsatisfiable,
+            Some(n) => RangeRequest::Part {
+                start: len.saturating_sub(n),
+                end: len - 1,
+            },
+            None => RangeRequest::Whole,
+        },
+        // bytes=a-: from a to the end.
+        (false, true) => match number(first) {
+            Some(a) if a < len => RangeRequest::Part {
+                start: a,
+                end: len - 1,
+            },
+            Some(_) => RangeRequest::Unsatisfiable,
+            None => RangeRequest::Whole,
+        },
+        // bytes=a-b, b clamped to the end.
+        (false, false) => match (number(first), number(last)) {
+            (Some(a), Some(b)) if a > b => RangeRequest::Whole,
+            (Some(a), Some(_)) if a >= len => RangeRequest::Unsatisfiable,
+            (Some(a), Some(b)) => RangeRequest::Part {
+                start: a,
+                end: b.min(len - 1),
+            },
+            _ => RangeRequest::Whole,
+        },
+        (true, true) => RangeRequest::Whole,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn the_three_forms() {
+        assert_eq!(
+            parse(Some("bytes=0-9"), 100),
+            RangeRequest::Part { start: 0, end: 9 }
+        );
+        assert_eq!(
+            parse(Some("bytes=90-"), 100),
+            RangeRequest::Part { start: 90, end: 99 }
+        );
+        assert_eq!(
+            parse(Some("bytes=-10"), 100),
+            RangeRequest::Part { start: 90, end: 99 }
+        );
+        assert_eq!(
+            parse(Some("bytes=-1000"), 100),
+            RangeRequest::Part { start: 0, end: 99 }
+        );
+        assert_eq!(
+            parse(Some("bytes=50-1000"), 100),
+            RangeRequest::Part { start: 50, end: 99 }
+        );
+    }
+
+    #[test]
+    fn unsatisfiable_and_ignored() {
+        assert_eq!(parse(Some("bytes=100-"), 100), RangeRequest::Unsatisfiable);
+        assert_eq!(parse(Some("bytes=100-200"), 100), RangeRequest::Unsatisfiable);
+        assert_eq!(parse(Some("bytes=-0"), 100), RangeRequest::Unsatisfiable);
+        assert_eq!(parse(Some("bytes=0-"), 0), RangeRequest::Unsatisfiable);
+        assert_eq!(parse(Some("bytes=-5"), 0), RangeRequest::Unsatisfiable);
+        assert_eq!(parse(None, 100), RangeRequest::Whole);
+        assert_eq!(parse(Some("items=0-1"), 100), RangeRequest::Whole);
+        assert_eq!(parse(Some("bytes=0-1,5-6"), 100), RangeRequest::Whole);
+        assert_eq!(parse(Some("bytes=9-1"), 100), RangeRequest::Whole);
+        assert_eq!(parse(Some("bytes=x-1"), 100), RangeRequest::Whole);
+        assert_eq!(parse(Some("bytes=+1-2"), 100), RangeRequest::Whole);
+        assert_eq!(parse(Some("bytes=-"), 100), RangeRequest::Whole);
+    }
+
+    proptest! {
+        #[test]
+        fn a_part_always_lies_inside_the_file(len in 0u64..10_000, a in 0u64..20_000, b in 0u64..20_000, form in 0..3) {
+            let header = match form {
+                0 => format!("bytes={a}-{b}"),
+                1 => format!("bytes={a}-"),
+                _ => format!("bytes=-{b}"),
+            };
+            match parse(Some(&header), len) {
+                RangeRequest::Part { start, end } => {
+                    prop_assert!(start <= end);
+                    prop_assert!(end < len);
+                }
+                RangeRequest::Unsatisfiable => prop_assert!(len == 0 || a >= len || (form == 2 && b == 0)),
+                RangeRequest::Whole => prop_assert!(form == 0 && a > b),
+            }
+        }
+    }
+}
