@@ -14,10 +14,10 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
 use crate::config::Role;
+use crate::livemigration::copy::{self, CopyRequest};
 use crate::livemigration::digest::{self, Algorithm};
 use crate::livemigration::files::{self, PathError};
 use crate::livemigration::range::{self, RangeRequest};
-use crate::livemigration::copy::{self, CopyRequest};
 use crate::livemigration::tasks;
 use crate::livemigration::verify::{VerifyReport, VerifyRequest};
 use crate::livemigration::{LiveMigrationError, MigrationState, Status};
@@ -235,7 +235,10 @@ pub async fn file(
         if e.kind() == std::io::ErrorKind::NotFound {
             ApiError::not_found("the file vanished (compacted away?)")
         } else {
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot read the file: {e}"))
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot read the file: {e}"),
+            )
         }
     };
     if let Some(algorithm) = algorithm {
@@ -446,7 +449,10 @@ pub async fn admin_set(
     State(state): State<AppState>,
     super::body::Payload(change): super::body::Payload<AdminChange>,
 ) -> Result<Json<AdminView>, ApiError> {
-    state.live.set_enabled(change.enabled).map_err(state_error)?;
+    state
+        .live
+        .set_enabled(change.enabled)
+        .map_err(state_error)?;
     tracing::info!(enabled = change.enabled, "live migration switched");
     Ok(Json(admin_view(&state)))
 }
@@ -567,7 +573,10 @@ pub async fn start_copy(
     {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
-            format!("data-copy task {} is still {}; one task runs at a time", running.id, running.state),
+            format!(
+                "data-copy task {} is still {}; one task runs at a time",
+                running.id, running.state
+            ),
         ));
     }
     let task = copy::Task {

@@ -93,8 +93,14 @@ fn routes() -> OpenApiRouter<AppState> {
             live_migration::reset
         ))
         .routes(routes!(live_migration::admin, live_migration::admin_set))
-        .routes(routes!(live_migration::start_copy, live_migration::list_copies))
-        .routes(routes!(live_migration::get_copy, live_migration::cancel_copy))
+        .routes(routes!(
+            live_migration::start_copy,
+            live_migration::list_copies
+        ))
+        .routes(routes!(
+            live_migration::get_copy,
+            live_migration::cancel_copy
+        ))
         .routes(routes!(
             live_migration::start_verify,
             live_migration::list_verifies

@@ -67,7 +67,10 @@ impl LiveMigrationConfig {
     pub fn role(&self, me: &str) -> Role {
         let port = me.rsplit_once(':').map_or("", |(_, p)| p);
         let full = |entry: &str| {
-            if entry.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) {
+            if entry
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+            {
                 entry.to_string()
             } else {
                 format!("{entry}:{port}")

@@ -539,7 +539,11 @@ pub fn plan(local: &Local, remote: &[RemoteFile]) -> Result<Plan, CopyError> {
             .expect("listed from the roots")
             .join(&e.path);
         match theirs.get(&path) {
-            Some(f) if f.file_type == "FILE" && f.size == e.size && f.last_modified_time == e.modified_ms => {
+            Some(f)
+                if f.file_type == "FILE"
+                    && f.size == e.size
+                    && f.last_modified_time == e.modified_ms =>
+            {
                 present.insert(path);
             }
             _ => plan.delete.push(path),
@@ -554,8 +558,11 @@ pub fn plan(local: &Local, remote: &[RemoteFile]) -> Result<Plan, CopyError> {
             plan.download.push((f.clone(), path));
         }
     }
-    plan.download
-        .sort_by(|a, b| b.0.size.cmp(&a.0.size).then_with(|| a.0.file_url.cmp(&b.0.file_url)));
+    plan.download.sort_by(|a, b| {
+        b.0.size
+            .cmp(&a.0.size)
+            .then_with(|| a.0.file_url.cmp(&b.0.file_url))
+    });
     Ok(plan)
 }
 
@@ -575,7 +582,10 @@ pub async fn run(
     cancel: CancellationToken,
     publish: impl Fn(&[IterationStatus]),
 ) -> Result<Vec<IterationStatus>, (Vec<IterationStatus>, CopyError)> {
-    let verify = task.request.check().map_err(|e| (vec![], CopyError::Invalid(e)))?;
+    let verify = task
+        .request
+        .check()
+        .map_err(|e| (vec![], CopyError::Invalid(e)))?;
     let limiter = task.request.max_bytes_per_second.and_then(|b| {
         std::num::NonZeroU32::new(u32::try_from(b).unwrap_or(u32::MAX))
             .map(|n| governor::RateLimiter::direct(governor::Quota::per_second(n)))
@@ -632,7 +642,13 @@ pub async fn run(
                     }
                 }
             }
-            for dir in &p.mkdirs {
+            // The node's own directories first: Cassandra expects them, even empty.
+            let roots: Vec<PathBuf> = local
+                .roots
+                .iter()
+                .map(|(_, _, d)| d.to_path_buf())
+                .collect();
+            for dir in roots.iter().chain(&p.mkdirs) {
                 std::fs::create_dir_all(dir).map_err(|source| CopyError::Local {
                     path: dir.clone(),
                     source,

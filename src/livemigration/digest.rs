@@ -125,7 +125,10 @@ mod tests {
             digest(Algorithm::Sha256, b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
-        assert_eq!(digest(Algorithm::Md5, b"abc"), "900150983cd24fb0d6963f7d28e17f72");
+        assert_eq!(
+            digest(Algorithm::Md5, b"abc"),
+            "900150983cd24fb0d6963f7d28e17f72"
+        );
         assert_eq!(digest(Algorithm::Xxhash32, b""), "02cc5d05");
         assert_eq!(digest(Algorithm::Xxh3, b""), "2d06800538d394c2");
         assert_eq!("XXHash32".parse::<Algorithm>(), Ok(Algorithm::Xxhash32));

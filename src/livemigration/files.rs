@@ -89,7 +89,10 @@ impl Roots {
             (DirType::Hints, &c.hints_directory),
             (DirType::SavedCaches, &c.saved_caches_directory),
             (DirType::CdcRaw, &c.cdc_raw_directory),
-            (DirType::LocalSystemData, &c.local_system_data_file_directory),
+            (
+                DirType::LocalSystemData,
+                &c.local_system_data_file_directory,
+            ),
         ] {
             if let Some(d) = d {
                 dirs.push((t, 0, d.clone()));
@@ -302,8 +305,7 @@ pub fn list(roots: &Roots, exclusions: &Exclusions) -> std::io::Result<Vec<Entry
                     continue;
                 };
                 let name = entry.file_name();
-                if meta.file_type().is_symlink() || name.to_string_lossy().ends_with(PART_SUFFIX)
-                {
+                if meta.file_type().is_symlink() || name.to_string_lossy().ends_with(PART_SUFFIX) {
                     continue;
                 }
                 let rel = relative(root, &path);
@@ -333,9 +335,7 @@ pub fn list(roots: &Roots, exclusions: &Exclusions) -> std::io::Result<Vec<Entry
             }
         }
     }
-    out.sort_by(|a, b| {
-        (a.dir_type, a.dir_index, &a.path).cmp(&(b.dir_type, b.dir_index, &b.path))
-    });
+    out.sort_by(|a, b| (a.dir_type, a.dir_index, &a.path).cmp(&(b.dir_type, b.dir_index, &b.path)));
     Ok(out)
 }
 
@@ -376,11 +376,13 @@ pub fn resolve(
             "unknown directory type {dir_type:?}; expected data, commitlog, hints, saved_caches, cdc_raw or local_system_data"
         ))
     })?;
-    let index: usize = dir_index
-        .parse()
-        .map_err(|_| PathError::Invalid(format!("directory index {dir_index:?} is not a number")))?;
+    let index: usize = dir_index.parse().map_err(|_| {
+        PathError::Invalid(format!("directory index {dir_index:?} is not a number"))
+    })?;
     let root = roots.get(t, index).ok_or_else(|| {
-        PathError::Invalid(format!("this node has no {dir_type} directory number {index}"))
+        PathError::Invalid(format!(
+            "this node has no {dir_type} directory number {index}"
+        ))
     })?;
     check_relative(path)?;
     let full = root.join(path);
@@ -392,10 +394,7 @@ pub fn resolve(
             "{dir_type}/{index}/{path} leads outside its directory"
         )));
     }
-    if !real.is_file()
-        || path.ends_with(PART_SUFFIX)
-        || exclusions.excludes_file(&full, root)
-    {
+    if !real.is_file() || path.ends_with(PART_SUFFIX) || exclusions.excludes_file(&full, root) {
         return Err(not_found());
     }
     Ok(real)
@@ -416,7 +415,11 @@ pub fn check_relative(path: &str) -> Result<(), PathError> {
             Component::ParentDir => {
                 return Err(PathError::Invalid(format!("{path:?} contains `..`")));
             }
-            _ => return Err(PathError::Invalid(format!("{path:?} is not a plain relative path"))),
+            _ => {
+                return Err(PathError::Invalid(format!(
+                    "{path:?} is not a plain relative path"
+                )));
+            }
         }
     }
     Ok(())
@@ -447,14 +450,25 @@ mod tests {
         touch(&tmp.path().join("data0/ks/t-1/nb-1-big-Data.db"), b"data");
         touch(&tmp.path().join("secret"), b"secret");
         std::fs::create_dir_all(tmp.path().join("data1")).unwrap();
-        std::os::unix::fs::symlink(tmp.path().join("secret"), tmp.path().join("data0/link")).unwrap();
-        std::os::unix::fs::symlink(tmp.path().join("data0/ks"), tmp.path().join("data1/inner")).unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("secret"), tmp.path().join("data0/link"))
+            .unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("data0/ks"), tmp.path().join("data1/inner"))
+            .unwrap();
         let ok = resolve(&r, &x, "data", "0", "ks/t-1/nb-1-big-Data.db").unwrap();
         assert!(ok.ends_with("nb-1-big-Data.db"));
         let err = |t: &str, i: &str, p: &str| resolve(&r, &x, t, i, p).unwrap_err();
-        assert!(matches!(err("data", "0", "../secret"), PathError::Invalid(_)));
-        assert!(matches!(err("data", "0", "ks/../../secret"), PathError::Invalid(_)));
-        assert!(matches!(err("data", "0", "/etc/passwd"), PathError::Invalid(_)));
+        assert!(matches!(
+            err("data", "0", "../secret"),
+            PathError::Invalid(_)
+        ));
+        assert!(matches!(
+            err("data", "0", "ks/../../secret"),
+            PathError::Invalid(_)
+        ));
+        assert!(matches!(
+            err("data", "0", "/etc/passwd"),
+            PathError::Invalid(_)
+        ));
         assert!(matches!(err("data", "0", ""), PathError::Invalid(_)));
         assert!(matches!(err("data", "x", "a"), PathError::Invalid(_)));
         assert!(matches!(err("data", "7", "a"), PathError::Invalid(_)));
@@ -466,7 +480,10 @@ mod tests {
             err("data", "1", "inner/t-1/nb-1-big-Data.db"),
             PathError::Outside(_)
         ));
-        assert!(matches!(err("data", "0", "missing"), PathError::NotFound(_)));
+        assert!(matches!(
+            err("data", "0", "missing"),
+            PathError::NotFound(_)
+        ));
         assert!(matches!(err("data", "0", "ks"), PathError::NotFound(_)));
     }
 

@@ -102,7 +102,10 @@ mod tests {
     #[test]
     fn unsatisfiable_and_ignored() {
         assert_eq!(parse(Some("bytes=100-"), 100), RangeRequest::Unsatisfiable);
-        assert_eq!(parse(Some("bytes=100-200"), 100), RangeRequest::Unsatisfiable);
+        assert_eq!(
+            parse(Some("bytes=100-200"), 100),
+            RangeRequest::Unsatisfiable
+        );
         assert_eq!(parse(Some("bytes=-0"), 100), RangeRequest::Unsatisfiable);
         assert_eq!(parse(Some("bytes=0-"), 0), RangeRequest::Unsatisfiable);
         assert_eq!(parse(Some("bytes=-5"), 0), RangeRequest::Unsatisfiable);

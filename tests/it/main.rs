@@ -6,6 +6,7 @@ mod cli;
 mod cql;
 mod health;
 mod jobs;
+mod live_migration;
 mod migrations;
 mod openapi;
 mod resume;

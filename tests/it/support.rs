@@ -42,9 +42,14 @@ impl Home {
     /// Writes a daemon config listening on a free port, with diagnostics on, `extra` appended
     /// (top-level YAML keys).
     pub fn write_config(&self, extra: &str) -> PathBuf {
+        self.write_config_at("127.0.0.1:0", extra)
+    }
+
+    /// The same, listening on `listen`.
+    pub fn write_config_at(&self, listen: &str, extra: &str) -> PathBuf {
         let path = self.dir.path().join("drover.yaml");
         let text = format!(
-            "server:\n  listen: 127.0.0.1:0\n  diagnostics: true\n  shutdown_timeout: 10s\nstate_dir: {}\njobs:\n  progress_flush_interval: 200ms\n{extra}",
+            "server:\n  listen: {listen}\n  diagnostics: true\n  shutdown_timeout: 10s\nstate_dir: {}\njobs:\n  progress_flush_interval: 200ms\n{extra}",
             self.state_dir().display()
         );
         std::fs::write(&path, text).expect("write config");
