@@ -115,24 +115,16 @@ pub struct IterationStatus {
     pub bytes_downloaded: u64,
 }
 
-/// Whether an iteration may stop: nothing left to download, or the share of bytes already
-/// identical at the destination reaches `threshold` (by file count when the source's files
-/// are all empty).
-pub fn threshold_met(
-    total_size: u64,
-    total_files: u64,
-    bytes_to_download: u64,
-    files_to_download: u64,
-    threshold: f64,
-) -> bool {
+/// Whether an iteration may stop: nothing left to download, or the share of the source's files
+/// already identical at the destination reaches `threshold`. Files, not bytes: a running node
+/// keeps rewriting its preallocated commit-log segments, which would keep a share of bytes
+/// below any useful threshold until the node stops. `1.0` means every file.
+pub fn threshold_met(total_files: u64, files_to_download: u64, threshold: f64) -> bool {
     if files_to_download == 0 {
         return true;
     }
-    let share = if total_size > 0 {
-        (total_size - bytes_to_download.min(total_size)) as f64 / total_size as f64
-    } else {
-        (total_files - files_to_download.min(total_files)) as f64 / total_files.max(1) as f64
-    };
+    let share =
+        (total_files - files_to_download.min(total_files)) as f64 / total_files.max(1) as f64;
     share >= threshold && threshold < 1.0
 }
 
@@ -189,6 +181,9 @@ pub enum CopyError {
         /// Why.
         source: std::io::Error,
     },
+    /// The source no longer has the file (compacted away): the next iteration sorts it out.
+    #[error("{0}")]
+    Gone(String),
     /// The downloaded bytes do not have the source's digest.
     #[error("{0}")]
     Digest(String),
@@ -266,6 +261,9 @@ impl Source {
             .send()
             .await
             .map_err(|e| CopyError::Source(format!("digest of {file_url}: {e}")))?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Err(CopyError::Gone(format!("{file_url} is gone at the source")));
+        }
         if !response.status().is_success() {
             return Err(Self::error_of(response, &format!("digest of {file_url}")).await);
         }
@@ -367,6 +365,12 @@ pub async fn download(
         let _ = tokio::fs::remove_file(&staging).await;
         return Err(CopyError::Source(format!(
             "{} changed while being downloaded",
+            file.file_url
+        )));
+    } else if status == reqwest::StatusCode::NOT_FOUND {
+        let _ = tokio::fs::remove_file(&staging).await;
+        return Err(CopyError::Gone(format!(
+            "{} is gone at the source",
             file.file_url
         )));
     } else if status != reqwest::StatusCode::PARTIAL_CONTENT {
@@ -480,7 +484,7 @@ pub async fn download_with_retries(
         match download(source, file, final_path, verify, limiter, counters, cancel).await {
             Ok(n) => return Ok(n),
             Err(CopyError::Cancelled) => return Err(CopyError::Cancelled),
-            Err(e @ CopyError::Invalid(_)) => return Err(e),
+            Err(e @ (CopyError::Invalid(_) | CopyError::Gone(_))) => return Err(e),
             Err(e) => match delays.next() {
                 Some(delay) => {
                     tracing::warn!(file = %file.file_url, error = %e, "download failed; retrying");
@@ -504,6 +508,8 @@ pub struct Plan {
     pub mkdirs: Vec<PathBuf>,
     /// Source files to download, largest first.
     pub download: Vec<(RemoteFile, PathBuf)>,
+    /// Source files already here with the same size and modification time.
+    pub present: Vec<(RemoteFile, PathBuf)>,
     /// Bytes of the source's files.
     pub total_size: u64,
     /// The source's files.
@@ -554,7 +560,9 @@ pub fn plan(local: &Local, remote: &[RemoteFile]) -> Result<Plan, CopyError> {
             continue;
         }
         let path = local.path_of(&f.file_url)?;
-        if !present.contains(&path) {
+        if present.contains(&path) {
+            plan.present.push((f.clone(), path));
+        } else {
             plan.download.push((f.clone(), path));
         }
     }
@@ -564,6 +572,45 @@ pub fn plan(local: &Local, remote: &[RemoteFile]) -> Result<Plan, CopyError> {
             .then_with(|| a.0.file_url.cmp(&b.0.file_url))
     });
     Ok(plan)
+}
+
+/// The files of `present` whose content here differs from the source's.
+async fn differing(
+    source: &Source,
+    present: &[(RemoteFile, PathBuf)],
+    algorithm: Algorithm,
+    concurrency: usize,
+    cancel: &CancellationToken,
+) -> Result<Vec<(RemoteFile, PathBuf)>, CopyError> {
+    let mut checks = futures::stream::iter(present.iter().cloned())
+        .map(|(file, path)| async move {
+            let here = path.clone();
+            let (theirs, mine) = tokio::join!(
+                source.digest(&file.file_url, algorithm),
+                tokio::task::spawn_blocking(move || super::digest::of_file(&here, algorithm))
+            );
+            (file, path, theirs, mine.expect("hashing does not panic"))
+        })
+        .buffer_unordered(concurrency.max(1));
+    let mut stale = Vec::new();
+    while let Some(checked) = tokio::select! {
+        c = checks.next() => c,
+        _ = cancel.cancelled() => return Err(CopyError::Cancelled),
+    } {
+        match checked {
+            (_, _, Err(CopyError::Gone(_)), _) => {}
+            (_, _, Err(e), _) => return Err(e),
+            (file, path, Ok(theirs), Ok(mine)) => {
+                if theirs != mine {
+                    tracing::info!(file = %file.file_url, "same size and time, other content: fetched again");
+                    stale.push((file, path));
+                }
+            }
+            // Vanished here meanwhile: it is downloaded like any missing file.
+            (file, path, Ok(_), Err(_)) => stale.push((file, path)),
+        }
+    }
+    Ok(stale)
 }
 
 /// Everything a task needs.
@@ -658,10 +705,41 @@ pub async fn run(
         })
         .await
         .expect("planning does not panic");
-        let planned = match planned {
+        let mut planned = match planned {
             Ok(p) => p,
             Err(e) => return Err(fail(&mut history, e)),
         };
+        if let Some(algorithm) = verify {
+            // Size and modification time do not prove content (a commit log written through a
+            // memory map keeps its size, and not always its mtime): with verifyDigest, files
+            // already here are compared by digest too, and fetched again when they differ.
+            let stale = match differing(
+                &task.source,
+                &planned.present,
+                algorithm,
+                task.request.max_concurrency,
+                &cancel,
+            )
+            .await
+            {
+                Ok(s) => s,
+                Err(e) => return Err(fail(&mut history, e)),
+            };
+            for (file, path) in stale {
+                match std::fs::remove_file(&path) {
+                    Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(fail(&mut history, CopyError::Local { path, source }));
+                    }
+                    _ => {}
+                }
+                planned.download.push((file, path));
+            }
+            planned.download.sort_by(|a, b| {
+                b.0.size
+                    .cmp(&a.0.size)
+                    .then_with(|| a.0.file_url.cmp(&b.0.file_url))
+            });
+        }
         status.state = IterationState::Preparing;
         status.total_size = planned.total_size;
         status.total_files = planned.total_files;
@@ -670,9 +748,7 @@ pub async fn run(
         *history.last_mut().expect("pushed") = status.clone();
         publish(&history);
         if threshold_met(
-            status.total_size,
             status.total_files,
-            status.bytes_to_download,
             status.files_to_download,
             task.request.success_threshold,
         ) {
@@ -683,8 +759,8 @@ pub async fn run(
         }
         if i == iterations {
             let e = CopyError::Invalid(format!(
-                "the success threshold {} was not met in {iterations} iterations ({} of {} bytes still differ)",
-                task.request.success_threshold, status.bytes_to_download, status.total_size
+                "the success threshold {} was not met in {iterations} iterations ({} of {} files still differ)",
+                task.request.success_threshold, status.files_to_download, status.total_files
             ));
             return Err(fail(&mut history, e));
         }
@@ -763,15 +839,13 @@ mod tests {
     #[test]
     fn thresholds() {
         // Nothing to download: done, whatever the threshold.
-        assert!(threshold_met(100, 2, 0, 0, 1.0));
-        // 90 of 100 bytes identical.
-        assert!(threshold_met(100, 10, 10, 1, 0.9));
-        assert!(!threshold_met(100, 10, 11, 1, 0.9));
-        // 1.0 means every file, not a share rounded up.
-        assert!(!threshold_met(1_000_000, 10, 1, 1, 1.0));
-        // Only empty files: by count.
-        assert!(threshold_met(0, 10, 0, 1, 0.9));
-        assert!(!threshold_met(0, 10, 0, 2, 0.9));
+        assert!(threshold_met(2, 0, 1.0));
+        // 9 of 10 files identical.
+        assert!(threshold_met(10, 1, 0.9));
+        assert!(!threshold_met(10, 2, 0.9));
+        // 1.0 means every file, never a share rounded up.
+        assert!(!threshold_met(1_000_000, 1, 1.0));
+        assert!(threshold_met(10, 10, 0.0));
     }
 
     #[test]

@@ -625,3 +625,153 @@ async fn downloads_survive_a_cancel_and_a_source_killed_mid_file() {
         "{err}"
     );
 }
+
+fn testenv(args: &[&str]) {
+    let script = std::env::var("DROVER_TESTENV_SCRIPT")
+        .expect("DROVER_TESTENV_SCRIPT (source target/testenv/env after scripts/testenv up)");
+    let out = std::process::Command::new(script)
+        .args(args)
+        .output()
+        .expect("run scripts/testenv");
+    assert!(
+        out.status.success(),
+        "scripts/testenv {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The `cassandra` section of a testenv extra node: its address and directories.
+fn testenv_node(run: &Path, name: &str, address: &str) -> String {
+    let dir = run.join(name);
+    format!(
+        "cassandra:\n  native_address: {address}:9042\n  data_file_directories: [{0}/data]\n  commitlog_directory: {0}/commitlog\n  hints_directory: {0}/hints\n  saved_caches_directory: {0}/saved_caches\n  cdc_raw_directory: {0}/cdc_raw\n",
+        dir.display()
+    )
+}
+
+/// The whole procedure on real Cassandra nodes: copy passes while the source node takes
+/// writes, the source stopped, a final exact pass, a digest verification, then a node started
+/// on the copied files under another address serves every row written before the stop.
+#[tokio::test]
+async fn a_cassandra_node_moves_to_a_new_address_with_every_row() {
+    let run = PathBuf::from(
+        std::env::var("DROVER_TESTENV_DIR")
+            .expect("DROVER_TESTENV_DIR (source target/testenv/env)"),
+    );
+    for node in ["cassandra-lmsrc", "cassandra-lmdst"] {
+        testenv(&["node-stop", node]);
+        let _ = std::fs::remove_dir_all(run.join(node));
+    }
+    testenv(&["node-start", "cassandra-lmsrc"]);
+    let node = std::sync::Arc::new(crate::cql::session("127.0.0.3:9042").await);
+    crate::cql::exec(&node, "CREATE KEYSPACE lm WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}").await;
+    crate::cql::exec(
+        &node,
+        "CREATE TABLE lm.t (p int, c int, v text, PRIMARY KEY (p, c))",
+    )
+    .await;
+    let insert = node
+        .prepare("INSERT INTO lm.t (p, c, v) VALUES (?, ?, ?)")
+        .await
+        .unwrap();
+    let mut written = 0i32;
+    for i in 0..3000 {
+        node.execute_unpaged(&insert, (i % 100, i, format!("row {i}")))
+            .await
+            .unwrap();
+        written += 1;
+    }
+
+    let src = Home::new();
+    let src_addr = format!("127.0.0.1:{}", free_port());
+    let config = src.write_config_at(
+        &src_addr,
+        &format!(
+            "{}live_migration:\n  enabled: true\n  migration_map:\n    \"{src_addr}\": \"destination:1\"\n",
+            testenv_node(&run, "cassandra-lmsrc", "127.0.0.3")
+        ),
+    );
+    let _source = Daemon::start_with(&src, &config).await;
+    let home = Home::new();
+    let dst = Daemon::start(
+        &home,
+        &format!(
+            "{}live_migration:\n  enabled: true\n  advertise: \"destination:1\"\n  migration_map:\n    \"{src_addr}\": \"destination:1\"\n",
+            testenv_node(&run, "cassandra-lmdst", "127.0.0.4")
+        ),
+    )
+    .await;
+
+    // Passes while the source keeps taking writes.
+    let writer = {
+        let (node, insert) = (node.clone(), insert.clone());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let stopped = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut i = written;
+            while !stopped.is_cancelled() {
+                node.execute_unpaged(&insert, (i % 100, i, format!("row {i}")))
+                    .await
+                    .unwrap();
+                i += 1;
+            }
+            i
+        });
+        (stop, task)
+    };
+    let (status, accepted) = dst
+        .post_json(
+            "/api/v1/live-migration/data-copy-tasks",
+            &json!({"maxIterations": 5, "successThreshold": 0.9, "maxConcurrency": 4}),
+        )
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
+    writer.0.cancel();
+    written = writer.1.await.unwrap();
+
+    // The source node stops; the final pass must leave nothing different.
+    drop(node);
+    testenv(&["node-stop", "cassandra-lmsrc"]);
+    let (status, accepted) = dst
+        .post_json(
+            "/api/v1/live-migration/data-copy-tasks",
+            &json!({"maxIterations": 3, "successThreshold": 1.0, "maxConcurrency": 4, "verifyDigest": "xxh3"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
+    let (_, accepted) = dst
+        .post_json(
+            "/api/v1/live-migration/files-verification-tasks",
+            &json!({"digestAlgorithm": "sha256"}),
+        )
+        .await;
+    let report = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
+    for k in [
+        "filesNotFoundAtSource",
+        "filesNotFoundAtDestination",
+        "metadataMismatches",
+        "digestMismatches",
+        "digestVerificationFailures",
+    ] {
+        assert_eq!(report[k], 0, "{k}: {report:#}");
+    }
+    assert!(report["filesMatched"].as_u64().unwrap() > 20, "{report:#}");
+
+    // A node on the copied files, under a new address, has every row.
+    testenv(&["node-start", "cassandra-lmdst"]);
+    let moved = crate::cql::session("127.0.0.4:9042").await;
+    let rows = crate::cql::raw_rows(&moved, "lm.t", "p, c, v").await;
+    assert_eq!(
+        rows.len(),
+        written as usize,
+        "rows written before the stop: {written}"
+    );
+    drop(moved);
+    testenv(&["node-stop", "cassandra-lmdst"]);
+}
