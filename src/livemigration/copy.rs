@@ -349,6 +349,10 @@ pub async fn download(
         Ok(m) if m.len() <= file.size => m.len(),
         _ => 0,
     };
+    if have == file.size && have > 0 {
+        // Complete already (a crash came between the last byte and the rename).
+        return finish(source, file, &staging, final_path, verify, None).await.map(|()| 0);
+    }
     let mut request = source.http.get(format!("{}{}", source.base, file.file_url));
     if have > 0 {
         request = request.header(reqwest::header::RANGE, format!("bytes={have}-"));
@@ -376,14 +380,19 @@ pub async fn download(
     } else if status != reqwest::StatusCode::PARTIAL_CONTENT {
         return Err(Source::error_of(response, &format!("downloading {}", file.file_url)).await);
     }
-    let mut out = tokio::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .append(have > 0)
-        .truncate(have == 0)
-        .open(&staging)
-        .await
-        .map_err(local(&staging))?;
+    // Network chunks are small; each write to a tokio file is a hop to the blocking pool, so
+    // they are gathered into large writes.
+    let mut out = tokio::io::BufWriter::with_capacity(
+        1 << 20,
+        tokio::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(have > 0)
+            .truncate(have == 0)
+            .open(&staging)
+            .await
+            .map_err(local(&staging))?,
+    );
     // The digest covers the whole file: the part already on disk is read again first.
     let mut hasher = match verify {
         Some(a) if have > 0 => {
@@ -435,13 +444,41 @@ pub async fn download(
             .fetch_add(chunk.len() as u64, Ordering::Relaxed);
     }
     out.flush().await.map_err(local(&staging))?;
-    out.sync_all().await.map_err(local(&staging))?;
+    out.get_ref().sync_all().await.map_err(local(&staging))?;
     drop(out);
-    if let (Some(h), Some(a)) = (hasher, verify) {
-        let mine = h.finish();
+    finish(source, file, &staging, final_path, verify, hasher).await?;
+    Ok(got)
+}
+
+/// Checks a complete staging file against the source's digest (with `verify`; `hasher` holds
+/// the digest computed while streaming, else the file is read), gives it the source's
+/// modification time and renames it into place.
+async fn finish(
+    source: &Source,
+    file: &RemoteFile,
+    staging: &Path,
+    final_path: &Path,
+    verify: Option<Algorithm>,
+    hasher: Option<super::digest::Hasher>,
+) -> Result<(), CopyError> {
+    let local = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| CopyError::Local { path, source }
+    };
+    if let Some(a) = verify {
+        let mine = match hasher {
+            Some(h) => h.finish(),
+            None => {
+                let path = staging.to_path_buf();
+                tokio::task::spawn_blocking(move || super::digest::of_file(&path, a))
+                    .await
+                    .expect("hashing does not panic")
+                    .map_err(local(staging))?
+            }
+        };
         let theirs = source.digest(&file.file_url, a).await?;
         if mine != theirs {
-            let _ = tokio::fs::remove_file(&staging).await;
+            let _ = tokio::fs::remove_file(staging).await;
             return Err(CopyError::Digest(format!(
                 "{}: {} digest {mine} differs from the source's {theirs}",
                 file.file_url,
@@ -453,14 +490,24 @@ pub async fn download(
         (file.last_modified_time / 1000) as i64,
         ((file.last_modified_time % 1000) * 1_000_000) as u32,
     );
-    filetime::set_file_mtime(&staging, mtime).map_err(local(&staging))?;
-    tokio::fs::rename(&staging, final_path)
+    filetime::set_file_mtime(staging, mtime).map_err(local(staging))?;
+    // The directory is synced once per iteration for all its files (see `sync_dirs`): a
+    // rename lost in a crash leaves a complete staging file, which the next pass finishes.
+    tokio::fs::rename(staging, final_path)
         .await
         .map_err(local(final_path))?;
-    if let Some(dir) = final_path.parent() {
-        let _ = crate::fsutil::sync_dir(dir);
+    Ok(())
+}
+
+/// Makes the renames of an iteration durable: each directory that received files is synced
+/// once, instead of once per file (a directory sync commits the file system's journal).
+fn sync_dirs(paths: impl Iterator<Item = PathBuf>) -> Result<(), CopyError> {
+    let dirs: std::collections::BTreeSet<PathBuf> =
+        paths.filter_map(|p| p.parent().map(Path::to_path_buf)).collect();
+    for dir in dirs {
+        crate::fsutil::sync_dir(&dir).map_err(|source| CopyError::Local { path: dir, source })?;
     }
-    Ok(got)
+    Ok(())
 }
 
 /// Downloads one file, retried with backoff (connection errors, a source restarting) up to 5
@@ -768,6 +815,7 @@ pub async fn run(
         *history.last_mut().expect("pushed") = status.clone();
         publish(&history);
         let counters = Counters::default();
+        let downloaded: Vec<PathBuf> = planned.download.iter().map(|(_, p)| p.clone()).collect();
         let (source, counters_ref, cancel_ref, limiter_ref) =
             (&task.source, &counters, &cancel, limiter.as_ref());
         let mut downloads = futures::stream::iter(planned.download)
@@ -815,6 +863,12 @@ pub async fn run(
             }
         }
         drop(downloads);
+        let synced = tokio::task::spawn_blocking(move || sync_dirs(downloaded.into_iter()))
+            .await
+            .expect("syncing does not panic");
+        if let Err(e) = synced {
+            invalid.get_or_insert(e);
+        }
         status.files_downloaded = counters.files_downloaded.load(Ordering::Relaxed);
         status.bytes_downloaded = counters.bytes_downloaded.load(Ordering::Relaxed);
         status.download_failures = counters.download_failures.load(Ordering::Relaxed);

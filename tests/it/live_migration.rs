@@ -775,3 +775,41 @@ async fn a_cassandra_node_moves_to_a_new_address_with_every_row() {
     drop(moved);
     testenv(&["node-stop", "cassandra-lmdst"]);
 }
+
+#[tokio::test]
+async fn a_destination_killed_mid_task_resumes_it_when_restarted() {
+    let src = SourceNode::new("");
+    let big = content(77, 10_000_000);
+    write(&src.root().join("data1/ks/t-9/nb-3-big-Data.db"), &big);
+    let _source = src.start().await;
+    let home = Home::new();
+    let mut dst = destination(&home, &src.addr, "").await;
+    let (status, accepted) = dst
+        .post_json(
+            "/api/v1/live-migration/data-copy-tasks",
+            &json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 1, "maxBytesPerSecond": 2_000_000}),
+        )
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    let url = accepted["statusUrl"].as_str().unwrap().to_string();
+    let id = accepted["taskId"].as_str().unwrap().to_string();
+    wait_task(&dst, &url, |t| {
+        t["status"][0]["bytesDownloaded"].as_u64() > Some(2_000_000)
+    })
+    .await;
+    dst.kill9();
+    let target = home.path().join("data1/ks/t-9/nb-3-big-Data.db");
+    assert!(!target.exists(), "no partial file at the final path");
+    let dst = destination(&home, &src.addr, "").await;
+    let task = wait_task(&dst, &url, ended).await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
+    let (_, job) = dst.get(&format!("/api/v1/jobs/{id}")).await;
+    assert_eq!(job["attempts"], 2, "{job:#}");
+    assert_eq!(std::fs::read(&target).unwrap(), big);
+    let fetched = task["status"][0]["bytesDownloaded"].as_u64().unwrap();
+    assert!(
+        fetched < big.len() as u64,
+        "the resumed task continued the partial download: {fetched}"
+    );
+    assert!(staging_files(home.path()).is_empty());
+}
