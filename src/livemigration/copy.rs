@@ -351,7 +351,9 @@ pub async fn download(
     };
     if have == file.size && have > 0 {
         // Complete already (a crash came between the last byte and the rename).
-        return finish(source, file, &staging, final_path, verify, None).await.map(|()| 0);
+        return finish(source, file, &staging, final_path, verify, None)
+            .await
+            .map(|()| 0);
     }
     let mut request = source.http.get(format!("{}{}", source.base, file.file_url));
     if have > 0 {
@@ -502,8 +504,9 @@ async fn finish(
 /// Makes the renames of an iteration durable: each directory that received files is synced
 /// once, instead of once per file (a directory sync commits the file system's journal).
 fn sync_dirs(paths: impl Iterator<Item = PathBuf>) -> Result<(), CopyError> {
-    let dirs: std::collections::BTreeSet<PathBuf> =
-        paths.filter_map(|p| p.parent().map(Path::to_path_buf)).collect();
+    let dirs: std::collections::BTreeSet<PathBuf> = paths
+        .filter_map(|p| p.parent().map(Path::to_path_buf))
+        .collect();
     for dir in dirs {
         crate::fsutil::sync_dir(&dir).map_err(|source| CopyError::Local { path: dir, source })?;
     }
