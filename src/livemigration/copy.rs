@@ -327,16 +327,33 @@ pub fn staging_path(final_path: &Path, file: &RemoteFile) -> PathBuf {
 /// A bandwidth limit shared by the downloads of a task.
 pub type Limiter = governor::DefaultDirectRateLimiter;
 
+/// What the downloads of one iteration share.
+pub struct Fetch<'a> {
+    /// The source daemon.
+    pub source: &'a Source,
+    /// Digest checked on each download.
+    pub verify: Option<Algorithm>,
+    /// The task's bandwidth limit.
+    pub limiter: Option<&'a Limiter>,
+    /// The iteration's counters.
+    pub counters: &'a Counters,
+    /// Fires when the task is cancelled.
+    pub cancel: &'a CancellationToken,
+}
+
 /// Downloads one file into place, resuming a staging file left by an interrupted attempt.
 pub async fn download(
-    source: &Source,
+    fetch: &Fetch<'_>,
     file: &RemoteFile,
     final_path: &Path,
-    verify: Option<Algorithm>,
-    limiter: Option<&Limiter>,
-    counters: &Counters,
-    cancel: &CancellationToken,
 ) -> Result<u64, CopyError> {
+    let Fetch {
+        source,
+        verify,
+        limiter,
+        counters,
+        cancel,
+    } = *fetch;
     let local = |path: &Path| {
         let path = path.to_path_buf();
         move |source| CopyError::Local { path, source }
@@ -516,14 +533,11 @@ fn sync_dirs(paths: impl Iterator<Item = PathBuf>) -> Result<(), CopyError> {
 /// Downloads one file, retried with backoff (connection errors, a source restarting) up to 5
 /// times; each retry continues the staging file.
 pub async fn download_with_retries(
-    source: &Source,
+    fetch: &Fetch<'_>,
     file: &RemoteFile,
     final_path: &Path,
-    verify: Option<Algorithm>,
-    limiter: Option<&Limiter>,
-    counters: &Counters,
-    cancel: &CancellationToken,
 ) -> Result<u64, CopyError> {
+    let cancel = fetch.cancel;
     let mut delays = ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(200))
         .with_max_delay(Duration::from_secs(5))
@@ -531,7 +545,7 @@ pub async fn download_with_retries(
         .with_jitter()
         .build();
     loop {
-        match download(source, file, final_path, verify, limiter, counters, cancel).await {
+        match download(fetch, file, final_path).await {
             Ok(n) => return Ok(n),
             Err(CopyError::Cancelled) => return Err(CopyError::Cancelled),
             Err(e @ (CopyError::Invalid(_) | CopyError::Gone(_))) => return Err(e),
@@ -819,20 +833,17 @@ pub async fn run(
         publish(&history);
         let counters = Counters::default();
         let downloaded: Vec<PathBuf> = planned.download.iter().map(|(_, p)| p.clone()).collect();
-        let (source, counters_ref, cancel_ref, limiter_ref) =
-            (&task.source, &counters, &cancel, limiter.as_ref());
+        let fetch = Fetch {
+            source: &task.source,
+            verify,
+            limiter: limiter.as_ref(),
+            counters: &counters,
+            cancel: &cancel,
+        };
+        let fetch = &fetch;
         let mut downloads = futures::stream::iter(planned.download)
             .map(move |(file, path)| async move {
-                let r = download_with_retries(
-                    source,
-                    &file,
-                    &path,
-                    verify,
-                    limiter_ref,
-                    counters_ref,
-                    cancel_ref,
-                )
-                .await;
+                let r = download_with_retries(fetch, &file, &path).await;
                 (file, r)
             })
             .buffer_unordered(task.request.max_concurrency);

@@ -181,6 +181,20 @@ fn raw_get(d: &Daemon, path: &str) -> (u16, Value) {
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
+/// A verification report that found every file identical.
+fn assert_all_matched(report: &Value) {
+    assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
+    for k in [
+        "filesNotFoundAtSource",
+        "filesNotFoundAtDestination",
+        "metadataMismatches",
+        "digestMismatches",
+        "digestVerificationFailures",
+    ] {
+        assert_eq!(report[k], 0, "{k}: {report:#}");
+    }
+}
+
 fn ended(task: &Value) -> bool {
     !["QUEUED", "RUNNING"].contains(&task["state"].as_str().unwrap_or(""))
 }
@@ -508,15 +522,7 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
         report["filesMatched"].as_u64().unwrap() > files.len() as u64,
         "{report:#}"
     );
-    for k in [
-        "filesNotFoundAtSource",
-        "filesNotFoundAtDestination",
-        "metadataMismatches",
-        "digestMismatches",
-        "digestVerificationFailures",
-    ] {
-        assert_eq!(report[k], 0, "{k}: {report:#}");
-    }
+    assert_all_matched(&report);
     let victim = home.path().join(&files[0].0);
     let mut bytes = std::fs::read(&victim).unwrap();
     bytes[1234] ^= 0xff;
@@ -752,15 +758,7 @@ async fn a_cassandra_node_moves_to_a_new_address_with_every_row() {
         .await;
     let report = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
     assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
-    for k in [
-        "filesNotFoundAtSource",
-        "filesNotFoundAtDestination",
-        "metadataMismatches",
-        "digestMismatches",
-        "digestVerificationFailures",
-    ] {
-        assert_eq!(report[k], 0, "{k}: {report:#}");
-    }
+    assert_all_matched(&report);
     assert!(report["filesMatched"].as_u64().unwrap() > 20, "{report:#}");
 
     // A node on the copied files, under a new address, has every row.
@@ -801,7 +799,8 @@ async fn a_destination_killed_mid_task_resumes_it_when_restarted() {
     let target = home.path().join("data1/ks/t-9/nb-3-big-Data.db");
     assert!(!target.exists(), "no partial file at the final path");
     let dst = destination(&home, &src.addr, "").await;
-    let task = wait_task(&dst, &url, ended).await;
+    // INTERRUPTED until the restarted daemon has resumed it.
+    let task = wait_task(&dst, &url, |t| ended(t) && t["state"] != "INTERRUPTED").await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     let (_, job) = dst.get(&format!("/api/v1/jobs/{id}")).await;
     assert_eq!(job["attempts"], 2, "{job:#}");
