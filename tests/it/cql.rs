@@ -48,6 +48,24 @@ pub async fn fresh_keyspace(src: &Session, dst: &Session, ks: &str, ddl: &str) {
     }
 }
 
+/// The table most tests copy.
+pub const ROWS_TABLE: &str =
+    "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))";
+
+/// A fresh keyspace `ks` on both clusters with [`ROWS_TABLE`], and `rows` rows in the source
+/// (laid out as [`fill_many`] does).
+pub async fn rows_table(
+    src: &Session,
+    dst: &Session,
+    ks: &str,
+    rows: usize,
+    wide: usize,
+    per_partition: usize,
+) {
+    fresh_keyspace(src, dst, ks, ROWS_TABLE).await;
+    fill_many(src, &format!("{ks}.t"), rows, wide, per_partition).await;
+}
+
 /// Drops and creates keyspace `ks` (SimpleStrategy, RF 1) on one cluster.
 pub async fn empty_keyspace(s: &Session, ks: &str) {
     exec(s, &format!("DROP KEYSPACE IF EXISTS {ks}")).await;

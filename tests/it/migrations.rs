@@ -3,7 +3,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::cql::{
-    assert_same, dst_addr, exec, fill_many, fresh_keyspace, job, job_to, session, src_addr,
+    assert_same, dst_addr, exec, fresh_keyspace, job, job_to, rows_table, session, src_addr,
     write_job,
 };
 use crate::support::{Daemon, Home, drover_bin, error_message};
@@ -355,15 +355,8 @@ async fn bad_jobs_are_refused_before_anything_is_written() {
 async fn a_million_rows_with_a_wide_partition() {
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_million";
-    fresh_keyspace(
-        &src,
-        &dst,
-        ks,
-        "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))",
-    )
-    .await;
     let rows = 1_000_000;
-    fill_many(&src, &format!("{ks}.t"), rows, 100_000, 1000).await;
+    rows_table(&src, &dst, ks, rows, 100_000, 1000).await;
 
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;
@@ -384,14 +377,7 @@ async fn a_million_rows_with_a_wide_partition() {
 async fn cancel_stops_a_running_migration_promptly() {
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_cancel";
-    fresh_keyspace(
-        &src,
-        &dst,
-        ks,
-        "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))",
-    )
-    .await;
-    fill_many(&src, &format!("{ks}.t"), 5000, 1000, 1000).await;
+    rows_table(&src, &dst, ks, 5000, 1000, 1000).await;
 
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;
@@ -453,14 +439,7 @@ async fn tls_to_both_clusters_verifies_the_server_certificate() {
         .expect("DROVER_TEST_TLS_CA is set by scripts/testenv up (run scripts/test)");
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_tls";
-    fresh_keyspace(
-        &src,
-        &dst,
-        ks,
-        "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))",
-    )
-    .await;
-    fill_many(&src, &format!("{ks}.t"), 1000, 100, 100).await;
+    rows_table(&src, &dst, ks, 1000, 100, 100).await;
 
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;

@@ -4,12 +4,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::cql::{assert_same, dst_addr, fresh_keyspace, session, src_addr};
+use crate::cql::{assert_same, dst_addr, fresh_keyspace, rows_table, session, src_addr};
 use crate::cql::{fill_many, job};
 use crate::support::{Daemon, Home, drover_bin};
 
 const WAIT: Duration = Duration::from_secs(180);
-const TABLE: &str = "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))";
+use crate::cql::ROWS_TABLE as TABLE;
 
 fn with_savepoints(yaml: &str, dir: &std::path::Path, extra: &str) -> String {
     format!(
@@ -43,9 +43,8 @@ async fn wait_state(daemon: &Daemon, id: &str, pred: impl Fn(&Value) -> bool) ->
 async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_resume_kill";
-    fresh_keyspace(&src, &dst, ks, TABLE).await;
     let rows = 20_000;
-    fill_many(&src, &format!("{ks}.t"), rows, 100, 100).await;
+    rows_table(&src, &dst, ks, rows, 100, 100).await;
 
     let home = Home::new();
     let sp_dir = home.path().join("savepoints");
@@ -130,9 +129,8 @@ async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
 async fn sigterm_writes_a_final_savepoint_and_the_next_start_resumes_from_it() {
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_resume_term";
-    fresh_keyspace(&src, &dst, ks, TABLE).await;
     let rows = 10_000;
-    fill_many(&src, &format!("{ks}.t"), rows, 100, 100).await;
+    rows_table(&src, &dst, ks, rows, 100, 100).await;
 
     let home = Home::new();
     let sp_dir = home.path().join("savepoints");
@@ -296,8 +294,7 @@ async fn resume_falls_back_past_corrupt_and_foreign_savepoints_and_auto_resume_c
 async fn no_secret_reaches_savepoints_logs_or_the_api() {
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_resume_secrets";
-    fresh_keyspace(&src, &dst, ks, TABLE).await;
-    fill_many(&src, &format!("{ks}.t"), 500, 100, 100).await;
+    rows_table(&src, &dst, ks, 500, 100, 100).await;
     let home = Home::new();
     let sp_dir = home.path().join("savepoints");
     let secret = "sup3r-s3cret-pw";

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::cql::{
-    dst_addr, empty_keyspace, exec, fill_many, fresh_keyspace, job, session, src_addr, write_job,
+    dst_addr, empty_keyspace, exec, fresh_keyspace, job, rows_table, session, src_addr, write_job,
 };
 use crate::migrations::{EVERY_TYPE, fill_every_type};
 use crate::support::{Daemon, Home, drover_bin};
@@ -221,14 +221,7 @@ async fn every_kind_of_damage_is_reported_with_its_key() {
 async fn copy_missing_rows_repairs_the_target_and_a_second_validation_is_clean() {
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_validate_repair";
-    fresh_keyspace(
-        &src,
-        &dst,
-        ks,
-        "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))",
-    )
-    .await;
-    fill_many(&src, &format!("{ks}.t"), 20_000, 5_000, 50).await;
+    rows_table(&src, &dst, ks, 20_000, 5_000, 50).await;
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;
     let base = job(ks, "t", "  preserveTimestamps: true\n", "", "");
@@ -416,14 +409,7 @@ async fn tolerances_hold_at_their_edges_and_filters_and_renames_apply_to_the_tar
 async fn an_interrupted_validation_resumes_and_reports_the_whole_table() {
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_validate_resume";
-    fresh_keyspace(
-        &src,
-        &dst,
-        ks,
-        "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))",
-    )
-    .await;
-    fill_many(&src, &format!("{ks}.t"), 20_000, 2_000, 20).await;
+    rows_table(&src, &dst, ks, 20_000, 2_000, 20).await;
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;
     let base = job(ks, "t", "", "", "");
