@@ -28,7 +28,8 @@ const PREFIX: &str = "/api/v1/live-migration";
 /// destination, `None` either.
 fn needs_source(path: &str) -> Option<bool> {
     let rest = path.strip_prefix(PREFIX)?;
-    if rest == "/files" || rest.starts_with("/files/") || rest == "/files-digest" {
+    // `/files-digest` answers on both sides: a destination compares its own with its source's.
+    if rest == "/files" || rest.starts_with("/files/") {
         Some(true)
     } else if rest.starts_with("/data-copy-tasks") || rest.starts_with("/files-verification-tasks")
     {
@@ -340,7 +341,8 @@ pub fn list_digest(entries: &[files::Entry], algorithm: Algorithm) -> FilesDiges
     }
 }
 
-/// The digest of the node's file list (paths and sizes; default `sha256`). Source only.
+/// The digest of the node's file list (paths and sizes; default `sha256`). On a source and
+/// on a destination: equal digests mean both hold the same files with the same sizes.
 #[utoipa::path(
     get,
     path = "/api/v1/live-migration/files-digest",

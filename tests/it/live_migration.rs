@@ -498,6 +498,11 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     assert_eq!(task["status"][0]["filesToDownload"], 2, "{task:#}");
     same_tree(src.root(), home.path(), &files);
     assert!(!home.path().join("data0/ks/t-1/nb-1-big-Index.db").exists());
+    // Both sides' file lists in one request each.
+    let (_, theirs) = source.get("/api/v1/live-migration/files-digest").await;
+    let (status, mine) = dst.get("/api/v1/live-migration/files-digest").await;
+    assert_eq!(status, 200, "{mine}");
+    assert_eq!(mine["digest"], theirs["digest"], "{mine} vs {theirs}");
     assert!(!home.path().join("data1/ks/t-2/stray.db").exists());
 
     // Verification: everything matches; then a byte flipped in place is found.
