@@ -152,10 +152,9 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
     };
     if config.jobs.resume_interrupted {
         let (jobs, live, node) = (jobs.clone(), state.live.clone(), state.node.clone());
-        tokio::spawn(async move {
-            let node_up = node.check().await.is_ok();
-            crate::livemigration::tasks::resume_interrupted(jobs, live, node_up).await;
-        });
+        tokio::spawn(crate::livemigration::tasks::resume_interrupted(
+            jobs, live, node,
+        ));
     }
     fsutil::write_atomic(&addr_file, bound.to_string().as_bytes()).map_err(|source| {
         DaemonError::StateDir {

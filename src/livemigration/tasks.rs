@@ -90,14 +90,22 @@ pub async fn run_verify(
 
 /// Resumes the data-copy task a restart interrupted (a new iteration starts; files already
 /// in place are kept and partial downloads continue), unless the local node now answers.
-pub async fn resume_interrupted(jobs: JobRegistry, live: Arc<LiveMigration>, node_up: bool) {
+pub async fn resume_interrupted(
+    jobs: JobRegistry,
+    live: Arc<LiveMigration>,
+    node: Arc<crate::cassandra::LocalNode>,
+) {
     let Some(source) = source_of(&live) else {
         return;
     };
-    for record in jobs.list(Some(COPY_KIND)) {
-        if record.state != JobState::Interrupted {
-            continue;
-        }
+    let interrupted: Vec<_> = jobs
+        .list(Some(COPY_KIND))
+        .into_iter()
+        .filter(|r| r.state == JobState::Interrupted)
+        .collect();
+    // Only asked when there is something to resume: most daemons are not destinations.
+    let node_up = !interrupted.is_empty() && node.check().await.is_ok();
+    for record in interrupted {
         if node_up {
             tracing::warn!(task = %record.id, "interrupted data-copy task not resumed: the local Cassandra node answers");
             continue;
