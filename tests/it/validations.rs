@@ -101,7 +101,9 @@ async fn every_kind_of_damage_is_reported_with_its_key() {
     let c = "e0d1c000-0000-1000-8000-000000000001";
     let row1 = format!("k = {k1} AND c1 = {c} AND c2 = 'row-1'");
     // Delete a row, add one, change a collection element and a UDT field, rewrite a cell with
-    // another writetime, shorten a TTL.
+    // another writetime, shorten a TTL. The element and the field are written at the source's
+    // writetime: at equal writetimes Cassandra keeps the cell that expires later or the greater
+    // value, so the new values (99 > 1, 'Zed' > 'Main') are the ones the target keeps.
     exec(
         &dst,
         &format!("DELETE FROM {t} WHERE k = {k2} AND c1 = {c} AND c2 = 'row-2'"),
@@ -119,7 +121,7 @@ async fn every_kind_of_damage_is_reported_with_its_key() {
     .await;
     exec(
         &dst,
-        &format!("UPDATE {t} USING TIMESTAMP 1000 AND TTL 86400 SET u.street = 'Elm' WHERE {row1}"),
+        &format!("UPDATE {t} USING TIMESTAMP 1000 AND TTL 86400 SET u.street = 'Zed' WHERE {row1}"),
     )
     .await;
     exec(
