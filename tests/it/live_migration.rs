@@ -202,7 +202,14 @@ fn ended(task: &Value) -> bool {
 #[tokio::test]
 async fn a_source_lists_and_serves_its_files_safely() {
     let src = SourceNode::new("  max_concurrent_file_requests: 1\n");
-    let files = fill_source(src.root());
+    let mut files = fill_source(src.root());
+    // Larger than what the socket buffers of an unread response can hold.
+    let large = (
+        "data1/ks/t-3/nb-9-big-Data.db".to_string(),
+        content(6, 48_000_000),
+    );
+    write(&src.root().join(&large.0), &large.1);
+    files.push(large);
     std::os::unix::fs::symlink("/etc/hostname", src.root().join("data0/ks/escape")).unwrap();
     let daemon = src.start().await;
 
@@ -300,7 +307,7 @@ async fn a_source_lists_and_serves_its_files_safely() {
     }
 
     // One file request at a time here: a second one while a download is open gets 503.
-    let big = url_of(&files[0].0);
+    let big = url_of(&files.last().unwrap().0);
     let open = daemon.client().get(daemon.url(&big)).send().await.unwrap();
     assert_eq!(open.status(), 200);
     let (status, headers, _) = get_bytes(&daemon, &big, None).await;

@@ -436,7 +436,12 @@ async fn an_interrupted_validation_resumes_and_reports_the_whole_table() {
         .await;
     assert_eq!(status, 202, "{body}");
     let id = body["jobId"].as_str().unwrap().to_string();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Stopped once a few units are complete (and saved with their findings).
+    daemon
+        .wait_job(&id, WAIT, |j| {
+            j["progress"]["unitsDone"].as_u64() >= Some(3)
+        })
+        .await;
     let (status, _) = daemon
         .post_json(&format!("/api/v1/validations/{id}/cancel"), &Value::Null)
         .await;
