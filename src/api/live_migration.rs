@@ -534,10 +534,6 @@ fn copy_view(state: &AppState, r: crate::jobs::JobRecord) -> DataCopyTaskView {
     }
 }
 
-fn task_url(kind: &str, id: &str) -> String {
-    super::jobs::status_url(kind, id)
-}
-
 /// Starts a data-copy task: the destination pulls the source's files in iterations until
 /// `successThreshold` of the bytes are identical (see the docs for the iteration rules).
 /// Refused while the local Cassandra answers on its native port (400) and while another task
@@ -594,7 +590,7 @@ pub async fn start_copy(
     Ok((
         StatusCode::ACCEPTED,
         Json(TaskAccepted {
-            status_url: task_url(tasks::COPY_KIND, &record.id),
+            status_url: super::jobs::status_url(tasks::COPY_KIND, &record.id),
             task_id: record.id,
         }),
     ))
@@ -714,7 +710,7 @@ pub async fn start_verify(
     Ok((
         StatusCode::ACCEPTED,
         Json(TaskAccepted {
-            status_url: task_url(tasks::VERIFY_KIND, &record.id),
+            status_url: super::jobs::status_url(tasks::VERIFY_KIND, &record.id),
             task_id: record.id,
         }),
     ))

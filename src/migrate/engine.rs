@@ -245,35 +245,33 @@ impl Migration {
             // A failure of one unit stops the others; a stop request reaches them through it.
             cancel: failed.clone(),
         });
-        let first_error = drive_units(
+        drive_units(
             work,
             self.max_units,
-            &failed,
-            |e: &MigrationError| matches!(e, MigrationError::Stopped),
+            (&cancel, &failed),
+            (
+                |e: &MigrationError| matches!(e, MigrationError::Stopped),
+                || MigrationError::Stopped,
+            ),
             |pieces| {
                 let s = shared.clone();
                 async move { s.copy_unit(pieces).await }
             },
         )
-        .await;
-        match first_error {
-            None if cancel.is_cancelled() => Err(MigrationError::Stopped),
-            None => Ok(()),
-            Some(e) => Err(e),
-        }
+        .await
     }
 }
 
-/// Runs `unit` on each piece of `work`, `max` at once, and returns the first error. The first
-/// error that is not a stop (`is_stop`) cancels `failed`, which the units watch, so one unit
-/// failing for good stops the others.
+/// Runs `unit` on each piece of `work`, `max` at once. The first error that is not a stop
+/// (`is_stop`) cancels `failed`, which the units watch, so one unit failing for good stops the
+/// others; it is returned, else `stopped()` when `cancel` fired, else `Ok`.
 pub(crate) async fn drive_units<E, F, Fut>(
     work: Vec<Vec<TokenRange>>,
     max: usize,
-    failed: &CancellationToken,
-    is_stop: impl Fn(&E) -> bool,
+    (cancel, failed): (&CancellationToken, &CancellationToken),
+    (is_stop, stopped): (impl Fn(&E) -> bool, fn() -> E),
     unit: F,
-) -> Option<E>
+) -> Result<(), E>
 where
     F: FnMut(Vec<TokenRange>) -> Fut,
     Fut: std::future::Future<Output = Result<(), E>>,
@@ -292,7 +290,11 @@ where
             first_error = Some(e);
         }
     }
-    first_error
+    match first_error {
+        None if cancel.is_cancelled() => Err(stopped()),
+        None => Ok(()),
+        Some(e) => Err(e),
+    }
 }
 
 #[derive(Clone)]

@@ -468,22 +468,20 @@ impl Validation {
             limits: self.limits,
             cancel: failed.clone(),
         });
-        let first_error = engine::drive_units(
+        engine::drive_units(
             work,
             self.max_units,
-            &failed,
-            |e: &ValidationError| matches!(e, ValidationError::Stopped),
+            (&cancel, &failed),
+            (
+                |e: &ValidationError| matches!(e, ValidationError::Stopped),
+                || ValidationError::Stopped,
+            ),
             |pieces| {
                 let s = shared.clone();
                 async move { s.unit(pieces).await }
             },
         )
-        .await;
-        match first_error {
-            None if cancel.is_cancelled() => Err(ValidationError::Stopped),
-            None => Ok(()),
-            Some(e) => Err(e),
-        }
+        .await
     }
 }
 
