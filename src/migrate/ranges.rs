@@ -200,9 +200,40 @@ mod tests {
         assert_eq!(s.ranges(), &[tr(-100, 100)]);
     }
 
-    fn arb_range() -> impl Strategy<Value = TokenRange> {
-        (any::<i64>(), any::<i64>())
-            .prop_filter_map("empty", |(a, b)| TokenRange::new(a.min(b), a.max(b)))
+    /// Any range, with the narrow ones and those touching the ends of the ring drawn often:
+    /// uniform `i64` pairs almost never produce them.
+    fn any_range() -> impl Strategy<Value = TokenRange> {
+        let edge = prop_oneof![
+            Just(i64::MIN),
+            Just(i64::MIN + 1),
+            Just(-1i64),
+            Just(0i64),
+            Just(i64::MAX - 1),
+            Just(i64::MAX),
+            any::<i64>(),
+        ];
+        prop_oneof![
+            (any::<i64>(), any::<i64>())
+                .prop_filter_map("empty", |(a, b)| TokenRange::new(a.min(b), a.max(b))),
+            (edge.clone(), 1i64..300).prop_filter_map("empty", |(a, w)| TokenRange::new(a, a.saturating_add(w))),
+            (edge, 1i64..300).prop_filter_map("empty", |(b, w)| TokenRange::new(b.saturating_sub(w), b)),
+            Just(TokenRange::FULL),
+        ]
+    }
+
+    /// Node tokens: random, clustered (adjacent tokens give ranges of width 1) and at the ends.
+    fn node_tokens() -> impl Strategy<Value = Vec<i64>> {
+        prop::collection::vec(
+            prop_oneof![
+                any::<i64>(),
+                -5i64..5,
+                Just(i64::MIN),
+                Just(i64::MIN + 1),
+                Just(i64::MAX),
+                Just(i64::MAX - 1),
+            ],
+            0..16,
+        )
     }
 
     fn small_range() -> impl Strategy<Value = TokenRange> {
@@ -211,14 +242,22 @@ mod tests {
 
     proptest! {
         #[test]
-        fn splitting_partitions_the_range(r in arb_range(), parts in 1usize..64) {
+        fn splitting_partitions_the_range(r in any_range(), parts in 1usize..200) {
             let pieces = r.split(parts);
-            prop_assert!(!pieces.is_empty() && pieces.len() <= parts);
+            // Exactly `parts` pieces unless the range has fewer tokens than that.
+            let expected = (parts as u128).min(r.width()) as usize;
+            prop_assert_eq!(pieces.len(), expected);
             prop_assert_eq!(pieces[0].start, r.start);
             prop_assert_eq!(pieces.last().unwrap().end, r.end);
             for w in pieces.windows(2) {
                 prop_assert_eq!(w[0].end, w[1].start);
-                prop_assert!(w[0].start < w[0].end);
+            }
+            // Nearly equal: every piece is floor or ceil of width / pieces, never empty.
+            let floor = r.width() / expected as u128;
+            for p in &pieces {
+                prop_assert!(p.start < p.end, "empty piece {}", p);
+                prop_assert!(p.width() == floor || p.width() == floor + 1,
+                    "piece {} of width {} in {} split {} ways", p, p.width(), r, expected);
             }
         }
 
@@ -249,12 +288,23 @@ mod tests {
         }
 
         #[test]
-        fn units_cover_the_ring_whatever_the_split(tokens in prop::collection::vec(any::<i64>(), 0..16), split in 1usize..100) {
+        fn units_cover_the_ring_whatever_the_split(tokens in node_tokens(), split in 1usize..100) {
             let units = plan_units(&tokens, split);
-            prop_assert!(units.len() >= split.min(units.len()));
+            let ring = ring_ranges(&tokens);
+            // Each node range is cut into the same number of pieces, as many as its tokens allow.
+            let per_range = split.div_ceil(ring.len()) as u128;
+            let expected: u128 = ring.iter().map(|r| per_range.min(r.width())).sum();
+            prop_assert_eq!(units.len() as u128, expected);
+            if ring.iter().all(|r| r.width() >= per_range) {
+                prop_assert!(units.len() >= split, "{} units for splitCount {}", units.len(), split);
+            }
             prop_assert_eq!(units[0].start, i64::MIN);
             prop_assert_eq!(units.last().unwrap().end, i64::MAX);
             for w in units.windows(2) { prop_assert_eq!(w[0].end, w[1].start); }
+            // No unit crosses a node token: one replica set serves each.
+            for u in &units {
+                prop_assert!(ring.iter().any(|r| r.start <= u.start && u.end <= r.end), "{} crosses a node range", u);
+            }
             let set = RangeSet::from_ranges(units);
             prop_assert!(set.covers(TokenRange::FULL));
         }
