@@ -122,6 +122,27 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .into_iter()
         .map(|(path, item)| (path.replace("{*", "{"), item))
         .collect();
+    // utoipa names an operation after its handler, and several modules have a `list` or a
+    // `get`; OpenAPI requires operation ids to be unique (client generators key on them), so
+    // each is qualified by its tag, the resource the handler belongs to.
+    for item in doc.paths.paths.values_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let (Some(id), Some(tag)) =
+                (&op.operation_id, op.tags.as_ref().and_then(|t| t.first()))
+            {
+                op.operation_id = Some(format!("{}_{id}", tag.replace('-', "_")));
+            }
+        }
+    }
     doc
 }
 

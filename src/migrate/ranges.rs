@@ -215,8 +215,10 @@ mod tests {
         prop_oneof![
             (any::<i64>(), any::<i64>())
                 .prop_filter_map("empty", |(a, b)| TokenRange::new(a.min(b), a.max(b))),
-            (edge.clone(), 1i64..300).prop_filter_map("empty", |(a, w)| TokenRange::new(a, a.saturating_add(w))),
-            (edge, 1i64..300).prop_filter_map("empty", |(b, w)| TokenRange::new(b.saturating_sub(w), b)),
+            (edge.clone(), 1i64..300)
+                .prop_filter_map("empty", |(a, w)| TokenRange::new(a, a.saturating_add(w))),
+            (edge, 1i64..300)
+                .prop_filter_map("empty", |(b, w)| TokenRange::new(b.saturating_sub(w), b)),
             Just(TokenRange::FULL),
         ]
     }
