@@ -157,6 +157,12 @@ async fn sigterm_stops_jobs_and_exits_within_the_shutdown_timeout() {
         "{}",
         daemon.logs()
     );
+    // The job stopped when told to; the shutdown timeout (tests/it/daemon.rs) was not needed.
+    assert!(
+        !daemon.logs().contains("at the shutdown timeout"),
+        "{}",
+        daemon.logs()
+    );
     assert!(
         !home.state_dir().join("listen-addr").exists(),
         "the address file is removed"

@@ -4,6 +4,7 @@
 mod api_errors;
 mod cli;
 mod cql;
+mod daemon;
 mod health;
 mod jobs;
 mod live_migration;
