@@ -545,7 +545,13 @@ pub async fn download_with_retries(
         .with_jitter()
         .build();
     loop {
-        match download(fetch, file, final_path).await {
+        // The request and the digest asked at the end wait on the source too: a cancel must
+        // not wait for a source that stopped answering.
+        let attempt = tokio::select! {
+            r = download(fetch, file, final_path) => r,
+            _ = cancel.cancelled() => Err(CopyError::Cancelled),
+        };
+        match attempt {
             Ok(n) => return Ok(n),
             Err(CopyError::Cancelled) => return Err(CopyError::Cancelled),
             Err(e @ (CopyError::Invalid(_) | CopyError::Gone(_))) => return Err(e),
@@ -731,7 +737,12 @@ pub async fn run(
         if cancel.is_cancelled() {
             return Err(fail(&mut history, CopyError::Cancelled));
         }
-        let remote = match task.source.list().await {
+        // A source that stops answering must not hold a cancelled task forever.
+        let listed = tokio::select! {
+            r = task.source.list() => r,
+            _ = cancel.cancelled() => Err(CopyError::Cancelled),
+        };
+        let remote = match listed {
             Ok(r) => r,
             Err(e) => return Err(fail(&mut history, e)),
         };

@@ -131,6 +131,58 @@ mod tests {
         );
         assert_eq!(digest(Algorithm::Xxhash32, b""), "02cc5d05");
         assert_eq!(digest(Algorithm::Xxh3, b""), "2d06800538d394c2");
+        assert_eq!(digest(Algorithm::Xxhash32, b"abc"), "32d153ff");
+        assert_eq!(digest(Algorithm::Xxh3, b"abc"), "78af5f94892f3950");
+    }
+
+    /// Files are hashed as they stream, in chunks of any size: every algorithm must give the
+    /// digest of the whole input whatever the split. The values come from other
+    /// implementations (Python's `xxhash` package, coreutils' `md5sum` and `sha256sum`), so a
+    /// hasher that drops or reorders bytes fails here even though both sides of a migration
+    /// would agree with each other.
+    #[test]
+    fn known_digests_of_input_fed_in_pieces() {
+        // 10,261 bytes: past XXH3's 240-byte short path and its 1,024-byte blocks, and not a
+        // multiple of any algorithm's block.
+        let mut data: Vec<u8> = (0..40).flat_map(|_| 0..=255u8).collect();
+        data.extend_from_slice(b"drover live migration");
+        for (algorithm, expected) in [
+            (Algorithm::Xxh3, "12f073f966b98f1a"),
+            (Algorithm::Xxhash32, "6d43fa48"),
+            (Algorithm::Md5, "7c48a6558beb4e2789a327280bca3259"),
+            (
+                Algorithm::Sha256,
+                "c0bcad7b31760edda26d648ced5c5ec79cbc128c87fe892f1c6dd0e41d94487a",
+            ),
+        ] {
+            for splits in [
+                vec![],
+                vec![1, 2, 3],
+                vec![7, 63, 256, 1000, 1024, 4096],
+                vec![5000, 5000],
+            ] {
+                let mut h = algorithm.hasher();
+                let mut rest = &data[..];
+                for n in splits.iter().copied() {
+                    let (piece, tail) = rest.split_at(n);
+                    h.update(piece);
+                    rest = tail;
+                }
+                h.update(rest);
+                assert_eq!(
+                    h.finish(),
+                    expected,
+                    "{algorithm:?} fed as {splits:?} + rest"
+                );
+            }
+            let file = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(file.path(), &data).unwrap();
+            assert_eq!(of_file(file.path(), algorithm).unwrap(), expected);
+        }
+    }
+
+    #[test]
+    fn algorithm_names() {
         assert_eq!("XXHash32".parse::<Algorithm>(), Ok(Algorithm::Xxhash32));
         assert_eq!("SHA-256".parse::<Algorithm>(), Ok(Algorithm::Sha256));
         assert!("crc32".parse::<Algorithm>().is_err());

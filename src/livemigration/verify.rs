@@ -90,7 +90,11 @@ pub async fn run(
     cancel: &CancellationToken,
 ) -> Result<VerifyReport, CopyError> {
     let (algorithm, concurrency) = request.check().map_err(CopyError::Invalid)?;
-    let remote = source.list().await?;
+    // A source that stops answering must not hold a cancelled task forever.
+    let remote = tokio::select! {
+        r = source.list() => r?,
+        _ = cancel.cancelled() => return Err(CopyError::Cancelled),
+    };
     let listed = local.clone();
     let mine = tokio::task::spawn_blocking(move || files::list(&listed.roots, &listed.exclusions))
         .await

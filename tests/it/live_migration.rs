@@ -37,6 +37,30 @@ fn content(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// The hex digest of `text` by a coreutils tool (`sha256sum`, `md5sum`): an implementation
+/// other than drover's.
+fn coreutils_digest(tool: &str, text: &str) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new(tool)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{tool}: {e}"));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{tool} failed");
+    String::from_utf8(out.stdout).unwrap()[..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -268,16 +292,22 @@ async fn a_source_lists_and_serves_its_files_safely() {
     let err: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(err["code"], 416);
 
-    // Digests.
-    let (status, d) = daemon.get(&format!("{path}?digestAlgorithm=sha256")).await;
-    assert_eq!(status, 200, "{d}");
-    let mut h = drover::livemigration::digest::Algorithm::Sha256.hasher();
-    h.update(data);
-    assert_eq!(d["digest"], h.finish());
-    assert_eq!(d["digestAlgorithm"], "sha256");
-    for a in ["xxh3", "md5", "XXHash32"] {
-        let (status, d) = daemon.get(&format!("{path}?digestAlgorithm={a}")).await;
-        assert_eq!(status, 200, "{a}: {d}");
+    // Digests, against values computed by other implementations (coreutils' sha256sum and
+    // md5sum, Python's xxhash) of the same 3,000,000 bytes of `content(1, ..)`.
+    for (asked, name, expected) in [
+        (
+            "sha256",
+            "sha256",
+            "045c65b687d34d504271bbe898dff4241e16fc3da4ac41103ee0240207d55177",
+        ),
+        ("xxh3", "xxh3", "74129eb53779671e"),
+        ("md5", "md5", "20d1b8ad7fe4e237492988eb810eaab8"),
+        ("XXHash32", "xxhash32", "584229fa"),
+    ] {
+        let (status, d) = daemon.get(&format!("{path}?digestAlgorithm={asked}")).await;
+        assert_eq!(status, 200, "{asked}: {d}");
+        assert_eq!(d["digest"], expected, "{asked}: {d}");
+        assert_eq!(d["digestAlgorithm"], name, "{asked}: {d}");
     }
     let (status, d) = daemon.get(&format!("{path}?digestAlgorithm=crc")).await;
     assert_eq!((status, d["code"].clone()), (400, json!(400)));
@@ -316,9 +346,26 @@ async fn a_source_lists_and_serves_its_files_safely() {
     drop(open);
 
     // The list digest, and destination routes answering 404 on a source.
-    let (status, digest) = daemon.get("/api/v1/live-migration/files-digest").await;
-    assert_eq!(status, 200, "{digest}");
-    assert_eq!(digest["files"], files.len());
+    // It is the documented digest of the sorted "url size" lines, computed here by coreutils.
+    let mut lines: Vec<String> = files
+        .iter()
+        .map(|(p, c)| format!("{} {}\n", url_of(p), c.len()))
+        .collect();
+    lines.sort();
+    for (asked, tool) in [("", "sha256sum"), ("?digestAlgorithm=md5", "md5sum")] {
+        let (status, digest) = daemon
+            .get(&format!("/api/v1/live-migration/files-digest{asked}"))
+            .await;
+        assert_eq!(status, 200, "{digest}");
+        assert_eq!(
+            digest["digest"],
+            coreutils_digest(tool, &lines.concat()),
+            "{digest}"
+        );
+        assert_eq!(digest["digestAlgorithm"], tool.trim_end_matches("sum"));
+        assert_eq!(digest["files"], files.len());
+        assert_eq!(digest["totalSize"], total);
+    }
     let (status, body) = daemon.get("/api/v1/live-migration/data-copy-tasks").await;
     assert_eq!(status, 404, "{body}");
 
@@ -340,13 +387,31 @@ async fn a_source_lists_and_serves_its_files_safely() {
     assert_eq!(status, 400);
     let (status, _, _) = get_bytes(&daemon, &big, None).await;
     assert_eq!(status, 409);
+    // DELETE takes the node back to NOT_COMPLETED: it serves files again, and can be declared
+    // COMPLETED once more.
     let res = daemon
         .client()
         .delete(daemon.url("/api/v1/live-migration/status"))
         .send()
         .await
         .unwrap();
-    assert_eq!(res.status(), 200);
+    let (status, s) = crate::support::json_of(res).await;
+    assert_eq!(status, 200, "{s}");
+    assert_eq!(s["state"], "NOT_COMPLETED", "{s}");
+    assert!(s["endTime"].is_null(), "{s}");
+    let (_, s) = daemon.get("/api/v1/live-migration/status").await;
+    assert_eq!(s["state"], "NOT_COMPLETED", "{s}");
+    let (status, _, body) = get_bytes(&daemon, &url_of(&files[1].0), None).await;
+    assert_eq!(status, 200);
+    assert!(body == files[1].1, "served again, whole");
+    let (status, s) = daemon
+        .post_json("/api/v1/live-migration/status", &Value::Null)
+        .await;
+    assert_eq!(
+        (status, s["state"].clone()),
+        (200, json!("COMPLETED")),
+        "{s}"
+    );
 
     // Switched off at runtime: every route hides; the choice survives a restart.
     let (status, view) = put_json(
@@ -492,8 +557,15 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     files.push(("data0/ks/t-1/nb-2-big-Data.db".into(), content(9, 70_000)));
     write(&src.root().join(&files[4].0), &content(10, 250_000));
     files[4].1 = content(10, 250_000);
+    // One only touched: same size and content, another modification time.
+    set_mtime(&src.root().join(&files[5].0), 1_600_000_000_123);
     // Also a stray local file the source never had.
     write(&home.path().join("data1/ks/t-2/stray.db"), b"stray");
+    // The lists of files now differ, and so do their digests.
+    let (_, theirs) = source.get("/api/v1/live-migration/files-digest").await;
+    let (status, mine) = dst.get("/api/v1/live-migration/files-digest").await;
+    assert_eq!(status, 200, "{mine}");
+    assert_ne!(mine["digest"], theirs["digest"], "{mine} vs {theirs}");
     let (_, accepted) = dst
         .post_json(
             "/api/v1/live-migration/data-copy-tasks",
@@ -502,7 +574,10 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
         .await;
     let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}");
-    assert_eq!(task["status"][0]["filesToDownload"], 2, "{task:#}");
+    assert_eq!(
+        task["status"][0]["filesToDownload"], 3,
+        "the new, the resized and the touched file: {task:#}"
+    );
     same_tree(src.root(), home.path(), &files);
     assert!(!home.path().join("data0/ks/t-1/nb-1-big-Index.db").exists());
     // Both sides' file lists in one request each.
@@ -512,7 +587,41 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     assert_eq!(mine["digest"], theirs["digest"], "{mine} vs {theirs}");
     assert!(!home.path().join("data1/ks/t-2/stray.db").exists());
 
-    // Verification: everything matches; then a byte flipped in place is found.
+    // Same size, same modification time, other content (a commit log written through a memory
+    // map): size and time cannot see it; the final pass's verifyDigest must.
+    let rewritten = src.root().join(&files[3].0);
+    let when = std::fs::metadata(&rewritten).unwrap().modified().unwrap();
+    std::fs::write(&rewritten, content(11, files[3].1.len())).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&rewritten)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    let copy = |body: Value| {
+        let dst = &dst;
+        async move {
+            let (status, accepted) = dst
+                .post_json("/api/v1/live-migration/data-copy-tasks", &body)
+                .await;
+            assert_eq!(status, 202, "{accepted}");
+            let task = wait_task(dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+            assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
+            task
+        }
+    };
+    let task =
+        copy(json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2})).await;
+    assert_eq!(task["status"][0]["filesToDownload"], 0, "{task:#}");
+    assert!(std::fs::read(home.path().join(&files[3].0)).unwrap() == files[3].1);
+    let task = copy(json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2, "verifyDigest": "xxh3"})).await;
+    assert_eq!(task["status"][0]["filesToDownload"], 1, "{task:#}");
+    assert_eq!(task["status"][0]["filesDownloaded"], 1, "{task:#}");
+    assert_eq!(task["status"].as_array().unwrap().len(), 2, "{task:#}");
+    files[3].1 = content(11, files[3].1.len());
+    same_tree(src.root(), home.path(), &files);
+
+    // Verification: everything matches; then every kind of difference is found and counted.
     let verify = |d: &Daemon| {
         let d = d
             .client()
@@ -526,30 +635,154 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
             crate::support::json_of(res).await
         }
     };
+    let mut verifications = Vec::new();
     let (status, accepted) = verify(&dst).await;
     assert_eq!(status, 202, "{accepted}");
+    verifications.push(accepted["taskId"].as_str().unwrap().to_string());
     let report = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
     assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
-    assert!(
-        report["filesMatched"].as_u64().unwrap() > files.len() as u64,
-        "{report:#}"
-    );
+    let all = report["filesMatched"].as_u64().unwrap();
+    assert!(all > files.len() as u64, "{report:#}");
+    assert_eq!(report["metadataMatched"], all, "{report:#}");
     assert_all_matched(&report);
+    // A byte flipped in place, a file missing, a file of another size, a stray file.
     let victim = home.path().join(&files[0].0);
     let mut bytes = std::fs::read(&victim).unwrap();
     bytes[1234] ^= 0xff;
     std::fs::write(&victim, bytes).unwrap();
+    std::fs::remove_file(home.path().join(&files[6].0)).unwrap();
+    let mut longer = files[4].1.clone();
+    longer.push(0);
+    std::fs::write(home.path().join(&files[4].0), longer).unwrap();
+    write(&home.path().join("data1/ks/t-2/lm_stray.db"), b"stray");
     let (_, accepted) = verify(&dst).await;
+    verifications.push(accepted["taskId"].as_str().unwrap().to_string());
     let report = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
-    assert_eq!(report["digestMismatches"], 1, "{report:#}");
-    assert!(
-        report["differences"][0]
-            .as_str()
-            .unwrap()
-            .contains("nb-1-big-Data.db"),
+    assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
+    for (counter, n) in [
+        ("filesNotFoundAtSource", 1),
+        ("filesNotFoundAtDestination", 1),
+        ("metadataMismatches", 1),
+        ("digestMismatches", 1),
+        ("digestVerificationFailures", 0),
+        ("metadataMatched", all - 2),
+        ("filesMatched", all - 3),
+    ] {
+        assert_eq!(report[counter], n, "{counter}: {report:#}");
+    }
+    let differences: Vec<&str> = report["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert_eq!(differences.len(), 4, "{report:#}");
+    for (file, what) in [
+        ("data/1/ks/t-2/lm_stray.db", "not at the source"),
+        ("data/0/ks/t-1/nb-2-big-Data.db", "not at the destination"),
+        (
+            "commitlog/0/CommitLog-7-1.log",
+            "250000 bytes at the source, FILE of 250001",
+        ),
+        ("data/0/ks/t-1/nb-1-big-Data.db", "digest"),
+    ] {
+        assert!(
+            differences
+                .iter()
+                .any(|d| d.contains(file) && d.contains(what)),
+            "{file}: {what}: {report:#}"
+        );
+    }
+    // Many differences: all counted, the first 100 listed.
+    for i in 0..150 {
+        write(&home.path().join(format!("data0/ks/lm_many/f{i}.db")), b"x");
+    }
+    let (_, accepted) = verify(&dst).await;
+    verifications.push(accepted["taskId"].as_str().unwrap().to_string());
+    let report = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    // 150 files, their directory, and the stray file from before.
+    assert_eq!(report["filesNotFoundAtSource"], 152, "{report:#}");
+    assert_eq!(
+        report["differences"].as_array().unwrap().len(),
+        100,
         "{report:#}"
     );
+
+    // Listed oldest first, with what each found; an ended task cannot be cancelled.
+    let (status, list) = dst
+        .get("/api/v1/live-migration/files-verification-tasks")
+        .await;
+    assert_eq!(status, 200, "{list}");
+    let tasks = list["tasks"].as_array().unwrap();
+    let ids: Vec<&str> = tasks
+        .iter()
+        .map(|t| t["taskId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, verifications, "{list:#}");
+    assert!(tasks.iter().all(|t| t["state"] == "SUCCEEDED"), "{list:#}");
+    assert_eq!(tasks[0]["digestMismatches"], 0, "{list:#}");
+    assert_eq!(tasks[1]["digestMismatches"], 1, "{list:#}");
+    assert_eq!(tasks[2]["filesNotFoundAtSource"], 152, "{list:#}");
+    let (status, err) = patch(
+        &dst,
+        &format!("/api/v1/live-migration/files-verification-tasks/{}", ids[0]),
+    )
+    .await;
+    assert_eq!(status, 409, "{err}");
+
+    // A source that stops answering (frozen): tasks waiting on it still end when cancelled.
+    source.signal("STOP");
+    let (_, accepted) = verify(&dst).await;
+    let url = accepted["statusUrl"].as_str().unwrap().to_string();
+    let (_, running) = dst.get(&url).await;
+    assert_eq!(running["state"], "RUNNING", "{running:#}");
+    let (_, list) = dst
+        .get("/api/v1/live-migration/files-verification-tasks")
+        .await;
+    assert_eq!(list["tasks"][3]["state"], "RUNNING", "{list:#}");
+    // Time to reach the listing request, which gets no answer.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, cancelled) = patch(&dst, &url).await;
+    assert_eq!(status, 200, "{cancelled}");
+    let report = wait_briefly(&dst, &url).await;
+    assert_eq!(report["state"], "CANCELLED", "{report:#}");
+    let (status, accepted) = dst
+        .post_json(
+            "/api/v1/live-migration/data-copy-tasks",
+            &json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2}),
+        )
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    let url = accepted["statusUrl"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, cancelled) = patch(&dst, &url).await;
+    assert_eq!(status, 200, "{cancelled}");
+    let task = wait_briefly(&dst, &url).await;
+    assert_eq!(task["state"], "CANCELLED", "{task:#}");
+    source.signal("CONT");
     drop(source);
+}
+
+/// Polls a task until it ends, for at most 10 s (a cancel is prompt).
+async fn wait_briefly(d: &Daemon, url: &str) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, task) = d.get(url).await;
+        if ended(&task) || std::time::Instant::now() > deadline {
+            return task;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Sets a file's modification time, in milliseconds since the epoch.
+fn set_mtime(path: &Path, ms: u64) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+        .unwrap();
 }
 
 #[tokio::test]
@@ -693,12 +926,13 @@ async fn a_cassandra_node_moves_to_a_new_address_with_every_row() {
         .prepare("INSERT INTO lm.t (p, c, v) VALUES (?, ?, ?)")
         .await
         .unwrap();
-    let mut written = 0i32;
+    // What the table holds, by key: the test compares every value read back on the new node.
+    let mut expected = std::collections::BTreeMap::new();
     for i in 0..3000 {
         node.execute_unpaged(&insert, (i % 100, i, format!("row {i}")))
             .await
             .unwrap();
-        written += 1;
+        expected.insert((i % 100, i), format!("row {i}"));
     }
 
     let src = Home::new();
@@ -726,15 +960,24 @@ async fn a_cassandra_node_moves_to_a_new_address_with_every_row() {
         let (node, insert) = (node.clone(), insert.clone());
         let stop = tokio_util::sync::CancellationToken::new();
         let stopped = stop.clone();
+        let mut expected = expected;
         let task = tokio::spawn(async move {
-            let mut i = written;
+            // New rows, and new values for old ones (same count, other content).
+            let mut i = 3000;
             while !stopped.is_cancelled() {
-                node.execute_unpaged(&insert, (i % 100, i, format!("row {i}")))
+                let (key, v) = if i % 2 == 0 {
+                    ((i % 100, i), format!("row {i}"))
+                } else {
+                    let old = (i / 2) % 3000;
+                    ((old % 100, old), format!("row {old}, rewritten at {i}"))
+                };
+                node.execute_unpaged(&insert, (key.0, key.1, v.clone()))
                     .await
                     .unwrap();
+                expected.insert(key, v);
                 i += 1;
             }
-            i
+            expected
         });
         (stop, task)
     };
@@ -748,7 +991,7 @@ async fn a_cassandra_node_moves_to_a_new_address_with_every_row() {
     let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     writer.0.cancel();
-    written = writer.1.await.unwrap();
+    let expected = writer.1.await.unwrap();
 
     // The source node stops; the final pass must leave nothing different.
     drop(node);
@@ -776,11 +1019,36 @@ async fn a_cassandra_node_moves_to_a_new_address_with_every_row() {
     // A node on the copied files, under a new address, has every row.
     testenv(&["node-start", "cassandra-lmdst"]);
     let moved = crate::cql::session("127.0.0.4:9042").await;
-    let rows = crate::cql::raw_rows(&moved, "lm.t", "p, c, v").await;
-    assert_eq!(
-        rows.len(),
-        written as usize,
-        "rows written before the stop: {written}"
+    let rows = {
+        use futures::TryStreamExt;
+        let mut st = scylla::statement::unprepared::Statement::new("SELECT p, c, v FROM lm.t");
+        st.set_page_size(5000);
+        let rows: Vec<(i32, i32, String)> = moved
+            .query_iter(st, ())
+            .await
+            .expect("scan")
+            .rows_stream::<(i32, i32, String)>()
+            .expect("rows")
+            .try_collect()
+            .await
+            .expect("rows");
+        rows.into_iter()
+            .map(|(p, c, v)| ((p, c), v))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    assert_eq!(rows.len(), expected.len(), "rows written before the stop");
+    let wrong: Vec<_> = expected
+        .iter()
+        .filter(|(k, v)| rows.get(k) != Some(v))
+        .take(5)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "rows with other values on the new node: {wrong:?}"
+    );
+    assert!(
+        expected.values().any(|v| v.contains("rewritten")),
+        "old rows were rewritten during the passes"
     );
     drop(moved);
     testenv(&["node-stop", "cassandra-lmdst"]);
@@ -810,6 +1078,39 @@ async fn a_destination_killed_mid_task_resumes_it_when_restarted() {
     dst.kill9();
     let target = home.path().join("data1/ks/t-9/nb-3-big-Data.db");
     assert!(!target.exists(), "no partial file at the final path");
+    let parts = staging_files(home.path());
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    let kept = std::fs::metadata(&parts[0]).unwrap().len();
+    // Restarted while its own Cassandra answers (started on the copy too early): the task is
+    // not resumed, and nothing is written into the node's directories.
+    let guarded = Daemon::start(
+        &home,
+        &format!(
+            "{}live_migration:\n  enabled: true\n  advertise: \"destination:1\"\n  migration_map:\n    \"{}\": \"destination:1\"\n",
+            node_dirs(home.path()).replace("127.0.0.1:1", &crate::support::cassandra_src()),
+            src.addr
+        ),
+    )
+    .await;
+    let deadline = std::time::Instant::now() + WAIT;
+    // Either way the daemon logs its decision ("... resumed" or "... not resumed: ...").
+    while !guarded.logs().contains("resumed") {
+        assert!(std::time::Instant::now() < deadline, "{}", guarded.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        guarded
+            .logs()
+            .contains("not resumed: the local Cassandra node answers"),
+        "{}",
+        guarded.logs()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, task) = guarded.get(&url).await;
+    assert_eq!(task["state"], "INTERRUPTED", "{task:#}");
+    assert_eq!(std::fs::metadata(&parts[0]).unwrap().len(), kept);
+    assert!(!target.exists());
+    drop(guarded);
     let dst = destination(&home, &src.addr, "").await;
     // INTERRUPTED until the restarted daemon has resumed it.
     let task = wait_task(&dst, &url, |t| ended(t) && t["state"] != "INTERRUPTED").await;
@@ -823,4 +1124,244 @@ async fn a_destination_killed_mid_task_resumes_it_when_restarted() {
         "the resumed task continued the partial download: {fetched}"
     );
     assert!(staging_files(home.path()).is_empty());
+}
+
+/// The value of `drover_job_progress` for one counter of one job, if /metrics shows it.
+async fn progress_metric(d: &Daemon, job: &str, counter: &str) -> Option<u64> {
+    let text = d
+        .client()
+        .get(d.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let labels = format!(
+        "drover_job_progress{{job=\"{job}\",kind=\"data-copy-task\",counter=\"{counter}\"}} "
+    );
+    text.lines()
+        .find_map(|l| l.strip_prefix(labels.as_str()))
+        .map(|v| v.trim().parse().unwrap())
+}
+
+async fn metrics_text(d: &Daemon) -> String {
+    d.client()
+        .get(d.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// `maxBytesPerSecond` for all downloads of a task together, its progress on /metrics, a file
+/// compacted away mid-task, and downloads whose bytes do not have the source's digest.
+#[tokio::test]
+async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
+    let src = SourceNode::new("");
+    let big = [
+        ("data0/ks/t-1/nb-1-big-Data.db", content(21, 3_000_000)),
+        ("data1/ks/t-2/nb-1-big-Data.db", content(22, 3_000_000)),
+    ];
+    for (p, c) in &big {
+        write(&src.root().join(p), c);
+    }
+    let doomed = "data0/ks/t-1/nb-2-big-Data.db";
+    write(&src.root().join(doomed), &content(23, 10_000));
+    let source = src.start().await;
+    let home = Home::new();
+    let dst = destination(&home, &src.addr, "").await;
+
+    const RATE: f64 = 1_000_000.0;
+    let (status, accepted) = dst
+        .post_json(
+            "/api/v1/live-migration/data-copy-tasks",
+            &json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2, "maxBytesPerSecond": RATE as u64}),
+        )
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    let url = accepted["statusUrl"].as_str().unwrap().to_string();
+    let id = accepted["taskId"].as_str().unwrap().to_string();
+    // Listed, then compacted away before its turn (the two large files go first).
+    wait_task(&dst, &url, |t| t["status"][0]["state"] == "DOWNLOADING").await;
+    std::fs::remove_file(src.root().join(doomed)).unwrap();
+    assert_eq!(progress_metric(&dst, &id, "filesToDownload").await, Some(3));
+    // The rate, from the bytes counter on /metrics: it moves once a second, so each change is
+    // a (time, bytes) sample; the first second's burst is left out.
+    let mut samples: Vec<(std::time::Instant, u64)> = Vec::new();
+    let deadline = std::time::Instant::now() + WAIT;
+    while let Some(bytes) = progress_metric(&dst, &id, "bytesDownloaded").await {
+        let iteration = progress_metric(&dst, &id, "iteration").await;
+        if iteration != Some(0) || std::time::Instant::now() > deadline {
+            break;
+        }
+        if bytes > 0 && samples.last().is_none_or(|(_, b)| *b != bytes) {
+            samples.push((std::time::Instant::now(), bytes));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The first tick may fall in the burst that governor allows at the start.
+    assert!(samples.len() >= 4, "too few samples: {samples:?}");
+    let ((t0, b0), (t1, b1)) = (samples[1], samples[samples.len() - 1]);
+    let rate = (b1 - b0) as f64 / (t1 - t0).as_secs_f64();
+    assert!(
+        (0.75 * RATE..=1.25 * RATE).contains(&rate),
+        "{rate} bytes/s over {:?} ({samples:?})",
+        t1 - t0
+    );
+    let task = wait_task(&dst, &url, ended).await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
+    assert_eq!(task["maxBytesPerSecond"], RATE as u64);
+    // The vanished file failed once, without retries, and the next pass forgot it.
+    let first = &task["status"][0];
+    assert_eq!(first["filesToDownload"], 3, "{task:#}");
+    assert_eq!(first["filesDownloaded"], 2, "{task:#}");
+    assert_eq!(first["downloadFailures"], 1, "{task:#}");
+    assert_eq!(first["bytesDownloaded"], 6_000_000, "{task:#}");
+    assert_eq!(task["status"][1]["state"], "SUCCESS", "{task:#}");
+    assert_eq!(task["status"][1]["filesToDownload"], 0, "{task:#}");
+    assert_eq!(task["status"].as_array().unwrap().len(), 2, "{task:#}");
+    let asked = metrics_text(&source).await;
+    assert!(
+        asked.contains(r#"drover_http_requests_total{method="GET",route="/api/v1/live-migration/files/{dirType}/{dirIndex}/{*path}",status="404"} 1"#),
+        "{asked}"
+    );
+    assert!(!home.path().join(doomed).exists());
+    assert!(staging_files(home.path()).is_empty());
+    let kept: Vec<(String, Vec<u8>)> = big
+        .iter()
+        .map(|(p, c)| (p.to_string(), c.clone()))
+        .collect();
+    same_tree(src.root(), home.path(), &kept);
+    // Progress of ended tasks leaves /metrics.
+    assert_eq!(progress_metric(&dst, &id, "bytesDownloaded").await, None);
+
+    // Staging files whose bytes are not the source's (a complete one, and a partial one that
+    // a resumed download would continue): each download is checked against the source's
+    // digest, rejected, and fetched again whole.
+    let fresh = [
+        ("data0/ks/t-3/nb-1-big-Data.db", content(24, 500_000)),
+        ("data1/ks/t-4/nb-1-big-Data.db", content(25, 400_000)),
+    ];
+    for (i, (p, c)) in fresh.iter().enumerate() {
+        write(&src.root().join(p), c);
+        let listed = listed_as(&src.root().join(p));
+        let staging = drover::livemigration::copy::staging_path(&home.path().join(p), &listed);
+        let bogus = content(90 + i as u64, if i == 0 { c.len() } else { 100_000 });
+        write(&staging, &bogus);
+    }
+    assert_eq!(staging_files(home.path()).len(), 2);
+    let (status, accepted) = dst
+        .post_json(
+            "/api/v1/live-migration/data-copy-tasks",
+            &json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2, "verifyDigest": "sha256"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
+    assert_eq!(task["status"][0]["filesToDownload"], 2, "{task:#}");
+    assert_eq!(task["status"][0]["filesDownloaded"], 2, "{task:#}");
+    // Nothing wrong was renamed into place: the next pass found nothing to fetch again.
+    assert_eq!(task["status"].as_array().unwrap().len(), 2, "{task:#}");
+    assert_eq!(task["status"][1]["filesToDownload"], 0, "{task:#}");
+    let rejected = dst.logs().matches("differs from the source's").count();
+    assert_eq!(rejected, 2, "{}", dst.logs());
+    let kept: Vec<(String, Vec<u8>)> = fresh
+        .iter()
+        .map(|(p, c)| (p.to_string(), c.clone()))
+        .collect();
+    same_tree(src.root(), home.path(), &kept);
+    assert!(staging_files(home.path()).is_empty());
+}
+
+/// A source file as the source lists it (what names its staging files).
+fn listed_as(path: &Path) -> drover::livemigration::copy::RemoteFile {
+    let meta = std::fs::metadata(path).unwrap();
+    drover::livemigration::copy::RemoteFile {
+        file_url: String::new(),
+        size: meta.len(),
+        file_type: "FILE".into(),
+        last_modified_time: drover::livemigration::files::modified_ms(&meta),
+    }
+}
+
+/// Tasks that cannot finish end FAILED and say why: a source that keeps refusing downloads
+/// (the threshold is still not met after `maxIterations`), and a destination with fewer data
+/// directories than its source.
+#[tokio::test]
+async fn lm_tasks_that_cannot_finish_fail_and_say_why() {
+    let src = SourceNode::new("  max_concurrent_file_requests: 1\n");
+    // Larger than what the socket buffers of an unread response can hold: a download of it
+    // held open keeps the source's only file-request slot.
+    let held = "data0/ks/t-1/nb-9-big-Data.db";
+    write(&src.root().join(held), &content(31, 48_000_000));
+    write(
+        &src.root().join("data1/ks/t-2/nb-1-big-Data.db"),
+        &content(32, 1000),
+    );
+    let source = src.start().await;
+
+    // Fewer data directories here than at the source: the missing index is named, at once.
+    let narrow = Home::new();
+    let dst = Daemon::start(
+        &narrow,
+        &format!(
+            "cassandra:\n  native_address: 127.0.0.1:1\n  data_file_directories: [{0}/data0]\n  commitlog_directory: {0}/commitlog\nlive_migration:\n  enabled: true\n  advertise: \"destination:1\"\n  migration_map:\n    \"{1}\": \"destination:1\"\n",
+            narrow.path().display(),
+            src.addr
+        ),
+    )
+    .await;
+    let (status, accepted) = dst
+        .post_json(
+            "/api/v1/live-migration/data-copy-tasks",
+            &json!({"maxIterations": 3, "successThreshold": 1.0, "maxConcurrency": 2}),
+        )
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    assert_eq!(task["state"], "FAILED", "{task:#}");
+    let error = task["error"].as_str().unwrap();
+    assert!(error.contains("data directory number 1"), "{task:#}");
+    assert_eq!(task["status"].as_array().unwrap().len(), 1, "{task:#}");
+    assert!(
+        !narrow.path().join("data0/ks").exists(),
+        "nothing was copied"
+    );
+    drop(dst);
+
+    // Every download refused (503) until retries run out: after maxIterations downloading
+    // iterations the last pass finds the threshold unmet.
+    let open = source
+        .client()
+        .get(source.url(&url_of(held)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(open.status(), 200);
+    let home = Home::new();
+    let dst = destination(&home, &src.addr, "").await;
+    let (status, accepted) = dst
+        .post_json(
+            "/api/v1/live-migration/data-copy-tasks",
+            &json!({"maxIterations": 1, "successThreshold": 0.5, "maxConcurrency": 2}),
+        )
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    assert_eq!(task["state"], "FAILED", "{task:#}\n{}", dst.logs());
+    let iterations = task["status"].as_array().unwrap();
+    assert_eq!(iterations.len(), 2, "{task:#}");
+    assert_eq!(iterations[0]["state"], "DOWNLOAD_COMPLETE", "{task:#}");
+    assert_eq!(iterations[0]["downloadFailures"], 2, "{task:#}");
+    assert_eq!(iterations[1]["state"], "FAILED", "{task:#}");
+    let error = task["error"].as_str().unwrap();
+    assert!(
+        error.contains("not met in 1 iterations") && error.contains("2 of 2 files"),
+        "{task:#}"
+    );
+    drop(open);
 }
