@@ -405,7 +405,7 @@ async fn partitions_reduced_to_their_static_cells_are_compared_and_skip_token_ra
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;
     let yaml = job(ks, "t", "", "", "");
-    run(&daemon, "/api/v1/migrations", &yaml).await;
+    let migrated = run(&daemon, "/api/v1/migrations", &yaml).await;
     // Partition 1 keeps only its static cell in the target; partition 2 gains a row there,
     // and its static cell changes.
     exec(
@@ -419,15 +419,20 @@ async fn partitions_reduced_to_their_static_cells_are_compared_and_skip_token_ra
     )
     .await;
     // The job file's skipTokenRanges (here: the whole ring) say what a migration copied; the
-    // validator compares the whole ring all the same.
+    // validator compares the whole ring all the same: every unit the migration planned.
     let skipping =
         format!("{yaml}skipTokenRanges:\n  - [-9223372036854775808, 9223372036854775807]\n");
     let done = run(&daemon, "/api/v1/validations", &skipping).await;
     assert_eq!(done["progress"]["unitsSkipped"], 0, "{done:#}");
     assert_eq!(
+        done["progress"]["unitsTotal"], migrated["progress"]["unitsTotal"],
+        "{done:#}"
+    );
+    assert_eq!(
         done["progress"]["unitsDone"], done["progress"]["unitsTotal"],
         "{done:#}"
     );
+    assert_eq!(done["result"]["sourceRows"], 3, "{done:#}");
     let report = &done["result"];
     let d = &report["differences"];
     assert_eq!(d["missingRows"], 2, "{report:#}");
@@ -755,6 +760,16 @@ async fn an_interrupted_validation_resumes_and_reports_the_whole_table() {
         7,
         "{report:#}"
     );
+    // Its savepoint (the only one it wrote, at its end: the newest) holds as many.
+    let newest = std::fs::read_dir(sp.join("validation"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .max()
+        .unwrap();
+    let saved: Value = yaml_serde::from_str(&std::fs::read_to_string(&newest).unwrap()).unwrap();
+    assert_eq!(saved["validationComplete"], true, "{saved:#}");
+    assert_eq!(saved["validationReport"], *report, "{saved:#}");
     let logs = daemon.logs();
     assert!(!logs.contains("resuming the validation"), "{logs}");
     assert!(
