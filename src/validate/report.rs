@@ -237,34 +237,96 @@ mod tests {
     use super::*;
 
     #[test]
-    fn merging_adds_counts_and_caps_examples() {
-        let example = Example {
+    fn merging_adds_every_count_and_caps_examples() {
+        let example = |key: &str| Example {
             kind: ExampleKind::MissingRow,
-            key: "id = 1".into(),
+            key: key.into(),
             token: 0,
             columns: vec![],
         };
+        // Every count differs from every other, so a count added to the wrong field shows.
         let mut a = Report {
-            source_rows: 2,
-            rows_with_differences: 1,
-            examples: vec![example.clone()],
-            ..Default::default()
+            source_rows: 1,
+            target_rows: 2,
+            rows_compared: 3,
+            rows_matched: 4,
+            rows_with_differences: 5,
+            differences: Differences {
+                missing_rows: 6,
+                extra_rows: 7,
+                different_values: 8,
+                missing_values: 9,
+                extra_values: 10,
+                different_writetimes: 11,
+                different_ttls: 12,
+            },
+            rows_copied: 13,
+            rows_skipped: 14,
+            examples: vec![example("id = 1")],
         };
         let b = Report {
-            source_rows: 3,
-            rows_with_differences: 2,
+            source_rows: 100,
+            target_rows: 200,
+            rows_compared: 300,
+            rows_matched: 400,
+            rows_with_differences: 500,
             differences: Differences {
-                missing_rows: 2,
-                ..Default::default()
+                missing_rows: 600,
+                extra_rows: 700,
+                different_values: 800,
+                missing_values: 900,
+                extra_values: 1000,
+                different_writetimes: 1100,
+                different_ttls: 1200,
             },
-            examples: vec![example.clone(), example],
-            ..Default::default()
+            rows_copied: 1300,
+            rows_skipped: 1400,
+            examples: vec![example("id = 2"), example("id = 3")],
         };
         a.merge(&b, 2);
-        assert_eq!(a.source_rows, 5);
-        assert_eq!(a.differences.missing_rows, 2);
-        assert_eq!(a.examples.len(), 2);
+        assert_eq!(
+            a,
+            Report {
+                source_rows: 101,
+                target_rows: 202,
+                rows_compared: 303,
+                rows_matched: 404,
+                rows_with_differences: 505,
+                differences: Differences {
+                    missing_rows: 606,
+                    extra_rows: 707,
+                    different_values: 808,
+                    missing_values: 909,
+                    extra_values: 1010,
+                    different_writetimes: 1111,
+                    different_ttls: 1212,
+                },
+                rows_copied: 1313,
+                rows_skipped: 1414,
+                // The first examples found are kept.
+                examples: vec![example("id = 1"), example("id = 2")],
+            }
+        );
         assert!(!a.is_clean());
-        assert!(a.to_text().contains("missing rows (not in the target): 2"));
+        let text = a.to_text();
+        for line in [
+            "DIFFERENCES FOUND: 303 rows compared (101 source, 202 target), 404 matched, 505 with differences",
+            "missing rows (not in the target): 606",
+            "extra rows (not in the source): 707",
+            "rows with different values: 808",
+            "rows with values missing in the target: 909",
+            "rows with values only in the target: 1010",
+            "rows with different writetimes: 1111",
+            "rows with different TTLs: 1212",
+            "rows copied again (copyMissingRows): 1313",
+            "source rows skipped for a null primary key column: 1414",
+            "- missing row: id = 2",
+        ] {
+            assert!(text.contains(line), "{line:?} not in\n{text}");
+        }
+        // A full report takes no more examples.
+        a.merge(&b, 2);
+        assert_eq!(a.examples.len(), 2);
+        assert_eq!(a.source_rows, 201);
     }
 }

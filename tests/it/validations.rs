@@ -64,12 +64,60 @@ fn differing(report: &Value, key: &str) -> Vec<(String, String)> {
     cols
 }
 
+/// The numbers of a rendered WRITETIME or TTL list (`[86390, 97]`).
+fn meta_list(rendered: &Value) -> Vec<i64> {
+    rendered
+        .as_str()
+        .unwrap()
+        .trim_matches(|c| c == '[' || c == ']')
+        .split(", ")
+        .map(|n| n.parse().unwrap_or_else(|_| panic!("{rendered}")))
+        .collect()
+}
+
+/// The column difference of `column` and kind `difference` in the example of `key`.
+fn column_difference<'a>(
+    report: &'a Value,
+    key: &str,
+    column: &str,
+    difference: &str,
+) -> &'a Value {
+    examples(report, "differentRow")
+        .into_iter()
+        .filter(|e| e["key"].as_str().unwrap().contains(key))
+        .flat_map(|e| e["columns"].as_array().unwrap())
+        .find(|c| c["column"] == column && c["difference"] == difference)
+        .unwrap_or_else(|| panic!("no {difference} difference of {column} in {key}: {report:#}"))
+}
+
 #[tokio::test]
 async fn every_kind_of_damage_is_reported_with_its_key() {
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_validate_damage";
     fresh_keyspace(&src, &dst, ks, EVERY_TYPE).await;
     fill_every_type(&src, ks).await;
+    let t = format!("{ks}.everything");
+    let k1 = "11111111-1111-1111-1111-111111111111";
+    let k2 = "22222222-2222-2222-2222-222222222222";
+    let c = "e0d1c000-0000-1000-8000-000000000001";
+    // More rows in k1's partition, whose c1 is DESC: timeuuids whose time order is not their
+    // byte order (10000000-0000-1… < e0d1c000-0000-1… < 00000000-0001-1…), one of the same time
+    // as `c` and several c2 (ASC) under one c1, so the validator merges them in its DESC order.
+    let (early, late, same_time) = (
+        "10000000-0000-1000-8000-000000000000",
+        "00000000-0001-1000-8000-000000000000",
+        "e0d1c000-0000-1000-8000-000000000002",
+    );
+    for (n, (c1, c2)) in [(early, "d1"), (late, "d2"), (same_time, "d3"), (late, "d4")]
+        .into_iter()
+        .enumerate()
+    {
+        exec(
+            &src,
+            &format!("INSERT INTO {t} (k, c1, c2, n) VALUES ({k1}, {c1}, '{c2}', {n}) USING TIMESTAMP 9000"),
+        )
+        .await;
+    }
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;
     // Writetimes within 1 ms, so that the TTL damage below (written 1 µs later, since an equal
@@ -87,78 +135,81 @@ async fn every_kind_of_damage_is_reported_with_its_key() {
     let (code, stdout, stderr) = validate_cli(&yaml);
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert!(
-        stdout.starts_with("no differences: 5 rows compared"),
+        stdout.starts_with("no differences: 9 rows compared"),
         "{stdout}"
     );
     let clean = run(&daemon, "/api/v1/validations", &yaml).await;
     assert_eq!(clean["result"]["rowsWithDifferences"], 0, "{clean}");
-    assert_eq!(clean["result"]["rowsMatched"], 5, "{clean}");
-    assert_eq!(clean["phase"], "done: no differences in 5 rows", "{clean}");
+    assert_eq!(clean["result"]["rowsMatched"], 9, "{clean}");
+    assert_eq!(clean["phase"], "done: no differences in 9 rows", "{clean}");
 
-    let t = format!("{ks}.everything");
-    let k1 = "11111111-1111-1111-1111-111111111111";
-    let k2 = "22222222-2222-2222-2222-222222222222";
-    let c = "e0d1c000-0000-1000-8000-000000000001";
-    let row1 = format!("k = {k1} AND c1 = {c} AND c2 = 'row-1'");
-    // Delete a row, add one, change a collection element and a UDT field, rewrite a cell with
-    // another writetime, shorten a TTL. The element and the field are written at the source's
-    // writetime: at equal writetimes Cassandra keeps the cell that expires later or the greater
-    // value, so the new values (99 > 1, 'Zed' > 'Main') are the ones the target keeps.
-    exec(
-        &dst,
-        &format!("DELETE FROM {t} WHERE k = {k2} AND c1 = {c} AND c2 = 'row-2'"),
-    )
-    .await;
-    exec(
-        &dst,
-        &format!("INSERT INTO {t} (k, c1, c2, n) VALUES ({k1}, {c}, 'extra', 1)"),
-    )
-    .await;
-    exec(
-        &dst,
-        &format!("UPDATE {t} USING TIMESTAMP 1000 AND TTL 86400 SET m['a'] = 99 WHERE {row1}"),
-    )
-    .await;
-    exec(
-        &dst,
-        &format!("UPDATE {t} USING TIMESTAMP 1000 AND TTL 86400 SET u.street = 'Zed' WHERE {row1}"),
-    )
-    .await;
-    exec(
-        &dst,
-        &format!("UPDATE {t} USING TIMESTAMP 999999 SET n = 7 WHERE {row1}"),
-    )
-    .await;
-    exec(
-        &dst,
-        &format!("UPDATE {t} USING TIMESTAMP 4001 AND TTL 100 SET b = 1 WHERE {row1}"),
-    )
-    .await;
-    exec(&dst, &format!("UPDATE {t} USING TIMESTAMP 6000 SET fl = [1, 3] WHERE k = {k2} AND c1 = {c} AND c2 = 'key-only'")).await;
+    let key = |k: &str, c1: &str, c2: &str| format!("k = {k} AND c1 = {c1} AND c2 = '{c2}'");
+    let row1 = key(k1, c, "row-1");
+    let row2 = key(k2, c, "row-2");
+    // Delete a row between the DESC ones, add two (one between them), change a collection
+    // element and a UDT field, rewrite a cell with another writetime, shorten a TTL, delete a
+    // cell; in row-2, give one set element another writetime and one map element another TTL
+    // (the second element of each, values unchanged). The element and the field of row-1 are
+    // written at the source's writetime: at equal writetimes Cassandra keeps the cell that
+    // expires later or the greater value, so the new values (99 > 1, 'Zed' > 'Main') are the
+    // ones the target keeps.
+    for cql in [
+        format!("DELETE FROM {t} WHERE {}", key(k1, same_time, "d3")),
+        format!("INSERT INTO {t} (k, c1, c2, n) VALUES ({k1}, {c}, 'extra', 1)"),
+        format!(
+            "INSERT INTO {t} (k, c1, c2, n) VALUES ({k1}, 20000000-0000-1000-8000-000000000000, 'extra', 1)"
+        ),
+        format!("UPDATE {t} USING TIMESTAMP 1000 AND TTL 86400 SET m['a'] = 99 WHERE {row1}"),
+        format!("UPDATE {t} USING TIMESTAMP 1000 AND TTL 86400 SET u.street = 'Zed' WHERE {row1}"),
+        format!("UPDATE {t} USING TIMESTAMP 999999 SET n = 7 WHERE {row1}"),
+        format!("UPDATE {t} USING TIMESTAMP 4001 AND TTL 100 SET b = 1 WHERE {row1}"),
+        format!("DELETE n FROM {t} WHERE {}", key(k1, early, "d1")),
+        format!(
+            "UPDATE {t} USING TIMESTAMP 999999 AND TTL 86400 SET se = se + {{'y'}} WHERE {row2}"
+        ),
+        format!("UPDATE {t} USING TIMESTAMP 1001 AND TTL 100 SET m['b'] = 2 WHERE {row2}"),
+        format!(
+            "UPDATE {t} USING TIMESTAMP 6000 SET fl = [1, 3] WHERE {}",
+            key(k2, c, "key-only")
+        ),
+    ] {
+        exec(&dst, &cql).await;
+    }
 
     let job = run(&daemon, "/api/v1/validations", &yaml).await;
     let report = &job["result"];
-    assert_eq!(job["phase"], "done: 4 of 6 rows differ", "{job:#}");
-    assert_eq!(report["sourceRows"], 5, "{report:#}");
-    assert_eq!(report["targetRows"], 5, "{report:#}");
-    let d = &report["differences"];
-    assert_eq!(d["missingRows"], 1, "{report:#}");
-    assert_eq!(d["extraRows"], 1, "{report:#}");
-    // row-1: m and u; key-only: fl is only in the target.
-    assert_eq!(d["differentValues"], 1, "{report:#}");
-    assert_eq!(d["extraValues"], 1, "{report:#}");
-    assert_eq!(d["differentWritetimes"], 1, "{report:#}");
-    assert_eq!(d["differentTtls"], 1, "{report:#}");
-    let missing = examples(report, "missingRow");
-    assert_eq!(missing.len(), 1);
+    assert_eq!(job["phase"], "done: 7 of 11 rows differ", "{job:#}");
+    assert_eq!(report["sourceRows"], 9, "{report:#}");
+    assert_eq!(report["targetRows"], 10, "{report:#}");
+    assert_eq!(report["rowsMatched"], 4, "{report:#}");
+    // Each kind counted once per row that has it.
     assert_eq!(
-        missing[0]["key"],
-        format!("k = {k2} AND c1 = {c} AND c2 = 'row-2'")
+        report["differences"],
+        serde_json::json!({
+            "missingRows": 1, "extraRows": 2, "differentValues": 1, "missingValues": 1,
+            "extraValues": 1, "differentWritetimes": 2, "differentTtls": 2,
+        }),
+        "{report:#}"
     );
-    let extra = examples(report, "extraRow");
+    let keys = |kind: &str| -> Vec<String> {
+        examples(report, kind)
+            .iter()
+            .map(|e| e["key"].as_str().unwrap().to_string())
+            .collect()
+    };
     assert_eq!(
-        extra[0]["key"],
-        format!("k = {k1} AND c1 = {c} AND c2 = 'extra'")
+        keys("missingRow"),
+        vec![key(k1, same_time, "d3")],
+        "{report:#}"
+    );
+    // In the order of the scan: c1 DESC.
+    assert_eq!(
+        keys("extraRow"),
+        vec![
+            key(k1, c, "extra"),
+            key(k1, "20000000-0000-1000-8000-000000000000", "extra")
+        ],
+        "{report:#}"
     );
     assert_eq!(
         differing(report, "'row-1'"),
@@ -171,22 +222,52 @@ async fn every_kind_of_damage_is_reported_with_its_key() {
         "{report:#}"
     );
     assert_eq!(
+        differing(report, "'row-2'"),
+        vec![
+            ("m".to_string(), "ttl".to_string()),
+            ("se".to_string(), "writetime".to_string()),
+        ],
+        "{report:#}"
+    );
+    assert_eq!(
+        differing(report, "'d1'"),
+        vec![("n".to_string(), "missingOnTarget".to_string())]
+    );
+    assert_eq!(
         differing(report, "'key-only'"),
         vec![("fl".to_string(), "extraOnTarget".to_string())]
     );
-    let m = examples(report, "differentRow")
-        .into_iter()
-        .flat_map(|e| e["columns"].as_array().unwrap())
-        .find(|c| c["column"] == "m")
-        .unwrap();
+    let m = column_difference(report, "'row-1'", "m", "value");
     assert_eq!(m["source"], "{'a': 1, 'b': 2, 'c': 3}", "{m}");
     assert_eq!(m["target"], "{'a': 99, 'b': 2, 'c': 3}", "{m}");
+    let n = column_difference(report, "'d1'", "n", "missingOnTarget");
+    assert_eq!(
+        (&n["source"], &n["target"]),
+        (&Value::from("0"), &Value::from("null"))
+    );
+    // Per element: one writetime of the set, one TTL of the map.
+    let se = column_difference(report, "'row-2'", "se", "writetime");
+    assert_eq!(
+        (&se["source"], &se["target"]),
+        (&Value::from("[1000, 1000]"), &Value::from("[1000, 999999]")),
+        "{se}"
+    );
+    let ttls = column_difference(report, "'row-2'", "m", "ttl");
+    let (source, target) = (meta_list(&ttls["source"]), meta_list(&ttls["target"]));
+    assert!(
+        source.len() == 2 && source.iter().all(|t| *t > 80_000),
+        "{ttls}"
+    );
+    assert!(
+        target.len() == 2 && target[0] > 80_000 && target[1] <= 100,
+        "{ttls}"
+    );
 
     // The same report from the CLI, exit 1; as JSON with --json.
     let (code, stdout, _) = validate_cli(&yaml);
     assert_eq!(code, Some(1), "{stdout}");
     assert!(
-        stdout.starts_with("DIFFERENCES FOUND: 6 rows compared"),
+        stdout.starts_with("DIFFERENCES FOUND: 11 rows compared"),
         "{stdout}"
     );
     assert!(
@@ -194,9 +275,7 @@ async fn every_kind_of_damage_is_reported_with_its_key() {
         "{stdout}"
     );
     assert!(
-        stdout.contains(&format!(
-            "- extra row: k = {k1} AND c1 = {c} AND c2 = 'extra'"
-        )),
+        stdout.contains(&format!("- extra row: {}", key(k1, c, "extra"))),
         "{stdout}"
     );
     let path = write_job(&yaml);
@@ -207,7 +286,7 @@ async fn every_kind_of_damage_is_reported_with_its_key() {
     assert_eq!(out.status.code(), Some(1));
     let json: Value = serde_json::from_slice(&out.stdout).expect("--json prints the report");
     assert_eq!(json["differences"], report["differences"]);
-    assert_eq!(json["rowsCompared"], 6);
+    assert_eq!(json["rowsCompared"], 11);
     // The report endpoint serves the report alone.
     let (status, alone) = daemon
         .get(&format!(
@@ -220,7 +299,7 @@ async fn every_kind_of_damage_is_reported_with_its_key() {
 }
 
 #[tokio::test]
-async fn copy_missing_rows_repairs_the_target_and_a_second_validation_is_clean() {
+async fn copy_missing_rows_repairs_missing_and_differing_rows_and_deletes_nothing() {
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_validate_repair";
     rows_table(&src, &dst, ks, 20_000, 5_000, 50).await;
@@ -243,26 +322,70 @@ async fn copy_missing_rows_repairs_the_target_and_a_second_validation_is_clean()
         )
         .await;
     }
-    let repair = format!("{base}validation:\n  copyMissingRows: true\n");
+    // Rows and values only the target has: a re-copy must leave them alone. A row with no `n`
+    // in the source and one in the target (`v` alike, with its writetime), and a row only in
+    // the target.
+    exec(
+        &src,
+        &format!("INSERT INTO {ks}.t (p, c, v) VALUES (9001, 0, 'no n') USING TIMESTAMP 5000"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!(
+            "INSERT INTO {ks}.t (p, c, v, n) VALUES (9001, 0, 'no n', 99) USING TIMESTAMP 5000"
+        ),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!("INSERT INTO {ks}.t (p, c, v, n) VALUES (9100, 0, 'only in the target', 0)"),
+    )
+    .await;
+    // Five examples are reported; every differing row is counted and copied.
+    let repair = format!("{base}validation:\n  copyMissingRows: true\n  failuresToFetch: 5\n");
     let first = run(&daemon, "/api/v1/validations", &repair).await;
     let report = &first["result"];
     assert_eq!(report["differences"]["missingRows"], 30, "{report:#}");
     assert_eq!(report["differences"]["differentValues"], 3, "{report:#}");
+    assert_eq!(report["differences"]["extraValues"], 1, "{report:#}");
+    assert_eq!(report["differences"]["extraRows"], 1, "{report:#}");
     // A cell whose value differs is reported for its value, not its writetime as well.
     assert_eq!(
         report["differences"]["differentWritetimes"], 0,
         "{report:#}"
     );
-    assert_eq!(report["rowsCopied"], 33, "{report:#}");
-    assert_eq!(first["progress"]["rowsCopied"], 33, "{first:#}");
+    assert_eq!(report["rowsWithDifferences"], 35, "{report:#}");
+    assert_eq!(
+        report["examples"].as_array().unwrap().len(),
+        5,
+        "{report:#}"
+    );
+    // Missing and differing rows are written again, the extra row is not.
+    assert_eq!(report["rowsCopied"], 34, "{report:#}");
+    assert_eq!(first["progress"]["rowsCopied"], 34, "{first:#}");
 
+    // The target now holds the source's rows, and still its own row and value.
     let second = run(&daemon, "/api/v1/validations", &base).await;
-    assert_eq!(second["result"]["rowsWithDifferences"], 0, "{second:#}");
-    assert_eq!(second["result"]["rowsMatched"], 20_030, "{second:#}");
+    let report = &second["result"];
+    assert_eq!(report["rowsMatched"], 20_030, "{second:#}");
+    assert_eq!(report["rowsWithDifferences"], 2, "{second:#}");
+    assert_eq!(report["differences"]["extraRows"], 1, "{report:#}");
+    assert_eq!(report["differences"]["extraValues"], 1, "{report:#}");
+    assert_eq!(examples(report, "extraRow")[0]["key"], "p = 9100 AND c = 0");
+    assert_eq!(
+        differing(report, "p = 9001 AND c = 0"),
+        vec![("n".into(), "extraOnTarget".into())]
+    );
+    let extra = column_difference(report, "p = 9001", "n", "extraOnTarget");
+    assert_eq!(
+        (&extra["source"], &extra["target"]),
+        (&Value::from("null"), &Value::from("99"))
+    );
 }
 
 #[tokio::test]
-async fn partitions_reduced_to_their_static_cells_are_compared_by_their_statics() {
+async fn partitions_reduced_to_their_static_cells_are_compared_and_skip_token_ranges_ignored() {
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_validate_statics";
     fresh_keyspace(
@@ -282,7 +405,7 @@ async fn partitions_reduced_to_their_static_cells_are_compared_by_their_statics(
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;
     let yaml = job(ks, "t", "", "", "");
-    run(&daemon, "/api/v1/migrations", &yaml).await;
+    let migrated = run(&daemon, "/api/v1/migrations", &yaml).await;
     // Partition 1 keeps only its static cell in the target; partition 2 gains a row there,
     // and its static cell changes.
     exec(
@@ -295,7 +418,21 @@ async fn partitions_reduced_to_their_static_cells_are_compared_by_their_statics(
         &format!("INSERT INTO {ks}.t (p, c, s, v) VALUES (2, 5, 21, 5)"),
     )
     .await;
-    let done = run(&daemon, "/api/v1/validations", &yaml).await;
+    // The job file's skipTokenRanges (here: the whole ring) say what a migration copied; the
+    // validator compares the whole ring all the same: every unit the migration planned.
+    let skipping =
+        format!("{yaml}skipTokenRanges:\n  - [-9223372036854775808, 9223372036854775807]\n");
+    let done = run(&daemon, "/api/v1/validations", &skipping).await;
+    assert_eq!(done["progress"]["unitsSkipped"], 0, "{done:#}");
+    assert_eq!(
+        done["progress"]["unitsTotal"], migrated["progress"]["unitsTotal"],
+        "{done:#}"
+    );
+    assert_eq!(
+        done["progress"]["unitsDone"], done["progress"]["unitsTotal"],
+        "{done:#}"
+    );
+    assert_eq!(done["result"]["sourceRows"], 3, "{done:#}");
     let report = &done["result"];
     let d = &report["differences"];
     assert_eq!(d["missingRows"], 2, "{report:#}");
@@ -405,6 +542,141 @@ async fn tolerances_hold_at_their_edges_and_filters_and_renames_apply_to_the_tar
             .all(|e| e["key"] != "id = 0"),
         "{report:#}"
     );
+
+    // Writetime and TTL tolerances at their edges, whole cells and set elements. Writetimes
+    // are exact (µs, 5 ms = 5000 µs). TTLs are read in whole seconds and count down between
+    // the writes and between the two scans (up to 2 s apart in all), so their edge is tested
+    // 2 s either side of the 10 s tolerance: 8 s off is equal, 13 s off is not.
+    exec(
+        &src,
+        &format!("CREATE TABLE {ks}.w (id int PRIMARY KEY, v int, s set<int>)"),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!("CREATE TABLE {ks}.w (id int PRIMARY KEY, v int, s set<int>)"),
+    )
+    .await;
+    let (source_wt, source_ttl) = (1_000_000, 1000);
+    // (id, target writetime, target TTL) of `v`. The source writes it at 1 s, with a TTL of
+    // 1000 s for ids 4 to 6 and 8 (so id 7 has a TTL in the target only, id 8 in the source
+    // only).
+    let cells: &[(i32, i64, Option<i32>)] = &[
+        (0, source_wt + 5000, None),
+        (1, source_wt - 5000, None),
+        (2, source_wt + 5001, None),
+        (3, source_wt - 5001, None),
+        (4, source_wt, Some(source_ttl - 8)),
+        (5, source_wt, Some(source_ttl - 13)),
+        (6, source_wt, Some(source_ttl + 8)),
+        (7, source_wt, Some(source_ttl)),
+        (8, source_wt, None),
+    ];
+    for &(id, wt, ttl) in cells {
+        let source_using = match id {
+            4..=6 | 8 => format!("TIMESTAMP {source_wt} AND TTL {source_ttl}"),
+            _ => format!("TIMESTAMP {source_wt}"),
+        };
+        let target_using = match ttl {
+            Some(ttl) => format!("TIMESTAMP {wt} AND TTL {ttl}"),
+            None => format!("TIMESTAMP {wt}"),
+        };
+        // Each row written to both sides at once: their TTLs start counting together.
+        exec(
+            &src,
+            &format!("INSERT INTO {ks}.w (id, v) VALUES ({id}, {id}) USING {source_using}"),
+        )
+        .await;
+        exec(
+            &dst,
+            &format!("INSERT INTO {ks}.w (id, v) VALUES ({id}, {id}) USING {target_using}"),
+        )
+        .await;
+    }
+    // Sets {1, 2}: the second element 5 ms off (equal) or 5.001 ms off, or 13 s shorter-lived.
+    for (id, using, two) in [
+        (
+            9,
+            format!("TIMESTAMP {source_wt}"),
+            format!("TIMESTAMP {}", source_wt + 5000),
+        ),
+        (
+            10,
+            format!("TIMESTAMP {source_wt}"),
+            format!("TIMESTAMP {}", source_wt - 5001),
+        ),
+        (
+            11,
+            format!("TIMESTAMP {source_wt} AND TTL {source_ttl}"),
+            format!("TIMESTAMP {source_wt} AND TTL {}", source_ttl - 13),
+        ),
+    ] {
+        exec(
+            &src,
+            &format!("UPDATE {ks}.w USING {using} SET s = s + {{1, 2}} WHERE id = {id}"),
+        )
+        .await;
+        exec(
+            &dst,
+            &format!("UPDATE {ks}.w USING {using} SET s = s + {{1}} WHERE id = {id}"),
+        )
+        .await;
+        exec(
+            &dst,
+            &format!("UPDATE {ks}.w USING {two} SET s = s + {{2}} WHERE id = {id}"),
+        )
+        .await;
+    }
+    let timed = job(
+        ks,
+        "w",
+        "",
+        "",
+        "validation:\n  compareTimestamps: true\n  writetimeToleranceMillis: 5\n  ttlToleranceMillis: 10000\n",
+    );
+    let done = run(&daemon, "/api/v1/validations", &timed).await;
+    let report = &done["result"];
+    assert_eq!(report["rowsCompared"], 12, "{report:#}");
+    assert_eq!(
+        report["differences"]["differentWritetimes"], 3,
+        "{report:#}"
+    );
+    assert_eq!(report["differences"]["differentTtls"], 4, "{report:#}");
+    assert_eq!(report["rowsWithDifferences"], 7, "{report:#}");
+    for (id, column, difference) in [
+        (2, "v", "writetime"),
+        (3, "v", "writetime"),
+        (5, "v", "ttl"),
+        (7, "v", "ttl"),
+        (8, "v", "ttl"),
+        (10, "s", "writetime"),
+        (11, "s", "ttl"),
+    ] {
+        let e = examples(report, "differentRow")
+            .into_iter()
+            .find(|e| e["key"] == format!("id = {id}"))
+            .unwrap_or_else(|| panic!("id = {id} not reported: {report:#}"));
+        assert_eq!(
+            differing(report, &format!("id = {id}")),
+            vec![(column.to_string(), difference.to_string())],
+            "{e:#}"
+        );
+    }
+    let wt = column_difference(report, "id = 3", "v", "writetime");
+    assert_eq!(
+        (&wt["source"], &wt["target"]),
+        (&Value::from("1000000"), &Value::from("994999"))
+    );
+    let wt = column_difference(report, "id = 10", "s", "writetime");
+    assert_eq!(
+        (&wt["source"], &wt["target"]),
+        (
+            &Value::from("[1000000, 1000000]"),
+            &Value::from("[1000000, 994999]")
+        )
+    );
+    let ttl = column_difference(report, "id = 7", "v", "ttl");
+    assert_eq!(ttl["source"], "null", "{ttl}");
 }
 
 #[tokio::test]
@@ -461,6 +733,48 @@ async fn an_interrupted_validation_resumes_and_reports_the_whole_table() {
             .unwrap()
             .all(|e| e.unwrap().file_type().unwrap().is_dir()),
         "validation savepoints outside validation/"
+    );
+
+    // The same job with other `validation` settings is another validation: it does not resume
+    // from those savepoints but compares everything, and it leaves them to the first one, which
+    // resumes below. It keeps 7 examples of the 60 missing rows, and counts them all.
+    let other = job(
+        ks,
+        "t",
+        "",
+        "",
+        &format!(
+            "savepoints:\n  path: {}\n  intervalSeconds: 60\nvalidation:\n  failuresToFetch: 7\n",
+            sp.display()
+        ),
+    );
+    let fresh = run(&daemon, "/api/v1/validations", &other).await;
+    assert_eq!(fresh["progress"]["unitsSkipped"], 0, "{fresh:#}");
+    let report = &fresh["result"];
+    assert_eq!(report["sourceRows"], 20_000, "{report:#}");
+    assert_eq!(report["differences"]["missingRows"], 60, "{report:#}");
+    assert_eq!(report["rowsWithDifferences"], 60, "{report:#}");
+    assert_eq!(examples(report, "missingRow").len(), 7, "{report:#}");
+    assert_eq!(
+        report["examples"].as_array().unwrap().len(),
+        7,
+        "{report:#}"
+    );
+    // Its savepoint (the only one it wrote, at its end: the newest) holds as many.
+    let newest = std::fs::read_dir(sp.join("validation"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .max()
+        .unwrap();
+    let saved: Value = yaml_serde::from_str(&std::fs::read_to_string(&newest).unwrap()).unwrap();
+    assert_eq!(saved["validationComplete"], true, "{saved:#}");
+    assert_eq!(saved["validationReport"], *report, "{saved:#}");
+    let logs = daemon.logs();
+    assert!(!logs.contains("resuming the validation"), "{logs}");
+    assert!(
+        logs.contains("made with other validation settings; ignored"),
+        "{logs}"
     );
 
     // Started again, it continues from the cancelled run's savepoint; killed (-9) half way,
@@ -625,56 +939,167 @@ const ORDERED_TYPES: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Tables `o_asc` and `o_desc` (every clustering column DESC) with a clustering column `c{i}`
+/// per type of [`ORDERED_TYPES`]. Partition `p = i` holds a row per value of type `i`, its
+/// other columns at their type's first value, so each partition is ordered by one type.
 #[tokio::test]
-async fn clustering_values_are_ordered_as_cassandra_orders_them() {
+async fn clustering_values_are_ordered_as_cassandra_orders_them_and_validated_in_that_order() {
     use drover::validate::value::compare;
-    let src = session(&src_addr()).await;
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "it_validate_order";
-    empty_keyspace(&src, ks).await;
-    for (i, (typ, values)) in ORDERED_TYPES.iter().enumerate() {
-        for desc in [false, true] {
-            let table = format!("{ks}.o{i}_{}", if desc { "desc" } else { "asc" });
-            let order = if desc {
-                " WITH CLUSTERING ORDER BY (c DESC)"
-            } else {
-                ""
-            };
-            exec(
-                &src,
-                &format!("CREATE TABLE {table} (p int, c {typ}, PRIMARY KEY (p, c)){order}"),
-            )
-            .await;
+    let n = ORDERED_TYPES.len();
+    let names: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
+    let columns = names.join(", ");
+    let defs: Vec<String> = ORDERED_TYPES
+        .iter()
+        .enumerate()
+        .map(|(i, (typ, _))| format!("c{i} {typ}"))
+        .collect();
+    let desc: Vec<String> = names.iter().map(|c| format!("{c} DESC")).collect();
+    let create = |table: &str| {
+        format!(
+            "CREATE TABLE $ks.{table} (p int, {}, PRIMARY KEY (p, {columns}))",
+            defs.join(", ")
+        )
+    };
+    fresh_keyspace(
+        &src,
+        &dst,
+        ks,
+        &format!(
+            "{}; {} WITH CLUSTERING ORDER BY ({})",
+            create("o_asc"),
+            create("o_desc"),
+            desc.join(", ")
+        ),
+    )
+    .await;
+    let row_values = |i: usize, v: &str| -> String {
+        (0..n)
+            .map(|j| if j == i { v } else { ORDERED_TYPES[j].1[0] })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let total: usize = ORDERED_TYPES.iter().map(|(_, values)| values.len()).sum();
+    for table in ["o_asc", "o_desc"] {
+        for (i, (_, values)) in ORDERED_TYPES.iter().enumerate() {
             for v in *values {
-                exec(&src, &format!("INSERT INTO {table} (p, c) VALUES (1, {v})")).await;
-            }
-            src.refresh_metadata().await.unwrap();
-            let state = src.get_cluster_state();
-            let column_type = state.get_keyspace(ks).unwrap().tables
-                [&format!("o{i}_{}", if desc { "desc" } else { "asc" })]
-                .columns["c"]
-                .typ
-                .clone();
-            let rows = crate::cql::raw_rows(&src, &table, "c").await;
-            assert_eq!(rows.len(), values.len(), "{typ}: a value collapsed");
-            for pair in rows.windows(2) {
-                let (a, b) = (
-                    pair[0].cells[0].as_deref().unwrap(),
-                    pair[1].cells[0].as_deref().unwrap(),
+                let insert = format!(
+                    "INSERT INTO {ks}.{table} (p, {columns}) VALUES ({i}, {})",
+                    row_values(i, v)
                 );
-                let o = compare(&column_type, a, b);
-                let expected = if desc {
-                    std::cmp::Ordering::Greater
-                } else {
-                    std::cmp::Ordering::Less
-                };
-                assert_eq!(
-                    o,
-                    expected,
-                    "{typ} ({}): {a:02x?} then {b:02x?}",
-                    if desc { "DESC" } else { "ASC" }
-                );
+                exec(&src, &insert).await;
+                exec(&dst, &insert).await;
             }
         }
+    }
+    src.refresh_metadata().await.unwrap();
+    let state = src.get_cluster_state();
+    let keyspace = state.get_keyspace(ks).unwrap();
+
+    // drover's comparator agrees with the order in which Cassandra returns each partition.
+    for (table, expected) in [
+        ("o_asc", std::cmp::Ordering::Less),
+        ("o_desc", std::cmp::Ordering::Greater),
+    ] {
+        let types = &keyspace.tables[table].columns;
+        let rows =
+            crate::cql::raw_rows(&src, &format!("{ks}.{table}"), &format!("p, {columns}")).await;
+        assert_eq!(rows.len(), total, "{table}: a value collapsed");
+        for pair in rows.windows(2) {
+            if pair[0].cells[0] != pair[1].cells[0] {
+                continue;
+            }
+            let p = drover::migrate::cql::rows::read_i32(&pair[0].cells[0]).unwrap() as usize;
+            let (typ, _) = ORDERED_TYPES[p];
+            let (a, b) = (
+                pair[0].cells[1 + p].as_deref().unwrap(),
+                pair[1].cells[1 + p].as_deref().unwrap(),
+            );
+            assert_eq!(
+                compare(&types[&names[p]].typ, a, b),
+                expected,
+                "{typ} ({table}): {a:02x?} then {b:02x?}"
+            );
+        }
+    }
+
+    // The validator merges both tables in that order: a clean copy validates clean, and with
+    // one row of each partition deleted from the target and one added, exactly those rows
+    // are reported (a row out of the order it expects would fail the validation instead).
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    for table in ["o_asc", "o_desc"] {
+        let clean = run(&daemon, "/api/v1/validations", &job(ks, table, "", "", "")).await;
+        assert_eq!(clean["result"]["rowsMatched"], total, "{table}: {clean:#}");
+        assert_eq!(
+            clean["result"]["rowsWithDifferences"], 0,
+            "{table}: {clean:#}"
+        );
+        for (i, (_, values)) in ORDERED_TYPES.iter().enumerate() {
+            let condition = (0..n)
+                .map(|j| {
+                    let v = if j == i {
+                        values[1]
+                    } else {
+                        ORDERED_TYPES[j].1[0]
+                    };
+                    format!("c{j} = {v}")
+                })
+                .collect::<Vec<_>>()
+                .join(" AND ");
+            exec(
+                &dst,
+                &format!("DELETE FROM {ks}.{table} WHERE p = {i} AND {condition}"),
+            )
+            .await;
+        }
+        exec(
+            &dst,
+            &format!(
+                "INSERT INTO {ks}.{table} (p, {columns}) VALUES (0, {})",
+                row_values(0, "7")
+            ),
+        )
+        .await;
+        let done = run(&daemon, "/api/v1/validations", &job(ks, table, "", "", "")).await;
+        let report = &done["result"];
+        assert_eq!(report["sourceRows"], total, "{table}: {report:#}");
+        assert_eq!(report["targetRows"], total - n + 1, "{table}: {report:#}");
+        assert_eq!(report["rowsMatched"], total - n, "{table}: {report:#}");
+        assert_eq!(report["rowsWithDifferences"], n + 1, "{table}: {report:#}");
+        assert_eq!(
+            report["differences"]["missingRows"], n,
+            "{table}: {report:#}"
+        );
+        assert_eq!(report["differences"]["extraRows"], 1, "{table}: {report:#}");
+        let mut partitions: Vec<usize> = examples(report, "missingRow")
+            .iter()
+            .map(|e| {
+                let key = e["key"].as_str().unwrap();
+                key.strip_prefix("p = ")
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        partitions.sort();
+        assert_eq!(
+            partitions,
+            (0..n).collect::<Vec<_>>(),
+            "{table}: {report:#}"
+        );
+        let extra = examples(report, "extraRow");
+        assert!(
+            extra[0]["key"]
+                .as_str()
+                .unwrap()
+                .starts_with("p = 0 AND c0 = 7 AND"),
+            "{table}: {report:#}"
+        );
     }
 }
 
