@@ -3,6 +3,7 @@
 
 mod api_errors;
 mod cli;
+mod copy_semantics;
 mod cql;
 mod daemon;
 mod health;

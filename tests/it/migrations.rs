@@ -137,6 +137,10 @@ async fn without_preserve_timestamps_values_are_exact_and_cells_are_not_tombston
     let ks = "it_plain_copy";
     fresh_keyspace(&src, &dst, ks, EVERY_TYPE).await;
     fill_every_type(&src, ks).await;
+    let copy_started_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64;
     // A target cell that the source row does not have must survive: nulls are not written.
     exec(&dst, &format!("INSERT INTO {ks}.everything (k, c1, c2, a) VALUES (11111111-1111-1111-1111-111111111111, e0d1c000-0000-1000-8000-000000000001, 'sparse', 'kept')")).await;
 
@@ -158,6 +162,16 @@ async fn without_preserve_timestamps_values_are_exact_and_cells_are_not_tombston
             .any(|r| r.cells[0].as_deref() == Some(b"kept".as_slice())),
         "the null source cell overwrote the target"
     );
+    // The target's clock and no TTL: not one of the source's writetimes (1000 to 8000 µs) or
+    // TTLs, whether of a plain cell, a static one, a collection element or a UDT field.
+    let multi = ["l", "se", "m", "nested", "u"];
+    let columns: Vec<(&str, bool)> = std::iter::once("st")
+        .chain(VALUE_COLUMNS.split(", "))
+        .map(|c| (c, multi.contains(&c)))
+        .collect();
+    let cells =
+        crate::copy_semantics::assert_written_now(&dst, &table, &columns, copy_started_us).await;
+    assert!(cells > 60, "only {cells} cells checked");
 }
 
 #[tokio::test]
@@ -234,6 +248,11 @@ async fn counters_renames_and_where_filters() {
         assert_eq!(
             row.cells[1].as_deref(),
             Some(format!("name-{id}").as_bytes())
+        );
+        assert_eq!(
+            row.cells[2].as_deref(),
+            Some((id % 90).to_be_bytes().as_slice()),
+            "row {id}: age"
         );
         assert!(row.cells[3].is_none());
     }

@@ -587,8 +587,14 @@ impl CopyPlan {
             }
         }
         if !any && appends.is_some() {
-            // The row has no regular cell: write its key alone so the row exists.
-            out.push(statement_with(vec![Bound::Unset; values.len()], None, 0));
+            // The row has no regular cell: write its key alone so the row exists (its marker
+            // has no readable writetime or TTL; `writeWritetimestampInuS` and `writeTTLInS`
+            // still apply to it, as without preserveTimestamps).
+            out.push(statement_with(
+                vec![Bound::Unset; values.len()],
+                self.fixed_timestamp,
+                self.fixed_ttl.unwrap_or(0),
+            ));
             return;
         }
         for ((wt, ttl), cells) in groups {
