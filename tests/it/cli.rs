@@ -1,5 +1,14 @@
+use std::collections::BTreeSet;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
+use scylla::client::session::Session;
+
+use crate::cql::{dst_addr, job, rows_table, session, src_addr};
+use crate::resume::{
+    assert_claim_holds, assert_not_rewritten, claimed_ranges, in_ranges, keys_in, newest_claim,
+    now_micros, savepoint_files,
+};
 use crate::support::drover_bin;
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
@@ -86,4 +95,208 @@ fn check_config_accepts_every_example() {
     let (code, stdout, _) = run(&["check-config"], &[("DROVER_LISTEN", "127.0.0.1:1234")]);
     assert_eq!(code, Some(0));
     assert!(stdout.contains("listen 127.0.0.1:1234"), "{stdout}");
+}
+
+/// `drover <command> --config <yaml>` in the background, its output collected at exit.
+fn spawn_job(command: &str, yaml: &str) -> tokio::process::Child {
+    let path = crate::cql::write_job(yaml);
+    tokio::process::Command::new(drover_bin())
+        .args([command, "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn drover")
+}
+
+async fn finish(child: tokio::process::Child) -> (Option<i32>, String) {
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("drover exits")
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn run_job(command: &str, yaml: &str) -> (Option<i32>, String) {
+    finish(spawn_job(command, yaml)).await
+}
+
+fn interrupt(child: &tokio::process::Child) {
+    let pid = child.id().expect("running").to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// Polls `ready` every 100 ms for up to 30 s.
+async fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Number of tokens in `ranges`.
+fn width(ranges: &[(i64, i64)]) -> i128 {
+    ranges
+        .iter()
+        .map(|&(x, y)| i128::from(y) - i128::from(x))
+        .sum()
+}
+
+/// Every row of `table` as (token, p, c, v, n).
+async fn all_rows(s: &Session, table: &str) -> BTreeSet<(i64, i32, i32, String, i64)> {
+    use futures::TryStreamExt;
+    s.query_iter(format!("SELECT token(p), p, c, v, n FROM {table}"), ())
+        .await
+        .expect("scan")
+        .rows_stream::<(i64, i32, i32, String, i64)>()
+        .expect("rows")
+        .try_collect()
+        .await
+        .expect("rows")
+}
+
+#[tokio::test]
+async fn migrate_exits_2_on_a_bad_job_130_on_sigint_1_when_the_job_fails_and_resumes_with_another_split_count()
+ {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "rs_cli";
+    let rows = 8000;
+    rows_table(&src, &dst, ks, rows, 100, 100).await;
+    let table = format!("{ks}.t");
+    let home = tempfile::tempdir().unwrap();
+    let sp_dir = home.path().join("savepoints");
+    // A range the operator says is done, cutting through units: never copied.
+    let (a, b) = (
+        -3_000_000_000_000_000_000_i64,
+        1_234_567_890_123_456_789_i64,
+    );
+    let yaml = |target_extra: &str, extra: &str| {
+        job(
+            ks,
+            "t",
+            "",
+            target_extra,
+            &format!(
+                "skipTokenRanges:\n  - [{a}, {b}]\nsavepoints:\n  path: {}\n  intervalSeconds: 1\n{extra}",
+                sp_dir.display()
+            ),
+        )
+    };
+
+    // Refused before anything is written: 2 for the job file or the schemas, 1 for a database
+    // that cannot be reached.
+    let (code, stderr) = run_job("migrate", &yaml("", "").replace("splitCount", "splitCont")).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("splitCont"), "{stderr}");
+    let (code, stderr) = run_job(
+        "migrate",
+        &yaml("", "").replace("table: t\n", "table: nope\n"),
+    )
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("nope"), "{stderr}");
+    let (host, port) = dst_addr()
+        .rsplit_once(':')
+        .map(|(h, p)| (h.to_string(), p.to_string()))
+        .unwrap();
+    let unreachable = yaml("", "").replace(
+        &format!("host: {host}\n  port: {port}\n"),
+        &format!("host: {host}\n  port: 1\n"),
+    );
+    assert!(unreachable.contains("port: 1\n"), "{unreachable}");
+    let (code, stderr) = run_job("migrate", &unreachable).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        all_rows(&dst, &table).await.is_empty(),
+        "nothing is written"
+    );
+
+    // Ctrl-C half way: 130, after a final savepoint.
+    let child = spawn_job("migrate", &yaml("  rowsPerSecond: 1500\n", ""));
+    wait_until("a savepoint recording a copied unit", || {
+        let files = savepoint_files(&sp_dir);
+        files
+            .last()
+            .is_some_and(|f| width(&claimed_ranges(&sp_dir.join(f))) > width(&[(a, b)]))
+    })
+    .await;
+    interrupt(&child);
+    let (code, stderr) = finish(child).await;
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(stderr.contains("migration stopped"), "{stderr}");
+    let claimed = newest_claim(&sp_dir);
+    assert!(
+        claimed.iter().any(|&(x, y)| x <= a && b <= y),
+        "the operator's range is part of the progress: {claimed:?}"
+    );
+    let user = [(a, b)];
+    assert!(!keys_in(&src, &table, &user).await.is_empty());
+    assert!(
+        keys_in(&dst, &table, &user).await.is_empty(),
+        "the operator's range was copied"
+    );
+    let copied: Vec<(i64, i64)> = claimed
+        .iter()
+        .flat_map(|&(x, y)| [(x, y.min(a)), (x.max(b), y)])
+        .filter(|(x, y)| x < y)
+        .collect();
+    assert_claim_holds(&src, &dst, &table, &copied).await;
+    let done = keys_in(&src, &table, &claimed).await.len();
+
+    // Run again with another split: units no longer match the recorded ranges, and still
+    // nothing recorded is copied again.
+    let restart = now_micros();
+    let (code, stderr) = run_job(
+        "migrate",
+        &yaml("", "").replace("splitCount: 32", "splitCount: 7"),
+    )
+    .await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("resuming from savepoint"), "{stderr}");
+    assert_not_rewritten(&dst, &table, &claimed, restart, rows - done).await;
+    let expected: BTreeSet<_> = all_rows(&src, &table)
+        .await
+        .into_iter()
+        .filter(|r| !in_ranges(r.0, &user))
+        .collect();
+    assert_eq!(
+        all_rows(&dst, &table).await,
+        expected,
+        "every row but the operator's range"
+    );
+
+    // A validation stopped by Ctrl-C exits 130 too.
+    let validation = spawn_job("validate", &yaml("  rowsPerSecond: 1000\n", ""));
+    wait_until("a validation savepoint", || {
+        !savepoint_files(&sp_dir.join("validation")).is_empty()
+    })
+    .await;
+    interrupt(&validation);
+    let (code, stderr) = finish(validation).await;
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(stderr.contains("validation stopped"), "{stderr}");
+
+    // A job that fails half way (a target column dropped: every write refused) exits 1.
+    crate::cql::exec(&dst, &format!("TRUNCATE {table}")).await;
+    let before = savepoint_files(&sp_dir);
+    let child = spawn_job(
+        "migrate",
+        &yaml("  rowsPerSecond: 1000\n", "  autoResume: false\n"),
+    );
+    wait_until("a savepoint", || savepoint_files(&sp_dir) != before).await;
+    crate::cql::exec(&dst, &format!("ALTER TABLE {table} DROP n")).await;
+    let (code, stderr) = finish(child).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("migration failed"), "{stderr}");
 }

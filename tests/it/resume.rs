@@ -1,7 +1,10 @@
 //! Savepoints and resume, end to end against the real clusters.
 
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use scylla::client::session::Session;
 use serde_json::Value;
 
 use crate::cql::{assert_same, dst_addr, fresh_keyspace, rows_table, session, src_addr};
@@ -18,7 +21,7 @@ fn with_savepoints(yaml: &str, dir: &std::path::Path, extra: &str) -> String {
     )
 }
 
-fn savepoint_files(dir: &std::path::Path) -> Vec<String> {
+pub(crate) fn savepoint_files(dir: &std::path::Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|d| {
             d.filter_map(|e| e.ok())
@@ -37,6 +40,150 @@ async fn count(s: &scylla::client::session::Session, table: &str) -> usize {
 
 async fn wait_state(daemon: &Daemon, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
     daemon.wait_job(id, WAIT, pred).await
+}
+
+/// The token ranges `(start, end]` that a savepoint file records as complete, read from the
+/// file itself.
+pub(crate) fn claimed_ranges(path: &Path) -> Vec<(i64, i64)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc: Value = yaml_serde::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    serde_json::from_value(doc["skipTokenRanges"].clone()).unwrap_or_else(|e| panic!("{doc}: {e}"))
+}
+
+/// What the newest savepoint in `dir` records as complete.
+pub(crate) fn newest_claim(dir: &Path) -> Vec<(i64, i64)> {
+    let newest = savepoint_files(dir).pop().expect("a savepoint was written");
+    claimed_ranges(&dir.join(newest))
+}
+
+pub(crate) fn in_ranges(token: i64, ranges: &[(i64, i64)]) -> bool {
+    ranges.iter().any(|&(a, b)| token > a && token <= b)
+}
+
+/// Keys `(p, c)` of the rows of `table` (a [`TABLE`]) whose partition token lies in `ranges`,
+/// read with the same `token(p)` bounds as a unit's scan.
+pub(crate) async fn keys_in(
+    s: &Session,
+    table: &str,
+    ranges: &[(i64, i64)],
+) -> BTreeSet<(i32, i32)> {
+    use futures::TryStreamExt;
+    let mut keys = BTreeSet::new();
+    for &(a, b) in ranges {
+        let mut st = scylla::statement::unprepared::Statement::new(format!(
+            "SELECT p, c FROM {table} WHERE token(p) > ? AND token(p) <= ?"
+        ));
+        st.set_page_size(5000);
+        let rows: Vec<(i32, i32)> = s
+            .query_iter(st, (a, b))
+            .await
+            .expect("scan")
+            .rows_stream::<(i32, i32)>()
+            .expect("rows")
+            .try_collect()
+            .await
+            .expect("rows");
+        keys.extend(rows);
+    }
+    keys
+}
+
+/// Panics unless the target holds every source row of the ranges a savepoint claims complete
+/// (a savepoint never claims data that is not in the target). Returns those source keys.
+pub(crate) async fn assert_claim_holds(
+    src: &Session,
+    dst: &Session,
+    table: &str,
+    claimed: &[(i64, i64)],
+) -> BTreeSet<(i32, i32)> {
+    let in_source = keys_in(src, table, claimed).await;
+    let in_target = keys_in(dst, table, claimed).await;
+    let missing: Vec<_> = in_source.difference(&in_target).collect();
+    assert!(
+        missing.is_empty(),
+        "the savepoint claims {claimed:?} complete, but {} of its {} source rows are not in the \
+         target, e.g. {:?}",
+        missing.len(),
+        in_source.len(),
+        &missing[..missing.len().min(5)]
+    );
+    in_source
+}
+
+/// Every row of `table` as (token, p, c, writetime of v).
+pub(crate) async fn writetimes(s: &Session, table: &str) -> Vec<(i64, i32, i32, i64)> {
+    use futures::TryStreamExt;
+    let mut st = scylla::statement::unprepared::Statement::new(format!(
+        "SELECT token(p), p, c, writetime(v) FROM {table}"
+    ));
+    st.set_page_size(5000);
+    s.query_iter(st, ())
+        .await
+        .expect("scan")
+        .rows_stream::<(i64, i32, i32, i64)>()
+        .expect("rows")
+        .try_collect()
+        .await
+        .expect("rows")
+}
+
+/// Microseconds since the epoch: the clock Cassandra stamps writes with (same machine).
+pub(crate) fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64
+}
+
+/// Panics when a row of `claimed` (complete before `since`) was written again at or after
+/// `since` (the target's clock; the job must not preserve timestamps), or when more than
+/// `at_most` rows were written since. Returns the number of rows written since.
+pub(crate) async fn assert_not_rewritten(
+    dst: &Session,
+    table: &str,
+    claimed: &[(i64, i64)],
+    since: i64,
+    at_most: usize,
+) -> usize {
+    let rows = writetimes(dst, table).await;
+    let rewritten: Vec<_> = rows
+        .iter()
+        .filter(|r| r.3 >= since && in_ranges(r.0, claimed))
+        .collect();
+    assert!(
+        rewritten.is_empty(),
+        "{} rows of ranges recorded complete were copied again, e.g. {:?}",
+        rewritten.len(),
+        &rewritten[..rewritten.len().min(5)]
+    );
+    let since_count = rows.iter().filter(|r| r.3 >= since).count();
+    assert!(
+        since_count <= at_most,
+        "{since_count} rows were written after the restart, more than the {at_most} left to copy"
+    );
+    since_count
+}
+
+/// A daemon config that leaves interrupted jobs alone at start.
+fn config_without_auto_resume(home: &Home) -> PathBuf {
+    let config = home.write_config("");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("jobs:\n", "jobs:\n  resume_interrupted: false\n");
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+/// Sets the replication factor of keyspace `ks` on a single-node cluster: at 3, requests at
+/// (LOCAL_)QUORUM fail as unavailable (2 replicas needed, 1 alive) until it is set back to 1.
+pub(crate) async fn set_replication(s: &Session, ks: &str, rf: u32) {
+    crate::cql::exec(
+        s,
+        &format!(
+            "ALTER KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
+        ),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -86,7 +233,24 @@ async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
         written < rows,
         "the target must be incomplete after the kill ({written} rows)"
     );
-    assert!(!savepoint_files(&sp_dir).is_empty());
+    let table = format!("{ks}.t");
+    let claimed = newest_claim(&sp_dir);
+    let finished = assert_claim_holds(&src, &dst, &table, &claimed).await;
+    assert!(
+        !finished.is_empty(),
+        "the savepoint records the finished units: {claimed:?}"
+    );
+    // A row added now to a finished partition of the source reaches the target only if a
+    // finished range is read again: the resumed attempt must not (copying it again would
+    // leave the target unchanged otherwise, writetimes included).
+    let partitions: BTreeSet<i32> = finished.iter().map(|&(p, _)| p).collect();
+    for p in &partitions {
+        crate::cql::exec(
+            &src,
+            &format!("INSERT INTO {table} (p, c, v, n) VALUES ({p}, -1, 'after the savepoint', 0)"),
+        )
+        .await;
+    }
 
     // The restarted daemon resumes the job by itself, skipping the finished units.
     let daemon = Daemon::start(&home, "").await;
@@ -100,6 +264,19 @@ async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
     assert!(
         skipped >= 12,
         "finished units are skipped on resume: {done}"
+    );
+    let rewritten = keys_in(&dst, &table, &claimed).await;
+    let late: Vec<_> = rewritten.iter().filter(|&&(_, c)| c == -1).collect();
+    assert!(
+        late.is_empty(),
+        "ranges recorded complete were copied again: {} rows added after the savepoint reached the target",
+        late.len()
+    );
+    let written = done["progress"]["rowsWritten"].as_u64().unwrap() as usize;
+    assert!(
+        written <= rows - finished.len(),
+        "the resumed attempt wrote {written} rows; only {} were left to copy: {done}",
+        rows - finished.len()
     );
     assert!(
         daemon.logs().contains("resuming from the newest savepoint"),
@@ -117,7 +294,13 @@ async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
         !kept.exists(),
         "the kept job config is deleted once the job succeeded"
     );
-    let table = format!("{ks}.t");
+    for p in &partitions {
+        crate::cql::exec(
+            &src,
+            &format!("DELETE FROM {table} WHERE p = {p} AND c = -1"),
+        )
+        .await;
+    }
     let select = "p, c, v, writetime(v), n, writetime(n)";
     assert_eq!(
         assert_same(&src, &table, &dst, &table, select, select, &[]).await,
@@ -141,11 +324,7 @@ async fn sigterm_writes_a_final_savepoint_and_the_next_start_resumes_from_it() {
         "",
     )
     .replace("intervalSeconds: 1", "intervalSeconds: 3600");
-    let config = home.write_config("");
-    let text = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("jobs:\n", "jobs:\n  resume_interrupted: false\n");
-    std::fs::write(&config, text).unwrap();
+    let config = config_without_auto_resume(&home);
     let mut daemon = Daemon::start_with(&home, &config).await;
     let (status, body) = daemon
         .post_raw("/api/v1/migrations", "application/yaml", yaml.clone())
@@ -171,6 +350,13 @@ async fn sigterm_writes_a_final_savepoint_and_the_next_start_resumes_from_it() {
         "{}",
         daemon.logs()
     );
+    let table = format!("{ks}.t");
+    let claimed = newest_claim(&sp_dir);
+    let finished = assert_claim_holds(&src, &dst, &table, &claimed).await;
+    assert!(!finished.is_empty(), "{claimed:?}");
+    // Without preserveTimestamps every write carries the target's clock: rows written from
+    // now on are told apart from the first attempt's.
+    let restart = now_micros();
 
     let daemon = Daemon::start_with(&home, &config).await;
     let (_, old) = daemon.get(&format!("/api/v1/migrations/{id}")).await;
@@ -197,11 +383,12 @@ async fn sigterm_writes_a_final_savepoint_and_the_next_start_resumes_from_it() {
         done["progress"]["unitsSkipped"].as_u64() >= Some(5),
         "{done}"
     );
+    let left = rows - finished.len();
     assert!(
-        done["progress"]["rowsWritten"].as_u64() < Some(rows as u64),
-        "finished work is not redone: {done}"
+        done["progress"]["rowsWritten"].as_u64() <= Some(left as u64),
+        "finished work is not redone ({left} rows were left): {done}"
     );
-    let table = format!("{ks}.t");
+    assert_not_rewritten(&dst, &table, &claimed, restart, left).await;
     assert_eq!(
         assert_same(&src, &table, &dst, &table, "p, c, v, n", "p, c, v, n", &[]).await,
         rows
@@ -269,16 +456,23 @@ async fn resume_falls_back_past_corrupt_and_foreign_savepoints_and_auto_resume_c
     assert!(stderr.contains("complete: 0 rows"), "{stderr}");
 
     // autoResume: false copies everything again, and still writes savepoints.
-    let before = savepoint_files(&sp_dir).len();
+    let before = savepoint_files(&sp_dir);
     let (code, stderr) = cli(&format!("{yaml}  autoResume: false\n")).await;
     assert_eq!(code, Some(0), "{stderr}");
     assert!(
         stderr.contains("complete: 3000 rows") && stderr.contains("(0 skipped)"),
         "{stderr}"
     );
-    assert!(
-        savepoint_files(&sp_dir).len() > before.min(9),
-        "savepoints are still written"
+    // Retention keeps the count at 10: only new names prove new files.
+    let new: Vec<_> = savepoint_files(&sp_dir)
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    let last = new.last().expect("savepoints are still written");
+    assert_eq!(
+        claimed_ranges(&sp_dir.join(last)),
+        [(i64::MIN, i64::MAX)],
+        "the final savepoint records the whole ring"
     );
     // Retention: never more than `keep` files of the current format.
     let (code, stderr) = cli(&format!("{yaml}  keep: 2\n")).await;
@@ -298,9 +492,15 @@ async fn no_secret_reaches_savepoints_logs_or_the_api() {
     let home = Home::new();
     let sp_dir = home.path().join("savepoints");
     let secret = "sup3r-s3cret-pw";
+    let (passphrase, private_key) = ("s3cret-passphrase", "s3cret-private-key");
     // The test clusters accept any client; the credentials are still carried everywhere.
     let creds = format!("  credentials:\n    username: migrator\n    password: {secret}\n");
-    let yaml = with_savepoints(&job(ks, "t", &creds, &creds, ""), &sp_dir, "");
+    // Keys of another connector, which a CQL job accepts and ignores (an operator's file for
+    // ScyllaDB Migrator may carry them): redacted by their names like every secret.
+    let foreign = format!(
+        "skipSegments:\n  sshTunnel:\n    passphrase: {passphrase}\n    privateKey: {private_key}\n"
+    );
+    let yaml = with_savepoints(&job(ks, "t", &creds, &creds, &foreign), &sp_dir, "");
     let daemon = Daemon::start(&home, "").await;
     let (status, body) = daemon
         .post_raw("/api/v1/migrations", "application/yaml", yaml)
@@ -324,6 +524,10 @@ async fn no_secret_reaches_savepoints_logs_or_the_api() {
         seen.contains("<redacted>"),
         "the redacted form is shown: {seen}"
     );
+    let (_, record) = daemon.get(&format!("/api/v1/migrations/{id}")).await;
+    let tunnel = &record["spec"]["skipSegments"]["sshTunnel"];
+    assert_eq!(tunnel["passphrase"], "<redacted>", "{record}");
+    assert_eq!(tunnel["privateKey"], "<redacted>", "{record}");
     for name in savepoint_files(&sp_dir) {
         let text = std::fs::read_to_string(sp_dir.join(&name)).unwrap();
         assert!(text.contains("password: <redacted>"), "{text}");
@@ -336,8 +540,297 @@ async fn no_secret_reaches_savepoints_logs_or_the_api() {
             seen.push_str(&std::fs::read_to_string(path).unwrap());
         }
     }
-    assert!(!seen.contains(secret), "a secret leaked");
+    for secret in [secret, passphrase, private_key] {
+        assert!(!seen.contains(secret), "a secret leaked: {secret}");
+    }
     // The daemon's private copy of the job (kept for resumes) is gone once the job succeeded.
     let kept = home.state_dir().join("jobs").join(format!("{id}.job.yaml"));
     assert!(!kept.exists(), "the kept job config outlives its job");
+}
+
+/// Waits until at least `n` savepoint files not in `seen` exist.
+async fn wait_new_savepoints(dir: &Path, seen: &[String], n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while savepoint_files(dir)
+        .iter()
+        .filter(|f| !seen.contains(f))
+        .count()
+        < n
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no new savepoint: {:?}",
+            savepoint_files(dir)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn savepoints_taken_while_writes_fail_claim_only_written_rows_and_post_resume_finishes_the_job()
+ {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "rs_claims";
+    let rows = 6000;
+    rows_table(&src, &dst, ks, rows, 100, 100).await;
+    let table = format!("{ks}.t");
+    let home = Home::new();
+    let sp_dir = home.path().join("savepoints");
+    let yaml = with_savepoints(
+        &job(ks, "t", "", "  rowsPerSecond: 2000\n", ""),
+        &sp_dir,
+        "",
+    );
+    let config = config_without_auto_resume(&home);
+    let mut daemon = Daemon::start_with(&home, &config).await;
+    let (status, body) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", yaml)
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let id = body["jobId"].as_str().unwrap().to_string();
+    wait_state(&daemon, &id, |j| {
+        j["progress"]["unitsDone"].as_u64() >= Some(3)
+    })
+    .await;
+
+    // From now on every write fails (unavailable) and is retried, while the source is still
+    // read: units are scanned to their end with their writes pending. Savepoints taken now
+    // must not record them.
+    set_replication(&dst, ks, 3).await;
+    let waiting = wait_state(&daemon, &id, |j| {
+        j["phase"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("waiting: writing to the target"))
+    })
+    .await;
+    assert_eq!(waiting["state"], "RUNNING", "{waiting}");
+    assert!(
+        waiting["progress"]["retries"].as_u64() > Some(0),
+        "{waiting}"
+    );
+    let seen = savepoint_files(&sp_dir);
+    wait_new_savepoints(&sp_dir, &seen, 2).await;
+    daemon.kill9();
+    set_replication(&dst, ks, 1).await;
+    let claimed = newest_claim(&sp_dir);
+    let finished = assert_claim_holds(&src, &dst, &table, &claimed).await;
+    assert!(!finished.is_empty(), "{claimed:?}");
+
+    // Not resumed at start (resume_interrupted: false): resumed by its own route.
+    let daemon = Daemon::start_with(&home, &config).await;
+    let (_, job_) = daemon.get(&format!("/api/v1/migrations/{id}")).await;
+    assert_eq!(job_["state"], "INTERRUPTED", "{job_}");
+    let (status, body) = daemon
+        .post_json("/api/v1/migrations/no-such-job/resume", &Value::Null)
+        .await;
+    assert_eq!(status, 404, "{body}");
+    let restart = now_micros();
+    let (status, body) = daemon
+        .post_json(&format!("/api/v1/migrations/{id}/resume"), &Value::Null)
+        .await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["id"], id.as_str(), "resumed under its own id: {body}");
+    assert!(
+        body["state"] == "QUEUED" || body["state"] == "RUNNING",
+        "{body}"
+    );
+    let done = wait_state(&daemon, &id, |j| {
+        !["QUEUED", "RUNNING"].contains(&j["state"].as_str().unwrap())
+    })
+    .await;
+    assert_eq!(done["state"], "SUCCEEDED", "{done}\n{}", daemon.logs());
+    assert_eq!(done["attempts"], 2, "{done}");
+    let (status, body) = daemon
+        .post_json(&format!("/api/v1/migrations/{id}/resume"), &Value::Null)
+        .await;
+    assert_eq!(status, 409, "only an INTERRUPTED job is resumed: {body}");
+    let left = rows - finished.len();
+    assert!(
+        done["progress"]["rowsWritten"].as_u64() <= Some(left as u64),
+        "{left} rows were left: {done}"
+    );
+    assert_not_rewritten(&dst, &table, &claimed, restart, left).await;
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, "p, c, v, n", "p, c, v, n", &[]).await,
+        rows
+    );
+    let kept = home.state_dir().join("jobs").join(format!("{id}.job.yaml"));
+    assert!(!kept.exists(), "the kept job config outlives its job");
+}
+
+#[tokio::test]
+async fn a_source_read_that_fails_for_a_while_is_retried_and_the_copy_completes() {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "rs_source_retry";
+    let rows = 4000;
+    rows_table(&src, &dst, ks, rows, 100, 100).await;
+    let table = format!("{ks}.t");
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let yaml = job(ks, "t", "", "  rowsPerSecond: 2000\n", "");
+    let (status, body) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", yaml)
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let id = body["jobId"].as_str().unwrap().to_string();
+    wait_state(&daemon, &id, |j| {
+        j["progress"]["unitsDone"].as_u64() >= Some(2)
+    })
+    .await;
+
+    // Reads at LOCAL_QUORUM now fail as unavailable, for about 3 s.
+    set_replication(&src, ks, 3).await;
+    let waiting = wait_state(&daemon, &id, |j| {
+        j["phase"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("waiting: reading from the source"))
+    })
+    .await;
+    let outage = std::time::Instant::now();
+    while outage.elapsed() < Duration::from_secs(3) {
+        let (_, j) = daemon.get(&format!("/api/v1/migrations/{id}")).await;
+        assert_eq!(j["state"], "RUNNING", "the job waits for the source: {j}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    set_replication(&src, ks, 1).await;
+    assert!(
+        waiting["progress"]["retries"].as_u64() > Some(0),
+        "{waiting}"
+    );
+    let done = wait_state(&daemon, &id, |j| j["state"] != "RUNNING").await;
+    assert_eq!(done["state"], "SUCCEEDED", "{done}\n{}", daemon.logs());
+    assert!(
+        done["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("reading from the source")),
+        "{done}"
+    );
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, "p, c, v, n", "p, c, v, n", &[]).await,
+        rows
+    );
+}
+
+#[tokio::test]
+async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goes() {
+    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let ks = "rs_ended";
+    let rows = 6000;
+    rows_table(&src, &dst, ks, rows, 100, 100).await;
+    let table = format!("{ks}.t");
+    let home = Home::new();
+    let sp_dir = home.path().join("savepoints");
+    // Savepoints on schedule only every hour: those found are the final ones.
+    let yaml = with_savepoints(&job(ks, "t", "", "  rowsPerSecond: 800\n", ""), &sp_dir, "")
+        .replace("intervalSeconds: 1", "intervalSeconds: 3600");
+    let kept = |id: &str| home.state_dir().join("jobs").join(format!("{id}.job.yaml"));
+    let mut daemon = Daemon::start(&home, "").await;
+
+    let (status, body) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", yaml.clone())
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let cancelled = body["jobId"].as_str().unwrap().to_string();
+    wait_state(&daemon, &cancelled, |j| {
+        j["progress"]["unitsDone"].as_u64() >= Some(3)
+    })
+    .await;
+    let (status, body) = daemon
+        .post_json(
+            &format!("/api/v1/migrations/{cancelled}/cancel"),
+            &Value::Null,
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let end = wait_state(&daemon, &cancelled, |j| j["state"] != "RUNNING").await;
+    assert_eq!(end["state"], "CANCELLED", "{end}");
+    let files = savepoint_files(&sp_dir);
+    assert_eq!(
+        files.len(),
+        1,
+        "the final savepoint of the cancel: {files:?}"
+    );
+    assert!(
+        daemon
+            .logs()
+            .contains("created a savepoint due to the migration being stopped"),
+        "{}",
+        daemon.logs()
+    );
+    let at_cancel = claimed_ranges(&sp_dir.join(&files[0]));
+    assert!(
+        !assert_claim_holds(&src, &dst, &table, &at_cancel)
+            .await
+            .is_empty()
+    );
+
+    // The same job again continues from there, and fails for good half way: a column of the
+    // target is dropped, so every write is refused.
+    let (status, body) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", yaml.clone())
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let failed = body["jobId"].as_str().unwrap().to_string();
+    let started = wait_state(&daemon, &failed, |j| {
+        j["progress"]["rowsWritten"].as_u64() >= Some(1000)
+    })
+    .await;
+    assert!(
+        started["progress"]["unitsSkipped"].as_u64() >= Some(3),
+        "{started}"
+    );
+    assert!(
+        kept(&failed).exists(),
+        "kept while the job runs: {started}\n{:?}",
+        std::fs::read_dir(home.state_dir().join("jobs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect::<Vec<_>>()
+    );
+    crate::cql::exec(&dst, &format!("ALTER TABLE {table} DROP n")).await;
+    let end = wait_state(&daemon, &failed, |j| j["state"] != "RUNNING").await;
+    assert_eq!(end["state"], "FAILED", "{end}");
+    assert!(
+        end["error"].as_str().is_some_and(|e| e.contains("target")),
+        "{end}"
+    );
+    assert!(
+        !kept(&failed).exists(),
+        "a failed job cannot be resumed: its config (with credentials) is deleted at once"
+    );
+    assert!(
+        daemon
+            .logs()
+            .contains("created a savepoint due to the migration failing"),
+        "{}",
+        daemon.logs()
+    );
+    let files = savepoint_files(&sp_dir);
+    assert_eq!(files.len(), 2, "{files:?}");
+    let at_failure = claimed_ranges(&sp_dir.join(&files[1]));
+    for &(a, b) in &at_cancel {
+        assert!(
+            at_failure.iter().any(|&(x, y)| x <= a && b <= y),
+            "the failed run's savepoint keeps what was done before: {at_cancel:?} vs {at_failure:?}"
+        );
+    }
+    assert_claim_holds(&src, &dst, &table, &at_failure).await;
+
+    // The cancelled job's config goes at the next start; the savepoints stay.
+    daemon.signal("TERM");
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+    let daemon = Daemon::start(&home, "").await;
+    assert!(
+        !kept(&cancelled).exists(),
+        "a cancelled job's config is deleted at the next start"
+    );
+    assert_eq!(savepoint_files(&sp_dir), files);
+    let (_, list) = daemon.get("/api/v1/migrations").await;
+    let states: Vec<_> = list["migrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["state"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(states, ["CANCELLED", "FAILED"], "{list}");
 }
