@@ -234,6 +234,9 @@ pub struct CqlSource {
     pub max_concurrent_units: Option<usize>,
 }
 
+/// The longest TTL Cassandra accepts, in seconds (20 years).
+pub const MAX_TTL_S: i32 = 630_720_000;
+
 /// A CQL target.
 #[derive(Debug, Clone)]
 pub struct CqlTarget {
@@ -600,6 +603,16 @@ impl JobConfig {
                 text,
                 "target.writeTTLInS",
                 "must not be negative",
+            ));
+        }
+        // Cassandra refuses every write with a longer TTL: the job could only fail.
+        if target.write_ttl_in_s.is_some_and(|t| t > MAX_TTL_S) {
+            return Err(JobConfigError::at(
+                text,
+                "target.writeTTLInS",
+                format!(
+                    "must be at most {MAX_TTL_S} (20 years, the longest TTL Cassandra accepts)"
+                ),
             ));
         }
         let v = &self.validation;

@@ -330,6 +330,10 @@ async fn bad_jobs_are_refused_before_anything_is_written() {
             "job config: source.fetchSize: invalid value: integer `-1`, expected usize (line 8)",
         ),
         (
+            job(ks, "t", "", "  writeTTLInS: 630720001\n", ""),
+            "job config: target.writeTTLInS: must be at most 630720000",
+        ),
+        (
             job(ks, "t", "", "  colour: red\n", ""),
             "job config: target: unknown field `colour`",
         ),
