@@ -7,7 +7,7 @@ use scylla::client::session::Session;
 use crate::cql::{dst_addr, job, rows_table, session, src_addr};
 use crate::resume::{
     assert_claim_holds, assert_not_rewritten, claimed_ranges, in_ranges, keys_in, newest_claim,
-    now_micros, savepoint_files,
+    now_micros, savepoint_files, scan,
 };
 use crate::support::drover_bin;
 
@@ -155,15 +155,8 @@ fn width(ranges: &[(i64, i64)]) -> i128 {
 
 /// Every row of `table` as (token, p, c, v, n).
 async fn all_rows(s: &Session, table: &str) -> BTreeSet<(i64, i32, i32, String, i64)> {
-    use futures::TryStreamExt;
-    s.query_iter(format!("SELECT token(p), p, c, v, n FROM {table}"), ())
-        .await
-        .expect("scan")
-        .rows_stream::<(i64, i32, i32, String, i64)>()
-        .expect("rows")
-        .try_collect()
-        .await
-        .expect("rows")
+    let cql = format!("SELECT token(p), p, c, v, n FROM {table}");
+    scan(s, &cql, ()).await.into_iter().collect()
 }
 
 #[tokio::test]
