@@ -280,7 +280,7 @@ async fn migrate_exits_2_on_a_bad_job_130_on_sigint_1_when_the_job_fails_and_res
     assert_eq!(code, Some(130), "{stderr}");
     assert!(stderr.contains("validation stopped"), "{stderr}");
 
-    // A job that fails half way (a target column dropped: every write refused) exits 1.
+    // A job that fails half way (the target table dropped: every write refused) exits 1.
     crate::cql::exec(&dst, &format!("TRUNCATE {table}")).await;
     let before = savepoint_files(&sp_dir);
     let child = spawn_job(
@@ -288,7 +288,7 @@ async fn migrate_exits_2_on_a_bad_job_130_on_sigint_1_when_the_job_fails_and_res
         &yaml("  rowsPerSecond: 1000\n", "  autoResume: false\n"),
     );
     wait_until("a savepoint", || savepoint_files(&sp_dir) != before).await;
-    crate::cql::exec(&dst, &format!("ALTER TABLE {table} DROP n")).await;
+    crate::cql::exec(&dst, &format!("DROP TABLE {table}")).await;
     let (code, stderr) = finish(child).await;
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("migration failed"), "{stderr}");
