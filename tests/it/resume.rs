@@ -550,8 +550,10 @@ async fn no_secret_reaches_savepoints_logs_or_the_api() {
     let creds = format!("  credentials:\n    username: migrator\n    password: {secret}\n");
     // Keys of another connector, which a CQL job accepts and ignores (an operator's file for
     // ScyllaDB Migrator may carry them): redacted by their names like every secret.
+    // They must not cost the job its own skipTokenRanges either.
     let foreign = format!(
-        "skipSegments:\n  sshTunnel:\n    passphrase: {passphrase}\n    privateKey: {private_key}\n"
+        "skipSegments:\n  sshTunnel:\n    passphrase: {passphrase}\n    privateKey: {private_key}\nskipTokenRanges:\n  - [{}, 0]\n",
+        i64::MIN
     );
     let yaml = with_savepoints(&job(ks, "t", &creds, &creds, &foreign), &sp_dir, "");
     let daemon = Daemon::start(&home, "").await;
@@ -576,6 +578,13 @@ async fn no_secret_reaches_savepoints_logs_or_the_api() {
     assert!(
         seen.contains("<redacted>"),
         "the redacted form is shown: {seen}"
+    );
+    let table = format!("{ks}.t");
+    let skipped = [(i64::MIN, 0)];
+    assert!(!keys_in(&src, &table, &skipped).await.is_empty());
+    assert!(
+        keys_in(&dst, &table, &skipped).await.is_empty(),
+        "the job's skipTokenRanges were copied"
     );
     let (_, record) = daemon.get(&format!("/api/v1/migrations/{id}")).await;
     let tunnel = &record["spec"]["skipSegments"]["sshTunnel"];
