@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{JobConfig, redacted_json};
 use super::engine::{Migration, MigrationError, Progress};
-use super::ranges::RangeSet;
+use super::ranges::{RangeSet, TokenRange};
 use crate::jobs::{JobFailure, JobHandle, JobResult};
 use crate::savepoints::{self, FileStore, SavepointInfo, SavepointStore};
 
@@ -120,7 +120,21 @@ pub async fn launch(text: &str) -> Result<Launch, MigrationError> {
                 .await
                 .expect("opening savepoints does not panic")?,
         );
-        let mut initial = savepoints::Progress::from_document(&base).unwrap_or_default();
+        let mut initial = savepoints::Progress::from_document(&base).unwrap_or_else(|e| {
+            // JobConfig::parse checked skipTokenRanges; only the skip lists of other
+            // connectors, which do not apply to this job, can be unreadable here. They must
+            // not take the job's own finished ranges with them.
+            tracing::warn!("{e}: ignored");
+            savepoints::Progress {
+                token_ranges: RangeSet::from_ranges(
+                    config
+                        .skip_token_ranges
+                        .iter()
+                        .filter_map(|&(a, b)| TokenRange::new(a, b)),
+                ),
+                ..Default::default()
+            }
+        });
         if sp.auto_resume {
             let identity = savepoints::identity(&base);
             let lookup = store.clone();

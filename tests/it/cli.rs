@@ -7,7 +7,7 @@ use scylla::client::session::Session;
 use crate::cql::{dst_addr, job, rows_table, session, src_addr};
 use crate::resume::{
     assert_claim_holds, assert_not_rewritten, claimed_ranges, in_ranges, keys_in, newest_claim,
-    now_micros, savepoint_files,
+    now_micros, savepoint_files, scan,
 };
 use crate::support::drover_bin;
 
@@ -155,15 +155,8 @@ fn width(ranges: &[(i64, i64)]) -> i128 {
 
 /// Every row of `table` as (token, p, c, v, n).
 async fn all_rows(s: &Session, table: &str) -> BTreeSet<(i64, i32, i32, String, i64)> {
-    use futures::TryStreamExt;
-    s.query_iter(format!("SELECT token(p), p, c, v, n FROM {table}"), ())
-        .await
-        .expect("scan")
-        .rows_stream::<(i64, i32, i32, String, i64)>()
-        .expect("rows")
-        .try_collect()
-        .await
-        .expect("rows")
+    let cql = format!("SELECT token(p), p, c, v, n FROM {table}");
+    scan(s, &cql, ()).await.into_iter().collect()
 }
 
 #[tokio::test]
@@ -287,7 +280,7 @@ async fn migrate_exits_2_on_a_bad_job_130_on_sigint_1_when_the_job_fails_and_res
     assert_eq!(code, Some(130), "{stderr}");
     assert!(stderr.contains("validation stopped"), "{stderr}");
 
-    // A job that fails half way (a target column dropped: every write refused) exits 1.
+    // A job that fails half way (the target table dropped: every write refused) exits 1.
     crate::cql::exec(&dst, &format!("TRUNCATE {table}")).await;
     let before = savepoint_files(&sp_dir);
     let child = spawn_job(
@@ -295,7 +288,7 @@ async fn migrate_exits_2_on_a_bad_job_130_on_sigint_1_when_the_job_fails_and_res
         &yaml("  rowsPerSecond: 1000\n", "  autoResume: false\n"),
     );
     wait_until("a savepoint", || savepoint_files(&sp_dir) != before).await;
-    crate::cql::exec(&dst, &format!("ALTER TABLE {table} DROP n")).await;
+    crate::cql::exec(&dst, &format!("DROP TABLE {table}")).await;
     let (code, stderr) = finish(child).await;
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("migration failed"), "{stderr}");

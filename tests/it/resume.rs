@@ -67,23 +67,10 @@ pub(crate) async fn keys_in(
     table: &str,
     ranges: &[(i64, i64)],
 ) -> BTreeSet<(i32, i32)> {
-    use futures::TryStreamExt;
     let mut keys = BTreeSet::new();
     for &(a, b) in ranges {
-        let mut st = scylla::statement::unprepared::Statement::new(format!(
-            "SELECT p, c FROM {table} WHERE token(p) > ? AND token(p) <= ?"
-        ));
-        st.set_page_size(5000);
-        let rows: Vec<(i32, i32)> = s
-            .query_iter(st, (a, b))
-            .await
-            .expect("scan")
-            .rows_stream::<(i32, i32)>()
-            .expect("rows")
-            .try_collect()
-            .await
-            .expect("rows");
-        keys.extend(rows);
+        let cql = format!("SELECT p, c FROM {table} WHERE token(p) > ? AND token(p) <= ?");
+        keys.extend(scan::<(i32, i32)>(s, &cql, (a, b)).await);
     }
     keys
 }
@@ -112,19 +99,44 @@ pub(crate) async fn assert_claim_holds(
 
 /// Every row of `table` as (token, p, c, writetime of v).
 pub(crate) async fn writetimes(s: &Session, table: &str) -> Vec<(i64, i32, i32, i64)> {
+    let cql = format!("SELECT token(p), p, c, writetime(v) FROM {table}");
+    scan(s, &cql, ()).await
+}
+
+/// Every row a query returns. A failed read is tried again a few times: a test node busy
+/// with other tests' writes may fail one.
+pub(crate) async fn scan<T>(
+    s: &Session,
+    cql: &str,
+    values: impl scylla::serialize::row::SerializeRow + Clone,
+) -> Vec<T>
+where
+    T: 'static + for<'f, 'm> scylla::deserialize::row::DeserializeRow<'f, 'm>,
+{
     use futures::TryStreamExt;
-    let mut st = scylla::statement::unprepared::Statement::new(format!(
-        "SELECT token(p), p, c, writetime(v) FROM {table}"
-    ));
-    st.set_page_size(5000);
-    s.query_iter(st, ())
-        .await
-        .expect("scan")
-        .rows_stream::<(i64, i32, i32, i64)>()
-        .expect("rows")
-        .try_collect()
-        .await
-        .expect("rows")
+    let mut attempt = 0;
+    loop {
+        let mut st = scylla::statement::unprepared::Statement::new(cql);
+        st.set_page_size(5000);
+        let rows = match s.query_iter(st, values.clone()).await {
+            Ok(pager) => pager
+                .rows_stream::<T>()
+                .expect("row type")
+                .try_collect()
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match rows {
+            Ok(rows) => return rows,
+            Err(e) if attempt < 4 => {
+                eprintln!("retrying `{cql}`: {e}");
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("`{cql}` failed: {e}"),
+        }
+    }
 }
 
 /// Microseconds since the epoch: the clock Cassandra stamps writes with (same machine).
@@ -162,6 +174,47 @@ pub(crate) async fn assert_not_rewritten(
         "{since_count} rows were written after the restart, more than the {at_most} left to copy"
     );
     since_count
+}
+
+/// The pid of the process listening on `addr`.
+fn listener_pid(addr: &str) -> u32 {
+    let out = std::process::Command::new("ss")
+        .args(["-ltnpH", "src", addr])
+        .output()
+        .expect("ss");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split("pid=")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no process listens on {addr}: {text}"))
+}
+
+/// Aborts every TCP connection of process `pid` to `peer` (`ss -K`), as a network failure
+/// would, without disturbing anyone else's connections. Returns how many it broke.
+fn break_connections(pid: u32, peer: &str) -> usize {
+    let out = std::process::Command::new("ss")
+        .args(["-tnpH", "state", "established", "dst", peer])
+        .output()
+        .expect("ss");
+    let mut broken = 0;
+    for line in String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(&format!("pid={pid},")))
+    {
+        let local = line
+            .split_whitespace()
+            .find(|t| t.contains(':') && !t.starts_with("users:"))
+            .expect("local address");
+        let status = std::process::Command::new("ss")
+            .args(["-K", "-tn", "src", local, "dst", peer])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("ss -K");
+        assert!(status.success(), "ss -K failed");
+        broken += 1;
+    }
+    broken
 }
 
 /// A daemon config that leaves interrupted jobs alone at start.
@@ -497,8 +550,10 @@ async fn no_secret_reaches_savepoints_logs_or_the_api() {
     let creds = format!("  credentials:\n    username: migrator\n    password: {secret}\n");
     // Keys of another connector, which a CQL job accepts and ignores (an operator's file for
     // ScyllaDB Migrator may carry them): redacted by their names like every secret.
+    // They must not cost the job its own skipTokenRanges either.
     let foreign = format!(
-        "skipSegments:\n  sshTunnel:\n    passphrase: {passphrase}\n    privateKey: {private_key}\n"
+        "skipSegments:\n  sshTunnel:\n    passphrase: {passphrase}\n    privateKey: {private_key}\nskipTokenRanges:\n  - [{}, 0]\n",
+        i64::MIN
     );
     let yaml = with_savepoints(&job(ks, "t", &creds, &creds, &foreign), &sp_dir, "");
     let daemon = Daemon::start(&home, "").await;
@@ -523,6 +578,13 @@ async fn no_secret_reaches_savepoints_logs_or_the_api() {
     assert!(
         seen.contains("<redacted>"),
         "the redacted form is shown: {seen}"
+    );
+    let table = format!("{ks}.t");
+    let skipped = [(i64::MIN, 0)];
+    assert!(!keys_in(&src, &table, &skipped).await.is_empty());
+    assert!(
+        keys_in(&dst, &table, &skipped).await.is_empty(),
+        "the job's skipTokenRanges were copied"
     );
     let (_, record) = daemon.get(&format!("/api/v1/migrations/{id}")).await;
     let tunnel = &record["spec"]["skipSegments"]["sshTunnel"];
@@ -577,7 +639,7 @@ async fn savepoints_taken_while_writes_fail_claim_only_written_rows_and_post_res
     let home = Home::new();
     let sp_dir = home.path().join("savepoints");
     let yaml = with_savepoints(
-        &job(ks, "t", "", "  rowsPerSecond: 2000\n", ""),
+        &job(ks, "t", "", "  rowsPerSecond: 1000\n", ""),
         &sp_dir,
         "",
     );
@@ -598,9 +660,10 @@ async fn savepoints_taken_while_writes_fail_claim_only_written_rows_and_post_res
     // must not record them.
     set_replication(&dst, ks, 3).await;
     let waiting = wait_state(&daemon, &id, |j| {
-        j["phase"]
-            .as_str()
-            .is_some_and(|p| p.starts_with("waiting: writing to the target"))
+        j["state"] != "RUNNING"
+            || j["phase"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("waiting: writing to the target"))
     })
     .await;
     assert_eq!(waiting["state"], "RUNNING", "{waiting}");
@@ -659,7 +722,7 @@ async fn savepoints_taken_while_writes_fail_claim_only_written_rows_and_post_res
 }
 
 #[tokio::test]
-async fn a_source_read_that_fails_for_a_while_is_retried_and_the_copy_completes() {
+async fn source_reads_that_fail_for_a_while_or_lose_their_connection_are_retried() {
     let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
     let ks = "rs_source_retry";
     let rows = 4000;
@@ -667,25 +730,51 @@ async fn a_source_read_that_fails_for_a_while_is_retried_and_the_copy_completes(
     let table = format!("{ks}.t");
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;
-    let yaml = job(ks, "t", "", "  rowsPerSecond: 2000\n", "");
+    // About 6 s of copying after the first second's burst, in small pages: the source is
+    // read until the end, not ahead of the writes.
+    let yaml = job(
+        ks,
+        "t",
+        "  fetchSize: 20\n  maxConcurrentUnits: 4\n",
+        "  rowsPerSecond: 600\n",
+        "",
+    );
     let (status, body) = daemon
         .post_raw("/api/v1/migrations", "application/yaml", yaml)
         .await;
     assert_eq!(status, 202, "{body}");
     let id = body["jobId"].as_str().unwrap().to_string();
     wait_state(&daemon, &id, |j| {
-        j["progress"]["unitsDone"].as_u64() >= Some(2)
+        j["progress"]["rowsWritten"].as_u64() >= Some(800)
     })
     .await;
+
+    // Its connections to the source break, again and again for 1.5 s: the reads in flight
+    // fail and are tried again.
+    let pid = listener_pid(&daemon.addr.to_string());
+    let mut broken = 0;
+    let breaking = std::time::Instant::now();
+    while breaking.elapsed() < Duration::from_millis(1500) {
+        broken += break_connections(pid, &src_addr());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(broken > 0, "no connection to the source was broken");
+    let (_, j) = daemon.get(&format!("/api/v1/migrations/{id}")).await;
+    assert_eq!(
+        j["state"], "RUNNING",
+        "the job survives broken connections: {j}"
+    );
 
     // Reads at LOCAL_QUORUM now fail as unavailable, for about 3 s.
     set_replication(&src, ks, 3).await;
     let waiting = wait_state(&daemon, &id, |j| {
-        j["phase"]
-            .as_str()
-            .is_some_and(|p| p.starts_with("waiting: reading from the source"))
+        j["state"] != "RUNNING"
+            || j["phase"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("waiting: reading from the source"))
     })
     .await;
+    assert_eq!(waiting["state"], "RUNNING", "{waiting}");
     let outage = std::time::Instant::now();
     while outage.elapsed() < Duration::from_secs(3) {
         let (_, j) = daemon.get(&format!("/api/v1/migrations/{id}")).await;
@@ -789,6 +878,8 @@ async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goe
     );
     crate::cql::exec(&dst, &format!("ALTER TABLE {table} DROP n")).await;
     let end = wait_state(&daemon, &failed, |j| j["state"] != "RUNNING").await;
+    // Cassandra fails reads of rows written with the dropped column until it is back.
+    crate::cql::exec(&dst, &format!("ALTER TABLE {table} ADD n bigint")).await;
     assert_eq!(end["state"], "FAILED", "{end}");
     assert!(
         end["error"].as_str().is_some_and(|e| e.contains("target")),
