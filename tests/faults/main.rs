@@ -12,23 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cql::{assert_same, dst_addr, fill_many, fresh_keyspace, job, session, src_addr};
-use support::{Daemon, Home};
-
-/// The pid of the process listening on `addr` (the Cassandra node), found through its socket
-/// so it does not matter which checkout's testenv started it.
-fn listener_pid(addr: &str) -> u32 {
-    let out = Command::new("ss")
-        .args(["-ltnpH", "src", addr])
-        .output()
-        .expect("ss");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let pid = text
-        .split("pid=")
-        .nth(1)
-        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|p| p.parse().ok());
-    pid.unwrap_or_else(|| panic!("no process listens on {addr}: {text}"))
-}
+use support::{Daemon, Home, listener_pid};
 
 /// Freezes a process (SIGSTOP) until dropped (SIGCONT), even if the test fails.
 struct Frozen(u32);

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::cql::{assert_same, dst_addr, fresh_keyspace, rows_table, session, src_addr};
 use crate::cql::{fill_many, job};
-use crate::support::{Daemon, Home, drover_bin};
+use crate::support::{Daemon, Home, drover_bin, listener_pid};
 
 const WAIT: Duration = Duration::from_secs(180);
 use crate::cql::ROWS_TABLE as TABLE;
@@ -174,20 +174,6 @@ pub(crate) async fn assert_not_rewritten(
         "{since_count} rows were written after the restart, more than the {at_most} left to copy"
     );
     since_count
-}
-
-/// The pid of the process listening on `addr`.
-fn listener_pid(addr: &str) -> u32 {
-    let out = std::process::Command::new("ss")
-        .args(["-ltnpH", "src", addr])
-        .output()
-        .expect("ss");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split("pid=")
-        .nth(1)
-        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no process listens on {addr}: {text}"))
 }
 
 /// Aborts every TCP connection of process `pid` to `peer` (`ss -K`), as a network failure

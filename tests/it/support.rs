@@ -285,3 +285,18 @@ pub fn error_message(status: u16, body: &Value) -> String {
         .unwrap_or_else(|| panic!("no message: {body}"))
         .to_string()
 }
+
+/// The pid of the process listening on `addr` (a Cassandra node, a daemon), found through its
+/// socket so it does not matter which checkout's testenv started it.
+pub fn listener_pid(addr: &str) -> u32 {
+    let out = Command::new("ss")
+        .args(["-ltnpH", "src", addr])
+        .output()
+        .expect("ss");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split("pid=")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no process listens on {addr}: {text}"))
+}
