@@ -61,11 +61,7 @@ async fn a_target_that_stops_answering_for_30_s_delays_the_job_but_loses_nothing
         "  rowsPerSecond: 1500\n",
         "",
     );
-    let (status, body) = daemon
-        .post_raw("/api/v1/migrations", "application/yaml", yaml)
-        .await;
-    assert_eq!(status, 202, "{body}");
-    let id = body["jobId"].as_str().unwrap().to_string();
+    let id = daemon.submit_job("/api/v1/migrations", &yaml).await;
     daemon
         .wait_job(&id, Duration::from_secs(120), |j| {
             j["progress"]["rowsWritten"].as_u64() >= Some(3000)

@@ -60,11 +60,7 @@ fn job_into(
 }
 
 async fn submit(daemon: &Daemon, yaml: &str) -> String {
-    let (status, body) = daemon
-        .post_raw("/api/v1/migrations", "application/yaml", yaml.to_string())
-        .await;
-    assert_eq!(status, 202, "{body}");
-    body["jobId"].as_str().unwrap().to_string()
+    daemon.submit_job("/api/v1/migrations", yaml).await
 }
 
 fn progress(job: &Value, key: &str) -> u64 {

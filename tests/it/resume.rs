@@ -247,11 +247,7 @@ async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
         "",
     );
     let mut daemon = Daemon::start(&home, "").await;
-    let (status, body) = daemon
-        .post_raw("/api/v1/migrations", "application/yaml", yaml.clone())
-        .await;
-    assert_eq!(status, 202, "{body}");
-    let id = body["jobId"].as_str().unwrap().to_string();
+    let id = daemon.submit_job("/api/v1/migrations", &yaml).await;
     let mid = wait_state(&daemon, &id, |j| {
         j["progress"]["unitsDone"].as_u64() >= Some(12)
     })
@@ -365,11 +361,7 @@ async fn sigterm_writes_a_final_savepoint_and_the_next_start_resumes_from_it() {
     .replace("intervalSeconds: 1", "intervalSeconds: 3600");
     let config = config_without_auto_resume(&home);
     let mut daemon = Daemon::start_with(&home, &config).await;
-    let (status, body) = daemon
-        .post_raw("/api/v1/migrations", "application/yaml", yaml.clone())
-        .await;
-    assert_eq!(status, 202, "{body}");
-    let id = body["jobId"].as_str().unwrap().to_string();
+    let id = daemon.submit_job("/api/v1/migrations", &yaml).await;
     wait_state(&daemon, &id, |j| {
         j["progress"]["unitsDone"].as_u64() >= Some(5)
     })
@@ -543,11 +535,7 @@ async fn no_secret_reaches_savepoints_logs_or_the_api() {
     );
     let yaml = with_savepoints(&job(ks, "t", &creds, &creds, &foreign), &sp_dir, "");
     let daemon = Daemon::start(&home, "").await;
-    let (status, body) = daemon
-        .post_raw("/api/v1/migrations", "application/yaml", yaml)
-        .await;
-    assert_eq!(status, 202, "{body}");
-    let id = body["jobId"].as_str().unwrap().to_string();
+    let id = daemon.submit_job("/api/v1/migrations", &yaml).await;
     wait_state(&daemon, &id, |j| j["state"] == "SUCCEEDED").await;
 
     let mut seen = String::new();
@@ -631,11 +619,7 @@ async fn savepoints_taken_while_writes_fail_claim_only_written_rows_and_post_res
     );
     let config = config_without_auto_resume(&home);
     let mut daemon = Daemon::start_with(&home, &config).await;
-    let (status, body) = daemon
-        .post_raw("/api/v1/migrations", "application/yaml", yaml)
-        .await;
-    assert_eq!(status, 202, "{body}");
-    let id = body["jobId"].as_str().unwrap().to_string();
+    let id = daemon.submit_job("/api/v1/migrations", &yaml).await;
     wait_state(&daemon, &id, |j| {
         j["progress"]["unitsDone"].as_u64() >= Some(3)
     })
@@ -725,11 +709,7 @@ async fn source_reads_that_fail_for_a_while_or_lose_their_connection_are_retried
         "  rowsPerSecond: 600\n",
         "",
     );
-    let (status, body) = daemon
-        .post_raw("/api/v1/migrations", "application/yaml", yaml)
-        .await;
-    assert_eq!(status, 202, "{body}");
-    let id = body["jobId"].as_str().unwrap().to_string();
+    let id = daemon.submit_job("/api/v1/migrations", &yaml).await;
     wait_state(&daemon, &id, |j| {
         j["progress"]["rowsWritten"].as_u64() >= Some(800)
     })
@@ -801,11 +781,7 @@ async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goe
     let kept = |id: &str| home.state_dir().join("jobs").join(format!("{id}.job.yaml"));
     let mut daemon = Daemon::start(&home, "").await;
 
-    let (status, body) = daemon
-        .post_raw("/api/v1/migrations", "application/yaml", yaml.clone())
-        .await;
-    assert_eq!(status, 202, "{body}");
-    let cancelled = body["jobId"].as_str().unwrap().to_string();
+    let cancelled = daemon.submit_job("/api/v1/migrations", &yaml).await;
     wait_state(&daemon, &cancelled, |j| {
         j["progress"]["unitsDone"].as_u64() >= Some(3)
     })
@@ -841,11 +817,7 @@ async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goe
 
     // The same job again continues from there, and fails for good half way: a column of the
     // target is dropped, so every write is refused.
-    let (status, body) = daemon
-        .post_raw("/api/v1/migrations", "application/yaml", yaml.clone())
-        .await;
-    assert_eq!(status, 202, "{body}");
-    let failed = body["jobId"].as_str().unwrap().to_string();
+    let failed = daemon.submit_job("/api/v1/migrations", &yaml).await;
     let started = wait_state(&daemon, &failed, |j| {
         j["progress"]["rowsWritten"].as_u64() >= Some(1000)
     })

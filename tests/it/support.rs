@@ -169,15 +169,22 @@ impl Daemon {
         json_of(res).await
     }
 
-    /// Submits the job file `yaml` to `resource` (`/api/v1/migrations`, ...) and waits for the
-    /// job to succeed; panics when it ends otherwise or takes longer than `wait`.
-    pub async fn run_job(&self, resource: &str, yaml: &str, wait: Duration) -> Value {
+    /// Submits the job file `yaml` to `resource` (`/api/v1/migrations`, ...), which must accept
+    /// it; returns the job id.
+    pub async fn submit_job(&self, resource: &str, yaml: &str) -> String {
         let (status, body) = self
             .post_raw(resource, "application/yaml", yaml.to_string())
             .await;
         assert_eq!(status, 202, "{body}");
-        let url = body["statusUrl"].as_str().unwrap().to_string();
+        let url = body["statusUrl"].as_str().unwrap();
         assert!(url.starts_with(resource), "{url}");
+        body["jobId"].as_str().unwrap().to_string()
+    }
+
+    /// Submits the job file `yaml` to `resource` and waits for the job to succeed; panics when
+    /// it ends otherwise or takes longer than `wait`.
+    pub async fn run_job(&self, resource: &str, yaml: &str, wait: Duration) -> Value {
+        let url = format!("{resource}/{}", self.submit_job(resource, yaml).await);
         let deadline = Instant::now() + wait;
         loop {
             let (_, job) = self.get(&url).await;
