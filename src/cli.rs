@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::migrate::engine::{MigrationError, Progress};
-use crate::migrate::job::{counter, rates};
+use crate::jobs::running::{counter, rates};
+use crate::migrate::EngineError;
+use crate::migrate::engine::Progress;
 
 /// Exit code: the job file or schemas are invalid.
 pub const EXIT_CONFIG: u8 = 2;
@@ -65,7 +66,7 @@ pub async fn migrate(path: &Path) -> u8 {
             eprintln!("drover: migration complete: {summary}");
             0
         }
-        Err(MigrationError::Stopped) => {
+        Err(EngineError::Stopped) => {
             eprintln!("drover: migration stopped: {summary}");
             EXIT_INTERRUPTED
         }
@@ -240,7 +241,7 @@ pub async fn validate(path: &Path, json: bool) -> u8 {
             );
             1
         }
-        Err(crate::validate::ValidationError::Stopped) => {
+        Err(crate::migrate::EngineError::Stopped) => {
             eprintln!(
                 "drover: validation stopped after {took} (the report covers what was compared)"
             );

@@ -118,7 +118,11 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
         },
     )
     .await?;
-    crate::migrate::job::sweep_job_files(&jobs, &state_dir);
+    crate::jobs::kept::sweep_job_files(
+        &jobs,
+        &state_dir,
+        &[crate::migrate::job::KIND, crate::validate::job::KIND],
+    );
     if config.jobs.resume_interrupted {
         tokio::spawn(crate::migrate::job::resume_interrupted(
             jobs.clone(),

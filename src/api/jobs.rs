@@ -245,7 +245,7 @@ where
     F: FnOnce(crate::jobs::JobHandle) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = crate::jobs::JobResult> + Send + 'static,
 {
-    use crate::migrate::job::{forget_job_file, keep_job_file};
+    use crate::jobs::kept::{forget_job_file, keep_job_file};
     let dir = &state.config.state_dir;
     // Kept before the job starts, so that it exists for as long as the job can be resumed.
     let id = crate::jobs::JobRegistry::new_id();

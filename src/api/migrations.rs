@@ -181,7 +181,7 @@ pub async fn savepoints(
                     epoch_millis: info.epoch_millis,
                     token_ranges: p.token_ranges.ranges().len(),
                     ring_fraction: p.token_ranges.width() as f64
-                        / crate::migrate::ranges::TokenRange::FULL.width() as f64,
+                        / crate::savepoints::ranges::TokenRange::FULL.width() as f64,
                     segments: p.segments.len(),
                     parquet_files: p.parquet_files.len(),
                 });
@@ -229,9 +229,9 @@ pub async fn resume(
     let resumed = job::resume(&state.jobs, &state.config.state_dir, &id)
         .await
         .map_err(|e| match e {
-            job::ResumeError::Jobs(e) => ApiError::from(e),
-            job::ResumeError::NoJobFile(m) => ApiError::new(StatusCode::CONFLICT, m),
-            job::ResumeError::Launch {
+            crate::jobs::kept::ResumeError::Jobs(e) => ApiError::from(e),
+            crate::jobs::kept::ResumeError::NoJobFile(m) => ApiError::new(StatusCode::CONFLICT, m),
+            crate::jobs::kept::ResumeError::Launch {
                 message,
                 config_problem,
             } => launch_error(config_problem, message),

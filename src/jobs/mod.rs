@@ -7,7 +7,9 @@
 //! are flushed on an interval, so after `kill -9` the list of jobs is complete and a job that was
 //! running shows `INTERRUPTED`.
 
+pub mod kept;
 mod record;
+pub mod running;
 mod store;
 
 use std::collections::BTreeMap;

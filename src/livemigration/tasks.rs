@@ -8,8 +8,8 @@ use super::LiveMigration;
 use super::copy::{self, CopyError, CopyRequest, Local, Source, Task};
 use super::verify::{self, VerifyRequest};
 use crate::config::Role;
+use crate::jobs::running::{Ending, end};
 use crate::jobs::{JobHandle, JobRegistry, JobResult, JobState};
-use crate::migrate::job::{Ending, end};
 
 /// Job kind of data-copy tasks.
 pub const COPY_KIND: &str = "data-copy-task";

@@ -18,11 +18,12 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{JobConfig, JobConfigError, SourceConfig, TargetConfig};
-use super::cql::copy::{CopyPlan, RowStats, Write, execute_batch};
-use super::cql::{self, CqlError};
+use super::EngineError;
+use super::config::{JobConfig, SourceConfig, TargetConfig};
 use super::limits::Limits;
-use super::ranges::{RangeSet, TokenRange, plan_units};
+use crate::connectors::cql;
+use crate::connectors::cql::copy::{CopyPlan, RowStats, Write, execute_batch};
+use crate::savepoints::ranges::{RangeSet, TokenRange, plan_units};
 
 /// Most statements in one batch, and about the most bytes (a row may take it over). Cassandra
 /// logs a warning for every batch above `batch_size_warn_threshold` (5 KiB by default), even a
@@ -32,37 +33,6 @@ const MAX_BATCH_BYTES: usize = 4 * 1024;
 
 /// How long a request is retried before the job gives up on it.
 pub(crate) const RETRY_FOR: Duration = Duration::from_secs(600);
-
-/// Errors of a migration.
-#[derive(Debug, thiserror::Error)]
-pub enum MigrationError {
-    /// The job file is invalid.
-    #[error(transparent)]
-    Config(#[from] JobConfigError),
-    /// The databases refused the job (missing table, incompatible schema, unreachable).
-    #[error(transparent)]
-    Cql(#[from] CqlError),
-    /// A read or write failed for good.
-    #[error("{0}")]
-    Failed(String),
-    /// Savepoints could not be read or written.
-    #[error(transparent)]
-    Savepoints(#[from] crate::savepoints::SavepointError),
-    /// The job was cancelled before it finished.
-    #[error("stopped before the end")]
-    Stopped,
-}
-
-impl MigrationError {
-    /// True for problems in the job config or schemas (what a client must fix), false for
-    /// databases that could not be reached or failed.
-    pub fn is_config_problem(&self) -> bool {
-        matches!(
-            self,
-            Self::Config(_) | Self::Cql(CqlError::Invalid { .. } | CqlError::Tls { .. })
-        )
-    }
-}
 
 /// Live counters of a running migration.
 #[derive(Debug, Default)]
@@ -157,7 +127,7 @@ pub struct Migration {
 impl Migration {
     /// Connects to both sides, checks the schemas, prepares statements and plans units.
     /// Nothing is written.
-    pub async fn prepare(config: &JobConfig) -> Result<Self, MigrationError> {
+    pub async fn prepare(config: &JobConfig) -> Result<Self, EngineError> {
         let SourceConfig::Cql(src) = &config.source;
         let TargetConfig::Cql(dst) = &config.target;
         let cql::Pair {
@@ -166,7 +136,7 @@ impl Migration {
             source_schema,
             target_schema,
             mapping,
-        } = cql::open_pair(config).await?;
+        } = cql::open_pair(src, dst, &config.renames).await?;
         if source_schema.is_counter_table() && src.preserve_timestamps {
             tracing::info!(
                 "preserveTimestamps does not apply to counter tables (counters have no writable writetime)"
@@ -224,7 +194,7 @@ impl Migration {
         progress: Arc<Progress>,
         done: Arc<Mutex<RangeSet>>,
         cancel: CancellationToken,
-    ) -> Result<(), MigrationError> {
+    ) -> Result<(), EngineError> {
         {
             let mut d = done.lock().unwrap_or_else(|p| p.into_inner());
             for r in self.skip.ranges() {
@@ -250,8 +220,8 @@ impl Migration {
             self.max_units,
             (&cancel, &failed),
             (
-                |e: &MigrationError| matches!(e, MigrationError::Stopped),
-                || MigrationError::Stopped,
+                |e: &EngineError| matches!(e, EngineError::Stopped),
+                || EngineError::Stopped,
             ),
             |pieces| {
                 let s = shared.clone();
@@ -313,8 +283,8 @@ struct Shared {
 impl Shared {
     /// Copies the missing pieces of one unit; records them complete once every write is
     /// acknowledged.
-    async fn copy_unit(&self, pieces: Vec<TokenRange>) -> Result<(), MigrationError> {
-        let mut in_flight: JoinSet<Result<(), MigrationError>> = JoinSet::new();
+    async fn copy_unit(&self, pieces: Vec<TokenRange>) -> Result<(), EngineError> {
+        let mut in_flight: JoinSet<Result<(), EngineError>> = JoinSet::new();
         let result = self.scan_unit(&pieces, &mut in_flight).await;
         // Whatever happened, let the writes already sent finish: their rows are then either
         // written or reported, never half-tracked.
@@ -324,9 +294,8 @@ impl Shared {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => write_error = write_error.or(Some(e)),
                 Err(e) => {
-                    write_error = write_error.or(Some(MigrationError::Failed(format!(
-                        "write task failed: {e}"
-                    ))))
+                    write_error =
+                        write_error.or(Some(EngineError::Failed(format!("write task failed: {e}"))))
                 }
             }
         }
@@ -345,8 +314,8 @@ impl Shared {
     async fn scan_unit(
         &self,
         pieces: &[TokenRange],
-        in_flight: &mut JoinSet<Result<(), MigrationError>>,
-    ) -> Result<(), MigrationError> {
+        in_flight: &mut JoinSet<Result<(), EngineError>>,
+    ) -> Result<(), EngineError> {
         let plan = &self.plan;
         let mut writes = Vec::new();
         for piece in pieces {
@@ -372,7 +341,7 @@ impl Shared {
             let mut batch_rows = 0u64;
             loop {
                 if self.cancel.is_cancelled() {
-                    return Err(MigrationError::Stopped);
+                    return Err(EngineError::Stopped);
                 }
                 let page = retry(
                     &self.progress,
@@ -393,11 +362,9 @@ impl Shared {
                 let read_at = Instant::now();
                 let (rows, next) = match page {
                     Ok(p) => p,
-                    Err(_) if self.cancel.is_cancelled() => return Err(MigrationError::Stopped),
+                    Err(_) if self.cancel.is_cancelled() => return Err(EngineError::Stopped),
                     Err(e) => {
-                        return Err(MigrationError::Failed(format!(
-                            "source: reading {piece}: {e}"
-                        )));
+                        return Err(EngineError::Failed(format!("source: reading {piece}: {e}")));
                     }
                 };
                 self.progress
@@ -417,7 +384,7 @@ impl Shared {
                     plan.writes(row, new_partition, &mut stats, &mut writes);
                     if stats.dropped > 0 {
                         if !plan.drops_null_keys() {
-                            return Err(MigrationError::Failed(format!(
+                            return Err(EngineError::Failed(format!(
                                 "source: a row of {piece} has a null primary key column; set target.dropNullPrimaryKeys: true to skip such rows"
                             )));
                         }
@@ -429,7 +396,7 @@ impl Shared {
                     // Waiting for the rate limits must not delay a stop.
                     let row_bytes: usize = writes.iter().map(|w| w.values.size()).sum();
                     if !self.limits.wait(row_bytes, &self.cancel).await {
-                        return Err(MigrationError::Stopped);
+                        return Err(EngineError::Stopped);
                     }
                     if new_partition && !batch.is_empty() {
                         self.send(
@@ -469,9 +436,7 @@ impl Shared {
                             Ok(Ok(())) => {}
                             Ok(Err(e)) => return Err(e),
                             Err(e) => {
-                                return Err(MigrationError::Failed(format!(
-                                    "write task failed: {e}"
-                                )));
+                                return Err(EngineError::Failed(format!("write task failed: {e}")));
                             }
                         }
                     }
@@ -498,14 +463,14 @@ impl Shared {
     /// whole; `rows` rows are complete once it is acknowledged.
     async fn send(
         &self,
-        in_flight: &mut JoinSet<Result<(), MigrationError>>,
+        in_flight: &mut JoinSet<Result<(), EngineError>>,
         writes: Vec<Write>,
         rows: u64,
         read_at: Instant,
-    ) -> Result<(), MigrationError> {
+    ) -> Result<(), EngineError> {
         let permit = tokio::select! {
             permit = self.writes.clone().acquire_owned() => permit.expect("never closed"),
-            _ = self.cancel.cancelled() => return Err(MigrationError::Stopped),
+            _ = self.cancel.cancelled() => return Err(EngineError::Stopped),
         };
         let target = self.target.clone();
         let progress = self.progress.clone();
@@ -537,8 +502,8 @@ impl Shared {
                     progress.rows_written.fetch_add(rows, Ordering::Relaxed);
                     Ok(())
                 }
-                Err(_) if cancel.is_cancelled() => Err(MigrationError::Stopped),
-                Err(e) => Err(MigrationError::Failed(format!("target: {e}"))),
+                Err(_) if cancel.is_cancelled() => Err(EngineError::Stopped),
+                Err(e) => Err(EngineError::Failed(format!("target: {e}"))),
             }
         });
         // Surface write failures early instead of scanning on.
@@ -546,7 +511,7 @@ impl Shared {
             match joined {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => return Err(e),
-                Err(e) => return Err(MigrationError::Failed(format!("write task failed: {e}"))),
+                Err(e) => return Err(EngineError::Failed(format!("write task failed: {e}"))),
             }
         }
         Ok(())

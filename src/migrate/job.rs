@@ -6,54 +6,17 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use super::EngineError;
 use super::config::{JobConfig, redacted_json};
-use super::engine::{Migration, MigrationError, Progress};
-use super::ranges::{RangeSet, TokenRange};
-use crate::jobs::{JobFailure, JobHandle, JobResult};
+use super::engine::{Migration, Progress};
+use crate::jobs::kept::{ResumeError, forget_job_file, read_job_file};
+use crate::jobs::running::{Ending, Periodic, end, publish};
+use crate::jobs::{JobHandle, JobResult};
+use crate::savepoints::ranges::{RangeSet, TokenRange};
 use crate::savepoints::{self, FileStore, SavepointInfo, SavepointStore};
 
 /// Job kind of migrations in the registry.
 pub const KIND: &str = "migration";
-
-/// Status derived from counters: rate over the last report interval and time left.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Rates {
-    /// Rows written per second, recently.
-    pub rows_per_second: u64,
-    /// Bytes written per second, recently.
-    pub bytes_per_second: u64,
-    /// Seconds left at the average unit rate, once a unit is done.
-    pub eta_seconds: Option<u64>,
-}
-
-/// Computes rates from two snapshots of (rows written, bytes written) and the unit counts.
-pub fn rates(
-    previous: (u64, u64),
-    current: (u64, u64),
-    interval: Duration,
-    elapsed: Duration,
-    units: (u64, u64, u64),
-) -> Rates {
-    let secs = interval.as_secs_f64().max(1e-3);
-    let (total, done, skipped) = units;
-    let copied = done.saturating_sub(skipped);
-    let left = total.saturating_sub(done);
-    let eta_seconds =
-        (copied > 0).then(|| (elapsed.as_secs_f64() * left as f64 / copied as f64).round() as u64);
-    Rates {
-        rows_per_second: ((current.0.saturating_sub(previous.0)) as f64 / secs).round() as u64,
-        bytes_per_second: ((current.1.saturating_sub(previous.1)) as f64 / secs).round() as u64,
-        eta_seconds,
-    }
-}
-
-/// Reads one counter of a snapshot.
-pub fn counter(snapshot: &[(&'static str, u64)], name: &str) -> u64 {
-    snapshot
-        .iter()
-        .find(|(k, _)| *k == name)
-        .map_or(0, |(_, v)| *v)
-}
 
 /// A checked migration, with its savepoints and what it resumes from.
 pub struct Launch {
@@ -79,7 +42,7 @@ pub struct Savepoints {
 
 impl Savepoints {
     /// Writes a savepoint of `done` (which includes the ranges skipped at start).
-    pub async fn write(&self, done: &RangeSet, why: &str) -> Result<SavepointInfo, MigrationError> {
+    pub async fn write(&self, done: &RangeSet, why: &str) -> Result<SavepointInfo, EngineError> {
         let mut progress = self.initial.clone();
         progress.merge(&savepoints::Progress {
             token_ranges: done.clone(),
@@ -107,7 +70,7 @@ impl Savepoints {
 
 /// Parses, checks and plans a job; with `savepoints.autoResume` (the default), merges the
 /// progress of the newest savepoint of the same migration. Nothing is written to the target.
-pub async fn launch(text: &str) -> Result<Launch, MigrationError> {
+pub async fn launch(text: &str) -> Result<Launch, EngineError> {
     let mut config = JobConfig::parse(text)?;
     let base = redacted_json(text);
     let mut savepoints = None;
@@ -183,7 +146,7 @@ pub async fn execute(
     launch: Launch,
     progress: Arc<Progress>,
     cancel: CancellationToken,
-) -> Result<(), MigrationError> {
+) -> Result<(), EngineError> {
     let done = Arc::new(Mutex::new(RangeSet::new()));
     let savepoints = launch.savepoints.map(Arc::new);
     let periodic = savepoints.clone().map(|sp| {
@@ -206,7 +169,7 @@ pub async fn execute(
         let snapshot = done.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let why = match &result {
             Ok(()) => "the end of the migration",
-            Err(MigrationError::Stopped) => "the migration being stopped",
+            Err(EngineError::Stopped) => "the migration being stopped",
             Err(_) => "the migration failing",
         };
         if let Err(e) = sp.write(&snapshot, why).await {
@@ -218,42 +181,6 @@ pub async fn execute(
         }
     }
     result
-}
-
-/// A task that calls `tick` every `interval` (not at once) until stopped.
-pub struct Periodic {
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Periodic {
-    /// Starts the ticks.
-    pub fn start<F, Fut>(interval: Duration, mut tick: F) -> Self
-    where
-        F: FnMut() -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = ()> + Send + 'static,
-    {
-        let stop = CancellationToken::new();
-        let stopped = stop.clone();
-        let task = tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
-            ticker.tick().await;
-            loop {
-                tokio::select! {
-                    _ = stopped.cancelled() => return,
-                    _ = ticker.tick() => tick().await,
-                }
-            }
-        });
-        Self { stop, task }
-    }
-
-    /// Stops the ticks, waiting for one in progress: a savepoint being written when the job
-    /// ends must not land after the final one.
-    pub async fn stop(self) {
-        self.stop.cancel();
-        let _ = self.task.await;
-    }
 }
 
 /// Runs a launched migration as the job behind `handle`.
@@ -289,7 +216,7 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
     );
     handle.set("rowsPerSecond", 0);
     handle.set("bytesPerSecond", 0);
-    if !matches!(result, Err(MigrationError::Stopped))
+    if !matches!(result, Err(EngineError::Stopped))
         && let Some(dir) = &state_dir
     {
         // Succeeded or failed: no resume will need the credentials any more.
@@ -299,7 +226,7 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
         &handle,
         match result {
             Ok(()) => Ending::Done("done".into()),
-            Err(MigrationError::Stopped) => Ending::Stopped,
+            Err(EngineError::Stopped) => Ending::Stopped,
             Err(e) => Ending::Failed(e.to_string()),
         },
     )
@@ -322,180 +249,6 @@ fn report(
     )
 }
 
-/// Copies a job's counters into its record, with the rates of its `rate_keys` (rows, bytes)
-/// since `previous` (`timing` = previous values, interval, elapsed), the ETA, and a phase:
-/// `waiting: <why>` while a request is retried, else `phase`. Returns the current rate values.
-pub fn publish(
-    handle: &JobHandle,
-    snapshot: &[(&'static str, u64)],
-    waiting: Option<String>,
-    [rows_key, bytes_key]: [&str; 2],
-    (previous, interval, elapsed): ((u64, u64), Duration, Duration),
-    phase: &str,
-) -> (u64, u64) {
-    for (k, v) in snapshot {
-        handle.set(k, *v);
-    }
-    let current = (counter(snapshot, rows_key), counter(snapshot, bytes_key));
-    let units = (
-        counter(snapshot, "unitsTotal"),
-        counter(snapshot, "unitsDone"),
-        counter(snapshot, "unitsSkipped"),
-    );
-    let r = rates(previous, current, interval, elapsed, units);
-    handle.set("rowsPerSecond", r.rows_per_second);
-    handle.set("bytesPerSecond", r.bytes_per_second);
-    if let Some(eta) = r.eta_seconds {
-        handle.set("etaSeconds", eta);
-    }
-    match waiting {
-        Some(reason) => {
-            handle.set_last_error(&reason);
-            handle.set_phase(&format!("waiting: {reason}"));
-        }
-        None => handle.set_phase(phase),
-    }
-    current
-}
-
-/// How a job's run ended, for [`end`].
-pub enum Ending {
-    /// Ran to the end; the phase to show.
-    Done(String),
-    /// Stopped by a cancel or a shutdown.
-    Stopped,
-    /// Failed, with the reason.
-    Failed(String),
-}
-
-/// Sets the final phase of a job and its result for the registry.
-pub fn end(handle: &JobHandle, ending: Ending) -> JobResult {
-    match ending {
-        Ending::Done(phase) => {
-            handle.set_phase(&phase);
-            Ok(())
-        }
-        Ending::Stopped => {
-            handle.set_phase("stopped");
-            Err(JobFailure::Stopped)
-        }
-        Ending::Failed(e) => {
-            handle.set_phase("failed");
-            Err(JobFailure::Error(e))
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rates_and_eta() {
-        let r = rates(
-            (100, 1000),
-            (300, 5000),
-            Duration::from_secs(2),
-            Duration::from_secs(10),
-            (10, 5, 1),
-        );
-        assert_eq!(r.rows_per_second, 100);
-        assert_eq!(r.bytes_per_second, 2000);
-        // 4 units copied in 10 s, 5 left: 12.5 s.
-        assert_eq!(r.eta_seconds, Some(13));
-        assert_eq!(
-            rates(
-                (0, 0),
-                (0, 0),
-                Duration::from_secs(1),
-                Duration::from_secs(1),
-                (10, 3, 3)
-            )
-            .eta_seconds,
-            None
-        );
-    }
-}
-
-/// Why an interrupted migration could not be resumed.
-#[derive(Debug, thiserror::Error)]
-pub enum ResumeError {
-    /// The registry refused (unknown job, not INTERRUPTED, shutting down).
-    #[error(transparent)]
-    Jobs(#[from] crate::jobs::JobError),
-    /// The job's config was not kept.
-    #[error("{0}")]
-    NoJobFile(String),
-    /// The job could not be launched again.
-    #[error("{message}")]
-    Launch {
-        /// Why.
-        message: String,
-        /// The job file or the schemas are at fault (not an unreachable database).
-        config_problem: bool,
-    },
-}
-
-impl From<MigrationError> for ResumeError {
-    fn from(e: MigrationError) -> Self {
-        Self::Launch {
-            config_problem: e.is_config_problem(),
-            message: e.to_string(),
-        }
-    }
-}
-
-fn job_file(state_dir: &std::path::Path, id: &str) -> std::path::PathBuf {
-    state_dir.join("jobs").join(format!("{id}.job.yaml"))
-}
-
-/// Keeps a job's config (with its secrets: a resume needs the credentials) next to its record,
-/// readable by the daemon's user only. Savepoints, logs and the API only ever see the redacted
-/// form.
-pub fn keep_job_file(state_dir: &std::path::Path, id: &str, text: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = job_file(state_dir, id);
-    // A name remove_stale_temp_files recognises, should the daemon die mid-write.
-    let tmp = path.with_file_name(format!(
-        ".{id}.job.yaml.{}{}",
-        std::process::id(),
-        crate::fsutil::TMP_SUFFIX
-    ));
-    {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, &path)?;
-    crate::fsutil::sync_dir(path.parent().expect("in the jobs dir"))
-}
-
-/// Reads the kept config of job `id`.
-pub fn read_job_file(state_dir: &std::path::Path, id: &str) -> Result<String, ResumeError> {
-    let path = job_file(state_dir, id);
-    std::fs::read_to_string(&path).map_err(|e| {
-        ResumeError::NoJobFile(format!(
-            "the config of job {id} was not kept ({}: {e}); submit it again",
-            path.display()
-        ))
-    })
-}
-
-/// Deletes the kept config of a job that will not be resumed.
-pub fn forget_job_file(state_dir: &std::path::Path, id: &str) {
-    match std::fs::remove_file(job_file(state_dir, id)) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => tracing::warn!(job = id, error = %e, "cannot delete the kept job config"),
-    }
-}
-
 /// Resumes the `INTERRUPTED` migration `id` from its kept config; it continues from its
 /// newest savepoint.
 pub async fn resume(
@@ -507,17 +260,6 @@ pub async fn resume(
     let mut launch = launch(&text).await?;
     launch.state_dir = Some(state_dir.to_path_buf());
     Ok(jobs.resume(id, move |h| run(h, launch)).await?)
-}
-
-/// Deletes the kept configs of migrations and validations that ended and can no longer be resumed (a crash
-/// can leave some behind), so credentials do not stay on disk longer than needed.
-pub fn sweep_job_files(jobs: &crate::jobs::JobRegistry, state_dir: &std::path::Path) {
-    let kinds = [KIND, crate::validate::job::KIND];
-    for record in kinds.iter().flat_map(|k| jobs.list(Some(k))) {
-        if !record.state.is_active() && record.state != crate::jobs::JobState::Interrupted {
-            forget_job_file(state_dir, &record.id);
-        }
-    }
 }
 
 /// Resumes every `INTERRUPTED` migration (after a restart). Failures are logged and leave the

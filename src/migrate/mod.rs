@@ -2,8 +2,9 @@
 //! can be recorded (the savepoint mechanism builds on that).
 
 pub mod config;
-pub mod cql;
 pub mod engine;
+pub mod error;
 pub mod job;
 pub mod limits;
-pub mod ranges;
+
+pub use error::EngineError;

@@ -8,6 +8,7 @@
 
 mod file;
 mod identity;
+pub mod ranges;
 
 use std::collections::BTreeSet;
 
@@ -16,7 +17,7 @@ use serde::{Deserialize, Serialize};
 pub use file::{FileStore, parse_name};
 pub use identity::identity;
 
-use crate::migrate::ranges::{RangeSet, TokenRange};
+use ranges::{RangeSet, TokenRange};
 
 /// Errors of the savepoint subsystem.
 #[derive(Debug, thiserror::Error)]

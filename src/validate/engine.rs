@@ -15,17 +15,17 @@ use scylla::statement::prepared::PreparedStatement;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::ValidationError;
 use super::report::{ColumnDifference, ColumnDifferenceKind, Example, ExampleKind, Report};
 use super::value::{self, Tolerance};
+use crate::connectors::cql::copy::{CopyPlan, RowStats, Write};
+use crate::connectors::cql::rows::{Bound, BoundRow, RawRow, read_i32, read_i64, read_int_list};
+use crate::connectors::cql::schema::{Column, TableSchema, quote};
+use crate::connectors::cql::{self, CqlError};
+use crate::migrate::EngineError;
 use crate::migrate::config::{JobConfig, SourceConfig, TargetConfig};
-use crate::migrate::cql::copy::{CopyPlan, RowStats, Write};
-use crate::migrate::cql::rows::{Bound, BoundRow, RawRow, read_i32, read_i64, read_int_list};
-use crate::migrate::cql::schema::{Column, TableSchema, quote};
-use crate::migrate::cql::{self, CqlError};
 use crate::migrate::engine::{self, Progress as ScanProgress};
 use crate::migrate::limits::Limits;
-use crate::migrate::ranges::{RangeSet, TokenRange, plan_units};
+use crate::savepoints::ranges::{RangeSet, TokenRange, plan_units};
 
 /// Live counters of a running validation.
 #[derive(Debug, Default)]
@@ -262,7 +262,7 @@ async fn clustering_order(
 impl Validation {
     /// Connects to both sides, checks the schemas as a migration would, and plans units.
     /// Nothing is written.
-    pub async fn prepare(config: &JobConfig) -> Result<Self, ValidationError> {
+    pub async fn prepare(config: &JobConfig) -> Result<Self, EngineError> {
         let SourceConfig::Cql(src) = &config.source;
         let TargetConfig::Cql(dst) = &config.target;
         let v = &config.validation;
@@ -272,7 +272,7 @@ impl Validation {
             source_schema,
             target_schema,
             mapping,
-        } = cql::open_pair(config).await?;
+        } = cql::open_pair(src, dst, &config.renames).await?;
         let (src_desc, dst_desc) = tokio::try_join!(
             clustering_order(&source, "source", &source_schema),
             clustering_order(&target, "target", &target_schema)
@@ -450,7 +450,7 @@ impl Validation {
         progress: Arc<Progress>,
         state: Arc<Mutex<State>>,
         cancel: CancellationToken,
-    ) -> Result<(), ValidationError> {
+    ) -> Result<(), EngineError> {
         let skip = {
             let state = state.lock().unwrap_or_else(|p| p.into_inner());
             progress.count_from(&state.report);
@@ -475,8 +475,8 @@ impl Validation {
             self.max_units,
             (&cancel, &failed),
             (
-                |e: &ValidationError| matches!(e, ValidationError::Stopped),
-                || ValidationError::Stopped,
+                |e: &EngineError| matches!(e, EngineError::Stopped),
+                || EngineError::Stopped,
             ),
             |pieces| {
                 let s = shared.clone();
@@ -514,7 +514,7 @@ struct Repair {
 enum Page {
     Rows(Vec<RawRow>),
     End,
-    Failed(ValidationError),
+    Failed(EngineError),
 }
 
 /// One side's rows of a range, page by page, with the order checked as they come.
@@ -541,7 +541,7 @@ impl Cursor {
         }
     }
 
-    async fn peek(&mut self) -> Result<Option<&RawRow>, ValidationError> {
+    async fn peek(&mut self) -> Result<Option<&RawRow>, EngineError> {
         while self.rows.is_empty() && !self.finished {
             match self.pages.recv().await {
                 Some(Page::Rows(rows)) => {
@@ -552,7 +552,7 @@ impl Cursor {
                 Some(Page::Failed(e)) => return Err(e),
                 // A scan that stops without saying so must not pass for the end of the range.
                 None => {
-                    return Err(ValidationError::Failed(format!(
+                    return Err(EngineError::Failed(format!(
                         "the {} scan stopped before the end of its range",
                         self.side
                     )));
@@ -562,14 +562,14 @@ impl Cursor {
         Ok(self.rows.front())
     }
 
-    fn pop(&mut self, spec: &Spec) -> Result<RawRow, ValidationError> {
+    fn pop(&mut self, spec: &Spec) -> Result<RawRow, EngineError> {
         let row = self.rows.pop_front().expect("peeked");
         if let Some(last) = &self.last
             && spec.order(last, &row) != Ordering::Less
         {
             // Merging relies on drover ordering rows exactly as Cassandra does; if it does not,
             // stop rather than report rows that are not different.
-            return Err(ValidationError::Failed(format!(
+            return Err(EngineError::Failed(format!(
                 "{} rows arrived out of the order drover expects ({} then {}); the validator cannot compare this table's clustering types, please report it",
                 self.side,
                 spec.key_condition(last),
@@ -811,7 +811,7 @@ fn render_meta(c: &Option<Bytes>) -> String {
 
 impl Shared {
     /// Compares the missing pieces of one unit, then records them and their findings.
-    async fn unit(&self, pieces: Vec<TokenRange>) -> Result<(), ValidationError> {
+    async fn unit(&self, pieces: Vec<TokenRange>) -> Result<(), EngineError> {
         let mut report = Report::default();
         for piece in &pieces {
             self.piece(*piece, &mut report).await?;
@@ -871,12 +871,12 @@ impl Shared {
                 let (result, next) = match page {
                     Ok(p) => p,
                     Err(_) if cancel.is_cancelled() => {
-                        let _ = tx.send(Page::Failed(ValidationError::Stopped)).await;
+                        let _ = tx.send(Page::Failed(EngineError::Stopped)).await;
                         return;
                     }
                     Err(e) => {
                         let _ = tx
-                            .send(Page::Failed(ValidationError::Failed(format!(
+                            .send(Page::Failed(EngineError::Failed(format!(
                                 "{side}: reading {piece}: {e}"
                             ))))
                             .await;
@@ -894,9 +894,9 @@ impl Shared {
                     });
                 let page = match rows {
                     Ok(rows) => Page::Rows(rows),
-                    Err(e) => Page::Failed(ValidationError::Failed(format!(
-                        "{side}: reading {piece}: {e}"
-                    ))),
+                    Err(e) => {
+                        Page::Failed(EngineError::Failed(format!("{side}: reading {piece}: {e}")))
+                    }
                 };
                 let failed = matches!(page, Page::Failed(_));
                 if tx.send(page).await.is_err() || failed {
@@ -915,7 +915,7 @@ impl Shared {
     }
 
     /// Merges the rows of one range from both sides.
-    async fn piece(&self, piece: TokenRange, report: &mut Report) -> Result<(), ValidationError> {
+    async fn piece(&self, piece: TokenRange, report: &mut Report) -> Result<(), EngineError> {
         let src = self.scan("source", piece);
         let dst = self.scan("target", piece);
         self.merge.run(src, dst, report).await
@@ -929,13 +929,13 @@ impl Merge {
         mut src: Cursor,
         mut dst: Cursor,
         report: &mut Report,
-    ) -> Result<(), ValidationError> {
+    ) -> Result<(), EngineError> {
         let spec = &*self.spec;
         let mut partition: Option<Vec<Option<Bytes>>> = None;
         let scan = &self.progress.scan;
         loop {
             if self.cancel.is_cancelled() {
-                return Err(ValidationError::Stopped);
+                return Err(EngineError::Stopped);
             }
             let (order, lone_statics) = match (src.peek().await?, dst.peek().await?) {
                 (None, None) => break,
@@ -1032,7 +1032,7 @@ impl Merge {
             scan.bytes_read
                 .fetch_add(bytes as u64, AtomicOrdering::Relaxed);
             if !self.limits.wait(bytes, &self.cancel).await {
-                return Err(ValidationError::Stopped);
+                return Err(EngineError::Stopped);
             }
         }
         Ok(())
@@ -1069,7 +1069,7 @@ impl Merge {
         row: &RawRow,
         read_at: std::time::Instant,
         report: &mut Report,
-    ) -> Result<(), ValidationError> {
+    ) -> Result<(), EngineError> {
         let Some(Repair { plan, session }) = &self.repair else {
             return Ok(());
         };
@@ -1086,9 +1086,9 @@ impl Merge {
             .await
             .map_err(|e| {
                 if self.cancel.is_cancelled() {
-                    ValidationError::Stopped
+                    EngineError::Stopped
                 } else {
-                    ValidationError::Failed(format!("target: copying a row: {e}"))
+                    EngineError::Failed(format!("target: copying a row: {e}"))
                 }
             })?;
         }
@@ -1173,7 +1173,7 @@ mod tests {
         desc: bool,
         source: Vec<Vec<RawRow>>,
         target: Vec<Vec<RawRow>>,
-    ) -> Result<Report, ValidationError> {
+    ) -> Result<Report, EngineError> {
         let merge = Merge {
             spec: Arc::new(spec(desc)),
             repair: None,
@@ -1192,9 +1192,9 @@ mod tests {
         Ok(report)
     }
 
-    fn failure(result: Result<Report, ValidationError>) -> String {
+    fn failure(result: Result<Report, EngineError>) -> String {
         match result {
-            Err(ValidationError::Failed(message)) => message,
+            Err(EngineError::Failed(message)) => message,
             other => panic!("expected a failure, got {other:?}"),
         }
     }

@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::ValidationError;
 use super::engine::{Progress, State, Validation};
 use super::report::Report;
+use crate::jobs::kept::forget_job_file;
+use crate::jobs::running::{Ending, Periodic, end, publish};
 use crate::jobs::{JobHandle, JobResult};
+use crate::migrate::EngineError;
 use crate::migrate::config::{JobConfig, redacted_json};
-use crate::migrate::job::{Ending, Periodic, end, forget_job_file, publish};
 use crate::savepoints::{self, FileStore, SavepointStore};
 
 /// Job kind of validations in the registry.
@@ -51,7 +52,7 @@ pub struct Savepoints {
 }
 
 impl Savepoints {
-    async fn write(&self, state: &State, complete: bool, why: &str) -> Result<(), ValidationError> {
+    async fn write(&self, state: &State, complete: bool, why: &str) -> Result<(), EngineError> {
         let mut doc = self.base.clone();
         savepoints::Progress {
             token_ranges: state.done.clone(),
@@ -97,7 +98,7 @@ fn same_validation(base: &serde_json::Value, doc: &serde_json::Value) -> Result<
 
 /// Parses, checks and plans a validation; with `savepoints` and `autoResume` (the default),
 /// continues an unfinished validation of the same job. Nothing is written.
-pub async fn launch(text: &str) -> Result<Launch, ValidationError> {
+pub async fn launch(text: &str) -> Result<Launch, EngineError> {
     let config = JobConfig::parse(text)?;
     let mut base = redacted_json(text);
     // The job file's skipTokenRanges say what a migration copied, not what was validated.
@@ -190,7 +191,7 @@ pub async fn execute(
     progress: Arc<Progress>,
     cancel: CancellationToken,
     state: Arc<Mutex<State>>,
-) -> (Report, Result<(), ValidationError>) {
+) -> (Report, Result<(), EngineError>) {
     *state.lock().unwrap_or_else(|p| p.into_inner()) = launch.initial.clone();
     let savepoints = launch.savepoints.map(Arc::new);
     let periodic = savepoints.clone().map(|sp| {
@@ -217,7 +218,7 @@ pub async fn execute(
     if let Some(sp) = &savepoints {
         let (complete, why) = match &result {
             Ok(()) => (true, "the end of the validation"),
-            Err(ValidationError::Stopped) => (false, "the validation being stopped"),
+            Err(EngineError::Stopped) => (false, "the validation being stopped"),
             Err(_) => (false, "the validation failing"),
         };
         if let Err(e) = sp.write(&snapshot, complete, why).await {
@@ -225,7 +226,7 @@ pub async fn execute(
             if complete {
                 // Without the mark of its end, the next run would resume from an older
                 // savepoint of this one instead of comparing everything again.
-                result = Err(ValidationError::Failed(format!(
+                result = Err(EngineError::Failed(format!(
                     "the validation ran to the end but its final savepoint could not be written ({e}); delete the unfinished ones in {} before the next run",
                     sp.store.dir().display()
                 )));
@@ -293,7 +294,7 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
     handle.set("rowsPerSecond", 0);
     handle.set("bytesPerSecond", 0);
     handle.set_result(serde_json::to_value(&findings).expect("a report serializes"));
-    if !matches!(result, Err(ValidationError::Stopped))
+    if !matches!(result, Err(EngineError::Stopped))
         && let Some(dir) = &state_dir
     {
         forget_job_file(dir, handle.id());
@@ -302,7 +303,7 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
         &handle,
         match result {
             Ok(()) => Ending::Done(verdict(&findings)),
-            Err(ValidationError::Stopped) => Ending::Stopped,
+            Err(EngineError::Stopped) => Ending::Stopped,
             Err(e) => Ending::Failed(e.to_string()),
         },
     )
@@ -331,9 +332,9 @@ pub async fn resume(
     jobs: &crate::jobs::JobRegistry,
     state_dir: &std::path::Path,
     id: &str,
-) -> Result<crate::jobs::JobRecord, crate::migrate::job::ResumeError> {
-    use crate::migrate::job::ResumeError;
-    let text = crate::migrate::job::read_job_file(state_dir, id)?;
+) -> Result<crate::jobs::JobRecord, crate::jobs::kept::ResumeError> {
+    use crate::jobs::kept::ResumeError;
+    let text = crate::jobs::kept::read_job_file(state_dir, id)?;
     let mut launch = launch(&text).await.map_err(|e| ResumeError::Launch {
         config_problem: e.is_config_problem(),
         message: e.to_string(),

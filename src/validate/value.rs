@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 use num_bigint::BigInt;
 use scylla::cluster::metadata::{CollectionType, ColumnType, NativeType};
 
-use crate::migrate::cql::rows::strip_trailing_zeros;
+use crate::connectors::cql::rows::strip_trailing_zeros;
 
 /// How far apart two values may be and still count as equal.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

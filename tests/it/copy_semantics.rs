@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use drover::migrate::cql::rows::{RawRow, read_i32, read_i64, read_int_list};
+use drover::connectors::cql::rows::{RawRow, read_i32, read_i64, read_int_list};
 use serde_json::Value;
 
 use crate::cql::{dst_addr, exec, fresh_keyspace, job, job_to, raw_rows, session, src_addr};

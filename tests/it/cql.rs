@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use drover::migrate::cql::rows::RawRow;
+use drover::connectors::cql::rows::RawRow;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 
@@ -134,8 +134,8 @@ pub async fn assert_same(
         for (i, (cx, cy)) in x.cells.iter().zip(&y.cells).enumerate() {
             if ttl_columns.contains(&i) {
                 let ttls = |c: &Option<bytes::Bytes>| {
-                    drover::migrate::cql::rows::read_int_list(c).unwrap_or_else(|| {
-                        vec![drover::migrate::cql::rows::read_i32(c).map(i64::from)]
+                    drover::connectors::cql::rows::read_int_list(c).unwrap_or_else(|| {
+                        vec![drover::connectors::cql::rows::read_i32(c).map(i64::from)]
                     })
                 };
                 let (tx, ty) = (ttls(cx), ttls(cy));

@@ -1010,7 +1010,7 @@ async fn clustering_values_are_ordered_as_cassandra_orders_them_and_validated_in
             if pair[0].cells[0] != pair[1].cells[0] {
                 continue;
             }
-            let p = drover::migrate::cql::rows::read_i32(&pair[0].cells[0]).unwrap() as usize;
+            let p = drover::connectors::cql::rows::read_i32(&pair[0].cells[0]).unwrap() as usize;
             let (typ, _) = ORDERED_TYPES[p];
             let (a, b) = (
                 pair[0].cells[1 + p].as_deref().unwrap(),

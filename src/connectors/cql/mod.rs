@@ -1,5 +1,7 @@
 //! The Cassandra/ScyllaDB connector: sessions, schemas, raw rows, and the copy of one unit.
 
+pub mod config;
+pub mod copy;
 pub mod rows;
 pub mod schema;
 
@@ -14,7 +16,7 @@ use scylla::client::session_builder::SessionBuilder;
 use scylla::policies::load_balancing::DefaultPolicy;
 use secrecy::ExposeSecret;
 
-use crate::migrate::config::CqlEndpoint;
+pub use config::{CqlEndpoint, CqlSource, CqlTarget};
 
 /// Errors of the CQL connector.
 #[derive(Debug, thiserror::Error)]
@@ -133,10 +135,7 @@ pub fn check_local_dc(
     })
 }
 
-fn tls_config(
-    side: &str,
-    ssl: &crate::migrate::config::SslOptions,
-) -> Result<Arc<rustls::ClientConfig>, CqlError> {
+fn tls_config(side: &str, ssl: &config::SslOptions) -> Result<Arc<rustls::ClientConfig>, CqlError> {
     let err = |key: &str, message: String| CqlError::Tls {
         key: format!("{side}.sslOptions.{key}"),
         message,
@@ -183,7 +182,6 @@ fn tls_config(
     };
     Ok(Arc::new(config))
 }
-pub mod copy;
 
 /// A node of `session` holding the token `token` of `table` (in `local_dc` when set): scans of
 /// a range are sent there, so the coordinator reads locally. A retry may go elsewhere.
@@ -221,10 +219,11 @@ pub struct Pair {
 }
 
 /// Connects to both clusters of a CQL → CQL job and checks both tables. Nothing is written.
-pub async fn open_pair(config: &crate::migrate::config::JobConfig) -> Result<Pair, CqlError> {
-    use crate::migrate::config::{SourceConfig, TargetConfig};
-    let SourceConfig::Cql(src) = &config.source;
-    let TargetConfig::Cql(dst) = &config.target;
+pub async fn open_pair(
+    src: &CqlSource,
+    dst: &CqlTarget,
+    renames: &[crate::jobfile::Rename],
+) -> Result<Pair, CqlError> {
     let (source, target) = tokio::try_join!(
         connect("source", &src.endpoint),
         connect("target", &dst.endpoint)
@@ -246,7 +245,7 @@ pub async fn open_pair(config: &crate::migrate::config::JobConfig) -> Result<Pai
         &dst.endpoint.table,
     )
     .await?;
-    let mapping = schema::check_compatible(&source_schema, &target_schema, &config.renames)?;
+    let mapping = schema::check_compatible(&source_schema, &target_schema, renames)?;
     Ok(Pair {
         source,
         target,

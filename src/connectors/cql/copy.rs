@@ -11,12 +11,12 @@ use scylla::response::{PagingState, PagingStateResponse};
 use scylla::statement::prepared::PreparedStatement;
 
 use super::CqlError;
+use super::config::{CqlSource, CqlTarget};
 use super::rows::{
     self, Bound, BoundRow, RawRow, join_collection, read_i32, read_i64, read_int_list,
     split_collection, strip_trailing_zeros,
 };
 use super::schema::{Column, TableSchema, quote};
-use crate::migrate::config::{CqlSource, CqlTarget};
 
 /// How a row is turned into writes: the prepared statements of a job and the layout of the
 /// scanned rows.

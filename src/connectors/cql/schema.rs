@@ -7,7 +7,7 @@ use scylla::client::session::Session;
 use scylla::cluster::metadata::{CollectionType, ColumnKind, ColumnType, NativeType};
 
 use super::CqlError;
-use crate::migrate::config::Rename;
+use crate::jobfile::Rename;
 
 /// A column of a table.
 #[derive(Debug, Clone)]

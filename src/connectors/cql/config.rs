@@ -1,0 +1,382 @@
+//! The CQL sections of a job file (`type: cassandra` or `type: scylla`), in ScyllaDB
+//! Migrator's keys, and their checks.
+
+use secrecy::SecretString as Secret;
+use serde::Deserialize;
+
+use crate::jobfile::{JobConfigError, section};
+
+/// `credentials` of a CQL endpoint.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Credentials {
+    /// User name.
+    pub username: String,
+    /// Password; never logged, stored or returned.
+    pub password: Secret,
+}
+
+/// `sslOptions` of a CQL endpoint. ScyllaDB Migrator's Java key-store keys are accepted so old
+/// files parse; drover reads PEM files: `trustStorePath` (or `caCertPath`) is the CA bundle that
+/// signs the server certificate, `certPath` and `keyPath` a client certificate for mutual TLS.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct SslOptions {
+    /// Use TLS.
+    pub enabled: bool,
+    /// Present a client certificate (`certPath`/`keyPath`).
+    pub client_auth_enabled: bool,
+    /// PEM CA bundle; alias of `caCertPath` for Migrator files.
+    pub trust_store_path: Option<String>,
+    /// Accepted for compatibility; PEM files need no password.
+    pub trust_store_password: Option<Secret>,
+    /// Accepted for compatibility; must be `PEM` when set to anything else than JKS defaults.
+    pub trust_store_type: Option<String>,
+    /// Accepted for compatibility (Java key store of the client certificate).
+    pub key_store_path: Option<String>,
+    /// Accepted for compatibility.
+    pub key_store_password: Option<Secret>,
+    /// Accepted for compatibility.
+    pub key_store_type: Option<String>,
+    /// Accepted for compatibility (TLS versions are negotiated by rustls: 1.2 and 1.3).
+    pub protocol: Option<String>,
+    /// Accepted for compatibility (cipher suites are rustls' safe defaults).
+    pub enabled_algorithms: Option<Vec<String>>,
+    /// drover: PEM CA bundle.
+    pub ca_cert_path: Option<String>,
+    /// drover: PEM client certificate chain.
+    pub cert_path: Option<String>,
+    /// drover: PEM private key of `certPath`.
+    pub key_path: Option<String>,
+}
+
+/// The connection part shared by CQL sources and targets.
+#[derive(Debug, Clone)]
+pub struct CqlEndpoint {
+    /// Contact point host name or address.
+    pub host: String,
+    /// Native transport port.
+    pub port: u16,
+    /// Data center whose nodes are used; others are not contacted.
+    pub local_dc: Option<String>,
+    /// Authentication.
+    pub credentials: Option<Credentials>,
+    /// TLS.
+    pub ssl_options: Option<SslOptions>,
+    /// Keyspace (CQL rules: unquoted names are case-insensitive).
+    pub keyspace: String,
+    /// Table.
+    pub table: String,
+    /// Consistency level of every read or write.
+    pub consistency_level: Consistency,
+    /// Connections per node.
+    pub connections: Option<usize>,
+}
+
+/// A CQL source.
+#[derive(Debug, Clone)]
+pub struct CqlSource {
+    /// Where and what.
+    pub endpoint: CqlEndpoint,
+    /// Number of units the token ring is split into (at least one per vnode range).
+    pub split_count: Option<usize>,
+    /// Rows per page.
+    pub fetch_size: usize,
+    /// Keep each cell's writetime and TTL.
+    pub preserve_timestamps: bool,
+    /// A CQL condition added to every scan (`ALLOW FILTERING` is added).
+    pub where_clause: Option<String>,
+    /// drover: units scanned at once.
+    pub max_concurrent_units: Option<usize>,
+}
+
+/// The longest TTL Cassandra accepts, in seconds (20 years).
+pub const MAX_TTL_S: i32 = 630_720_000;
+
+/// A CQL target.
+#[derive(Debug, Clone)]
+pub struct CqlTarget {
+    /// Where and what.
+    pub endpoint: CqlEndpoint,
+    /// Rewrite `decimal` values without trailing zeros (`1.500` → `1.5`).
+    pub strip_trailing_zeros_for_decimals: bool,
+    /// TTL (seconds) for every written cell, instead of the source's.
+    pub write_ttl_in_s: Option<i32>,
+    /// Writetime (microseconds) for every written cell, instead of the source's.
+    pub write_writetimestamp_in_us: Option<i64>,
+    /// Skip rows whose primary key has a null (rows from a source `where` on a view, say)
+    /// instead of failing.
+    pub drop_null_primary_keys: bool,
+    /// drover: most write requests in flight at once.
+    pub max_in_flight: usize,
+    /// drover: write at most this many rows per second (unset: no limit).
+    pub rows_per_second: Option<u32>,
+    /// drover: write at most this many bytes per second (unset: no limit).
+    pub bytes_per_second: Option<u64>,
+}
+
+/// CQL consistency levels accepted in job files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[allow(missing_docs)]
+pub enum Consistency {
+    Any,
+    One,
+    Two,
+    Three,
+    Quorum,
+    All,
+    LocalQuorum,
+    EachQuorum,
+    LocalOne,
+}
+
+impl From<Consistency> for scylla::statement::Consistency {
+    fn from(c: Consistency) -> Self {
+        use scylla::statement::Consistency as C;
+        match c {
+            Consistency::Any => C::Any,
+            Consistency::One => C::One,
+            Consistency::Two => C::Two,
+            Consistency::Three => C::Three,
+            Consistency::Quorum => C::Quorum,
+            Consistency::All => C::All,
+            Consistency::LocalQuorum => C::LocalQuorum,
+            Consistency::EachQuorum => C::EachQuorum,
+            Consistency::LocalOne => C::LocalOne,
+        }
+    }
+}
+
+impl CqlSource {
+    /// Reads and checks a `source` section.
+    pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
+        let s: RawCqlSource = section(text, "source", value)?;
+        let source = CqlSource {
+            endpoint: CqlEndpoint {
+                host: s.host,
+                port: s.port,
+                local_dc: s.local_dc,
+                credentials: s.credentials,
+                ssl_options: s.ssl_options,
+                keyspace: s.keyspace,
+                table: s.table,
+                consistency_level: s.consistency_level,
+                connections: s.connections,
+            },
+            split_count: s.split_count,
+            fetch_size: s.fetch_size,
+            preserve_timestamps: s.preserve_timestamps,
+            where_clause: s.where_clause.filter(|w| !w.trim().is_empty()),
+            max_concurrent_units: s.max_concurrent_units,
+        };
+        source.endpoint.validate(text, "source")?;
+        if source.split_count == Some(0) {
+            return Err(JobConfigError::at(
+                text,
+                "source.splitCount",
+                "must be at least 1",
+            ));
+        }
+        if source.fetch_size == 0 {
+            return Err(JobConfigError::at(
+                text,
+                "source.fetchSize",
+                "must be at least 1",
+            ));
+        }
+        if source.max_concurrent_units == Some(0) {
+            return Err(JobConfigError::at(
+                text,
+                "source.maxConcurrentUnits",
+                "must be at least 1",
+            ));
+        }
+        Ok(source)
+    }
+}
+
+impl CqlTarget {
+    /// Reads and checks a `target` section.
+    pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
+        let t: RawCqlTarget = section(text, "target", value)?;
+        let target = CqlTarget {
+            endpoint: CqlEndpoint {
+                host: t.host,
+                port: t.port,
+                local_dc: t.local_dc,
+                credentials: t.credentials,
+                ssl_options: t.ssl_options,
+                keyspace: t.keyspace,
+                table: t.table,
+                consistency_level: t.consistency_level,
+                connections: t.connections,
+            },
+            strip_trailing_zeros_for_decimals: t.strip_trailing_zeros_for_decimals,
+            write_ttl_in_s: t.write_ttl_in_s,
+            write_writetimestamp_in_us: t.write_writetimestamp_in_us,
+            drop_null_primary_keys: t.drop_null_primary_keys,
+            max_in_flight: t.max_in_flight,
+            rows_per_second: t.rows_per_second,
+            bytes_per_second: t.bytes_per_second,
+        };
+        target.endpoint.validate(text, "target")?;
+        if target.max_in_flight == 0 {
+            return Err(JobConfigError::at(
+                text,
+                "target.maxInFlight",
+                "must be at least 1",
+            ));
+        }
+        if target.rows_per_second == Some(0) || target.bytes_per_second == Some(0) {
+            return Err(JobConfigError::at(
+                text,
+                if target.rows_per_second == Some(0) {
+                    "target.rowsPerSecond"
+                } else {
+                    "target.bytesPerSecond"
+                },
+                "must be at least 1 (leave it out for no limit)",
+            ));
+        }
+        if target.write_ttl_in_s.is_some_and(|t| t < 0) {
+            return Err(JobConfigError::at(
+                text,
+                "target.writeTTLInS",
+                "must not be negative",
+            ));
+        }
+        // Cassandra refuses every write with a longer TTL: the job could only fail.
+        if target.write_ttl_in_s.is_some_and(|t| t > MAX_TTL_S) {
+            return Err(JobConfigError::at(
+                text,
+                "target.writeTTLInS",
+                format!(
+                    "must be at most {MAX_TTL_S} (20 years, the longest TTL Cassandra accepts)"
+                ),
+            ));
+        }
+        Ok(target)
+    }
+}
+
+impl CqlEndpoint {
+    fn validate(&self, text: &str, side: &str) -> Result<(), JobConfigError> {
+        let e = self;
+        if e.host.trim().is_empty() {
+            return Err(JobConfigError::at(
+                text,
+                &format!("{side}.host"),
+                "must not be empty",
+            ));
+        }
+        if e.port == 0 {
+            return Err(JobConfigError::at(
+                text,
+                &format!("{side}.port"),
+                "must be 1 to 65535",
+            ));
+        }
+        if e.connections == Some(0) {
+            return Err(JobConfigError::at(
+                text,
+                &format!("{side}.connections"),
+                "must be at least 1",
+            ));
+        }
+        if let Some(ssl) = &e.ssl_options
+            && ssl.client_auth_enabled
+            && (ssl.cert_path.is_none() || ssl.key_path.is_none())
+        {
+            return Err(JobConfigError::at(
+                text,
+                &format!("{side}.sslOptions.clientAuthEnabled"),
+                "needs sslOptions.certPath and sslOptions.keyPath (PEM files); Java key stores are not read",
+            ));
+        }
+        Ok(())
+    }
+}
+
+// ---- raw shapes, as written in the file ----
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawCqlSource {
+    #[serde(rename = "type")]
+    _type: String,
+    host: String,
+    #[serde(default = "default_port")]
+    port: u16,
+    #[serde(default, rename = "localDC")]
+    local_dc: Option<String>,
+    #[serde(default)]
+    credentials: Option<Credentials>,
+    #[serde(default)]
+    ssl_options: Option<SslOptions>,
+    keyspace: String,
+    table: String,
+    #[serde(default = "default_consistency")]
+    consistency_level: Consistency,
+    #[serde(default)]
+    split_count: Option<usize>,
+    #[serde(default)]
+    connections: Option<usize>,
+    #[serde(default = "default_fetch_size")]
+    fetch_size: usize,
+    #[serde(default)]
+    preserve_timestamps: bool,
+    #[serde(default, rename = "where")]
+    where_clause: Option<String>,
+    #[serde(default)]
+    max_concurrent_units: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawCqlTarget {
+    #[serde(rename = "type")]
+    _type: String,
+    host: String,
+    #[serde(default = "default_port")]
+    port: u16,
+    #[serde(default, rename = "localDC")]
+    local_dc: Option<String>,
+    #[serde(default)]
+    credentials: Option<Credentials>,
+    #[serde(default)]
+    ssl_options: Option<SslOptions>,
+    keyspace: String,
+    table: String,
+    #[serde(default = "default_consistency")]
+    consistency_level: Consistency,
+    #[serde(default)]
+    connections: Option<usize>,
+    #[serde(default)]
+    strip_trailing_zeros_for_decimals: bool,
+    #[serde(default, rename = "writeTTLInS")]
+    write_ttl_in_s: Option<i32>,
+    #[serde(default, rename = "writeWritetimestampInuS")]
+    write_writetimestamp_in_us: Option<i64>,
+    #[serde(default)]
+    drop_null_primary_keys: bool,
+    #[serde(default = "default_max_in_flight")]
+    max_in_flight: usize,
+    #[serde(default)]
+    rows_per_second: Option<u32>,
+    #[serde(default)]
+    bytes_per_second: Option<u64>,
+}
+
+fn default_port() -> u16 {
+    9042
+}
+fn default_consistency() -> Consistency {
+    Consistency::LocalQuorum
+}
+fn default_fetch_size() -> usize {
+    1000
+}
+fn default_max_in_flight() -> usize {
+    256
+}

@@ -1,0 +1,190 @@
+//! The job file in ScyllaDB Migrator's format: what every job shares (`renames`,
+//! `skipTokenRanges`, `savepoints`, `validation`), the errors that name a key and a line, and
+//! redaction. Each connector parses its own `source`/`target` section with [`section`].
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::config::yaml;
+
+/// Why a job file was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}{}", line.map(|l| format!(" (line {l})")).unwrap_or_default())]
+pub struct JobConfigError {
+    /// Key path and what was expected.
+    pub message: String,
+    /// Line of the key, when known.
+    pub line: Option<usize>,
+}
+
+impl JobConfigError {
+    pub(crate) fn at(text: &str, key: &str, message: impl std::fmt::Display) -> Self {
+        Self {
+            message: format!("{key}: {message}"),
+            line: yaml::line_of(text, key),
+        }
+    }
+}
+
+/// `validation`: how the validator compares the target with the source (ScyllaDB Migrator's
+/// keys). Every key is optional; without the section the comparison is exact.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ValidationConfig {
+    /// Compare each cell's writetime and TTL too. Default: `source.preserveTimestamps` (a
+    /// copy that did not keep them cannot match them).
+    #[serde(default)]
+    pub compare_timestamps: Option<bool>,
+    /// Largest TTL difference accepted, in milliseconds (CQL reads TTLs in seconds; both sides
+    /// are read moments apart, so TTLs drift by the time between the reads). Default 60000.
+    #[serde(default = "default_ttl_tolerance")]
+    pub ttl_tolerance_millis: u64,
+    /// Largest writetime difference accepted, in milliseconds (CQL reads writetimes in
+    /// microseconds). Default 0: a copy that keeps writetimes keeps them exactly.
+    #[serde(default)]
+    pub writetime_tolerance_millis: u64,
+    /// Differences reported with their key and values (all are counted). Default 100.
+    #[serde(default = "default_failures_to_fetch")]
+    pub failures_to_fetch: usize,
+    /// Largest absolute difference between two `float` or `double` values. Default 0.
+    #[serde(default)]
+    pub floating_point_tolerance: f64,
+    /// Largest difference between two `timestamp` values, in milliseconds. Default 0.
+    #[serde(default)]
+    pub timestamp_ms_tolerance: u64,
+    /// Write missing and differing rows to the target again, from the source, with their
+    /// writetimes and TTLs when `source.preserveTimestamps` is set. Default false.
+    #[serde(default)]
+    pub copy_missing_rows: bool,
+}
+
+impl Default for ValidationConfig {
+    fn default() -> Self {
+        Self {
+            compare_timestamps: None,
+            ttl_tolerance_millis: default_ttl_tolerance(),
+            writetime_tolerance_millis: 0,
+            failures_to_fetch: default_failures_to_fetch(),
+            floating_point_tolerance: 0.0,
+            timestamp_ms_tolerance: 0,
+            copy_missing_rows: false,
+        }
+    }
+}
+
+fn default_ttl_tolerance() -> u64 {
+    60_000
+}
+fn default_failures_to_fetch() -> usize {
+    100
+}
+
+/// `savepoints`: where and how often progress is saved, and whether a start resumes from it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SavepointsConfig {
+    /// Directory of savepoint files (created if missing; relative to the working directory of
+    /// the process that runs the job).
+    pub path: Option<std::path::PathBuf>,
+    /// Seconds between savepoints. Required for the file backend.
+    pub interval_seconds: Option<u64>,
+    /// On start, continue from the newest savepoint of the same migration. Default true.
+    #[serde(default = "yes")]
+    pub auto_resume: bool,
+    /// drover: savepoint files kept (the newest); older ones are deleted. Default 10.
+    #[serde(default = "default_keep")]
+    pub keep: usize,
+    /// Savepoints stored in the target database (ScyllaDB Migrator's `target-table` backend).
+    pub target: Option<yaml_serde::Value>,
+}
+
+/// `renames` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rename {
+    /// Column name in the source.
+    pub from: String,
+    /// Column name in the target.
+    pub to: String,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_keep() -> usize {
+    10
+}
+
+/// Deserializes the section `side` of a job file as `T`; errors name the key path and line.
+pub fn section<T: DeserializeOwned>(
+    text: &str,
+    side: &str,
+    value: yaml_serde::Value,
+) -> Result<T, JobConfigError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        // For unknown fields the path ends at the unknown key, which the message names already;
+        // the line is that key's.
+        let line_key = if path == "." {
+            side.to_string()
+        } else {
+            format!("{side}.{path}")
+        };
+        let shown = if inner.starts_with("unknown field") {
+            line_key
+                .rsplit_once('.')
+                .map_or(side.to_string(), |(p, _)| p.to_string())
+        } else {
+            line_key.clone()
+        };
+        JobConfigError {
+            message: format!("{shown}: {inner}"),
+            line: yaml::line_of(text, &line_key).or_else(|| yaml::line_of(text, &shown)),
+        }
+    })
+}
+
+/// Marker written in place of every secret in stored configs (savepoints, job records).
+pub const REDACTED: &str = "<redacted>";
+
+/// The job file as JSON with every secret replaced by [`REDACTED`]: what job records, logs and
+/// savepoints may hold. Keys are judged by name, so secrets in keys drover does not know yet
+/// (a new connector's `secretKey`, say) are caught too.
+pub fn redacted_json(text: &str) -> serde_json::Value {
+    let value: serde_json::Value = yaml_serde::from_str(text).unwrap_or(serde_json::Value::Null);
+    redact(value)
+}
+
+/// Whether a key names a secret.
+pub fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase().replace(['_', '-'], "");
+    k.contains("password")
+        || k.contains("secret")
+        || k.contains("token") && !k.contains("tokenrange")
+        || k.contains("passphrase")
+        || k == "accesskey"
+        || k == "awsaccesskeyid"
+        || k.ends_with("privatekey")
+}
+
+/// Replaces the values of secret keys, recursively.
+pub fn redact(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.into_iter()
+                .map(|(k, v)| {
+                    if is_secret_key(&k) && !v.is_null() {
+                        (k, serde_json::Value::String(REDACTED.to_string()))
+                    } else {
+                        (k, redact(v))
+                    }
+                })
+                .collect(),
+        ),
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.into_iter().map(redact).collect())
+        }
+        other => other,
+    }
+}

@@ -1,0 +1,45 @@
+//! The one error type of the engine, shared by migrations and validations.
+
+use crate::connectors::cql::CqlError;
+use crate::jobfile::JobConfigError;
+use crate::jobs::kept::ResumeError;
+
+/// Errors of a migration or a validation: both are the engine driving connectors over units.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The job file is invalid.
+    #[error(transparent)]
+    Config(#[from] JobConfigError),
+    /// The databases refused the job (missing table, incompatible schema, unreachable).
+    #[error(transparent)]
+    Cql(#[from] CqlError),
+    /// A read or write failed for good (after retries, where retrying is safe).
+    #[error("{0}")]
+    Failed(String),
+    /// Savepoints could not be read or written.
+    #[error(transparent)]
+    Savepoints(#[from] crate::savepoints::SavepointError),
+    /// The job was cancelled before it finished.
+    #[error("stopped before the end")]
+    Stopped,
+}
+
+impl EngineError {
+    /// True for problems in the job config or schemas (what a client must fix), false for
+    /// databases that could not be reached or failed.
+    pub fn is_config_problem(&self) -> bool {
+        matches!(
+            self,
+            Self::Config(_) | Self::Cql(CqlError::Invalid { .. } | CqlError::Tls { .. })
+        )
+    }
+}
+
+impl From<EngineError> for ResumeError {
+    fn from(e: EngineError) -> Self {
+        Self::Launch {
+            config_problem: e.is_config_problem(),
+            message: e.to_string(),
+        }
+    }
+}
