@@ -21,10 +21,12 @@ use crate::connectors::cql::copy::{CopyPlan, RowStats, Write};
 use crate::connectors::cql::rows::{Bound, BoundRow, RawRow, read_i32, read_i64, read_int_list};
 use crate::connectors::cql::schema::{Column, TableSchema, quote};
 use crate::connectors::cql::{self, CqlError};
+use crate::jobs::running::Sample;
 use crate::migrate::EngineError;
 use crate::migrate::config::{JobConfig, SourceConfig, TargetConfig};
-use crate::migrate::engine::{self, Progress as ScanProgress};
+use crate::migrate::engine::{self, Counters as ScanProgress};
 use crate::migrate::limits::Limits;
+use crate::migrate::retry;
 use crate::savepoints::ranges::{RangeSet, TokenRange, plan_units};
 
 /// Live counters of a running validation.
@@ -51,21 +53,31 @@ impl Progress {
         set(&self.rows_copied, report.rows_copied);
     }
 
-    /// Counter name and value pairs, as shown in job status.
-    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+    /// The counters now, as job status and progress lines show them.
+    pub fn sample(&self) -> Sample {
         let g = |a: &AtomicU64| a.load(AtomicOrdering::Relaxed);
         let s = &self.scan;
-        vec![
-            ("unitsTotal", g(&s.units_total)),
-            ("unitsDone", g(&s.units_done)),
-            ("unitsSkipped", g(&s.units_skipped)),
-            ("sourceRows", g(&s.rows_read)),
-            ("targetRows", g(&self.target_rows)),
-            ("bytesRead", g(&s.bytes_read)),
-            ("rowsWithDifferences", g(&self.rows_with_differences)),
-            ("rowsCopied", g(&self.rows_copied)),
-            ("retries", g(&s.retries)),
-        ]
+        let (source_rows, bytes_read) = (g(&s.rows_read), g(&s.bytes_read));
+        let (total, done, skipped) = (g(&s.units_total), g(&s.units_done), g(&s.units_skipped));
+        let differences = g(&self.rows_with_differences);
+        Sample {
+            counters: vec![
+                ("unitsTotal", total),
+                ("unitsDone", done),
+                ("unitsSkipped", skipped),
+                ("sourceRows", source_rows),
+                ("targetRows", g(&self.target_rows)),
+                ("bytesRead", bytes_read),
+                ("rowsWithDifferences", differences),
+                ("rowsCopied", g(&self.rows_copied)),
+                ("retries", s.retries.count()),
+            ],
+            rows: source_rows,
+            bytes: bytes_read,
+            units: (total, done, skipped),
+            differences: Some(differences),
+            waiting: s.waiting(),
+        }
     }
 }
 
@@ -456,7 +468,19 @@ impl Validation {
             progress.count_from(&state.report);
             state.done.clone()
         };
-        let work = progress.scan.plan(&self.units, &skip);
+        let scan = &progress.scan;
+        scan.units_total
+            .store(self.units.len() as u64, AtomicOrdering::Relaxed);
+        let mut work = Vec::new();
+        for unit in &self.units {
+            let missing = skip.missing(*unit);
+            if missing.is_empty() {
+                scan.units_skipped.fetch_add(1, AtomicOrdering::Relaxed);
+                scan.units_done.fetch_add(1, AtomicOrdering::Relaxed);
+            } else {
+                work.push(missing);
+            }
+        }
         let failed = cancel.child_token();
         let shared = Arc::new(Shared {
             source: self.source,
@@ -850,8 +874,8 @@ impl Shared {
         tokio::spawn(async move {
             let mut paging = PagingState::start();
             loop {
-                let page = engine::retry(
-                    &progress.scan,
+                let page = retry::retry(
+                    &progress.scan.retries,
                     &cancel,
                     if side == "source" {
                         "reading from the source"
@@ -1031,7 +1055,7 @@ impl Merge {
             }
             scan.bytes_read
                 .fetch_add(bytes as u64, AtomicOrdering::Relaxed);
-            if !self.limits.wait(bytes, &self.cancel).await {
+            if !self.limits.wait(1, bytes as u64, &self.cancel).await {
                 return Err(EngineError::Stopped);
             }
         }
@@ -1076,8 +1100,8 @@ impl Merge {
         let mut writes: Vec<Write> = Vec::new();
         plan.writes(row, true, &mut RowStats::default(), &mut writes);
         for w in &writes {
-            engine::retry(
-                &self.progress.scan,
+            retry::retry(
+                &self.progress.scan.retries,
                 &self.cancel,
                 "copying a row to the target",
                 w.idempotent,

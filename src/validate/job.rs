@@ -318,9 +318,7 @@ fn report(
 ) -> (u64, u64) {
     publish(
         handle,
-        &progress.snapshot(),
-        progress.scan.waiting(),
-        ["sourceRows", "bytesRead"],
+        progress.sample(),
         (previous, interval, elapsed),
         "comparing",
     )

@@ -2,8 +2,11 @@
 
 pub mod config;
 pub mod copy;
+mod retry;
 pub mod rows;
 pub mod schema;
+pub mod transfer;
+pub mod units;
 
 use std::sync::Arc;
 use std::time::Duration;
