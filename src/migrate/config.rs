@@ -163,6 +163,18 @@ impl JobConfig {
         Ok(())
     }
 
+    /// The work the job file says is complete (its skip lists), in the savepoint model.
+    pub fn skip_progress(&self) -> crate::savepoints::Progress {
+        crate::savepoints::Progress {
+            token_ranges: crate::savepoints::ranges::RangeSet::from_ranges(
+                self.skip_token_ranges
+                    .iter()
+                    .filter_map(|&(a, b)| crate::savepoints::ranges::TokenRange::new(a, b)),
+            ),
+            ..Default::default()
+        }
+    }
+
     /// The target column name of a source column.
     pub fn target_name<'a>(&'a self, source_column: &'a str) -> &'a str {
         self.renames

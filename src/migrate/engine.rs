@@ -22,7 +22,7 @@ use super::retry::{Retries, retry};
 use crate::connectors::cql;
 use crate::connectors::seam::{Pacing, Page, Pushed, Request, Scan, Sink, Unit};
 use crate::jobs::running::Sample;
-use crate::savepoints::{self, ranges::TokenRange};
+use crate::savepoints;
 
 /// Live counters of a running migration.
 #[derive(Debug, Default)]
@@ -140,18 +140,14 @@ pub struct Migration {
 }
 
 impl Migration {
-    /// Connects to both sides, checks the schemas, prepares statements and plans units; the
-    /// job's skip lists (`skipTokenRanges`) are complete already. Nothing is written.
-    pub async fn prepare(config: &JobConfig) -> Result<Self, EngineError> {
-        let skip = savepoints::Progress {
-            token_ranges: savepoints::ranges::RangeSet::from_ranges(
-                config
-                    .skip_token_ranges
-                    .iter()
-                    .filter_map(|(a, b)| TokenRange::new(*a, *b)),
-            ),
-            ..Default::default()
-        };
+    /// Connects to both sides, checks the schemas and prepares statements; the work in
+    /// `complete` (the job's skip lists and the savepoint it resumes from) is not done again.
+    /// Nothing is written.
+    pub async fn prepare(
+        config: &JobConfig,
+        complete: savepoints::Progress,
+    ) -> Result<Self, EngineError> {
+        let skip = complete;
         // Each source/target pair a connector supports: one arm per pair.
         let run: Box<dyn RunCopy> = match (&config.source, &config.target) {
             (SourceConfig::Cql(src), TargetConfig::Cql(dst)) => {

@@ -12,7 +12,6 @@ use super::engine::{Counters, Migration};
 use crate::jobs::kept::{ResumeError, forget_job_file, read_job_file};
 use crate::jobs::running::{Ending, Periodic, end, publish};
 use crate::jobs::{JobHandle, JobResult};
-use crate::savepoints::ranges::{RangeSet, TokenRange};
 use crate::savepoints::{self, FileStore, SavepointInfo, SavepointStore};
 
 /// Job kind of migrations in the registry.
@@ -72,9 +71,10 @@ impl Savepoints {
 /// Parses, checks and plans a job; with `savepoints.autoResume` (the default), merges the
 /// progress of the newest savepoint of the same migration. Nothing is written to the target.
 pub async fn launch(text: &str) -> Result<Launch, EngineError> {
-    let mut config = JobConfig::parse(text)?;
+    let config = JobConfig::parse(text)?;
     let base = redacted_json(text);
     let mut savepoints = None;
+    let mut complete = config.skip_progress();
     let mut resumed_from = None;
     if let Some(sp) = &config.savepoints {
         let dir = sp.path.clone().expect("validated");
@@ -89,15 +89,7 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
             // connectors, which do not apply to this job, can be unreadable here. They must
             // not take the job's own finished ranges with them.
             tracing::warn!("{e}: ignored");
-            savepoints::Progress {
-                token_ranges: RangeSet::from_ranges(
-                    config
-                        .skip_token_ranges
-                        .iter()
-                        .filter_map(|&(a, b)| TokenRange::new(a, b)),
-                ),
-                ..Default::default()
-            }
+            config.skip_progress()
         });
         if sp.auto_resume {
             let identity = savepoints::identity(&base);
@@ -119,12 +111,7 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
                 resumed_from = Some(savepoint.info.name);
             }
         }
-        config.skip_token_ranges = initial
-            .token_ranges
-            .ranges()
-            .iter()
-            .map(|r| (r.start, r.end))
-            .collect();
+        complete = initial.clone();
         savepoints = Some(Savepoints {
             store,
             base,
@@ -132,7 +119,7 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
             initial,
         });
     }
-    let migration = Migration::prepare(&config).await?;
+    let migration = Migration::prepare(&config, complete).await?;
     Ok(Launch {
         state_dir: None,
         migration,
