@@ -105,7 +105,7 @@ impl LiveMigrationConfig {
         ] {
             for (i, p) in patterns.iter().enumerate() {
                 crate::livemigration::files::check_pattern(p)
-                    .map_err(|m| (format!("{key}[{i}]"), m))?;
+                    .map_err(|e| (format!("{key}[{i}]"), e.to_string()))?;
             }
         }
         for (source, destination) in &self.migration_map {

@@ -5,6 +5,7 @@
 use std::path::{Component, Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
+use super::LiveMigrationError;
 use crate::config::CassandraConfig;
 
 /// Suffix of a download in progress on a destination (next to its final path, so the rename
@@ -116,18 +117,20 @@ impl Roots {
 }
 
 /// Checks the syntax of an exclusion pattern (`glob:...` or `regex:...`).
-pub fn check_pattern(pattern: &str) -> Result<(), String> {
+pub fn check_pattern(pattern: &str) -> Result<(), LiveMigrationError> {
     // Placeholders are checked with a stand-in directory.
     let mut text = pattern.to_string();
     for t in DirType::ALL {
         text = text.replace(t.placeholder(), "/d");
     }
     if text.contains("${") {
-        return Err(format!(
+        return Err(LiveMigrationError::Pattern(format!(
             "{pattern:?}: unknown placeholder; known: ${{DATA_FILE_DIR}}, ${{COMMITLOG_DIR}}, ${{HINTS_DIR}}, ${{SAVED_CACHES_DIR}}, ${{CDC_RAW_DIR}}, ${{LOCAL_SYSTEM_DATA_FILE_DIR}}"
-        ));
+        )));
     }
-    Matcher::new(&text).map(|_| ())
+    Matcher::new(&text)
+        .map(|_| ())
+        .map_err(LiveMigrationError::Pattern)
 }
 
 #[derive(Debug, Clone)]
@@ -181,7 +184,11 @@ const ALWAYS_EXCLUDED_DIRS: &[&str] = &[
 
 impl Exclusions {
     /// Compiles the patterns, each placeholder replaced by every directory of its type.
-    pub fn new(files: &[String], dirs: &[String], roots: &Roots) -> Result<Self, String> {
+    pub fn new(
+        files: &[String],
+        dirs: &[String],
+        roots: &Roots,
+    ) -> Result<Self, LiveMigrationError> {
         let expand = |patterns: &mut dyn Iterator<Item = &str>| -> Result<Vec<Matcher>, String> {
             let mut out = Vec::new();
             for p in patterns {
@@ -215,8 +222,9 @@ impl Exclusions {
             .chain(dirs.iter().map(String::as_str))
             .collect();
         Ok(Self {
-            files: expand(&mut files.iter().map(String::as_str))?,
-            dirs: expand(&mut dir_patterns.into_iter())?,
+            files: expand(&mut files.iter().map(String::as_str))
+                .map_err(LiveMigrationError::Pattern)?,
+            dirs: expand(&mut dir_patterns.into_iter()).map_err(LiveMigrationError::Pattern)?,
         })
     }
 
@@ -263,6 +271,11 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// `FILE` or `DIRECTORY`, as listings name them.
+    pub fn file_type(&self) -> &'static str {
+        if self.is_dir { "DIRECTORY" } else { "FILE" }
+    }
+
     /// The URL the file is served at.
     pub fn url(&self) -> String {
         format!(
