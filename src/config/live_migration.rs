@@ -104,7 +104,7 @@ impl LiveMigrationConfig {
             ("live_migration.dirs_to_exclude", &self.dirs_to_exclude),
         ] {
             for (i, p) in patterns.iter().enumerate() {
-                crate::livemigration::files::check_pattern(p)
+                crate::livemigration::exclusions::check_pattern(p)
                     .map_err(|e| (format!("{key}[{i}]"), e.to_string()))?;
             }
         }

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use super::LiveMigrationError;
-use super::files::{self, DirType, Entry, Exclusions, Roots};
+use super::exclusions::Exclusions;
+use super::files::{self, DirType, Entry, Roots};
 
 /// This node's directories and what is never copied into them.
 pub struct LocalFiles {

@@ -5,8 +5,8 @@
 //! Nothing here knows HTTP: the API maps these types to routes.
 //!
 //! - this file: the node's live-migration settings, runtime switch and status;
-//! - [`serve`]: the source's side (file list, file requests), with [`files`], [`range`]
-//!   and [`digest`];
+//! - [`serve`]: the source's side (file list, file requests), with [`files`],
+//!   [`exclusions`], [`range`] and [`digest`];
 //! - [`peer`]: the destination's client of its source; [`local`]: where files land here;
 //! - [`copy`] and [`verify`]: what data-copy and verification tasks do;
 //! - [`tasks`]: those tasks as jobs — admission, records, resume after a restart;
@@ -15,6 +15,7 @@
 pub mod copy;
 pub mod digest;
 pub mod error;
+pub mod exclusions;
 pub mod files;
 pub mod local;
 pub mod peer;
@@ -33,7 +34,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{DaemonConfig, LiveMigrationConfig, Role};
-use files::{Exclusions, Roots};
+use exclusions::Exclusions;
+use files::Roots;
 
 /// Whether the migration of this node is over (Sidecar's `/live-migration/status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

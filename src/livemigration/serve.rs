@@ -8,6 +8,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::digest::{self, Algorithm};
 use super::files::{self, Entry};
+use super::range::{self, RangeRequest};
 use super::{LiveMigration, LiveMigrationError, MigrationState};
 use crate::config::Role;
 
@@ -104,6 +105,62 @@ impl ServedFile {
         .expect("hashing does not panic")
         .map_err(LiveMigrationError::reading)
     }
+}
+
+impl ServedFile {
+    /// Opens the file for the bytes a `Range` header asks for (one range: `bytes=a-b`,
+    /// `bytes=a-`, `bytes=-n`; none or a malformed one means the whole file).
+    pub async fn read(self, range: Option<&str>) -> Result<ServedBytes, LiveMigrationError> {
+        use tokio::io::{AsyncReadExt, AsyncSeekExt};
+        let io = LiveMigrationError::reading;
+        let mut file = tokio::fs::File::open(&self.path).await.map_err(io)?;
+        let len = file.metadata().await.map_err(io)?.len();
+        let (start, count, whole) = match range::parse(range, len) {
+            RangeRequest::Whole => (0, len, true),
+            RangeRequest::Part { start, end } => (start, end - start + 1, false),
+            RangeRequest::Unsatisfiable => return Ok(ServedBytes::Unsatisfiable { len }),
+        };
+        if start > 0 {
+            file.seek(std::io::SeekFrom::Start(start))
+                .await
+                .map_err(io)?;
+        }
+        Ok(ServedBytes::Bytes(FileBytes {
+            reader: file.take(count),
+            start,
+            count,
+            len,
+            whole,
+            permit: self.permit,
+        }))
+    }
+}
+
+/// What a request for a file's bytes gets.
+pub enum ServedBytes {
+    /// The bytes asked for.
+    Bytes(FileBytes),
+    /// The range lies outside the file.
+    Unsatisfiable {
+        /// The file's size.
+        len: u64,
+    },
+}
+
+/// Bytes of a served file, ready to be streamed.
+pub struct FileBytes {
+    /// Reads exactly `count` bytes from `start`.
+    pub reader: tokio::io::Take<tokio::fs::File>,
+    /// First byte.
+    pub start: u64,
+    /// Bytes to send.
+    pub count: u64,
+    /// The file's size.
+    pub len: u64,
+    /// The whole file (no range asked, or a malformed one).
+    pub whole: bool,
+    /// The file-request slot; to be kept until the last byte is sent.
+    pub permit: OwnedSemaphorePermit,
 }
 
 /// The `?digestAlgorithm=` of a request, checked.

@@ -12,8 +12,7 @@ use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorBody};
 use crate::livemigration::LiveMigrationError;
 use crate::livemigration::digest::Algorithm;
-use crate::livemigration::range::{self, RangeRequest};
-use crate::livemigration::serve::{self, ServedFile};
+use crate::livemigration::serve::{self, FileBytes, ServedBytes};
 
 /// One file or directory of the node.
 #[derive(Debug, Serialize, Deserialize, ToSchema, Clone, PartialEq)]
@@ -133,18 +132,17 @@ pub async fn file(
         })
         .into_response());
     }
-    let ServedFile { path: real, permit } = served;
-    let io = LiveMigrationError::reading;
-    let mut file = tokio::fs::File::open(&real).await.map_err(io)?;
-    let len = file.metadata().await.map_err(io)?.len();
-    let wanted = range::parse(
-        headers.get(header::RANGE).and_then(|v| v.to_str().ok()),
+    let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
+    let FileBytes {
+        reader,
+        start,
+        count,
         len,
-    );
-    let (status, start, count) = match wanted {
-        RangeRequest::Whole => (StatusCode::OK, 0, len),
-        RangeRequest::Part { start, end } => (StatusCode::PARTIAL_CONTENT, start, end - start + 1),
-        RangeRequest::Unsatisfiable => {
+        whole,
+        permit,
+    } = match served.read(range).await? {
+        ServedBytes::Bytes(bytes) => bytes,
+        ServedBytes::Unsatisfiable { len } => {
             let mut response = ApiError::new(
                 StatusCode::RANGE_NOT_SATISFIABLE,
                 format!("the range lies outside the file ({len} bytes)"),
@@ -157,14 +155,12 @@ pub async fn file(
             return Ok(response);
         }
     };
-    if start > 0 {
-        use tokio::io::AsyncSeekExt;
-        file.seek(std::io::SeekFrom::Start(start))
-            .await
-            .map_err(io)?;
-    }
-    use tokio::io::AsyncReadExt;
-    let stream = tokio_util::io::ReaderStream::with_capacity(file.take(count), 256 * 1024);
+    let status = if whole {
+        StatusCode::OK
+    } else {
+        StatusCode::PARTIAL_CONTENT
+    };
+    let stream = tokio_util::io::ReaderStream::with_capacity(reader, 256 * 1024);
     // The permit lives as long as the body is being sent.
     let body = Body::from_stream(futures::StreamExt::map(stream, move |chunk| {
         let _held = &permit;
