@@ -84,30 +84,33 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(validations::get))
         .routes(routes!(validations::report))
         .routes(routes!(validations::cancel))
-        .routes(routes!(live_migration::list))
-        .routes(routes!(live_migration::file))
-        .routes(routes!(live_migration::files_digest))
+        .routes(routes!(live_migration::files::list))
+        .routes(routes!(live_migration::files::file))
+        .routes(routes!(live_migration::files::files_digest))
         .routes(routes!(
-            live_migration::status,
-            live_migration::complete,
-            live_migration::reset
-        ))
-        .routes(routes!(live_migration::admin, live_migration::admin_set))
-        .routes(routes!(
-            live_migration::start_copy,
-            live_migration::list_copies
+            live_migration::status::status,
+            live_migration::status::complete,
+            live_migration::status::reset
         ))
         .routes(routes!(
-            live_migration::get_copy,
-            live_migration::cancel_copy
+            live_migration::status::admin,
+            live_migration::status::admin_set
         ))
         .routes(routes!(
-            live_migration::start_verify,
-            live_migration::list_verifies
+            live_migration::tasks::start_copy,
+            live_migration::tasks::list_copies
         ))
         .routes(routes!(
-            live_migration::get_verify,
-            live_migration::cancel_verify
+            live_migration::tasks::get_copy,
+            live_migration::tasks::cancel_copy
+        ))
+        .routes(routes!(
+            live_migration::tasks::start_verify,
+            live_migration::tasks::list_verifies
+        ))
+        .routes(routes!(
+            live_migration::tasks::get_verify,
+            live_migration::tasks::cancel_verify
         ))
         .routes(routes!(diagnostics::submit))
         .routes(routes!(metrics::render))

@@ -104,8 +104,8 @@ impl LiveMigrationConfig {
             ("live_migration.dirs_to_exclude", &self.dirs_to_exclude),
         ] {
             for (i, p) in patterns.iter().enumerate() {
-                crate::livemigration::files::check_pattern(p)
-                    .map_err(|m| (format!("{key}[{i}]"), m))?;
+                crate::livemigration::exclusions::check_pattern(p)
+                    .map_err(|e| (format!("{key}[{i}]"), e.to_string()))?;
             }
         }
         for (source, destination) in &self.migration_map {

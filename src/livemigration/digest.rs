@@ -20,8 +20,13 @@ pub enum Algorithm {
     Xxhash32,
 }
 
+/// A digest algorithm drover does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown digest algorithm {0:?}; expected sha256, xxh3, md5 or xxhash32")]
+pub struct UnknownAlgorithm(pub String);
+
 impl std::str::FromStr for Algorithm {
-    type Err = String;
+    type Err = UnknownAlgorithm;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
@@ -29,9 +34,7 @@ impl std::str::FromStr for Algorithm {
             "xxh3" => Ok(Self::Xxh3),
             "md5" => Ok(Self::Md5),
             "xxhash32" | "xxh32" => Ok(Self::Xxhash32),
-            _ => Err(format!(
-                "unknown digest algorithm {s:?}; expected sha256, xxh3, md5 or xxhash32"
-            )),
+            _ => Err(UnknownAlgorithm(s.to_string())),
         }
     }
 }

@@ -1,10 +1,11 @@
 //! The node's files as live migration sees them: its directories by type and index, the
-//! exclusions, the listing, and the resolution of a requested path that never leaves its
+//! listing (minus [`Exclusions`]), and the resolution of a requested path that never leaves its
 //! directory.
 
 use std::path::{Component, Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
+use super::exclusions::Exclusions;
 use crate::config::CassandraConfig;
 
 /// Suffix of a download in progress on a destination (next to its final path, so the rename
@@ -52,7 +53,7 @@ impl DirType {
     }
 
     /// The placeholder of exclusion patterns.
-    fn placeholder(self) -> &'static str {
+    pub(crate) fn placeholder(self) -> &'static str {
         match self {
             Self::Data => "${DATA_FILE_DIR}",
             Self::Commitlog => "${COMMITLOG_DIR}",
@@ -115,136 +116,6 @@ impl Roots {
     }
 }
 
-/// Checks the syntax of an exclusion pattern (`glob:...` or `regex:...`).
-pub fn check_pattern(pattern: &str) -> Result<(), String> {
-    // Placeholders are checked with a stand-in directory.
-    let mut text = pattern.to_string();
-    for t in DirType::ALL {
-        text = text.replace(t.placeholder(), "/d");
-    }
-    if text.contains("${") {
-        return Err(format!(
-            "{pattern:?}: unknown placeholder; known: ${{DATA_FILE_DIR}}, ${{COMMITLOG_DIR}}, ${{HINTS_DIR}}, ${{SAVED_CACHES_DIR}}, ${{CDC_RAW_DIR}}, ${{LOCAL_SYSTEM_DATA_FILE_DIR}}"
-        ));
-    }
-    Matcher::new(&text).map(|_| ())
-}
-
-#[derive(Debug, Clone)]
-enum Matcher {
-    Glob(globset::GlobMatcher),
-    Regex(regex::Regex),
-}
-
-impl Matcher {
-    fn new(pattern: &str) -> Result<Self, String> {
-        if let Some(g) = pattern.strip_prefix("glob:") {
-            globset::GlobBuilder::new(g)
-                .literal_separator(true)
-                .build()
-                .map(|g| Self::Glob(g.compile_matcher()))
-                .map_err(|e| format!("{pattern:?}: invalid glob: {e}"))
-        } else if let Some(r) = pattern.strip_prefix("regex:") {
-            regex::Regex::new(&format!("^(?:{r})$"))
-                .map(Self::Regex)
-                .map_err(|e| format!("{pattern:?}: invalid regex: {e}"))
-        } else {
-            Err(format!(
-                "{pattern:?}: expected glob:<pattern> or regex:<pattern>"
-            ))
-        }
-    }
-
-    fn matches(&self, path: &Path) -> bool {
-        match self {
-            Self::Glob(g) => g.is_match(path),
-            Self::Regex(r) => r.is_match(&path.to_string_lossy()),
-        }
-    }
-}
-
-/// Which files and directories are left out of a migration.
-#[derive(Debug, Clone, Default)]
-pub struct Exclusions {
-    files: Vec<Matcher>,
-    dirs: Vec<Matcher>,
-}
-
-/// Directories of a table that a node never needs: snapshots and incremental backups (hard
-/// links to the table's own files).
-const ALWAYS_EXCLUDED_DIRS: &[&str] = &[
-    "glob:${DATA_FILE_DIR}/*/*/snapshots",
-    "glob:${DATA_FILE_DIR}/*/*/backups",
-    "glob:${LOCAL_SYSTEM_DATA_FILE_DIR}/*/*/snapshots",
-    "glob:${LOCAL_SYSTEM_DATA_FILE_DIR}/*/*/backups",
-];
-
-impl Exclusions {
-    /// Compiles the patterns, each placeholder replaced by every directory of its type.
-    pub fn new(files: &[String], dirs: &[String], roots: &Roots) -> Result<Self, String> {
-        let expand = |patterns: &mut dyn Iterator<Item = &str>| -> Result<Vec<Matcher>, String> {
-            let mut out = Vec::new();
-            for p in patterns {
-                let mut texts = vec![p.to_string()];
-                for t in DirType::ALL {
-                    if !p.contains(t.placeholder()) {
-                        continue;
-                    }
-                    let dirs: Vec<String> = roots
-                        .iter()
-                        .filter(|(dt, _, _)| *dt == t)
-                        .map(|(_, _, d)| d.to_string_lossy().trim_end_matches('/').to_string())
-                        .collect();
-                    texts = texts
-                        .iter()
-                        .flat_map(|text| {
-                            dirs.iter()
-                                .map(move |d| text.replace(t.placeholder(), &escape(p, d)))
-                        })
-                        .collect();
-                }
-                for text in texts {
-                    out.push(Matcher::new(&text)?);
-                }
-            }
-            Ok(out)
-        };
-        let dir_patterns: Vec<&str> = ALWAYS_EXCLUDED_DIRS
-            .iter()
-            .copied()
-            .chain(dirs.iter().map(String::as_str))
-            .collect();
-        Ok(Self {
-            files: expand(&mut files.iter().map(String::as_str))?,
-            dirs: expand(&mut dir_patterns.into_iter())?,
-        })
-    }
-
-    /// Whether the file `path` is excluded (by a file pattern, or below an excluded directory).
-    pub fn excludes_file(&self, path: &Path, root: &Path) -> bool {
-        self.files.iter().any(|m| m.matches(path))
-            || path
-                .ancestors()
-                .skip(1)
-                .take_while(|a| a.starts_with(root) && *a != root)
-                .any(|a| self.excludes_dir(a))
-    }
-
-    /// Whether the directory `path` is excluded.
-    pub fn excludes_dir(&self, path: &Path) -> bool {
-        self.dirs.iter().any(|m| m.matches(path))
-    }
-}
-
-/// A directory put into a pattern: its glob or regex special characters escaped.
-fn escape(pattern: &str, dir: &str) -> String {
-    if pattern.starts_with("regex:") {
-        regex::escape(dir)
-    } else {
-        globset::escape(dir)
-    }
-}
-
 /// One listed file or directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -263,6 +134,11 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// `FILE` or `DIRECTORY`, as listings name them.
+    pub fn file_type(&self) -> &'static str {
+        if self.is_dir { "DIRECTORY" } else { "FILE" }
+    }
+
     /// The URL the file is served at.
     pub fn url(&self) -> String {
         format!(
@@ -322,7 +198,7 @@ pub fn list(roots: &Roots, exclusions: &Exclusions) -> std::io::Result<Vec<Entry
                         is_dir: true,
                         modified_ms: modified_ms(&meta),
                     });
-                } else if meta.is_file() && !exclusions.files.iter().any(|m| m.matches(&path)) {
+                } else if meta.is_file() && !exclusions.matches_file_pattern(&path) {
                     out.push(Entry {
                         dir_type,
                         dir_index,
@@ -428,6 +304,7 @@ pub fn check_relative(path: &str) -> Result<(), PathError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::livemigration::exclusions::check_pattern;
 
     fn roots(dir: &Path) -> Roots {
         Roots::from_config(&CassandraConfig {

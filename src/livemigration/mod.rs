@@ -3,13 +3,28 @@
 //! source node runs, then a final exact pass once it is stopped.
 //!
 //! Nothing here knows HTTP: the API maps these types to routes.
+//!
+//! - this file: the node's live-migration settings, runtime switch and status;
+//! - [`serve`]: the source's side (file list, file requests), with [`files`],
+//!   [`exclusions`], [`range`] and [`digest`];
+//! - [`peer`]: the destination's client of its source; [`local`]: where files land here;
+//! - [`copy`] and [`verify`]: what data-copy and verification tasks do;
+//! - [`tasks`]: those tasks as jobs — admission, records, resume after a restart;
+//! - [`error`]: the one error type.
 
 pub mod copy;
 pub mod digest;
+pub mod error;
+pub mod exclusions;
 pub mod files;
+pub mod local;
+pub mod peer;
 pub mod range;
+pub mod serve;
 pub mod tasks;
 pub mod verify;
+
+pub use error::LiveMigrationError;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,26 +34,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{DaemonConfig, LiveMigrationConfig, Role};
-use files::{Exclusions, Roots};
-
-/// Errors of live migration.
-#[derive(Debug, thiserror::Error)]
-pub enum LiveMigrationError {
-    /// The configuration cannot be used.
-    #[error("live_migration: {0}")]
-    Config(String),
-    /// The state file could not be read or written.
-    #[error("live migration state {}: {source}", path.display())]
-    State {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A request that the current state does not allow.
-    #[error("{0}")]
-    Conflict(String),
-}
+use exclusions::Exclusions;
+use files::Roots;
 
 /// Whether the migration of this node is over (Sidecar's `/live-migration/status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -82,6 +79,8 @@ pub struct LiveMigration {
     pub exclusions: Exclusions,
     /// File requests served at once.
     pub file_requests: Arc<tokio::sync::Semaphore>,
+    /// Held while a data-copy task is checked for admission and submitted.
+    copy_admission: tokio::sync::Mutex<()>,
     enabled: AtomicBool,
     persisted: Mutex<Persisted>,
     state_file: PathBuf,
@@ -94,7 +93,7 @@ impl LiveMigration {
         let me = lm.advertise.clone().unwrap_or_else(|| me.to_string());
         let roots = Roots::from_config(&config.cassandra);
         let exclusions = Exclusions::new(&lm.files_to_exclude, &lm.dirs_to_exclude, &roots)
-            .map_err(LiveMigrationError::Config)?;
+            .map_err(|e| LiveMigrationError::Config(e.to_string()))?;
         let state_file = config.state_dir.join("live-migration.json");
         let persisted: Persisted = match std::fs::read(&state_file) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| LiveMigrationError::State {
@@ -114,6 +113,7 @@ impl LiveMigration {
             roots,
             exclusions,
             file_requests: Arc::new(tokio::sync::Semaphore::new(lm.max_concurrent_file_requests)),
+            copy_admission: tokio::sync::Mutex::new(()),
             enabled: AtomicBool::new(persisted.enabled.unwrap_or(lm.enabled)),
             persisted: Mutex::new(persisted),
             state_file,
@@ -144,10 +144,7 @@ impl LiveMigration {
     /// Declares the migration complete; refused when it already is.
     pub fn complete(&self) -> Result<Status, LiveMigrationError> {
         if self.status().state == MigrationState::Completed {
-            return Err(LiveMigrationError::Conflict(
-                "the live migration is already COMPLETED; DELETE the status first to start again"
-                    .into(),
-            ));
+            return Err(LiveMigrationError::AlreadyCompleted);
         }
         let status = Status {
             state: MigrationState::Completed,
@@ -155,6 +152,16 @@ impl LiveMigration {
         };
         self.update(|p| p.status = Some(status.clone()))?;
         Ok(status)
+    }
+
+    /// This node's role as the admin view names it (`source`, `destination`, `none`), and
+    /// its peer daemon.
+    pub fn role_and_peer(&self) -> (&'static str, Option<&str>) {
+        match &self.role {
+            Role::Source { destination } => ("source", Some(destination)),
+            Role::Destination { source } => ("destination", Some(source)),
+            Role::None => ("none", None),
+        }
     }
 
     /// Sets the status back to `NOT_COMPLETED`.

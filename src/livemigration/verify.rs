@@ -7,9 +7,11 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::copy::{CopyError, Local, Source};
+use super::LiveMigrationError;
 use super::digest::{self, Algorithm};
 use super::files;
+use super::local::LocalFiles;
+use super::peer::PeerClient;
 
 /// A verification request.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -25,17 +27,19 @@ pub struct VerifyRequest {
 
 impl VerifyRequest {
     /// The algorithm and concurrency, checked.
-    pub fn check(&self) -> Result<(Algorithm, usize), String> {
+    pub fn check(&self) -> Result<(Algorithm, usize), LiveMigrationError> {
         let algorithm = self
             .digest_algorithm
             .as_deref()
             .map(str::parse)
             .transpose()
-            .map_err(|e| format!("digestAlgorithm: {e}"))?
+            .map_err(|e| LiveMigrationError::InvalidRequest(format!("digestAlgorithm: {e}")))?
             .unwrap_or(Algorithm::Sha256);
         let concurrency = self.max_concurrency.unwrap_or(4);
         if concurrency == 0 {
-            return Err("maxConcurrency: must be at least 1".into());
+            return Err(LiveMigrationError::InvalidRequest(
+                "maxConcurrency: must be at least 1".into(),
+            ));
         }
         Ok((algorithm, concurrency))
     }
@@ -84,25 +88,21 @@ impl VerifyReport {
 
 /// Compares the files here with the source's.
 pub async fn run(
-    source: &Source,
-    local: Arc<Local>,
+    peer: &PeerClient,
+    local: Arc<LocalFiles>,
     request: &VerifyRequest,
     cancel: &CancellationToken,
-) -> Result<VerifyReport, CopyError> {
-    let (algorithm, concurrency) = request.check().map_err(CopyError::Invalid)?;
+) -> Result<VerifyReport, LiveMigrationError> {
+    let (algorithm, concurrency) = request.check()?;
     // A source that stops answering must not hold a cancelled task forever.
     let remote = tokio::select! {
-        r = source.list() => r?,
-        _ = cancel.cancelled() => return Err(CopyError::Cancelled),
+        r = peer.list() => r?,
+        _ = cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
     };
     let listed = local.clone();
-    let mine = tokio::task::spawn_blocking(move || files::list(&listed.roots, &listed.exclusions))
+    let mine = tokio::task::spawn_blocking(move || listed.list())
         .await
-        .expect("listing does not panic")
-        .map_err(|source| CopyError::Local {
-            path: "(listing)".into(),
-            source,
-        })?;
+        .expect("listing does not panic")?;
     let mut report = VerifyReport {
         digest_algorithm: algorithm.name().into(),
         ..Default::default()
@@ -124,7 +124,7 @@ pub async fn run(
             report.note(format!("{}: not at the destination", f.file_url));
             continue;
         };
-        let same_type = (f.file_type == "DIRECTORY") == e.is_dir;
+        let same_type = f.is_dir() == e.is_dir;
         if !same_type || (!e.is_dir && f.size != e.size) {
             report.metadata_mismatches += 1;
             report.note(format!(
@@ -132,7 +132,7 @@ pub async fn run(
                 f.file_url,
                 f.file_type,
                 f.size,
-                if e.is_dir { "DIRECTORY" } else { "FILE" },
+                e.file_type(),
                 e.size
             ));
             continue;
@@ -150,17 +150,17 @@ pub async fn run(
             async move {
                 let path = local.path_of(&url)?;
                 let (theirs, mine) = tokio::join!(
-                    source.digest(&url, algorithm),
+                    peer.digest(&url, algorithm),
                     tokio::task::spawn_blocking(move || digest::of_file(&path, algorithm))
                 );
                 let mine = mine.expect("hashing does not panic");
-                Ok::<_, CopyError>((url, theirs, mine))
+                Ok::<_, LiveMigrationError>((url, theirs, mine))
             }
         })
         .buffer_unordered(concurrency);
     while let Some(r) = tokio::select! {
         r = results.next() => r,
-        _ = cancel.cancelled() => return Err(CopyError::Cancelled),
+        _ = cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
     } {
         match r {
             Ok((_, Ok(a), Ok(b))) if a == b => report.files_matched += 1,

@@ -1366,3 +1366,39 @@ async fn lm_tasks_that_cannot_finish_fail_and_say_why() {
     );
     drop(open);
 }
+
+/// Submissions that arrive together admit exactly one data-copy task: the check for an active
+/// task and the submission happen under one lock. (They once raced: a task is only listed once
+/// its record is stored, so two requests could both find none and both start copying into the
+/// same directories.)
+#[tokio::test]
+async fn concurrent_data_copy_submissions_admit_one_task() {
+    // A source that accepts connections and never answers: the admitted task stays RUNNING.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let source = silent.local_addr().unwrap().to_string();
+    let home = Home::new();
+    let dst = destination(&home, &source, "").await;
+    let body = json!({"maxIterations": 1, "successThreshold": 0.9, "maxConcurrency": 1});
+    let answers = futures::future::join_all(
+        (0..8).map(|_| dst.post_json("/api/v1/live-migration/data-copy-tasks", &body)),
+    )
+    .await;
+    let accepted: Vec<&Value> = answers
+        .iter()
+        .filter(|(status, _)| *status == 202)
+        .map(|(_, body)| body)
+        .collect();
+    assert_eq!(accepted.len(), 1, "{answers:#?}");
+    assert!(
+        answers
+            .iter()
+            .all(|(status, _)| [202, 409].contains(status)),
+        "{answers:#?}"
+    );
+    let url = accepted[0]["statusUrl"].as_str().unwrap();
+    let (status, task) = patch(&dst, url).await;
+    assert_eq!(status, 200, "{task}");
+    let task = wait_task(&dst, url, ended).await;
+    assert_eq!(task["state"], "CANCELLED", "{task:#}");
+    drop(silent);
+}

@@ -1,0 +1,270 @@
+//! The destination's routes: data-copy and files-verification tasks.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::api::AppState;
+use crate::api::body::Payload;
+use crate::api::error::{ApiError, ErrorBody};
+use crate::jobs::JobRecord;
+use crate::livemigration::copy::{CopyRequest, IterationStatus};
+use crate::livemigration::tasks::{self, DataCopyTask, VerificationTask};
+use crate::livemigration::verify::{VerifyReport, VerifyRequest};
+
+/// The answer to a task submission (Sidecar's).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskAccepted {
+    /// The task's id.
+    pub task_id: String,
+    /// Where to poll it.
+    pub status_url: String,
+}
+
+/// A data-copy task (Sidecar's fields, plus drover's).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataCopyTaskView {
+    /// Task id.
+    pub task_id: String,
+    /// The source daemon's host.
+    pub source: String,
+    /// The source daemon's port.
+    pub port: u16,
+    /// As requested.
+    pub max_iterations: u32,
+    /// As requested.
+    pub success_threshold: f64,
+    /// As requested.
+    pub max_concurrency: usize,
+    /// drover: digest checked on each download.
+    pub verify_digest: Option<String>,
+    /// drover: bandwidth limit.
+    pub max_bytes_per_second: Option<u64>,
+    /// drover: the task's job state (`RUNNING`, `SUCCEEDED`, `FAILED`, `CANCELLED`,
+    /// `INTERRUPTED`).
+    pub state: String,
+    /// drover: why it failed.
+    pub error: Option<String>,
+    /// One entry per iteration.
+    pub status: Vec<IterationStatus>,
+}
+
+/// Data-copy tasks, oldest first.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct DataCopyTaskList {
+    /// Every task.
+    pub tasks: Vec<DataCopyTaskView>,
+}
+
+fn copy_view(state: &AppState, task: DataCopyTask) -> DataCopyTaskView {
+    let (source, port) = state.live.source_host_port();
+    let request = task.request.as_ref();
+    DataCopyTaskView {
+        task_id: task.id,
+        source,
+        port,
+        max_iterations: request.map_or(0, |q| q.max_iterations),
+        success_threshold: request.map_or(0.0, |q| q.success_threshold),
+        max_concurrency: request.map_or(0, |q| q.max_concurrency),
+        verify_digest: request.and_then(|q| q.verify_digest.clone()),
+        max_bytes_per_second: request.and_then(|q| q.max_bytes_per_second),
+        state: task.state.to_string(),
+        error: task.error,
+        status: task.iterations,
+    }
+}
+
+fn accepted(record: JobRecord) -> (StatusCode, Json<TaskAccepted>) {
+    (
+        StatusCode::ACCEPTED,
+        Json(TaskAccepted {
+            status_url: crate::api::jobs::status_url(&record.kind, &record.id),
+            task_id: record.id,
+        }),
+    )
+}
+
+/// Starts a data-copy task: the destination pulls the source's files in iterations until
+/// `successThreshold` of the bytes are identical (see the docs for the iteration rules).
+/// Refused while the local Cassandra answers on its native port (400) and while another task
+/// runs (409). Destination only.
+#[utoipa::path(
+    post,
+    path = "/api/v1/live-migration/data-copy-tasks",
+    tag = "live-migration",
+    request_body = CopyRequest,
+    responses(
+        (status = 202, body = TaskAccepted),
+        (status = 400, description = "Bad request, or the local Cassandra is running", body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "A data-copy task is already running", body = ErrorBody),
+    )
+)]
+pub async fn start_copy(
+    State(state): State<AppState>,
+    Payload(request): Payload<CopyRequest>,
+) -> Result<(StatusCode, Json<TaskAccepted>), ApiError> {
+    let record = tasks::start_copy(&state.live, &state.jobs, &state.node, request).await?;
+    Ok(accepted(record))
+}
+
+/// Lists data-copy tasks. Destination only.
+#[utoipa::path(
+    get,
+    path = "/api/v1/live-migration/data-copy-tasks",
+    tag = "live-migration",
+    responses((status = 200, body = DataCopyTaskList), (status = 404, body = ErrorBody))
+)]
+pub async fn list_copies(State(state): State<AppState>) -> Json<DataCopyTaskList> {
+    Json(DataCopyTaskList {
+        tasks: tasks::copy_tasks(&state.jobs)
+            .into_iter()
+            .map(|t| copy_view(&state, t))
+            .collect(),
+    })
+}
+
+/// One data-copy task, with the status of each iteration. Destination only.
+#[utoipa::path(
+    get,
+    path = "/api/v1/live-migration/data-copy-tasks/{taskId}",
+    tag = "live-migration",
+    params(("taskId" = String, Path, description = "Task id")),
+    responses((status = 200, body = DataCopyTaskView), (status = 404, body = ErrorBody))
+)]
+pub async fn get_copy(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<DataCopyTaskView>, ApiError> {
+    let task = tasks::copy_task(&state.jobs, &id)?;
+    Ok(Json(copy_view(&state, task)))
+}
+
+/// Cancels a data-copy task: running downloads stop (their staging files stay, so a next task
+/// continues them). Destination only.
+#[utoipa::path(
+    patch,
+    path = "/api/v1/live-migration/data-copy-tasks/{taskId}",
+    tag = "live-migration",
+    params(("taskId" = String, Path, description = "Task id")),
+    responses(
+        (status = 200, body = DataCopyTaskView),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "The task has already ended", body = ErrorBody),
+    )
+)]
+pub async fn cancel_copy(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<DataCopyTaskView>, ApiError> {
+    let task = tasks::cancel_copy(&state.jobs, &id)?;
+    Ok(Json(copy_view(&state, task)))
+}
+
+/// A files-verification task.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationTaskView {
+    /// Task id.
+    pub task_id: String,
+    /// The job state (`RUNNING`, `SUCCEEDED`, ...).
+    pub state: String,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// What it found (once done).
+    #[serde(flatten)]
+    pub report: Option<VerifyReport>,
+}
+
+/// Verification tasks, oldest first.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct VerificationTaskList {
+    /// Every task.
+    pub tasks: Vec<VerificationTaskView>,
+}
+
+fn verify_view(task: VerificationTask) -> VerificationTaskView {
+    VerificationTaskView {
+        task_id: task.id,
+        state: task.state.to_string(),
+        error: task.error,
+        report: task.report,
+    }
+}
+
+/// Starts a verification task: both sides' file lists are compared (type, size), then the
+/// content digest of every file present on both. Destination only.
+#[utoipa::path(
+    post,
+    path = "/api/v1/live-migration/files-verification-tasks",
+    tag = "live-migration",
+    request_body = VerifyRequest,
+    responses((status = 202, body = TaskAccepted), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody))
+)]
+pub async fn start_verify(
+    State(state): State<AppState>,
+    Payload(request): Payload<VerifyRequest>,
+) -> Result<(StatusCode, Json<TaskAccepted>), ApiError> {
+    let record = tasks::start_verification(&state.live, &state.jobs, request).await?;
+    Ok(accepted(record))
+}
+
+/// Lists verification tasks. Destination only.
+#[utoipa::path(
+    get,
+    path = "/api/v1/live-migration/files-verification-tasks",
+    tag = "live-migration",
+    responses((status = 200, body = VerificationTaskList), (status = 404, body = ErrorBody))
+)]
+pub async fn list_verifies(State(state): State<AppState>) -> Json<VerificationTaskList> {
+    Json(VerificationTaskList {
+        tasks: tasks::verification_tasks(&state.jobs)
+            .into_iter()
+            .map(verify_view)
+            .collect(),
+    })
+}
+
+/// One verification task and, once done, what it found. Destination only.
+#[utoipa::path(
+    get,
+    path = "/api/v1/live-migration/files-verification-tasks/{taskId}",
+    tag = "live-migration",
+    params(("taskId" = String, Path, description = "Task id")),
+    responses((status = 200, body = VerificationTaskView), (status = 404, body = ErrorBody))
+)]
+pub async fn get_verify(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<VerificationTaskView>, ApiError> {
+    Ok(Json(verify_view(tasks::verification_task(
+        &state.jobs,
+        &id,
+    )?)))
+}
+
+/// Cancels a verification task. Destination only.
+#[utoipa::path(
+    patch,
+    path = "/api/v1/live-migration/files-verification-tasks/{taskId}",
+    tag = "live-migration",
+    params(("taskId" = String, Path, description = "Task id")),
+    responses(
+        (status = 200, body = VerificationTaskView),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "The task has already ended", body = ErrorBody),
+    )
+)]
+pub async fn cancel_verify(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<VerificationTaskView>, ApiError> {
+    Ok(Json(verify_view(tasks::cancel_verification(
+        &state.jobs,
+        &id,
+    )?)))
+}

@@ -1,0 +1,292 @@
+//! Fetching one file from the source: into a staging file next to its final path
+//! (`.<name>.<size>-<mtime>.drover-part`), continued with a `Range` request after an
+//! interruption, checked against the source's digest when asked, given the source's
+//! modification time, and renamed into place only when complete — so no truncated file is ever
+//! left at a final path. Failed attempts are retried with backoff.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use futures::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::livemigration::LiveMigrationError;
+use crate::livemigration::digest::{self, Algorithm, Hasher};
+use crate::livemigration::files::PART_SUFFIX;
+use crate::livemigration::peer::{PeerClient, RemoteFile};
+
+/// Live counters of the downloads of one iteration, copied into its status.
+#[derive(Debug, Default)]
+pub struct DownloadCounters {
+    /// Files downloaded.
+    pub files_downloaded: AtomicU64,
+    /// Bytes downloaded.
+    pub bytes_downloaded: AtomicU64,
+    /// Files that could not be downloaded.
+    pub download_failures: AtomicU64,
+}
+
+/// A bandwidth limit shared by the downloads of a task.
+pub type Limiter = governor::DefaultDirectRateLimiter;
+
+/// The bandwidth limit of `max_bytes_per_second`, if any.
+pub fn limiter(max_bytes_per_second: Option<u64>) -> Option<Limiter> {
+    max_bytes_per_second.and_then(|b| {
+        std::num::NonZeroU32::new(u32::try_from(b).unwrap_or(u32::MAX))
+            .map(|n| governor::RateLimiter::direct(governor::Quota::per_second(n)))
+    })
+}
+
+/// The staging file of a download of `file`: its name carries the source's size and mtime, so
+/// a resumed download only continues bytes of the same version of the file.
+pub fn staging_path(final_path: &Path, file: &RemoteFile) -> PathBuf {
+    let name = final_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    final_path.with_file_name(format!(
+        ".{name}.{}-{}{PART_SUFFIX}",
+        file.size, file.last_modified_time
+    ))
+}
+
+/// What the downloads of one iteration share.
+pub struct Downloader<'a> {
+    /// The source daemon.
+    pub peer: &'a PeerClient,
+    /// Digest checked on each download.
+    pub verify: Option<Algorithm>,
+    /// The task's bandwidth limit.
+    pub limiter: Option<&'a Limiter>,
+    /// The iteration's counters.
+    pub counters: &'a DownloadCounters,
+    /// Fires when the task is cancelled.
+    pub cancel: &'a CancellationToken,
+}
+
+impl Downloader<'_> {
+    /// Downloads one file, retried with backoff (connection errors, a source restarting) up
+    /// to 5 times; each retry continues the staging file. Returns the bytes received.
+    pub async fn download_with_retries(
+        &self,
+        file: &RemoteFile,
+        final_path: &Path,
+    ) -> Result<u64, LiveMigrationError> {
+        let cancel = self.cancel;
+        let mut delays = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(200))
+            .with_max_delay(Duration::from_secs(5))
+            .with_max_times(5)
+            .with_jitter()
+            .build();
+        loop {
+            // The request and the digest asked at the end wait on the source too: a cancel
+            // must not wait for a source that stopped answering.
+            let attempt = tokio::select! {
+                r = self.download(file, final_path) => r,
+                _ = cancel.cancelled() => Err(LiveMigrationError::Cancelled),
+            };
+            match attempt {
+                Ok(n) => return Ok(n),
+                Err(LiveMigrationError::Cancelled) => return Err(LiveMigrationError::Cancelled),
+                Err(e @ (LiveMigrationError::Invalid(_) | LiveMigrationError::Gone(_))) => {
+                    return Err(e);
+                }
+                Err(e) => match delays.next() {
+                    Some(delay) => {
+                        tracing::warn!(file = %file.file_url, error = %e, "download failed; retrying");
+                        tokio::select! {
+                            _ = tokio::time::sleep(delay) => {}
+                            _ = cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
+                        }
+                    }
+                    None => return Err(e),
+                },
+            }
+        }
+    }
+
+    /// Downloads one file into place, resuming a staging file left by an interrupted attempt.
+    pub async fn download(
+        &self,
+        file: &RemoteFile,
+        final_path: &Path,
+    ) -> Result<u64, LiveMigrationError> {
+        let local = LiveMigrationError::local;
+        let staging = staging_path(final_path, file);
+        if let Some(dir) = staging.parent() {
+            tokio::fs::create_dir_all(dir).await.map_err(local(dir))?;
+        }
+        let mut have = match tokio::fs::metadata(&staging).await {
+            Ok(m) if m.len() <= file.size => m.len(),
+            _ => 0,
+        };
+        if have == file.size && have > 0 {
+            // Complete already (a crash came between the last byte and the rename).
+            return self
+                .finish(file, &staging, final_path, None)
+                .await
+                .map(|()| 0);
+        }
+        let response = self.peer.fetch(&file.file_url, have).await?;
+        let status = response.status();
+        if status == reqwest::StatusCode::OK {
+            have = 0;
+        } else if status == reqwest::StatusCode::RANGE_NOT_SATISFIABLE && have > 0 {
+            // The source file shrank: this version is gone.
+            let _ = tokio::fs::remove_file(&staging).await;
+            return Err(LiveMigrationError::Peer(format!(
+                "{} changed while being downloaded",
+                file.file_url
+            )));
+        } else if status == reqwest::StatusCode::NOT_FOUND {
+            let _ = tokio::fs::remove_file(&staging).await;
+            return Err(LiveMigrationError::Gone(format!(
+                "{} is gone at the source",
+                file.file_url
+            )));
+        } else if status != reqwest::StatusCode::PARTIAL_CONTENT {
+            let what = format!("downloading {}", file.file_url);
+            return Err(PeerClient::error_of(response, &what).await);
+        }
+        // Network chunks are small; each write to a tokio file is a hop to the blocking pool,
+        // so they are gathered into large writes.
+        let mut out = tokio::io::BufWriter::with_capacity(
+            1 << 20,
+            tokio::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(have > 0)
+                .truncate(have == 0)
+                .open(&staging)
+                .await
+                .map_err(local(&staging))?,
+        );
+        // The digest covers the whole file: the part already on disk is read again first.
+        let mut hasher = match self.verify {
+            Some(a) if have > 0 => Some(hash_prefix(&staging, a).await?),
+            Some(a) => Some(a.hasher()),
+            None => None,
+        };
+        let mut stream = response.bytes_stream();
+        let mut got = 0u64;
+        while let Some(chunk) = tokio::select! {
+            c = stream.next() => c,
+            _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
+        } {
+            let chunk = chunk.map_err(|e| {
+                LiveMigrationError::Peer(format!("downloading {}: {e}", file.file_url))
+            })?;
+            self.pace(chunk.len()).await;
+            out.write_all(&chunk).await.map_err(local(&staging))?;
+            if let Some(h) = hasher.as_mut() {
+                h.update(&chunk);
+            }
+            got += chunk.len() as u64;
+            self.counters
+                .bytes_downloaded
+                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        }
+        out.flush().await.map_err(local(&staging))?;
+        out.get_ref().sync_all().await.map_err(local(&staging))?;
+        drop(out);
+        self.finish(file, &staging, final_path, hasher).await?;
+        Ok(got)
+    }
+
+    /// Waits until the bandwidth limit lets `len` more bytes through.
+    async fn pace(&self, len: usize) {
+        let Some(limiter) = self.limiter else {
+            return;
+        };
+        // Chunks are at most a few hundred KiB; a limit below that lets one through a second.
+        let n = std::num::NonZeroU32::new(u32::try_from(len).unwrap_or(u32::MAX))
+            .unwrap_or(std::num::NonZeroU32::MIN);
+        if limiter.until_n_ready(n).await.is_err() {
+            limiter.until_ready().await;
+        }
+    }
+
+    /// Checks a complete staging file against the source's digest (with `verify`; `hasher`
+    /// holds the digest computed while streaming, else the file is read), gives it the
+    /// source's modification time and renames it into place.
+    async fn finish(
+        &self,
+        file: &RemoteFile,
+        staging: &Path,
+        final_path: &Path,
+        hasher: Option<Hasher>,
+    ) -> Result<(), LiveMigrationError> {
+        let local = LiveMigrationError::local;
+        if let Some(a) = self.verify {
+            let mine = match hasher {
+                Some(h) => h.finish(),
+                None => {
+                    let path = staging.to_path_buf();
+                    tokio::task::spawn_blocking(move || digest::of_file(&path, a))
+                        .await
+                        .expect("hashing does not panic")
+                        .map_err(local(staging))?
+                }
+            };
+            let theirs = self.peer.digest(&file.file_url, a).await?;
+            if mine != theirs {
+                let _ = tokio::fs::remove_file(staging).await;
+                return Err(LiveMigrationError::Digest(format!(
+                    "{}: {} digest {mine} differs from the source's {theirs}",
+                    file.file_url,
+                    a.name()
+                )));
+            }
+        }
+        let mtime = filetime::FileTime::from_unix_time(
+            (file.last_modified_time / 1000) as i64,
+            ((file.last_modified_time % 1000) * 1_000_000) as u32,
+        );
+        filetime::set_file_mtime(staging, mtime).map_err(local(staging))?;
+        // The directory is synced once per iteration for all its files (see `sync_dirs`): a
+        // rename lost in a crash leaves a complete staging file, which the next pass finishes.
+        tokio::fs::rename(staging, final_path)
+            .await
+            .map_err(local(final_path))?;
+        Ok(())
+    }
+}
+
+/// A hasher that has read the part of a download already in `staging`.
+async fn hash_prefix(staging: &Path, algorithm: Algorithm) -> Result<Hasher, LiveMigrationError> {
+    let partial = staging.to_path_buf();
+    let mut h = algorithm.hasher();
+    tokio::task::spawn_blocking(move || -> std::io::Result<_> {
+        use std::io::Read;
+        let mut f = std::fs::File::open(&partial)?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = f.read(&mut buf)?;
+            if n == 0 {
+                return Ok(h);
+            }
+            h.update(&buf[..n]);
+        }
+    })
+    .await
+    .expect("hashing does not panic")
+    .map_err(LiveMigrationError::local(staging))
+}
+
+/// Makes the renames of an iteration durable: each directory that received files is synced
+/// once, instead of once per file (a directory sync commits the file system's journal).
+/// Blocking.
+pub fn sync_dirs(paths: impl Iterator<Item = PathBuf>) -> Result<(), LiveMigrationError> {
+    let dirs: std::collections::BTreeSet<PathBuf> = paths
+        .filter_map(|p| p.parent().map(Path::to_path_buf))
+        .collect();
+    for dir in dirs {
+        crate::fsutil::sync_dir(&dir)
+            .map_err(|source| LiveMigrationError::Local { path: dir, source })?;
+    }
+    Ok(())
+}

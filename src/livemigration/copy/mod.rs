@@ -1,0 +1,23 @@
+//! Data-copy tasks: a destination pulls the files of its source in iterations, rsync-like,
+//! until the share of files already identical reaches the success threshold.
+//!
+//! Each iteration lists the source's files, deletes local files that are gone at the source or
+//! differ in size or modification time, creates the source's directories, and, unless the
+//! threshold is met (or nothing is left), downloads what is missing, largest first.
+//!
+//! - [`request`]: what a task is asked and what it reports;
+//! - [`plan`]: which files to delete, create and download;
+//! - [`fetch`]: one download, resumable, checked, retried;
+//! - [`run`]: the iterations, one step per state.
+
+pub mod fetch;
+pub mod plan;
+pub mod request;
+pub mod run;
+
+pub use fetch::staging_path;
+pub use request::{CopyReport, CopyRequest, IterationState, IterationStatus, threshold_met};
+pub use run::{CopyOutcome, CopyTask, run};
+
+// A source file names its staging file, so it is at hand next to `staging_path`.
+pub use crate::livemigration::peer::RemoteFile;

@@ -1,0 +1,162 @@
+//! Planning an iteration: which local files to delete (gone at the source, or different),
+//! which directories to create, which source files to download, and — with a digest — which
+//! files that look the same are not.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::livemigration::LiveMigrationError;
+use crate::livemigration::digest::{self, Algorithm};
+use crate::livemigration::local::LocalFiles;
+use crate::livemigration::peer::{PeerClient, RemoteFile};
+
+/// What to do with the local files in one iteration.
+#[derive(Debug, Default, PartialEq)]
+pub struct Plan {
+    /// Local files to delete (gone at the source, or different).
+    pub delete: Vec<PathBuf>,
+    /// Directories to create.
+    pub mkdirs: Vec<PathBuf>,
+    /// Source files to download, largest first.
+    pub download: Vec<(RemoteFile, PathBuf)>,
+    /// Source files already here with the same size and modification time.
+    pub present: Vec<(RemoteFile, PathBuf)>,
+    /// Bytes of the source's files.
+    pub total_size: u64,
+    /// The source's files.
+    pub total_files: u64,
+}
+
+impl Plan {
+    /// Puts the largest downloads first (ties by URL): the long ones start early, so the
+    /// iteration does not end waiting on one big file. Call after adding downloads.
+    pub fn order_downloads(&mut self) {
+        self.download.sort_by(|a, b| {
+            b.0.size
+                .cmp(&a.0.size)
+                .then_with(|| a.0.file_url.cmp(&b.0.file_url))
+        });
+    }
+
+    /// Bytes to download.
+    pub fn bytes_to_download(&self) -> u64 {
+        self.download.iter().map(|(f, _)| f.size).sum()
+    }
+}
+
+/// Compares the source's listing with the local files. Blocking.
+pub fn plan(local: &LocalFiles, remote: &[RemoteFile]) -> Result<Plan, LiveMigrationError> {
+    let mine = local.list()?;
+    let mut theirs = HashMap::new();
+    let mut plan = Plan::default();
+    for f in remote {
+        let path = local.path_of(&f.file_url)?;
+        if f.is_dir() {
+            plan.mkdirs.push(path.clone());
+        } else {
+            plan.total_size += f.size;
+            plan.total_files += 1;
+        }
+        theirs.insert(path, f);
+    }
+    let mut present = HashSet::new();
+    for e in &mine {
+        if e.is_dir {
+            continue;
+        }
+        let path = local
+            .roots
+            .get(e.dir_type, e.dir_index)
+            .expect("listed from the roots")
+            .join(&e.path);
+        match theirs.get(&path) {
+            Some(f) if f.is_file() && f.size == e.size && f.last_modified_time == e.modified_ms => {
+                present.insert(path);
+            }
+            _ => plan.delete.push(path),
+        }
+    }
+    for f in remote {
+        if !f.is_file() {
+            continue;
+        }
+        let path = local.path_of(&f.file_url)?;
+        if present.contains(&path) {
+            plan.present.push((f.clone(), path));
+        } else {
+            plan.download.push((f.clone(), path));
+        }
+    }
+    plan.order_downloads();
+    Ok(plan)
+}
+
+/// Carries out the local part of a plan: deletes what differs and creates the node's own
+/// directories, then the source's. Blocking.
+pub fn clean(local: &LocalFiles, plan: &Plan) -> Result<(), LiveMigrationError> {
+    for path in &plan.delete {
+        remove_if_present(path)?;
+    }
+    // The node's own directories first: Cassandra expects them, even empty.
+    let roots: Vec<PathBuf> = local
+        .roots
+        .iter()
+        .map(|(_, _, d)| d.to_path_buf())
+        .collect();
+    for dir in roots.iter().chain(&plan.mkdirs) {
+        std::fs::create_dir_all(dir).map_err(LiveMigrationError::local(dir))?;
+    }
+    Ok(())
+}
+
+/// Removes a file; one already gone is fine. Blocking.
+pub fn remove_if_present(path: &std::path::Path) -> Result<(), LiveMigrationError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(LiveMigrationError::local(path)(e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The files of `present` whose content here differs from the source's.
+pub async fn differing(
+    peer: &PeerClient,
+    present: &[(RemoteFile, PathBuf)],
+    algorithm: Algorithm,
+    concurrency: usize,
+    cancel: &CancellationToken,
+) -> Result<Vec<(RemoteFile, PathBuf)>, LiveMigrationError> {
+    let mut checks = futures::stream::iter(present.iter().cloned())
+        .map(|(file, path)| async move {
+            let here = path.clone();
+            let (theirs, mine) = tokio::join!(
+                peer.digest(&file.file_url, algorithm),
+                tokio::task::spawn_blocking(move || digest::of_file(&here, algorithm))
+            );
+            (file, path, theirs, mine.expect("hashing does not panic"))
+        })
+        .buffer_unordered(concurrency.max(1));
+    let mut stale = Vec::new();
+    while let Some(checked) = tokio::select! {
+        c = checks.next() => c,
+        _ = cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
+    } {
+        match checked {
+            (_, _, Err(LiveMigrationError::Gone(_)), _) => {}
+            (_, _, Err(e), _) => return Err(e),
+            (file, path, Ok(theirs), Ok(mine)) => {
+                if theirs != mine {
+                    tracing::info!(file = %file.file_url, "same size and time, other content: fetched again");
+                    stale.push((file, path));
+                }
+            }
+            // Vanished here meanwhile: it is downloaded like any missing file.
+            (file, path, Ok(_), Err(_)) => stale.push((file, path)),
+        }
+    }
+    Ok(stale)
+}

@@ -1,0 +1,314 @@
+//! The iterations of a data-copy task. Each iteration goes through the states of
+//! [`IterationState`] in order, one step (method of [`Iteration`]) per state; the last
+//! allowed pass only checks the threshold.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::fetch::{self, DownloadCounters, Downloader, Limiter};
+use super::plan::{self, Plan};
+use super::request::{CopyRequest, IterationState, IterationStatus, threshold_met};
+use crate::livemigration::LiveMigrationError;
+use crate::livemigration::digest::Algorithm;
+use crate::livemigration::local::LocalFiles;
+use crate::livemigration::peer::{PeerClient, RemoteFile};
+
+/// Everything a data-copy task needs.
+pub struct CopyTask {
+    /// The request.
+    pub request: CopyRequest,
+    /// The source daemon.
+    pub peer: PeerClient,
+    /// This node's directories.
+    pub local: Arc<LocalFiles>,
+}
+
+/// How a task ended: its iterations, and why it stopped without success if it did.
+#[derive(Debug)]
+pub struct CopyOutcome {
+    /// Every iteration, the last one in its final state.
+    pub iterations: Vec<IterationStatus>,
+    /// Success, or why not.
+    pub result: Result<(), LiveMigrationError>,
+}
+
+/// Runs a task; `publish` is called with the iterations whenever they change.
+pub async fn run(
+    task: CopyTask,
+    cancel: CancellationToken,
+    publish: impl Fn(&[IterationStatus]),
+) -> CopyOutcome {
+    let verify = match task.request.check() {
+        Ok(v) => v,
+        Err(e) => {
+            return CopyOutcome {
+                iterations: Vec::new(),
+                result: Err(e),
+            };
+        }
+    };
+    let limiter = fetch::limiter(task.request.max_bytes_per_second);
+    let iteration = Iteration {
+        task: &task,
+        cancel: &cancel,
+        verify,
+        limiter: limiter.as_ref(),
+    };
+    let mut log = IterationLog {
+        history: Vec::new(),
+        publish,
+    };
+    let last = task.request.max_iterations;
+    // One more pass than downloading iterations: the last one only checks the threshold.
+    for i in 0..=last {
+        match iteration.run(i, i == last, &mut log).await {
+            Ok(Next::Again) => {}
+            Ok(Next::Done) => return log.end(Ok(())),
+            Err(e) => return log.end(Err(e)),
+        }
+    }
+    unreachable!("the last pass returns")
+}
+
+/// Whether the task goes on after an iteration.
+enum Next {
+    /// Another iteration.
+    Again,
+    /// The threshold is met.
+    Done,
+}
+
+/// The iterations so far, and who is told when they change.
+struct IterationLog<P> {
+    history: Vec<IterationStatus>,
+    publish: P,
+}
+
+impl<P: Fn(&[IterationStatus])> IterationLog<P> {
+    /// Starts iteration `i`, in state `STARTING`.
+    fn begin(&mut self, i: u32) -> IterationStatus {
+        let status = IterationStatus {
+            iteration: i,
+            state: IterationState::Starting,
+            total_size: 0,
+            total_files: 0,
+            bytes_to_download: 0,
+            files_to_download: 0,
+            files_downloaded: 0,
+            download_failures: 0,
+            bytes_downloaded: 0,
+        };
+        self.history.push(status.clone());
+        (self.publish)(&self.history);
+        status
+    }
+
+    /// Publishes the current iteration as it is now.
+    fn update(&mut self, status: &IterationStatus) {
+        *self.history.last_mut().expect("an iteration has begun") = status.clone();
+        (self.publish)(&self.history);
+    }
+
+    /// Moves the current iteration to `state`.
+    fn enter(&mut self, status: &mut IterationStatus, state: IterationState) {
+        status.state = state;
+        self.update(status);
+    }
+
+    /// Ends the task: an error leaves the last iteration `CANCELLED` or `FAILED`.
+    fn end(self, result: Result<(), LiveMigrationError>) -> CopyOutcome {
+        let mut iterations = self.history;
+        if let (Err(e), Some(last)) = (&result, iterations.last_mut()) {
+            last.state = if matches!(e, LiveMigrationError::Cancelled) {
+                IterationState::Cancelled
+            } else {
+                IterationState::Failed
+            };
+        }
+        CopyOutcome { iterations, result }
+    }
+}
+
+/// What every iteration of a task shares.
+struct Iteration<'a> {
+    task: &'a CopyTask,
+    cancel: &'a CancellationToken,
+    verify: Option<Algorithm>,
+    limiter: Option<&'a Limiter>,
+}
+
+impl Iteration<'_> {
+    /// Runs iteration `i`; `last` when it may only check the threshold.
+    async fn run<P: Fn(&[IterationStatus])>(
+        &self,
+        i: u32,
+        last: bool,
+        log: &mut IterationLog<P>,
+    ) -> Result<Next, LiveMigrationError> {
+        let mut status = log.begin(i);
+        let remote = self.starting().await?;
+        log.enter(&mut status, IterationState::Cleaning);
+        let mut plan = self.cleaning(remote).await?;
+        self.preparing(&mut plan).await?;
+        status.total_size = plan.total_size;
+        status.total_files = plan.total_files;
+        status.files_to_download = plan.download.len() as u64;
+        status.bytes_to_download = plan.bytes_to_download();
+        log.enter(&mut status, IterationState::Preparing);
+        let threshold = self.task.request.success_threshold;
+        if threshold_met(status.total_files, status.files_to_download, threshold) {
+            log.enter(&mut status, IterationState::Success);
+            return Ok(Next::Done);
+        }
+        if last {
+            return Err(LiveMigrationError::Invalid(format!(
+                "the success threshold {threshold} was not met in {i} iterations ({} of {} files still differ)",
+                status.files_to_download, status.total_files
+            )));
+        }
+        log.enter(&mut status, IterationState::Downloading);
+        let local_failure = self.downloading(plan.download, &mut status, log).await;
+        log.enter(&mut status, IterationState::DownloadComplete);
+        self.download_complete(local_failure)?;
+        Ok(Next::Again)
+    }
+
+    /// `STARTING`: lists the source.
+    async fn starting(&self) -> Result<Vec<RemoteFile>, LiveMigrationError> {
+        if self.cancel.is_cancelled() {
+            return Err(LiveMigrationError::Cancelled);
+        }
+        // A source that stops answering must not hold a cancelled task forever.
+        tokio::select! {
+            r = self.task.peer.list() => r,
+            _ = self.cancel.cancelled() => Err(LiveMigrationError::Cancelled),
+        }
+    }
+
+    /// `CLEANING`: compares the listing with the local files, deletes what differs and
+    /// creates the directories.
+    async fn cleaning(&self, remote: Vec<RemoteFile>) -> Result<Plan, LiveMigrationError> {
+        let local = self.task.local.clone();
+        tokio::task::spawn_blocking(move || {
+            let p = plan::plan(&local, &remote)?;
+            plan::clean(&local, &p)?;
+            Ok(p)
+        })
+        .await
+        .expect("planning does not panic")
+    }
+
+    /// `PREPARING`: with `verifyDigest`, files already here are compared by digest too,
+    /// and fetched again when they differ.
+    async fn preparing(&self, plan: &mut Plan) -> Result<(), LiveMigrationError> {
+        let Some(algorithm) = self.verify else {
+            return Ok(());
+        };
+        // Size and modification time do not prove content (a commit log written through a
+        // memory map keeps its size, and not always its mtime).
+        let stale = plan::differing(
+            &self.task.peer,
+            &plan.present,
+            algorithm,
+            self.task.request.max_concurrency,
+            self.cancel,
+        )
+        .await?;
+        for (file, path) in stale {
+            plan::remove_if_present(&path)?;
+            plan.download.push((file, path));
+        }
+        plan.order_downloads();
+        Ok(())
+    }
+
+    /// `DOWNLOADING`: fetches the files, publishing the counters every second. Failed
+    /// downloads are counted, and left to the next iteration; the first local failure (a
+    /// missing directory, a full disk) is returned, as iterating would not cure it.
+    async fn downloading<P: Fn(&[IterationStatus])>(
+        &self,
+        download: Vec<(RemoteFile, PathBuf)>,
+        status: &mut IterationStatus,
+        log: &mut IterationLog<P>,
+    ) -> Option<LiveMigrationError> {
+        let counters = DownloadCounters::default();
+        let downloaded: Vec<PathBuf> = download.iter().map(|(_, p)| p.clone()).collect();
+        let downloader = Downloader {
+            peer: &self.task.peer,
+            verify: self.verify,
+            limiter: self.limiter,
+            counters: &counters,
+            cancel: self.cancel,
+        };
+        let downloader = &downloader;
+        let mut downloads = futures::stream::iter(download)
+            .map(move |(file, path)| async move {
+                let r = downloader.download_with_retries(&file, &path).await;
+                (file, r)
+            })
+            .buffer_unordered(self.task.request.max_concurrency);
+        let mut local_failure = None;
+        let mut ticker = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            let next = tokio::select! {
+                n = downloads.next() => n,
+                _ = ticker.tick() => {
+                    copy_counters(&counters, status);
+                    log.update(status);
+                    continue;
+                }
+            };
+            let Some((file, result)) = next else { break };
+            match result {
+                Ok(_) => {
+                    counters.files_downloaded.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(LiveMigrationError::Cancelled) => {}
+                Err(e) => {
+                    tracing::warn!(file = %file.file_url, error = %e, "download failed");
+                    counters.download_failures.fetch_add(1, Ordering::Relaxed);
+                    if matches!(
+                        e,
+                        LiveMigrationError::Invalid(_) | LiveMigrationError::Local { .. }
+                    ) {
+                        local_failure.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        drop(downloads);
+        let synced = tokio::task::spawn_blocking(move || fetch::sync_dirs(downloaded.into_iter()))
+            .await
+            .expect("syncing does not panic");
+        if let Err(e) = synced {
+            local_failure.get_or_insert(e);
+        }
+        copy_counters(&counters, status);
+        local_failure
+    }
+
+    /// `DOWNLOAD_COMPLETE`: the task stops when it was cancelled or a local failure came up.
+    fn download_complete(
+        &self,
+        local_failure: Option<LiveMigrationError>,
+    ) -> Result<(), LiveMigrationError> {
+        if self.cancel.is_cancelled() {
+            return Err(LiveMigrationError::Cancelled);
+        }
+        match local_failure {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+fn copy_counters(counters: &DownloadCounters, status: &mut IterationStatus) {
+    status.files_downloaded = counters.files_downloaded.load(Ordering::Relaxed);
+    status.bytes_downloaded = counters.bytes_downloaded.load(Ordering::Relaxed);
+    status.download_failures = counters.download_failures.load(Ordering::Relaxed);
+}

@@ -1,0 +1,130 @@
+//! The one error type of live migration: the configuration and the state file, what a request
+//! is refused for, and why a data-copy or verification task (or one download) failed.
+//!
+//! Display texts are what operators see in a task's `error` and in error responses, so each
+//! variant carries a complete sentence; the API maps variants to statuses.
+
+use std::path::PathBuf;
+
+use super::files::PathError;
+use crate::jobs::{JobError, JobState};
+
+/// Errors of live migration.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveMigrationError {
+    /// The configuration cannot be used.
+    #[error("live_migration: {0}")]
+    Config(String),
+    /// An exclusion pattern is malformed.
+    #[error("{0}")]
+    Pattern(String),
+    /// The state file could not be read or written.
+    #[error("live migration state {}: {source}", path.display())]
+    State {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A request's values are wrong; the message names the field.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The status is COMPLETED already, and was declared complete once more.
+    #[error("the live migration is already COMPLETED; DELETE the status first to start again")]
+    AlreadyCompleted,
+    /// The status is COMPLETED: a source serves no more files.
+    #[error(
+        "the live migration of this node is COMPLETED: no more files are served (DELETE /api/v1/live-migration/status to serve them again)"
+    )]
+    NoMoreFiles,
+    /// As many file requests as `max_concurrent_file_requests` are being served.
+    #[error(
+        "more than {limit} file requests at once (live_migration.max_concurrent_file_requests); retry later"
+    )]
+    TooManyFileRequests {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// A task needs a destination, and this node is not one.
+    #[error("this node is not a live-migration destination")]
+    NotDestination,
+    /// Files would be copied under a node that is running.
+    #[error(
+        "the local Cassandra node answers on {address}: stop it before files are copied into its directories"
+    )]
+    NodeRunning {
+        /// Where the node answers.
+        address: String,
+    },
+    /// Another data-copy task has not ended: one runs at a time.
+    #[error("data-copy task {id} is still {state}; one task runs at a time")]
+    CopyTaskActive {
+        /// The task that has not ended.
+        id: String,
+        /// Its state.
+        state: JobState,
+    },
+    /// No task of this kind has the id.
+    #[error("no {noun} with id {id:?}")]
+    NoSuchTask {
+        /// The kind of task, as messages name it.
+        noun: &'static str,
+        /// The id asked for.
+        id: String,
+    },
+    /// A requested file path cannot be served.
+    #[error(transparent)]
+    Path(#[from] PathError),
+    /// The node's files could not be listed.
+    #[error("cannot list the node's files: {0}")]
+    Listing(std::io::Error),
+    /// A served file disappeared between its resolution and its reading (compaction).
+    #[error("the file vanished (compacted away?)")]
+    FileVanished,
+    /// A served file could not be read.
+    #[error("cannot read the file: {0}")]
+    ReadFile(std::io::Error),
+    /// The source daemon could not be reached or answered an error.
+    #[error("source {0}")]
+    Peer(String),
+    /// A local file could not be written.
+    #[error("{}: {source}", path.display())]
+    Local {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The source no longer has the file (compacted away): the next iteration sorts it out.
+    #[error("{0}")]
+    Gone(String),
+    /// The downloaded bytes do not have the source's digest.
+    #[error("{0}")]
+    Digest(String),
+    /// The task was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+    /// The task cannot run on this node, or cannot finish.
+    #[error("{0}")]
+    Invalid(String),
+    /// The job registry refused a task.
+    #[error(transparent)]
+    Jobs(#[from] JobError),
+}
+
+impl LiveMigrationError {
+    /// A failure to read a file being served: a missing file vanished meanwhile.
+    pub fn reading(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Self::FileVanished
+        } else {
+            Self::ReadFile(e)
+        }
+    }
+
+    /// A failure to write `path` here.
+    pub(crate) fn local(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Self + use<> {
+        let path = path.to_path_buf();
+        move |source| Self::Local { path, source }
+    }
+}

@@ -1,0 +1,73 @@
+//! The destination's side of a copy: where a source file lands here, and what is here.
+
+use std::path::PathBuf;
+
+use super::LiveMigrationError;
+use super::exclusions::Exclusions;
+use super::files::{self, DirType, Entry, Roots};
+
+/// This node's directories and what is never copied into them.
+pub struct LocalFiles {
+    /// The node's directories.
+    pub roots: Roots,
+    /// What is never copied.
+    pub exclusions: Exclusions,
+}
+
+impl LocalFiles {
+    /// The final path of a source file here.
+    pub fn path_of(&self, url: &str) -> Result<PathBuf, LiveMigrationError> {
+        let (t, i, p) = local_key(url)?;
+        let root = self.roots.get(t, i).ok_or_else(|| {
+            LiveMigrationError::Invalid(format!(
+                "the source has a {} directory number {i} that this node does not have; configure it in the cassandra section",
+                t.name()
+            ))
+        })?;
+        Ok(root.join(p))
+    }
+
+    /// The files and directories here, as a source would list them. Blocking.
+    pub fn list(&self) -> Result<Vec<Entry>, LiveMigrationError> {
+        files::list(&self.roots, &self.exclusions).map_err(|source| LiveMigrationError::Local {
+            path: PathBuf::from("(listing)"),
+            source,
+        })
+    }
+}
+
+/// The local place of a source file: `(type, index, path)` from its URL.
+pub fn local_key(url: &str) -> Result<(DirType, usize, String), LiveMigrationError> {
+    let bad = |what: String| LiveMigrationError::Peer(what);
+    let rest = url
+        .strip_prefix("/api/v1/live-migration/files/")
+        .ok_or_else(|| bad(format!("unexpected file URL {url:?}")))?;
+    let mut parts = rest.splitn(3, '/');
+    let (t, i, p) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
+    let t = DirType::parse(t).ok_or_else(|| bad(format!("unknown directory type in {url:?}")))?;
+    let i: usize = i
+        .parse()
+        .map_err(|_| bad(format!("bad directory index in {url:?}")))?;
+    files::check_relative(p).map_err(|e| bad(format!("{url:?}: {e}")))?;
+    Ok((t, i, p.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_urls_map_to_local_places() {
+        assert_eq!(
+            local_key("/api/v1/live-migration/files/data/1/ks/t-1/nb-1-big-Data.db").unwrap(),
+            (DirType::Data, 1, "ks/t-1/nb-1-big-Data.db".to_string())
+        );
+        assert!(local_key("/api/v1/live-migration/files/data/0/../x").is_err());
+        assert!(local_key("/api/v1/live-migration/files/tmp/0/x").is_err());
+        assert!(local_key("/elsewhere/data/0/x").is_err());
+    }
+}

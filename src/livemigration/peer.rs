@@ -1,0 +1,144 @@
+//! The HTTP client a destination uses to talk to its source drover: the source's file list,
+//! the digest of one of its files, and the bytes of one file from an offset on.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::LiveMigrationError;
+use super::digest::Algorithm;
+
+/// A file of the source as its listing shows it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteFile {
+    /// Where to download it.
+    pub file_url: String,
+    /// Bytes.
+    pub size: u64,
+    /// `FILE` or `DIRECTORY`.
+    pub file_type: String,
+    /// Milliseconds since the epoch.
+    pub last_modified_time: u64,
+}
+
+impl RemoteFile {
+    /// Whether it is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.file_type == "DIRECTORY"
+    }
+
+    /// Whether it is a regular file.
+    pub fn is_file(&self) -> bool {
+        self.file_type == "FILE"
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RemoteList {
+    files: Vec<RemoteFile>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RemoteDigest {
+    digest: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RemoteErrorBody {
+    message: String,
+}
+
+/// A client of the source daemon of a destination.
+#[derive(Clone)]
+pub struct PeerClient {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl PeerClient {
+    /// The source daemon at `host:port`.
+    pub fn new(address: &str) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .expect("an HTTP client builds"),
+            base: format!("http://{address}"),
+        }
+    }
+
+    /// The error a non-success answer stands for: the message of drover's JSON error body,
+    /// else the body as it is.
+    pub async fn error_of(response: reqwest::Response, what: &str) -> LiveMigrationError {
+        let status = response.status();
+        let body = response.text().await.unwrap_or_default();
+        let message = serde_json::from_str::<RemoteErrorBody>(&body)
+            .map(|b| b.message)
+            .unwrap_or(body);
+        LiveMigrationError::Peer(format!("{what}: {status}: {message}"))
+    }
+
+    /// The source's files.
+    pub async fn list(&self) -> Result<Vec<RemoteFile>, LiveMigrationError> {
+        let url = format!("{}/api/v1/live-migration/files", self.base);
+        let failed =
+            |e: reqwest::Error| LiveMigrationError::Peer(format!("listing files at {url}: {e}"));
+        let response = self.http.get(&url).send().await.map_err(failed)?;
+        if !response.status().is_success() {
+            return Err(Self::error_of(response, "listing files").await);
+        }
+        let list: RemoteList = response.json().await.map_err(failed)?;
+        Ok(list.files)
+    }
+
+    /// The digest of one source file; [`LiveMigrationError::Gone`] when the source no longer
+    /// has it.
+    pub async fn digest(
+        &self,
+        file_url: &str,
+        algorithm: Algorithm,
+    ) -> Result<String, LiveMigrationError> {
+        let url = format!(
+            "{}{file_url}?digestAlgorithm={}",
+            self.base,
+            algorithm.name()
+        );
+        let failed =
+            |e: reqwest::Error| LiveMigrationError::Peer(format!("digest of {file_url}: {e}"));
+        let response = self.http.get(&url).send().await.map_err(failed)?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Err(LiveMigrationError::Gone(format!(
+                "{file_url} is gone at the source"
+            )));
+        }
+        if !response.status().is_success() {
+            return Err(Self::error_of(response, &format!("digest of {file_url}")).await);
+        }
+        let body = response.text().await.map_err(failed)?;
+        serde_json::from_str::<RemoteDigest>(&body)
+            .ok()
+            .and_then(|d| d.digest)
+            .ok_or_else(|| {
+                LiveMigrationError::Peer(format!("digest of {file_url}: no digest in {body}"))
+            })
+    }
+
+    /// Asks for the bytes of `file_url` from byte `from` on (the whole file when 0). The
+    /// caller reads the status: 200, 206, or what went wrong.
+    pub async fn fetch(
+        &self,
+        file_url: &str,
+        from: u64,
+    ) -> Result<reqwest::Response, LiveMigrationError> {
+        let mut request = self.http.get(format!("{}{file_url}", self.base));
+        if from > 0 {
+            request = request.header(reqwest::header::RANGE, format!("bytes={from}-"));
+        }
+        request
+            .send()
+            .await
+            .map_err(|e| LiveMigrationError::Peer(format!("downloading {file_url}: {e}")))
+    }
+}

@@ -1,0 +1,66 @@
+//! The bodies of the task jobs: they run the engine and report to the job registry.
+
+use std::sync::Arc;
+
+use crate::jobs::running::{Ending, end};
+use crate::jobs::{JobHandle, JobResult};
+use crate::livemigration::LiveMigrationError;
+use crate::livemigration::copy::{self, CopyReport, CopyTask, IterationStatus};
+use crate::livemigration::local::LocalFiles;
+use crate::livemigration::peer::PeerClient;
+use crate::livemigration::verify::{self, VerifyRequest};
+
+fn ending(e: LiveMigrationError) -> Ending {
+    match e {
+        LiveMigrationError::Cancelled => Ending::Stopped,
+        other => Ending::Failed(other.to_string()),
+    }
+}
+
+/// Runs a data-copy task as the job behind `handle`.
+pub async fn run_copy(handle: JobHandle, task: CopyTask) -> JobResult {
+    handle.set_phase("copying");
+    let publish = |history: &[IterationStatus]| {
+        if let Some(last) = history.last() {
+            handle.set("iteration", u64::from(last.iteration));
+            handle.set("bytesDownloaded", last.bytes_downloaded);
+            handle.set("filesDownloaded", last.files_downloaded);
+            handle.set("downloadFailures", last.download_failures);
+            handle.set("bytesToDownload", last.bytes_to_download);
+            handle.set("filesToDownload", last.files_to_download);
+        }
+        let report = CopyReport {
+            status: history.to_vec(),
+        };
+        handle.set_result(serde_json::to_value(report).expect("a copy report serializes"));
+    };
+    let cancel = handle.cancelled().clone();
+    let outcome = copy::run(task, cancel, publish).await;
+    publish(&outcome.iterations);
+    match outcome.result {
+        Ok(()) => end(&handle, Ending::Done("done".into())),
+        Err(e) => end(&handle, ending(e)),
+    }
+}
+
+/// Runs a verification task as the job behind `handle`; its report is the job's result.
+pub async fn run_verify(
+    handle: JobHandle,
+    peer: PeerClient,
+    local: Arc<LocalFiles>,
+    request: VerifyRequest,
+) -> JobResult {
+    handle.set_phase("verifying");
+    match verify::run(&peer, local, &request, handle.cancelled()).await {
+        Ok(report) => {
+            let phase = if report.all_matched() {
+                "done: all files match"
+            } else {
+                "done: files differ"
+            };
+            handle.set_result(serde_json::to_value(&report).expect("a report serializes"));
+            end(&handle, Ending::Done(phase.into()))
+        }
+        Err(e) => end(&handle, ending(e)),
+    }
+}

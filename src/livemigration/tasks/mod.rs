@@ -1,0 +1,175 @@
+//! Data-copy and verification tasks as jobs of the registry: their state survives a restart
+//! (the record keeps the request and the iterations), and a destination restarted in the middle
+//! of a data-copy task resumes it.
+//!
+//! The job record holds a task's request and result as JSON; this module is the one place
+//! that reads them back, into [`DataCopyTask`] and [`VerificationTask`].
+
+mod admission;
+mod jobs;
+
+use std::sync::Arc;
+
+pub use admission::{resume_interrupted, start_copy, start_verification};
+
+use super::copy::{CopyReport, CopyRequest, IterationStatus};
+use super::local::LocalFiles;
+use super::peer::PeerClient;
+use super::verify::VerifyReport;
+use super::{LiveMigration, LiveMigrationError};
+use crate::config::Role;
+use crate::jobs::{JobRecord, JobRegistry, JobState};
+
+/// Job kind of data-copy tasks.
+pub const COPY_KIND: &str = "data-copy-task";
+/// Job kind of files-verification tasks.
+pub const VERIFY_KIND: &str = "files-verification-task";
+
+/// A data-copy task as its job record keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataCopyTask {
+    /// Task id.
+    pub id: String,
+    /// The job's state.
+    pub state: JobState,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// The request; `None` when the kept one cannot be read (written by another version).
+    pub request: Option<CopyRequest>,
+    /// One entry per iteration so far.
+    pub iterations: Vec<IterationStatus>,
+}
+
+impl DataCopyTask {
+    /// Reads a data-copy job's record.
+    pub fn from_record(r: JobRecord) -> Self {
+        Self {
+            request: serde_json::from_value(r.spec).ok(),
+            iterations: r
+                .result
+                .and_then(|v| serde_json::from_value::<CopyReport>(v).ok())
+                .map(|report| report.status)
+                .unwrap_or_default(),
+            id: r.id,
+            state: r.state,
+            error: r.error,
+        }
+    }
+}
+
+/// A files-verification task as its job record keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerificationTask {
+    /// Task id.
+    pub id: String,
+    /// The job's state.
+    pub state: JobState,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// What it found, once done.
+    pub report: Option<VerifyReport>,
+}
+
+impl VerificationTask {
+    /// Reads a verification job's record.
+    pub fn from_record(r: JobRecord) -> Self {
+        Self {
+            report: r.result.and_then(|v| serde_json::from_value(v).ok()),
+            id: r.id,
+            state: r.state,
+            error: r.error,
+        }
+    }
+}
+
+/// Every data-copy task, oldest first.
+pub fn copy_tasks(jobs: &JobRegistry) -> Vec<DataCopyTask> {
+    jobs.list(Some(COPY_KIND))
+        .into_iter()
+        .map(DataCopyTask::from_record)
+        .collect()
+}
+
+/// Every verification task, oldest first.
+pub fn verification_tasks(jobs: &JobRegistry) -> Vec<VerificationTask> {
+    jobs.list(Some(VERIFY_KIND))
+        .into_iter()
+        .map(VerificationTask::from_record)
+        .collect()
+}
+
+/// The job `id` when it is of `kind`; `noun` names the task in the error.
+fn record_of(
+    jobs: &JobRegistry,
+    id: &str,
+    kind: &str,
+    noun: &'static str,
+) -> Result<JobRecord, LiveMigrationError> {
+    let record = jobs.get(id)?;
+    if record.kind != kind {
+        return Err(LiveMigrationError::NoSuchTask {
+            noun,
+            id: id.to_string(),
+        });
+    }
+    Ok(record)
+}
+
+/// One data-copy task.
+pub fn copy_task(jobs: &JobRegistry, id: &str) -> Result<DataCopyTask, LiveMigrationError> {
+    record_of(jobs, id, COPY_KIND, "data-copy task").map(DataCopyTask::from_record)
+}
+
+/// One verification task.
+pub fn verification_task(
+    jobs: &JobRegistry,
+    id: &str,
+) -> Result<VerificationTask, LiveMigrationError> {
+    record_of(jobs, id, VERIFY_KIND, "verification task").map(VerificationTask::from_record)
+}
+
+/// Cancels a data-copy task: running downloads stop; their staging files stay, so a next
+/// task continues them.
+pub fn cancel_copy(jobs: &JobRegistry, id: &str) -> Result<DataCopyTask, LiveMigrationError> {
+    copy_task(jobs, id)?;
+    Ok(DataCopyTask::from_record(jobs.cancel(id)?))
+}
+
+/// Cancels a verification task.
+pub fn cancel_verification(
+    jobs: &JobRegistry,
+    id: &str,
+) -> Result<VerificationTask, LiveMigrationError> {
+    verification_task(jobs, id)?;
+    Ok(VerificationTask::from_record(jobs.cancel(id)?))
+}
+
+impl LiveMigration {
+    /// The files side of tasks: this node's directories and exclusions.
+    pub fn local_files(&self) -> Arc<LocalFiles> {
+        Arc::new(LocalFiles {
+            roots: self.roots.clone(),
+            exclusions: self.exclusions.clone(),
+        })
+    }
+
+    /// A client of this destination's source daemon; `None` on a node that is no
+    /// destination.
+    pub fn peer(&self) -> Option<PeerClient> {
+        match &self.role {
+            Role::Destination { source } => Some(PeerClient::new(source)),
+            _ => None,
+        }
+    }
+
+    /// The source daemon's host and port, as task views show them (`("", 0)` when unknown).
+    pub fn source_host_port(&self) -> (String, u16) {
+        match &self.role {
+            Role::Destination { source } => source
+                .rsplit_once(':')
+                .map(|(h, p)| (h.to_string(), p.parse().unwrap_or(0)))
+                .unwrap_or_default(),
+            _ => (String::new(), 0),
+        }
+    }
+}
