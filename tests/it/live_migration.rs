@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Daemon, Home};
+use test_support::{Daemon, Home, ended, wait_until};
 
 const WAIT: Duration = Duration::from_secs(120);
 
 /// The `cassandra` section of a node whose directories live under `root`.
-fn node_dirs(root: &Path) -> String {
+pub(crate) fn node_dirs(root: &Path) -> String {
     format!(
         "cassandra:\n  native_address: 127.0.0.1:1\n  data_file_directories: [{0}/data0, {0}/data1]\n  commitlog_directory: {0}/commitlog\n  hints_directory: {0}/hints\n  saved_caches_directory: {0}/saved_caches\n",
         root.display()
@@ -163,29 +163,12 @@ async fn get_bytes(
 
 async fn put_json(d: &Daemon, path: &str, body: &Value) -> (u16, Value) {
     let res = d.client().put(d.url(path)).json(body).send().await.unwrap();
-    crate::support::json_of(res).await
+    test_support::json_of(res).await
 }
 
 async fn patch(d: &Daemon, path: &str) -> (u16, Value) {
     let res = d.client().patch(d.url(path)).send().await.unwrap();
-    crate::support::json_of(res).await
-}
-
-async fn wait_task(d: &Daemon, url: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let (status, task) = d.get(url).await;
-        assert_eq!(status, 200, "{task}");
-        if done(&task) {
-            return task;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "task too slow: {task:#}\n{}",
-            d.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    test_support::json_of(res).await
 }
 
 /// GET `path` byte for byte (no normalization of `..`), on a connection of its own.
@@ -217,10 +200,6 @@ fn assert_all_matched(report: &Value) {
     ] {
         assert_eq!(report[k], 0, "{k}: {report:#}");
     }
-}
-
-fn ended(task: &Value) -> bool {
-    !["QUEUED", "RUNNING"].contains(&task["state"].as_str().unwrap_or(""))
 }
 
 #[tokio::test]
@@ -395,7 +374,7 @@ async fn a_source_lists_and_serves_its_files_safely() {
         .send()
         .await
         .unwrap();
-    let (status, s) = crate::support::json_of(res).await;
+    let (status, s) = test_support::json_of(res).await;
     assert_eq!(status, 200, "{s}");
     assert_eq!(s["state"], "NOT_COMPLETED", "{s}");
     assert!(s["endTime"].is_null(), "{s}");
@@ -433,33 +412,6 @@ async fn a_source_lists_and_serves_its_files_safely() {
     assert_eq!(status, 404);
     let (_, view) = daemon.get("/api/v1/admin/live-migration").await;
     assert_eq!(view["enabled"], false);
-}
-
-#[tokio::test]
-async fn live_migration_is_off_unless_asked_for() {
-    let home = Home::new();
-    let daemon = Daemon::start(&home, &node_dirs(home.path())).await;
-    for p in [
-        "/api/v1/live-migration/files",
-        "/api/v1/live-migration/status",
-        "/api/v1/live-migration/data-copy-tasks",
-    ] {
-        let (status, body) = daemon.get(p).await;
-        assert_eq!(status, 404, "{p}: {body}");
-        assert_eq!(body["status"], "Not Found");
-    }
-    // Switched on, a node that is not in the map still serves nothing.
-    let (status, view) = put_json(
-        &daemon,
-        "/api/v1/admin/live-migration",
-        &json!({"enabled": true}),
-    )
-    .await;
-    assert_eq!((status, view["role"].clone()), (200, json!("none")));
-    let (status, _) = daemon.get("/api/v1/live-migration/files").await;
-    assert_eq!(status, 404);
-    let (status, body) = put_json(&daemon, "/api/v1/admin/live-migration", &json!({"on": 1})).await;
-    assert_eq!(status, 400, "{body}");
 }
 
 fn same_tree(src: &Path, dst: &Path, files: &[(String, Vec<u8>)]) {
@@ -534,7 +486,7 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
         .await;
     assert_eq!(status, 202, "{accepted}");
     let url = accepted["statusUrl"].as_str().unwrap().to_string();
-    let task = wait_task(&dst, &url, ended).await;
+    let task = dst.wait_for(&url, WAIT, ended).await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     assert_eq!(task["maxIterations"], 3);
     assert_eq!(task["source"], "127.0.0.1");
@@ -572,7 +524,9 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
             &json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2}),
         )
         .await;
-    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let task = dst
+        .wait_for(accepted["statusUrl"].as_str().unwrap(), WAIT, ended)
+        .await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}");
     assert_eq!(
         task["status"][0]["filesToDownload"], 3,
@@ -605,7 +559,9 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
                 .post_json("/api/v1/live-migration/data-copy-tasks", &body)
                 .await;
             assert_eq!(status, 202, "{accepted}");
-            let task = wait_task(dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+            let task = dst
+                .wait_for(accepted["statusUrl"].as_str().unwrap(), WAIT, ended)
+                .await;
             assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
             task
         }
@@ -632,14 +588,16 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
                 .send()
                 .await
                 .unwrap();
-            crate::support::json_of(res).await
+            test_support::json_of(res).await
         }
     };
     let mut verifications = Vec::new();
     let (status, accepted) = verify(&dst).await;
     assert_eq!(status, 202, "{accepted}");
     verifications.push(accepted["taskId"].as_str().unwrap().to_string());
-    let report = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let report = dst
+        .wait_for(accepted["statusUrl"].as_str().unwrap(), WAIT, ended)
+        .await;
     assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
     let all = report["filesMatched"].as_u64().unwrap();
     assert!(all > files.len() as u64, "{report:#}");
@@ -657,7 +615,9 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     write(&home.path().join("data1/ks/t-2/lm_stray.db"), b"stray");
     let (_, accepted) = verify(&dst).await;
     verifications.push(accepted["taskId"].as_str().unwrap().to_string());
-    let report = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let report = dst
+        .wait_for(accepted["statusUrl"].as_str().unwrap(), WAIT, ended)
+        .await;
     assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
     for (counter, n) in [
         ("filesNotFoundAtSource", 1),
@@ -699,7 +659,9 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     }
     let (_, accepted) = verify(&dst).await;
     verifications.push(accepted["taskId"].as_str().unwrap().to_string());
-    let report = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let report = dst
+        .wait_for(accepted["statusUrl"].as_str().unwrap(), WAIT, ended)
+        .await;
     // 150 files, their directory, and the stray file from before.
     assert_eq!(report["filesNotFoundAtSource"], 152, "{report:#}");
     assert_eq!(
@@ -744,7 +706,7 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (status, cancelled) = patch(&dst, &url).await;
     assert_eq!(status, 200, "{cancelled}");
-    let report = wait_briefly(&dst, &url).await;
+    let report = dst.wait_for(&url, Duration::from_secs(10), ended).await;
     assert_eq!(report["state"], "CANCELLED", "{report:#}");
     let (status, accepted) = dst
         .post_json(
@@ -757,22 +719,10 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (status, cancelled) = patch(&dst, &url).await;
     assert_eq!(status, 200, "{cancelled}");
-    let task = wait_briefly(&dst, &url).await;
+    let task = dst.wait_for(&url, Duration::from_secs(10), ended).await;
     assert_eq!(task["state"], "CANCELLED", "{task:#}");
     source.signal("CONT");
     drop(source);
-}
-
-/// Polls a task until it ends, for at most 10 s (a cancel is prompt).
-async fn wait_briefly(d: &Daemon, url: &str) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let (_, task) = d.get(url).await;
-        if ended(&task) || std::time::Instant::now() > deadline {
-            return task;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Sets a file's modification time, in milliseconds since the epoch.
@@ -805,7 +755,7 @@ async fn downloads_survive_a_cancel_and_a_source_killed_mid_file() {
         .await;
     assert_eq!(status, 202, "{accepted}");
     let url = accepted["statusUrl"].as_str().unwrap().to_string();
-    wait_task(&dst, &url, |t| {
+    dst.wait_for(&url, WAIT, |t| {
         t["status"][0]["bytesDownloaded"].as_u64() > Some(3_000_000)
     })
     .await;
@@ -817,7 +767,7 @@ async fn downloads_survive_a_cancel_and_a_source_killed_mid_file() {
     // Cancelled: the download stops, nothing is left at the final path, the staging file stays.
     let (status, task) = patch(&dst, &url).await;
     assert_eq!(status, 200, "{task}");
-    let task = wait_task(&dst, &url, ended).await;
+    let task = dst.wait_for(&url, WAIT, ended).await;
     assert_eq!(task["state"], "CANCELLED", "{task:#}");
     assert!(!target.exists(), "no partial file at the final path");
     let parts = staging_files(home.path());
@@ -831,7 +781,7 @@ async fn downloads_survive_a_cancel_and_a_source_killed_mid_file() {
         .post_json("/api/v1/live-migration/data-copy-tasks", &slow)
         .await;
     let url = accepted["statusUrl"].as_str().unwrap().to_string();
-    wait_task(&dst, &url, |t| {
+    dst.wait_for(&url, WAIT, |t| {
         t["status"][0]["bytesDownloaded"].as_u64() > Some(1_000_000)
     })
     .await;
@@ -839,7 +789,7 @@ async fn downloads_survive_a_cancel_and_a_source_killed_mid_file() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!target.exists(), "no partial file at the final path");
     let _source = src.start().await;
-    let task = wait_task(&dst, &url, ended).await;
+    let task = dst.wait_for(&url, WAIT, ended).await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     assert_eq!(std::fs::read(&target).unwrap(), big);
     // Bytes were fetched once: the cancelled task's and this one's add up to the file (plus
@@ -861,7 +811,7 @@ async fn downloads_survive_a_cancel_and_a_source_killed_mid_file() {
         &busy,
         &format!(
             "cassandra:\n  native_address: {}\n  data_file_directories: [{}/data0]\nlive_migration:\n  enabled: true\n  advertise: \"destination:1\"\n  migration_map:\n    \"{}\": \"destination:1\"\n",
-            crate::support::cassandra_src(),
+            test_support::cassandra_src(),
             busy.path().display(),
             src.addr
         ),
@@ -915,9 +865,9 @@ async fn a_cassandra_node_moves_to_a_new_address_with_every_row() {
         let _ = std::fs::remove_dir_all(run.join(node));
     }
     testenv(&["node-start", "cassandra-lmsrc"]);
-    let node = std::sync::Arc::new(crate::cql::session("127.0.0.3:9042").await);
-    crate::cql::exec(&node, "CREATE KEYSPACE lm WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}").await;
-    crate::cql::exec(
+    let node = std::sync::Arc::new(test_support::cql::session("127.0.0.3:9042").await);
+    test_support::cql::exec(&node, "CREATE KEYSPACE lm WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}").await;
+    test_support::cql::exec(
         &node,
         "CREATE TABLE lm.t (p int, c int, v text, PRIMARY KEY (p, c))",
     )
@@ -988,7 +938,9 @@ async fn a_cassandra_node_moves_to_a_new_address_with_every_row() {
         )
         .await;
     assert_eq!(status, 202, "{accepted}");
-    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let task = dst
+        .wait_for(accepted["statusUrl"].as_str().unwrap(), WAIT, ended)
+        .await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     writer.0.cancel();
     let expected = writer.1.await.unwrap();
@@ -1003,7 +955,9 @@ async fn a_cassandra_node_moves_to_a_new_address_with_every_row() {
         )
         .await;
     assert_eq!(status, 202, "{accepted}");
-    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let task = dst
+        .wait_for(accepted["statusUrl"].as_str().unwrap(), WAIT, ended)
+        .await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     let (_, accepted) = dst
         .post_json(
@@ -1011,14 +965,16 @@ async fn a_cassandra_node_moves_to_a_new_address_with_every_row() {
             &json!({"digestAlgorithm": "sha256"}),
         )
         .await;
-    let report = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let report = dst
+        .wait_for(accepted["statusUrl"].as_str().unwrap(), WAIT, ended)
+        .await;
     assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
     assert_all_matched(&report);
     assert!(report["filesMatched"].as_u64().unwrap() > 20, "{report:#}");
 
     // A node on the copied files, under a new address, has every row.
     testenv(&["node-start", "cassandra-lmdst"]);
-    let moved = crate::cql::session("127.0.0.4:9042").await;
+    let moved = test_support::cql::session("127.0.0.4:9042").await;
     let rows = {
         use futures::TryStreamExt;
         let mut st = scylla::statement::unprepared::Statement::new("SELECT p, c, v FROM lm.t");
@@ -1071,7 +1027,7 @@ async fn a_destination_killed_mid_task_resumes_it_when_restarted() {
     assert_eq!(status, 202, "{accepted}");
     let url = accepted["statusUrl"].as_str().unwrap().to_string();
     let id = accepted["taskId"].as_str().unwrap().to_string();
-    wait_task(&dst, &url, |t| {
+    dst.wait_for(&url, WAIT, |t| {
         t["status"][0]["bytesDownloaded"].as_u64() > Some(2_000_000)
     })
     .await;
@@ -1087,17 +1043,16 @@ async fn a_destination_killed_mid_task_resumes_it_when_restarted() {
         &home,
         &format!(
             "{}live_migration:\n  enabled: true\n  advertise: \"destination:1\"\n  migration_map:\n    \"{}\": \"destination:1\"\n",
-            node_dirs(home.path()).replace("127.0.0.1:1", &crate::support::cassandra_src()),
+            node_dirs(home.path()).replace("127.0.0.1:1", &test_support::cassandra_src()),
             src.addr
         ),
     )
     .await;
-    let deadline = std::time::Instant::now() + WAIT;
     // Either way the daemon logs its decision ("... resumed" or "... not resumed: ...").
-    while !guarded.logs().contains("resumed") {
-        assert!(std::time::Instant::now() < deadline, "{}", guarded.logs());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until("the decision on the interrupted task", WAIT, || {
+        guarded.logs().contains("resumed")
+    })
+    .await;
     assert!(
         guarded
             .logs()
@@ -1113,7 +1068,9 @@ async fn a_destination_killed_mid_task_resumes_it_when_restarted() {
     drop(guarded);
     let dst = destination(&home, &src.addr, "").await;
     // INTERRUPTED until the restarted daemon has resumed it.
-    let task = wait_task(&dst, &url, |t| ended(t) && t["state"] != "INTERRUPTED").await;
+    let task = dst
+        .wait_for(&url, WAIT, |t| ended(t) && t["state"] != "INTERRUPTED")
+        .await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     let (_, job) = dst.get(&format!("/api/v1/jobs/{id}")).await;
     assert_eq!(job["attempts"], 2, "{job:#}");
@@ -1185,7 +1142,8 @@ async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
     let url = accepted["statusUrl"].as_str().unwrap().to_string();
     let id = accepted["taskId"].as_str().unwrap().to_string();
     // Listed, then compacted away before its turn (the two large files go first).
-    wait_task(&dst, &url, |t| t["status"][0]["state"] == "DOWNLOADING").await;
+    dst.wait_for(&url, WAIT, |t| t["status"][0]["state"] == "DOWNLOADING")
+        .await;
     std::fs::remove_file(src.root().join(doomed)).unwrap();
     assert_eq!(progress_metric(&dst, &id, "filesToDownload").await, Some(3));
     // The rate, from the bytes counter on /metrics: it moves once a second, so each change is
@@ -1212,7 +1170,7 @@ async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
         "{rate} bytes/s over {:?} ({samples:?})",
         t1 - t0
     );
-    let task = wait_task(&dst, &url, ended).await;
+    let task = dst.wait_for(&url, WAIT, ended).await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     assert_eq!(task["maxBytesPerSecond"], RATE as u64);
     // The vanished file failed once, without retries, and the next pass forgot it.
@@ -1261,7 +1219,9 @@ async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
         )
         .await;
     assert_eq!(status, 202, "{accepted}");
-    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let task = dst
+        .wait_for(accepted["statusUrl"].as_str().unwrap(), WAIT, ended)
+        .await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     assert_eq!(task["status"][0]["filesToDownload"], 2, "{task:#}");
     assert_eq!(task["status"][0]["filesDownloaded"], 2, "{task:#}");
@@ -1323,7 +1283,9 @@ async fn lm_tasks_that_cannot_finish_fail_and_say_why() {
         )
         .await;
     assert_eq!(status, 202, "{accepted}");
-    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let task = dst
+        .wait_for(accepted["statusUrl"].as_str().unwrap(), WAIT, ended)
+        .await;
     assert_eq!(task["state"], "FAILED", "{task:#}");
     let error = task["error"].as_str().unwrap();
     assert!(error.contains("data directory number 1"), "{task:#}");
@@ -1352,7 +1314,9 @@ async fn lm_tasks_that_cannot_finish_fail_and_say_why() {
         )
         .await;
     assert_eq!(status, 202, "{accepted}");
-    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let task = dst
+        .wait_for(accepted["statusUrl"].as_str().unwrap(), WAIT, ended)
+        .await;
     assert_eq!(task["state"], "FAILED", "{task:#}\n{}", dst.logs());
     let iterations = task["status"].as_array().unwrap();
     assert_eq!(iterations.len(), 2, "{task:#}");
