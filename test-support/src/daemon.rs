@@ -195,6 +195,12 @@ impl Daemon {
         json_of(res).await
     }
 
+    /// GET, returning the body as text whatever the status (`/metrics`, for one).
+    pub async fn get_text(&self, path: &str) -> String {
+        let res = self.client.get(self.url(path)).send().await.expect("GET");
+        res.text().await.expect("body")
+    }
+
     /// POST a JSON body.
     pub async fn post_json(&self, path: &str, body: &Value) -> (u16, Value) {
         let res = self

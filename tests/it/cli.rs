@@ -8,7 +8,7 @@ use crate::resume::{
     assert_claim_holds, assert_not_rewritten, claimed_ranges, in_ranges, keys_in, newest_claim,
     now_micros, savepoint_files, scan,
 };
-use test_support::cql::{clusters, dst_addr, job, rows_table};
+use test_support::cql::{self, clusters, dst_addr, job, rows_table};
 use test_support::{drover_bin, wait_until};
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
@@ -99,7 +99,7 @@ fn check_config_accepts_every_example() {
 
 /// `drover <command> --config <yaml>` in the background, its output collected at exit.
 fn spawn_job(command: &str, yaml: &str) -> tokio::process::Child {
-    let path = test_support::cql::write_job(yaml);
+    let path = cql::write_job(yaml);
     tokio::process::Command::new(drover_bin())
         .args([command, "--config"])
         .arg(&path)
@@ -279,7 +279,7 @@ async fn migrate_exits_2_on_a_bad_job_130_on_sigint_1_when_the_job_fails_and_res
     assert!(stderr.contains("validation stopped"), "{stderr}");
 
     // A job that fails half way (the target table dropped: every write refused) exits 1.
-    test_support::cql::exec(&dst, &format!("TRUNCATE {table}")).await;
+    cql::exec(&dst, &format!("TRUNCATE {table}")).await;
     let before = savepoint_files(&sp_dir);
     let child = spawn_job(
         "migrate",
@@ -289,7 +289,7 @@ async fn migrate_exits_2_on_a_bad_job_130_on_sigint_1_when_the_job_fails_and_res
         savepoint_files(&sp_dir) != before
     })
     .await;
-    test_support::cql::exec(&dst, &format!("DROP TABLE {table}")).await;
+    cql::exec(&dst, &format!("DROP TABLE {table}")).await;
     let (code, stderr) = finish(child).await;
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("migration failed"), "{stderr}");

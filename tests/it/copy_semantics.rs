@@ -9,7 +9,7 @@ use drover::connectors::cql::rows::{RawRow, read_i32, read_i64, read_int_list};
 use serde_json::Value;
 
 use test_support::Daemon;
-use test_support::cql::{Fixture, clusters, exec, job, job_to, raw_rows};
+use test_support::cql::{self, Fixture, clusters, exec, job, job_to, raw_rows};
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -217,7 +217,7 @@ async fn fixed_writetimes_and_ttls_stripped_decimals_and_static_partitions() {
         );
         // Other values are untouched.
         assert_eq!(cell(1, Some(1), 4), Some(b"one".to_vec()));
-        let set = test_support::cql::raw_rows(&src, &t, "s").await[0].cells[0].clone();
+        let set = cql::raw_rows(&src, &t, "s").await[0].cells[0].clone();
         assert_eq!(cell(1, Some(1), 5), set.as_deref().map(<[u8]>::to_vec));
         // The key-only row has no cell whose writetime could be read; its row marker must
         // carry the fixed writetime too: a deletion just newer than it removes the row (a
@@ -495,14 +495,14 @@ async fn udts_in_another_keyspace_with_extra_target_fields() {
     let (src, dst) = clusters().await;
     let (ks, target_ks) = ("cp_udt_src", "cp_udt_dst");
     let table = "(k int PRIMARY KEY, u addr, fu frozen<addr>, lu list<frozen<addr>>, m map<int, frozen<addr>>)";
-    test_support::cql::empty_keyspace(&src, ks).await;
+    cql::empty_keyspace(&src, ks).await;
     exec(
         &src,
         &format!("CREATE TYPE {ks}.addr (street text, num int)"),
     )
     .await;
     exec(&src, &format!("CREATE TABLE {ks}.t {table}")).await;
-    test_support::cql::empty_keyspace(&dst, target_ks).await;
+    cql::empty_keyspace(&dst, target_ks).await;
     exec(
         &dst,
         &format!("CREATE TYPE {target_ks}.addr (street text, num int, zip text)"),
@@ -530,7 +530,7 @@ async fn udts_in_another_keyspace_with_extra_target_fields() {
 
     let fields =
         "k, u.street, u.num, fu.street, fu.num, writetime(fu), lu, writetime(lu), m, writetime(m)";
-    let compared = test_support::cql::assert_same(
+    let compared = cql::assert_same(
         &src,
         &format!("{ks}.t"),
         &dst,

@@ -81,15 +81,7 @@ async fn jobs_run_report_progress_and_end_in_the_right_state() {
         .await;
     assert_eq!(failed_only["jobs"].as_array().unwrap().len(), 1);
 
-    let metrics = daemon
-        .client()
-        .get(daemon.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = daemon.get_text("/metrics").await;
     assert!(
         metrics.contains(r#"drover_jobs{kind="diagnostic",state="CANCELLED"} 1"#),
         "{metrics}"

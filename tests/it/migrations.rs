@@ -3,7 +3,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use test_support::cql::{
-    Fixture, assert_same, clusters, dst_addr, exec, fresh_keyspace, job, job_to, write_job,
+    self, Fixture, assert_same, clusters, dst_addr, exec, fresh_keyspace, job, job_to, write_job,
 };
 use test_support::{Daemon, drover_bin, error_message};
 
@@ -155,7 +155,7 @@ async fn without_preserve_timestamps_values_are_exact_and_cells_are_not_tombston
     let table = format!("{ks}.everything");
     let values = format!("k, c1, c2, st, {}", VALUE_COLUMNS.replace("a, b,", "b,"));
     assert_same(&src, &table, &dst, &table, &values, &values, &[]).await;
-    let kept = test_support::cql::raw_rows(&dst, &table, "a").await;
+    let kept = cql::raw_rows(&dst, &table, "a").await;
     assert!(
         kept.iter()
             .any(|r| r.cells[0].as_deref() == Some(b"kept".as_slice())),
@@ -238,9 +238,7 @@ async fn counters_renames_and_where_filters() {
     let done = run_to_success(&daemon, &renamed).await;
     let expected = (0..200).filter(|i| i % 90 >= 30).count();
     assert_eq!(done["progress"]["rowsWritten"], expected as u64, "{done}");
-    let rows =
-        test_support::cql::raw_rows(&dst, &format!("{ks}.people"), "id, full_name, age, extra")
-            .await;
+    let rows = cql::raw_rows(&dst, &format!("{ks}.people"), "id, full_name, age, extra").await;
     assert_eq!(rows.len(), expected);
     for row in rows {
         let id = i32::from_be_bytes(row.cells[0].as_deref().unwrap().try_into().unwrap());
@@ -364,7 +362,7 @@ async fn bad_jobs_are_refused_before_anything_is_written() {
 
     // Nothing was written and no job was created.
     assert!(
-        test_support::cql::raw_rows(&dst, &format!("{ks}.t"), "k")
+        cql::raw_rows(&dst, &format!("{ks}.t"), "k")
             .await
             .is_empty()
     );
@@ -411,15 +409,7 @@ async fn cancel_stops_a_running_migration_promptly() {
         running["progress"]["rowsPerSecond"].as_u64().is_some(),
         "{running}"
     );
-    let metrics = daemon
-        .client()
-        .get(daemon.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = daemon.get_text("/metrics").await;
     assert!(
         metrics.contains("drover_job_progress{") && metrics.contains("counter=\"rowsWritten\""),
         "{metrics}"

@@ -8,7 +8,7 @@ use scylla::client::session::Session;
 use serde_json::Value;
 
 use test_support::cql::{
-    Fixture, assert_same, clusters, fill_many, fresh_keyspace, job, rows_table, src_addr,
+    self, Fixture, assert_same, clusters, fill_many, fresh_keyspace, job, rows_table, src_addr,
 };
 use test_support::{Daemon, Home, drover_bin, listener_pid, wait_until};
 
@@ -36,7 +36,7 @@ pub(crate) fn savepoint_files(dir: &std::path::Path) -> Vec<String> {
 }
 
 async fn count(s: &scylla::client::session::Session, table: &str) -> usize {
-    test_support::cql::raw_rows(s, table, "p").await.len()
+    cql::raw_rows(s, table, "p").await.len()
 }
 
 async fn wait_state(daemon: &Daemon, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
@@ -212,7 +212,7 @@ fn config_without_auto_resume(home: &Home) -> PathBuf {
 /// Sets the replication factor of keyspace `ks` on a single-node cluster: at 3, requests at
 /// (LOCAL_)QUORUM fail as unavailable (2 replicas needed, 1 alive) until it is set back to 1.
 pub(crate) async fn set_replication(s: &Session, ks: &str, rf: u32) {
-    test_support::cql::exec(
+    cql::exec(
         s,
         &format!(
             "ALTER KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
@@ -277,7 +277,7 @@ async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
     // leave the target unchanged otherwise, writetimes included).
     let partitions: BTreeSet<i32> = finished.iter().map(|&(p, _)| p).collect();
     for p in &partitions {
-        test_support::cql::exec(
+        cql::exec(
             &src,
             &format!("INSERT INTO {table} (p, c, v, n) VALUES ({p}, -1, 'after the savepoint', 0)"),
         )
@@ -327,7 +327,7 @@ async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
         "the kept job config is deleted once the job succeeded"
     );
     for p in &partitions {
-        test_support::cql::exec(
+        cql::exec(
             &src,
             &format!("DELETE FROM {table} WHERE p = {p} AND c = -1"),
         )
@@ -424,7 +424,7 @@ async fn sigterm_writes_a_final_savepoint_and_the_next_start_resumes_from_it() {
 }
 
 async fn cli(yaml: &str) -> (Option<i32>, String) {
-    let path = test_support::cql::write_job(yaml);
+    let path = cql::write_job(yaml);
     let out = tokio::process::Command::new(drover_bin())
         .args(["migrate", "--config"])
         .arg(&path)
@@ -545,8 +545,7 @@ async fn no_secret_reaches_savepoints_logs_or_the_api() {
         "/api/v1/jobs",
         "/metrics",
     ] {
-        let res = daemon.client().get(daemon.url(path)).send().await.unwrap();
-        seen.push_str(&res.text().await.unwrap());
+        seen.push_str(&daemon.get_text(path).await);
     }
     assert!(
         seen.contains("<redacted>"),
@@ -833,10 +832,10 @@ async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goe
             .map(|e| e.unwrap().file_name())
             .collect::<Vec<_>>()
     );
-    test_support::cql::exec(&dst, &format!("ALTER TABLE {table} DROP n")).await;
+    cql::exec(&dst, &format!("ALTER TABLE {table} DROP n")).await;
     let end = wait_state(&daemon, &failed, |j| j["state"] != "RUNNING").await;
     // Cassandra fails reads of rows written with the dropped column until it is back.
-    test_support::cql::exec(&dst, &format!("ALTER TABLE {table} ADD n bigint")).await;
+    cql::exec(&dst, &format!("ALTER TABLE {table} ADD n bigint")).await;
     assert_eq!(end["state"], "FAILED", "{end}");
     assert!(
         end["error"].as_str().is_some_and(|e| e.contains("target")),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::migrations::{EVERY_TYPE, fill_every_type};
-use test_support::cql::{Fixture, exec, job, write_job};
+use test_support::cql::{self, Fixture, exec, job, write_job};
 use test_support::{Daemon, drover_bin};
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -1001,9 +1001,7 @@ async fn clustering_values_are_ordered_as_cassandra_orders_them_and_validated_in
         ("o_desc", std::cmp::Ordering::Greater),
     ] {
         let types = &keyspace.tables[table].columns;
-        let rows =
-            test_support::cql::raw_rows(&src, &format!("{ks}.{table}"), &format!("p, {columns}"))
-                .await;
+        let rows = cql::raw_rows(&src, &format!("{ks}.{table}"), &format!("p, {columns}")).await;
         assert_eq!(rows.len(), total, "{table}: a value collapsed");
         for pair in rows.windows(2) {
             if pair[0].cells[0] != pair[1].cells[0] {
