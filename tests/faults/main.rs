@@ -1,18 +1,11 @@
 //! Fault injection against the real clusters. A test binary of its own: cargo runs test
 //! binaries one after the other, so freezing a database here never disturbs the other tests.
 
-#[path = "../it/cql.rs"]
-#[allow(dead_code)]
-mod cql;
-#[path = "../it/support.rs"]
-#[allow(dead_code)]
-mod support;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cql::{assert_same, dst_addr, fill_many, fresh_keyspace, job, session, src_addr};
-use support::{Daemon, Home, listener_pid};
+use test_support::cql::{Fixture, assert_same, dst_addr, job};
+use test_support::listener_pid;
 
 /// Freezes a process (SIGSTOP) until dropped (SIGCONT), even if the test fails.
 struct Frozen(u32);
@@ -40,20 +33,13 @@ impl Drop for Frozen {
 
 #[tokio::test]
 async fn a_target_that_stops_answering_for_30_s_delays_the_job_but_loses_nothing() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_fault_outage";
-    fresh_keyspace(
-        &src,
-        &dst,
-        ks,
-        "CREATE TABLE $ks.t (p int, c int, v text, n bigint, PRIMARY KEY (p, c))",
-    )
-    .await;
     let rows = 20_000;
-    fill_many(&src, &format!("{ks}.t"), rows, 100, 100).await;
-
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
+    let Fixture {
+        src,
+        dst,
+        ks,
+        daemon,
+    } = Fixture::rows("it_fault_outage", rows, 100, 100).await;
     let yaml = job(
         ks,
         "t",

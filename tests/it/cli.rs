@@ -1,15 +1,15 @@
 use std::collections::BTreeSet;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use scylla::client::session::Session;
 
-use crate::cql::{dst_addr, job, rows_table, session, src_addr};
 use crate::resume::{
     assert_claim_holds, assert_not_rewritten, claimed_ranges, in_ranges, keys_in, newest_claim,
     now_micros, savepoint_files, scan,
 };
-use crate::support::drover_bin;
+use test_support::cql::{self, clusters, dst_addr, job, rows_table};
+use test_support::{drover_bin, wait_until};
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
     let mut cmd = Command::new(drover_bin());
@@ -99,7 +99,7 @@ fn check_config_accepts_every_example() {
 
 /// `drover <command> --config <yaml>` in the background, its output collected at exit.
 fn spawn_job(command: &str, yaml: &str) -> tokio::process::Child {
-    let path = crate::cql::write_job(yaml);
+    let path = cql::write_job(yaml);
     tokio::process::Command::new(drover_bin())
         .args([command, "--config"])
         .arg(&path)
@@ -136,14 +136,8 @@ fn interrupt(child: &tokio::process::Child) {
     );
 }
 
-/// Polls `ready` every 100 ms for up to 30 s.
-async fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+/// How long a CLI run may take to reach a savepoint.
+const SAVEPOINT_WAIT: Duration = Duration::from_secs(30);
 
 /// Number of tokens in `ranges`.
 fn width(ranges: &[(i64, i64)]) -> i128 {
@@ -162,7 +156,7 @@ async fn all_rows(s: &Session, table: &str) -> BTreeSet<(i64, i32, i32, String, 
 #[tokio::test]
 async fn migrate_exits_2_on_a_bad_job_130_on_sigint_1_when_the_job_fails_and_resumes_with_another_split_count()
  {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let (src, dst) = clusters().await;
     let ks = "rs_cli";
     let rows = 8000;
     rows_table(&src, &dst, ks, rows, 100, 100).await;
@@ -217,12 +211,16 @@ async fn migrate_exits_2_on_a_bad_job_130_on_sigint_1_when_the_job_fails_and_res
 
     // Ctrl-C half way: 130, after a final savepoint.
     let child = spawn_job("migrate", &yaml("  rowsPerSecond: 1500\n", ""));
-    wait_until("a savepoint recording a copied unit", || {
-        let files = savepoint_files(&sp_dir);
-        files
-            .last()
-            .is_some_and(|f| width(&claimed_ranges(&sp_dir.join(f))) > width(&[(a, b)]))
-    })
+    wait_until(
+        "a savepoint recording a copied unit",
+        SAVEPOINT_WAIT,
+        || {
+            let files = savepoint_files(&sp_dir);
+            files
+                .last()
+                .is_some_and(|f| width(&claimed_ranges(&sp_dir.join(f))) > width(&[(a, b)]))
+        },
+    )
     .await;
     interrupt(&child);
     let (code, stderr) = finish(child).await;
@@ -271,7 +269,7 @@ async fn migrate_exits_2_on_a_bad_job_130_on_sigint_1_when_the_job_fails_and_res
 
     // A validation stopped by Ctrl-C exits 130 too.
     let validation = spawn_job("validate", &yaml("  rowsPerSecond: 1000\n", ""));
-    wait_until("a validation savepoint", || {
+    wait_until("a validation savepoint", SAVEPOINT_WAIT, || {
         !savepoint_files(&sp_dir.join("validation")).is_empty()
     })
     .await;
@@ -281,14 +279,17 @@ async fn migrate_exits_2_on_a_bad_job_130_on_sigint_1_when_the_job_fails_and_res
     assert!(stderr.contains("validation stopped"), "{stderr}");
 
     // A job that fails half way (the target table dropped: every write refused) exits 1.
-    crate::cql::exec(&dst, &format!("TRUNCATE {table}")).await;
+    cql::exec(&dst, &format!("TRUNCATE {table}")).await;
     let before = savepoint_files(&sp_dir);
     let child = spawn_job(
         "migrate",
         &yaml("  rowsPerSecond: 1000\n", "  autoResume: false\n"),
     );
-    wait_until("a savepoint", || savepoint_files(&sp_dir) != before).await;
-    crate::cql::exec(&dst, &format!("DROP TABLE {table}")).await;
+    wait_until("a savepoint", SAVEPOINT_WAIT, || {
+        savepoint_files(&sp_dir) != before
+    })
+    .await;
+    cql::exec(&dst, &format!("DROP TABLE {table}")).await;
     let (code, stderr) = finish(child).await;
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("migration failed"), "{stderr}");

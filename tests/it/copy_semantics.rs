@@ -8,8 +8,8 @@ use bytes::Bytes;
 use drover::connectors::cql::rows::{RawRow, read_i32, read_i64, read_int_list};
 use serde_json::Value;
 
-use crate::cql::{dst_addr, exec, fresh_keyspace, job, job_to, raw_rows, session, src_addr};
-use crate::support::{Daemon, Home};
+use test_support::Daemon;
+use test_support::cql::{self, Fixture, clusters, exec, job, job_to, raw_rows};
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -79,18 +79,19 @@ const FIXED_TTL: i64 = 3600;
 /// columns read as null) for a row with a null key: it is copied.
 #[tokio::test]
 async fn fixed_writetimes_and_ttls_stripped_decimals_and_static_partitions() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "cp_fixed";
     let ddl = |t: &str| {
         format!(
             "CREATE TABLE $ks.{t} (k int, c int, st decimal static, de decimal, v text, s set<int>, \
              PRIMARY KEY (k, c))"
         )
     };
-    fresh_keyspace(
-        &src,
-        &dst,
+    let Fixture {
+        src,
+        dst,
         ks,
+        daemon,
+    } = Fixture::new(
+        "cp_fixed",
         &format!(
             "{};{};{};{}",
             ddl("t"),
@@ -123,8 +124,6 @@ async fn fixed_writetimes_and_ttls_stripped_decimals_and_static_partitions() {
         exec(&src, &cql).await;
     }
 
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
     let fixed = format!(
         "  writeTTLInS: {FIXED_TTL}\n  writeWritetimestampInuS: {FIXED_TS}\n  stripTrailingZerosForDecimals: true\n  dropNullPrimaryKeys: true\n"
     );
@@ -218,7 +217,7 @@ async fn fixed_writetimes_and_ttls_stripped_decimals_and_static_partitions() {
         );
         // Other values are untouched.
         assert_eq!(cell(1, Some(1), 4), Some(b"one".to_vec()));
-        let set = crate::cql::raw_rows(&src, &t, "s").await[0].cells[0].clone();
+        let set = cql::raw_rows(&src, &t, "s").await[0].cells[0].clone();
         assert_eq!(cell(1, Some(1), 5), set.as_deref().map(<[u8]>::to_vec));
         // The key-only row has no cell whose writetime could be read; its row marker must
         // carry the fixed writetime too: a deletion just newer than it removes the row (a
@@ -308,17 +307,13 @@ pub async fn assert_written_now(
 /// appended on its own, or every cell of a row.
 #[tokio::test]
 async fn ttls_keep_counting_while_writes_wait_and_expired_cells_are_not_written() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "cp_wait";
-    fresh_keyspace(
-        &src,
-        &dst,
-        ks,
+    let Fixture {
+        src, dst, ks, daemon,
+    } = Fixture::new(
+        "cp_wait",
         "CREATE TABLE $ks.t (k int, c int, st int static, a text, b text, s set<int>, PRIMARY KEY (k, c))",
     )
     .await;
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
 
     // One partition, read as one page, then written at one row per second: row c is sent about
     // c s after the page was read (batches of two rows: a batch holds about 4 KiB).
@@ -416,15 +411,12 @@ async fn ttls_keep_counting_while_writes_wait_and_expired_cells_are_not_written(
 /// job's own counter and by the rows that reached the target, the rate is the limit's.
 #[tokio::test]
 async fn bytes_per_second_caps_the_write_rate() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "cp_rate";
-    fresh_keyspace(
-        &src,
-        &dst,
+    let Fixture {
+        src,
+        dst,
         ks,
-        "CREATE TABLE $ks.t (k int PRIMARY KEY, v text)",
-    )
-    .await;
+        daemon,
+    } = Fixture::new("cp_rate", "CREATE TABLE $ks.t (k int PRIMARY KEY, v text)").await;
     // One row per partition, each row 4 + 1000 bytes.
     let row_bytes = 1004u64;
     let rows = 2000;
@@ -443,8 +435,6 @@ async fn bytes_per_second_caps_the_write_rate() {
         .unwrap();
     }
 
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
     // 25 rows a second: the table would take 80 s.
     let limit = 25 * row_bytes;
     let id = submit(
@@ -502,17 +492,17 @@ async fn bytes_per_second_caps_the_write_rate() {
 /// source's values: the job is accepted, values and writetimes arrive, the extra field is null.
 #[tokio::test]
 async fn udts_in_another_keyspace_with_extra_target_fields() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let (src, dst) = clusters().await;
     let (ks, target_ks) = ("cp_udt_src", "cp_udt_dst");
     let table = "(k int PRIMARY KEY, u addr, fu frozen<addr>, lu list<frozen<addr>>, m map<int, frozen<addr>>)";
-    crate::cql::empty_keyspace(&src, ks).await;
+    cql::empty_keyspace(&src, ks).await;
     exec(
         &src,
         &format!("CREATE TYPE {ks}.addr (street text, num int)"),
     )
     .await;
     exec(&src, &format!("CREATE TABLE {ks}.t {table}")).await;
-    crate::cql::empty_keyspace(&dst, target_ks).await;
+    cql::empty_keyspace(&dst, target_ks).await;
     exec(
         &dst,
         &format!("CREATE TYPE {target_ks}.addr (street text, num int, zip text)"),
@@ -528,8 +518,7 @@ async fn udts_in_another_keyspace_with_extra_target_fields() {
         .await;
     }
 
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
+    let daemon = Daemon::fresh("").await;
     let done = daemon
         .run_job(
             "/api/v1/migrations",
@@ -541,7 +530,7 @@ async fn udts_in_another_keyspace_with_extra_target_fields() {
 
     let fields =
         "k, u.street, u.num, fu.street, fu.num, writetime(fu), lu, writetime(lu), m, writetime(m)";
-    let compared = crate::cql::assert_same(
+    let compared = cql::assert_same(
         &src,
         &format!("{ks}.t"),
         &dst,
@@ -570,12 +559,9 @@ async fn udts_in_another_keyspace_with_extra_target_fields() {
 /// fails the job at once with the database's reason, instead of being retried for minutes.
 #[tokio::test]
 async fn a_write_that_can_never_succeed_fails_the_job_at_once() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "cp_permanent";
-    crate::cql::rows_table(&src, &dst, ks, 3000, 1, 1).await;
-
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
+    let Fixture {
+        dst, ks, daemon, ..
+    } = Fixture::rows("cp_permanent", 3000, 1, 1).await;
     // 100 rows a second: 30 s for the table.
     let id = submit(&daemon, &job(ks, "t", "", "  rowsPerSecond: 100\n", "")).await;
     daemon

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Daemon, Home, drover_bin};
+use test_support::{Daemon, Home, drover_bin, wait_until};
 
 /// A config whose node health check hangs for `hang` (a listener that never answers), so a
 /// health request stays open that long: an open request the shutdown has to wait for.
@@ -16,15 +16,13 @@ fn hanging_health(
     hang: &str,
 ) -> std::path::PathBuf {
     let addr = silent.local_addr().unwrap();
-    let config = home.write_config(&format!(
-        "cassandra:\n  native_address: {addr}\n  health_check_timeout: {hang}\n"
-    ));
-    let text = std::fs::read_to_string(&config).unwrap().replace(
-        "shutdown_timeout: 10s",
-        &format!("shutdown_timeout: {shutdown}\n  request_timeout: 10m"),
-    );
-    std::fs::write(&config, text).unwrap();
-    config
+    home.write_config_edited(
+        &format!("cassandra:\n  native_address: {addr}\n  health_check_timeout: {hang}\n"),
+        &[(
+            "shutdown_timeout: 10s",
+            &format!("shutdown_timeout: {shutdown}\n  request_timeout: 10m"),
+        )],
+    )
 }
 
 /// Sends a request that will hang, and returns once the daemon is working on it: its health
@@ -112,11 +110,10 @@ async fn a_second_signal_exits_at_once() {
     let _request = open_request(&daemon, &silent).await;
 
     daemon.signal("TERM");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !daemon.logs().contains("signal received") {
-        assert!(Instant::now() < deadline, "{}", daemon.logs());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until("the first signal", Duration::from_secs(30), || {
+        daemon.logs().contains("signal received")
+    })
+    .await;
     daemon.signal("INT");
     let status = daemon.wait_exit(Duration::from_secs(30));
     assert_eq!(status.code(), Some(130), "{}", daemon.logs());

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Daemon, Home, error_message};
+use test_support::{Daemon, Home, error_message};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -20,8 +20,7 @@ fn state(job: &Value) -> &str {
 
 #[tokio::test]
 async fn jobs_run_report_progress_and_end_in_the_right_state() {
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
+    let daemon = Daemon::fresh("").await;
 
     let ok = submit(&daemon, json!({"durationSeconds": 1})).await;
     let failing = submit(
@@ -82,15 +81,7 @@ async fn jobs_run_report_progress_and_end_in_the_right_state() {
         .await;
     assert_eq!(failed_only["jobs"].as_array().unwrap().len(), 1);
 
-    let metrics = daemon
-        .client()
-        .get(daemon.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = daemon.get_text("/metrics").await;
     assert!(
         metrics.contains(r#"drover_jobs{kind="diagnostic",state="CANCELLED"} 1"#),
         "{metrics}"
@@ -182,7 +173,7 @@ async fn a_second_daemon_cannot_share_the_state_dir() {
     let home = Home::new();
     let _first = Daemon::start(&home, "").await;
     let config = home.path().join("drover.yaml");
-    let out = std::process::Command::new(crate::support::drover_bin())
+    let out = std::process::Command::new(test_support::drover_bin())
         .args(["serve", "--config"])
         .arg(&config)
         .output()
@@ -193,20 +184,4 @@ async fn a_second_daemon_cannot_share_the_state_dir() {
         stderr.contains("is in use by another drover process"),
         "{stderr}"
     );
-}
-
-#[tokio::test]
-async fn diagnostics_are_off_unless_enabled() {
-    let home = Home::new();
-    let config = home.write_config("");
-    let text = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("diagnostics: true", "diagnostics: false");
-    std::fs::write(&config, text).unwrap();
-    let daemon = Daemon::start_with(&home, &config).await;
-    let (status, body) = daemon
-        .post_json("/api/v1/diagnostics/jobs", &json!({"durationSeconds": 1}))
-        .await;
-    assert_eq!(status, 404);
-    assert!(error_message(status, &body).contains("server.diagnostics"));
 }

@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Daemon, Home};
+use test_support::cql;
+use test_support::{Daemon, Home, ended, wait_until};
 
 const WAIT: Duration = Duration::from_secs(120);
 
 /// The `cassandra` section of a node whose directories live under `root`.
-fn node_dirs(root: &Path) -> String {
+pub(crate) fn node_dirs(root: &Path) -> String {
     format!(
         "cassandra:\n  native_address: 127.0.0.1:1\n  data_file_directories: [{0}/data0, {0}/data1]\n  commitlog_directory: {0}/commitlog\n  hints_directory: {0}/hints\n  saved_caches_directory: {0}/saved_caches\n",
         root.display()
@@ -163,29 +164,12 @@ async fn get_bytes(
 
 async fn put_json(d: &Daemon, path: &str, body: &Value) -> (u16, Value) {
     let res = d.client().put(d.url(path)).json(body).send().await.unwrap();
-    crate::support::json_of(res).await
+    test_support::json_of(res).await
 }
 
 async fn patch(d: &Daemon, path: &str) -> (u16, Value) {
     let res = d.client().patch(d.url(path)).send().await.unwrap();
-    crate::support::json_of(res).await
-}
-
-async fn wait_task(d: &Daemon, url: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let (status, task) = d.get(url).await;
-        assert_eq!(status, 200, "{task}");
-        if done(&task) {
-            return task;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "task too slow: {task:#}\n{}",
-            d.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    test_support::json_of(res).await
 }
 
 /// GET `path` byte for byte (no normalization of `..`), on a connection of its own.
@@ -217,10 +201,6 @@ fn assert_all_matched(report: &Value) {
     ] {
         assert_eq!(report[k], 0, "{k}: {report:#}");
     }
-}
-
-fn ended(task: &Value) -> bool {
-    !["QUEUED", "RUNNING"].contains(&task["state"].as_str().unwrap_or(""))
 }
 
 #[tokio::test]
@@ -395,7 +375,7 @@ async fn a_source_lists_and_serves_its_files_safely() {
         .send()
         .await
         .unwrap();
-    let (status, s) = crate::support::json_of(res).await;
+    let (status, s) = test_support::json_of(res).await;
     assert_eq!(status, 200, "{s}");
     assert_eq!(s["state"], "NOT_COMPLETED", "{s}");
     assert!(s["endTime"].is_null(), "{s}");
@@ -435,31 +415,41 @@ async fn a_source_lists_and_serves_its_files_safely() {
     assert_eq!(view["enabled"], false);
 }
 
-#[tokio::test]
-async fn live_migration_is_off_unless_asked_for() {
-    let home = Home::new();
-    let daemon = Daemon::start(&home, &node_dirs(home.path())).await;
-    for p in [
-        "/api/v1/live-migration/files",
-        "/api/v1/live-migration/status",
-        "/api/v1/live-migration/data-copy-tasks",
-    ] {
-        let (status, body) = daemon.get(p).await;
-        assert_eq!(status, 404, "{p}: {body}");
-        assert_eq!(body["status"], "Not Found");
-    }
-    // Switched on, a node that is not in the map still serves nothing.
-    let (status, view) = put_json(
-        &daemon,
-        "/api/v1/admin/live-migration",
-        &json!({"enabled": true}),
-    )
-    .await;
-    assert_eq!((status, view["role"].clone()), (200, json!("none")));
-    let (status, _) = daemon.get("/api/v1/live-migration/files").await;
-    assert_eq!(status, 404);
-    let (status, body) = put_json(&daemon, "/api/v1/admin/live-migration", &json!({"on": 1})).await;
-    assert_eq!(status, 400, "{body}");
+/// Where data-copy tasks are started.
+const COPY_TASKS: &str = "/api/v1/live-migration/data-copy-tasks";
+
+/// Where verification tasks are started.
+const VERIFY_TASKS: &str = "/api/v1/live-migration/files-verification-tasks";
+
+/// Starts a task on `dst` by POSTing `body` to `tasks`, which must accept it; returns the
+/// task's status URL and id.
+async fn start_task(dst: &Daemon, tasks: &str, body: &Value) -> (String, String) {
+    let (status, accepted) = dst.post_json(tasks, body).await;
+    assert_eq!(status, 202, "{accepted}");
+    let field = |name: &str| accepted[name].as_str().unwrap().to_string();
+    (field("statusUrl"), field("taskId"))
+}
+
+/// Starts a data-copy task on `dst`; returns its status URL and id.
+async fn start_copy(dst: &Daemon, body: &Value) -> (String, String) {
+    start_task(dst, COPY_TASKS, body).await
+}
+
+/// Runs a data-copy task on `dst` until it ends, however it ends.
+async fn copy_to_end(dst: &Daemon, body: Value) -> Value {
+    let (url, _) = start_copy(dst, &body).await;
+    dst.wait_for(&url, WAIT, ended).await
+}
+
+/// Starts a verification task (SHA-256) on `dst`; returns its status URL and id.
+async fn start_verify(dst: &Daemon) -> (String, String) {
+    start_task(dst, VERIFY_TASKS, &json!({"digestAlgorithm": "sha256"})).await
+}
+
+/// Runs a verification task on `dst` until it ends; returns its id and its report.
+async fn verify_to_end(dst: &Daemon) -> (String, Value) {
+    let (url, id) = start_verify(dst).await;
+    (id, dst.wait_for(&url, WAIT, ended).await)
 }
 
 fn same_tree(src: &Path, dst: &Path, files: &[(String, Vec<u8>)]) {
@@ -516,9 +506,7 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
         ),
         (json!({"maxIterations": 2, "successThreshold": 0.9}), 400),
     ] {
-        let (status, err) = dst
-            .post_json("/api/v1/live-migration/data-copy-tasks", &body)
-            .await;
+        let (status, err) = dst.post_json(COPY_TASKS, &body).await;
         assert_eq!(status, code, "{body}: {err}");
         assert_eq!(err["code"], code);
     }
@@ -526,15 +514,11 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     let (status, _) = dst.get("/api/v1/live-migration/files").await;
     assert_eq!(status, 404);
 
-    let (status, accepted) = dst
-        .post_json(
-            "/api/v1/live-migration/data-copy-tasks",
-            &json!({"maxIterations": 3, "successThreshold": 0.9, "maxConcurrency": 3, "verifyDigest": "sha256"}),
-        )
-        .await;
-    assert_eq!(status, 202, "{accepted}");
-    let url = accepted["statusUrl"].as_str().unwrap().to_string();
-    let task = wait_task(&dst, &url, ended).await;
+    let task = copy_to_end(
+        &dst,
+        json!({"maxIterations": 3, "successThreshold": 0.9, "maxConcurrency": 3, "verifyDigest": "sha256"}),
+    )
+    .await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     assert_eq!(task["maxIterations"], 3);
     assert_eq!(task["source"], "127.0.0.1");
@@ -566,13 +550,11 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     let (status, mine) = dst.get("/api/v1/live-migration/files-digest").await;
     assert_eq!(status, 200, "{mine}");
     assert_ne!(mine["digest"], theirs["digest"], "{mine} vs {theirs}");
-    let (_, accepted) = dst
-        .post_json(
-            "/api/v1/live-migration/data-copy-tasks",
-            &json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2}),
-        )
-        .await;
-    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let task = copy_to_end(
+        &dst,
+        json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2}),
+    )
+    .await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}");
     assert_eq!(
         task["status"][0]["filesToDownload"], 3,
@@ -601,11 +583,7 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     let copy = |body: Value| {
         let dst = &dst;
         async move {
-            let (status, accepted) = dst
-                .post_json("/api/v1/live-migration/data-copy-tasks", &body)
-                .await;
-            assert_eq!(status, 202, "{accepted}");
-            let task = wait_task(dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+            let task = copy_to_end(dst, body).await;
             assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
             task
         }
@@ -622,24 +600,9 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     same_tree(src.root(), home.path(), &files);
 
     // Verification: everything matches; then every kind of difference is found and counted.
-    let verify = |d: &Daemon| {
-        let d = d
-            .client()
-            .post(d.url("/api/v1/live-migration/files-verification-tasks"));
-        async move {
-            let res = d
-                .json(&json!({"digestAlgorithm": "sha256"}))
-                .send()
-                .await
-                .unwrap();
-            crate::support::json_of(res).await
-        }
-    };
     let mut verifications = Vec::new();
-    let (status, accepted) = verify(&dst).await;
-    assert_eq!(status, 202, "{accepted}");
-    verifications.push(accepted["taskId"].as_str().unwrap().to_string());
-    let report = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let (id, report) = verify_to_end(&dst).await;
+    verifications.push(id);
     assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
     let all = report["filesMatched"].as_u64().unwrap();
     assert!(all > files.len() as u64, "{report:#}");
@@ -655,9 +618,8 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     longer.push(0);
     std::fs::write(home.path().join(&files[4].0), longer).unwrap();
     write(&home.path().join("data1/ks/t-2/lm_stray.db"), b"stray");
-    let (_, accepted) = verify(&dst).await;
-    verifications.push(accepted["taskId"].as_str().unwrap().to_string());
-    let report = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let (id, report) = verify_to_end(&dst).await;
+    verifications.push(id);
     assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
     for (counter, n) in [
         ("filesNotFoundAtSource", 1),
@@ -697,9 +659,8 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     for i in 0..150 {
         write(&home.path().join(format!("data0/ks/lm_many/f{i}.db")), b"x");
     }
-    let (_, accepted) = verify(&dst).await;
-    verifications.push(accepted["taskId"].as_str().unwrap().to_string());
-    let report = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let (id, report) = verify_to_end(&dst).await;
+    verifications.push(id);
     // 150 files, their directory, and the stray file from before.
     assert_eq!(report["filesNotFoundAtSource"], 152, "{report:#}");
     assert_eq!(
@@ -709,9 +670,7 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     );
 
     // Listed oldest first, with what each found; an ended task cannot be cancelled.
-    let (status, list) = dst
-        .get("/api/v1/live-migration/files-verification-tasks")
-        .await;
+    let (status, list) = dst.get(VERIFY_TASKS).await;
     assert_eq!(status, 200, "{list}");
     let tasks = list["tasks"].as_array().unwrap();
     let ids: Vec<&str> = tasks
@@ -732,47 +691,29 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
 
     // A source that stops answering (frozen): tasks waiting on it still end when cancelled.
     source.signal("STOP");
-    let (_, accepted) = verify(&dst).await;
-    let url = accepted["statusUrl"].as_str().unwrap().to_string();
+    let (url, _) = start_verify(&dst).await;
     let (_, running) = dst.get(&url).await;
     assert_eq!(running["state"], "RUNNING", "{running:#}");
-    let (_, list) = dst
-        .get("/api/v1/live-migration/files-verification-tasks")
-        .await;
+    let (_, list) = dst.get(VERIFY_TASKS).await;
     assert_eq!(list["tasks"][3]["state"], "RUNNING", "{list:#}");
     // Time to reach the listing request, which gets no answer.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (status, cancelled) = patch(&dst, &url).await;
     assert_eq!(status, 200, "{cancelled}");
-    let report = wait_briefly(&dst, &url).await;
+    let report = dst.wait_for(&url, Duration::from_secs(10), ended).await;
     assert_eq!(report["state"], "CANCELLED", "{report:#}");
-    let (status, accepted) = dst
-        .post_json(
-            "/api/v1/live-migration/data-copy-tasks",
-            &json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2}),
-        )
-        .await;
-    assert_eq!(status, 202, "{accepted}");
-    let url = accepted["statusUrl"].as_str().unwrap().to_string();
+    let (url, _) = start_copy(
+        &dst,
+        &json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2}),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (status, cancelled) = patch(&dst, &url).await;
     assert_eq!(status, 200, "{cancelled}");
-    let task = wait_briefly(&dst, &url).await;
+    let task = dst.wait_for(&url, Duration::from_secs(10), ended).await;
     assert_eq!(task["state"], "CANCELLED", "{task:#}");
     source.signal("CONT");
     drop(source);
-}
-
-/// Polls a task until it ends, for at most 10 s (a cancel is prompt).
-async fn wait_briefly(d: &Daemon, url: &str) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let (_, task) = d.get(url).await;
-        if ended(&task) || std::time::Instant::now() > deadline {
-            return task;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Sets a file's modification time, in milliseconds since the epoch.
@@ -800,24 +741,18 @@ async fn downloads_survive_a_cancel_and_a_source_killed_mid_file() {
     let target = home.path().join("data0/ks/t-1/nb-1-big-Data.db");
     // 2 MB/s: the big file takes ~6 s.
     let slow = json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2, "maxBytesPerSecond": 2_000_000, "verifyDigest": "xxh3"});
-    let (status, accepted) = dst
-        .post_json("/api/v1/live-migration/data-copy-tasks", &slow)
-        .await;
-    assert_eq!(status, 202, "{accepted}");
-    let url = accepted["statusUrl"].as_str().unwrap().to_string();
-    wait_task(&dst, &url, |t| {
+    let (url, _) = start_copy(&dst, &slow).await;
+    dst.wait_for(&url, WAIT, |t| {
         t["status"][0]["bytesDownloaded"].as_u64() > Some(3_000_000)
     })
     .await;
     // One task at a time.
-    let (status, err) = dst
-        .post_json("/api/v1/live-migration/data-copy-tasks", &slow)
-        .await;
+    let (status, err) = dst.post_json(COPY_TASKS, &slow).await;
     assert_eq!(status, 409, "{err}");
     // Cancelled: the download stops, nothing is left at the final path, the staging file stays.
     let (status, task) = patch(&dst, &url).await;
     assert_eq!(status, 200, "{task}");
-    let task = wait_task(&dst, &url, ended).await;
+    let task = dst.wait_for(&url, WAIT, ended).await;
     assert_eq!(task["state"], "CANCELLED", "{task:#}");
     assert!(!target.exists(), "no partial file at the final path");
     let parts = staging_files(home.path());
@@ -827,11 +762,8 @@ async fn downloads_survive_a_cancel_and_a_source_killed_mid_file() {
 
     // A new task continues the staging file; the source is killed in the middle and comes
     // back: the download resumes again, and the file arrives whole.
-    let (_, accepted) = dst
-        .post_json("/api/v1/live-migration/data-copy-tasks", &slow)
-        .await;
-    let url = accepted["statusUrl"].as_str().unwrap().to_string();
-    wait_task(&dst, &url, |t| {
+    let (url, _) = start_copy(&dst, &slow).await;
+    dst.wait_for(&url, WAIT, |t| {
         t["status"][0]["bytesDownloaded"].as_u64() > Some(1_000_000)
     })
     .await;
@@ -839,7 +771,7 @@ async fn downloads_survive_a_cancel_and_a_source_killed_mid_file() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!target.exists(), "no partial file at the final path");
     let _source = src.start().await;
-    let task = wait_task(&dst, &url, ended).await;
+    let task = dst.wait_for(&url, WAIT, ended).await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     assert_eq!(std::fs::read(&target).unwrap(), big);
     // Bytes were fetched once: the cancelled task's and this one's add up to the file (plus
@@ -861,15 +793,13 @@ async fn downloads_survive_a_cancel_and_a_source_killed_mid_file() {
         &busy,
         &format!(
             "cassandra:\n  native_address: {}\n  data_file_directories: [{}/data0]\nlive_migration:\n  enabled: true\n  advertise: \"destination:1\"\n  migration_map:\n    \"{}\": \"destination:1\"\n",
-            crate::support::cassandra_src(),
+            test_support::cassandra_src(),
             busy.path().display(),
             src.addr
         ),
     )
     .await;
-    let (status, err) = guarded
-        .post_json("/api/v1/live-migration/data-copy-tasks", &slow)
-        .await;
+    let (status, err) = guarded.post_json(COPY_TASKS, &slow).await;
     assert_eq!(status, 400, "{err}");
     assert!(
         err["message"].as_str().unwrap().contains("answers"),
@@ -915,9 +845,9 @@ async fn a_cassandra_node_moves_to_a_new_address_with_every_row() {
         let _ = std::fs::remove_dir_all(run.join(node));
     }
     testenv(&["node-start", "cassandra-lmsrc"]);
-    let node = std::sync::Arc::new(crate::cql::session("127.0.0.3:9042").await);
-    crate::cql::exec(&node, "CREATE KEYSPACE lm WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}").await;
-    crate::cql::exec(
+    let node = std::sync::Arc::new(cql::session("127.0.0.3:9042").await);
+    cql::exec(&node, "CREATE KEYSPACE lm WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}").await;
+    cql::exec(
         &node,
         "CREATE TABLE lm.t (p int, c int, v text, PRIMARY KEY (p, c))",
     )
@@ -981,14 +911,11 @@ async fn a_cassandra_node_moves_to_a_new_address_with_every_row() {
         });
         (stop, task)
     };
-    let (status, accepted) = dst
-        .post_json(
-            "/api/v1/live-migration/data-copy-tasks",
-            &json!({"maxIterations": 5, "successThreshold": 0.9, "maxConcurrency": 4}),
-        )
-        .await;
-    assert_eq!(status, 202, "{accepted}");
-    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let task = copy_to_end(
+        &dst,
+        json!({"maxIterations": 5, "successThreshold": 0.9, "maxConcurrency": 4}),
+    )
+    .await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     writer.0.cancel();
     let expected = writer.1.await.unwrap();
@@ -996,29 +923,20 @@ async fn a_cassandra_node_moves_to_a_new_address_with_every_row() {
     // The source node stops; the final pass must leave nothing different.
     drop(node);
     testenv(&["node-stop", "cassandra-lmsrc"]);
-    let (status, accepted) = dst
-        .post_json(
-            "/api/v1/live-migration/data-copy-tasks",
-            &json!({"maxIterations": 3, "successThreshold": 1.0, "maxConcurrency": 4, "verifyDigest": "xxh3"}),
-        )
-        .await;
-    assert_eq!(status, 202, "{accepted}");
-    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let task = copy_to_end(
+        &dst,
+        json!({"maxIterations": 3, "successThreshold": 1.0, "maxConcurrency": 4, "verifyDigest": "xxh3"}),
+    )
+    .await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
-    let (_, accepted) = dst
-        .post_json(
-            "/api/v1/live-migration/files-verification-tasks",
-            &json!({"digestAlgorithm": "sha256"}),
-        )
-        .await;
-    let report = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let (_, report) = verify_to_end(&dst).await;
     assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
     assert_all_matched(&report);
     assert!(report["filesMatched"].as_u64().unwrap() > 20, "{report:#}");
 
     // A node on the copied files, under a new address, has every row.
     testenv(&["node-start", "cassandra-lmdst"]);
-    let moved = crate::cql::session("127.0.0.4:9042").await;
+    let moved = cql::session("127.0.0.4:9042").await;
     let rows = {
         use futures::TryStreamExt;
         let mut st = scylla::statement::unprepared::Statement::new("SELECT p, c, v FROM lm.t");
@@ -1062,16 +980,12 @@ async fn a_destination_killed_mid_task_resumes_it_when_restarted() {
     let _source = src.start().await;
     let home = Home::new();
     let mut dst = destination(&home, &src.addr, "").await;
-    let (status, accepted) = dst
-        .post_json(
-            "/api/v1/live-migration/data-copy-tasks",
-            &json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 1, "maxBytesPerSecond": 2_000_000}),
-        )
-        .await;
-    assert_eq!(status, 202, "{accepted}");
-    let url = accepted["statusUrl"].as_str().unwrap().to_string();
-    let id = accepted["taskId"].as_str().unwrap().to_string();
-    wait_task(&dst, &url, |t| {
+    let (url, id) = start_copy(
+        &dst,
+        &json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 1, "maxBytesPerSecond": 2_000_000}),
+    )
+    .await;
+    dst.wait_for(&url, WAIT, |t| {
         t["status"][0]["bytesDownloaded"].as_u64() > Some(2_000_000)
     })
     .await;
@@ -1087,17 +1001,16 @@ async fn a_destination_killed_mid_task_resumes_it_when_restarted() {
         &home,
         &format!(
             "{}live_migration:\n  enabled: true\n  advertise: \"destination:1\"\n  migration_map:\n    \"{}\": \"destination:1\"\n",
-            node_dirs(home.path()).replace("127.0.0.1:1", &crate::support::cassandra_src()),
+            node_dirs(home.path()).replace("127.0.0.1:1", &test_support::cassandra_src()),
             src.addr
         ),
     )
     .await;
-    let deadline = std::time::Instant::now() + WAIT;
     // Either way the daemon logs its decision ("... resumed" or "... not resumed: ...").
-    while !guarded.logs().contains("resumed") {
-        assert!(std::time::Instant::now() < deadline, "{}", guarded.logs());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until("the decision on the interrupted task", WAIT, || {
+        guarded.logs().contains("resumed")
+    })
+    .await;
     assert!(
         guarded
             .logs()
@@ -1113,7 +1026,9 @@ async fn a_destination_killed_mid_task_resumes_it_when_restarted() {
     drop(guarded);
     let dst = destination(&home, &src.addr, "").await;
     // INTERRUPTED until the restarted daemon has resumed it.
-    let task = wait_task(&dst, &url, |t| ended(t) && t["state"] != "INTERRUPTED").await;
+    let task = dst
+        .wait_for(&url, WAIT, |t| ended(t) && t["state"] != "INTERRUPTED")
+        .await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     let (_, job) = dst.get(&format!("/api/v1/jobs/{id}")).await;
     assert_eq!(job["attempts"], 2, "{job:#}");
@@ -1128,32 +1043,13 @@ async fn a_destination_killed_mid_task_resumes_it_when_restarted() {
 
 /// The value of `drover_job_progress` for one counter of one job, if /metrics shows it.
 async fn progress_metric(d: &Daemon, job: &str, counter: &str) -> Option<u64> {
-    let text = d
-        .client()
-        .get(d.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = d.get_text("/metrics").await;
     let labels = format!(
         "drover_job_progress{{job=\"{job}\",kind=\"data-copy-task\",counter=\"{counter}\"}} "
     );
     text.lines()
         .find_map(|l| l.strip_prefix(labels.as_str()))
         .map(|v| v.trim().parse().unwrap())
-}
-
-async fn metrics_text(d: &Daemon) -> String {
-    d.client()
-        .get(d.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
 }
 
 /// `maxBytesPerSecond` for all downloads of a task together, its progress on /metrics, a file
@@ -1175,17 +1071,14 @@ async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
     let dst = destination(&home, &src.addr, "").await;
 
     const RATE: f64 = 1_000_000.0;
-    let (status, accepted) = dst
-        .post_json(
-            "/api/v1/live-migration/data-copy-tasks",
-            &json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2, "maxBytesPerSecond": RATE as u64}),
-        )
-        .await;
-    assert_eq!(status, 202, "{accepted}");
-    let url = accepted["statusUrl"].as_str().unwrap().to_string();
-    let id = accepted["taskId"].as_str().unwrap().to_string();
+    let (url, id) = start_copy(
+        &dst,
+        &json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2, "maxBytesPerSecond": RATE as u64}),
+    )
+    .await;
     // Listed, then compacted away before its turn (the two large files go first).
-    wait_task(&dst, &url, |t| t["status"][0]["state"] == "DOWNLOADING").await;
+    dst.wait_for(&url, WAIT, |t| t["status"][0]["state"] == "DOWNLOADING")
+        .await;
     std::fs::remove_file(src.root().join(doomed)).unwrap();
     assert_eq!(progress_metric(&dst, &id, "filesToDownload").await, Some(3));
     // The rate, from the bytes counter on /metrics: it moves once a second, so each change is
@@ -1212,7 +1105,7 @@ async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
         "{rate} bytes/s over {:?} ({samples:?})",
         t1 - t0
     );
-    let task = wait_task(&dst, &url, ended).await;
+    let task = dst.wait_for(&url, WAIT, ended).await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     assert_eq!(task["maxBytesPerSecond"], RATE as u64);
     // The vanished file failed once, without retries, and the next pass forgot it.
@@ -1224,7 +1117,7 @@ async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
     assert_eq!(task["status"][1]["state"], "SUCCESS", "{task:#}");
     assert_eq!(task["status"][1]["filesToDownload"], 0, "{task:#}");
     assert_eq!(task["status"].as_array().unwrap().len(), 2, "{task:#}");
-    let asked = metrics_text(&source).await;
+    let asked = source.get_text("/metrics").await;
     assert!(
         asked.contains(r#"drover_http_requests_total{method="GET",route="/api/v1/live-migration/files/{dirType}/{dirIndex}/{*path}",status="404"} 1"#),
         "{asked}"
@@ -1254,14 +1147,11 @@ async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
         write(&staging, &bogus);
     }
     assert_eq!(staging_files(home.path()).len(), 2);
-    let (status, accepted) = dst
-        .post_json(
-            "/api/v1/live-migration/data-copy-tasks",
-            &json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2, "verifyDigest": "sha256"}),
-        )
-        .await;
-    assert_eq!(status, 202, "{accepted}");
-    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let task = copy_to_end(
+        &dst,
+        json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2, "verifyDigest": "sha256"}),
+    )
+    .await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     assert_eq!(task["status"][0]["filesToDownload"], 2, "{task:#}");
     assert_eq!(task["status"][0]["filesDownloaded"], 2, "{task:#}");
@@ -1316,14 +1206,11 @@ async fn lm_tasks_that_cannot_finish_fail_and_say_why() {
         ),
     )
     .await;
-    let (status, accepted) = dst
-        .post_json(
-            "/api/v1/live-migration/data-copy-tasks",
-            &json!({"maxIterations": 3, "successThreshold": 1.0, "maxConcurrency": 2}),
-        )
-        .await;
-    assert_eq!(status, 202, "{accepted}");
-    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let task = copy_to_end(
+        &dst,
+        json!({"maxIterations": 3, "successThreshold": 1.0, "maxConcurrency": 2}),
+    )
+    .await;
     assert_eq!(task["state"], "FAILED", "{task:#}");
     let error = task["error"].as_str().unwrap();
     assert!(error.contains("data directory number 1"), "{task:#}");
@@ -1345,14 +1232,11 @@ async fn lm_tasks_that_cannot_finish_fail_and_say_why() {
     assert_eq!(open.status(), 200);
     let home = Home::new();
     let dst = destination(&home, &src.addr, "").await;
-    let (status, accepted) = dst
-        .post_json(
-            "/api/v1/live-migration/data-copy-tasks",
-            &json!({"maxIterations": 1, "successThreshold": 0.5, "maxConcurrency": 2}),
-        )
-        .await;
-    assert_eq!(status, 202, "{accepted}");
-    let task = wait_task(&dst, accepted["statusUrl"].as_str().unwrap(), ended).await;
+    let task = copy_to_end(
+        &dst,
+        json!({"maxIterations": 1, "successThreshold": 0.5, "maxConcurrency": 2}),
+    )
+    .await;
     assert_eq!(task["state"], "FAILED", "{task:#}\n{}", dst.logs());
     let iterations = task["status"].as_array().unwrap();
     assert_eq!(iterations.len(), 2, "{task:#}");

@@ -1,10 +1,11 @@
 //! Integration tests: the real `drover` binary, real HTTP, and the real Cassandra of
-//! `scripts/testenv`. One binary, so the crate is linked once.
+//! `scripts/testenv`; and the router in process (`router`) for what the API answers that needs
+//! no daemon. One binary, so the crate is linked once; what it shares with `tests/faults` is
+//! in the `test-support` crate.
 
 mod api_errors;
 mod cli;
 mod copy_semantics;
-mod cql;
 mod daemon;
 mod health;
 mod jobs;
@@ -12,5 +13,5 @@ mod live_migration;
 mod migrations;
 mod openapi;
 mod resume;
-mod support;
+mod router;
 mod validations;

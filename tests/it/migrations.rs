@@ -2,11 +2,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::cql::{
-    assert_same, dst_addr, exec, fresh_keyspace, job, job_to, rows_table, session, src_addr,
-    write_job,
+use test_support::cql::{
+    self, Fixture, assert_same, clusters, dst_addr, exec, fresh_keyspace, job, job_to, write_job,
 };
-use crate::support::{Daemon, Home, drover_bin, error_message};
+use test_support::{Daemon, drover_bin, error_message};
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -103,13 +102,13 @@ pub fn meta_select(columns: &str) -> (String, Vec<usize>) {
 
 #[tokio::test]
 async fn every_cql_type_is_copied_exactly_with_writetimes_and_ttls() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_every_type";
-    fresh_keyspace(&src, &dst, ks, EVERY_TYPE).await;
+    let Fixture {
+        src,
+        dst,
+        ks,
+        daemon,
+    } = Fixture::new("it_every_type", EVERY_TYPE).await;
     fill_every_type(&src, ks).await;
-
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
     let done = run_to_success(
         &daemon,
         &job(ks, "everything", "  preserveTimestamps: true\n", "", ""),
@@ -133,7 +132,7 @@ async fn every_cql_type_is_copied_exactly_with_writetimes_and_ttls() {
 
 #[tokio::test]
 async fn without_preserve_timestamps_values_are_exact_and_cells_are_not_tombstoned() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let (src, dst) = clusters().await;
     let ks = "it_plain_copy";
     fresh_keyspace(&src, &dst, ks, EVERY_TYPE).await;
     fill_every_type(&src, ks).await;
@@ -156,7 +155,7 @@ async fn without_preserve_timestamps_values_are_exact_and_cells_are_not_tombston
     let table = format!("{ks}.everything");
     let values = format!("k, c1, c2, st, {}", VALUE_COLUMNS.replace("a, b,", "b,"));
     assert_same(&src, &table, &dst, &table, &values, &values, &[]).await;
-    let kept = crate::cql::raw_rows(&dst, &table, "a").await;
+    let kept = cql::raw_rows(&dst, &table, "a").await;
     assert!(
         kept.iter()
             .any(|r| r.cells[0].as_deref() == Some(b"kept".as_slice())),
@@ -176,12 +175,13 @@ async fn without_preserve_timestamps_values_are_exact_and_cells_are_not_tombston
 
 #[tokio::test]
 async fn counters_renames_and_where_filters() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_counters_renames";
-    for s in [&src, &dst] {
-        crate::cql::empty_keyspace(s, ks).await;
-        exec(s, &format!("CREATE TABLE {ks}.hits (page text, day int, views counter, clicks counter, PRIMARY KEY (page, day))")).await;
-    }
+    let Fixture {
+        src, dst, ks, daemon,
+    } = Fixture::new(
+        "it_counters_renames",
+        "CREATE TABLE $ks.hits (page text, day int, views counter, clicks counter, PRIMARY KEY (page, day))",
+    )
+    .await;
     exec(
         &src,
         &format!("CREATE TABLE {ks}.people (id int PRIMARY KEY, name text, age int)"),
@@ -211,8 +211,6 @@ async fn counters_renames_and_where_filters() {
     )
     .await;
 
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
     // Counters are written as differences to what the target holds: running the same job
     // again (as a resume after a crash would, for a partly copied unit) changes nothing.
     for _ in 0..2 {
@@ -240,8 +238,7 @@ async fn counters_renames_and_where_filters() {
     let done = run_to_success(&daemon, &renamed).await;
     let expected = (0..200).filter(|i| i % 90 >= 30).count();
     assert_eq!(done["progress"]["rowsWritten"], expected as u64, "{done}");
-    let rows =
-        crate::cql::raw_rows(&dst, &format!("{ks}.people"), "id, full_name, age, extra").await;
+    let rows = cql::raw_rows(&dst, &format!("{ks}.people"), "id, full_name, age, extra").await;
     assert_eq!(rows.len(), expected);
     for row in rows {
         let id = i32::from_be_bytes(row.cells[0].as_deref().unwrap().try_into().unwrap());
@@ -260,11 +257,12 @@ async fn counters_renames_and_where_filters() {
 
 #[tokio::test]
 async fn bad_jobs_are_refused_before_anything_is_written() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_bad_jobs";
-    for s in [&src, &dst] {
-        crate::cql::empty_keyspace(s, ks).await;
-    }
+    let Fixture {
+        src,
+        dst,
+        ks,
+        daemon,
+    } = Fixture::new("it_bad_jobs", "").await;
     exec(
         &src,
         &format!("CREATE TABLE {ks}.t (k int, c int, v text, n int, PRIMARY KEY (k, c))"),
@@ -291,8 +289,6 @@ async fn bad_jobs_are_refused_before_anything_is_written() {
     )
     .await;
 
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
     let with_target_table = |t: &str| job_to(ks, "t", t, "", "", "");
     let cases = [
         (
@@ -366,7 +362,7 @@ async fn bad_jobs_are_refused_before_anything_is_written() {
 
     // Nothing was written and no job was created.
     assert!(
-        crate::cql::raw_rows(&dst, &format!("{ks}.t"), "k")
+        cql::raw_rows(&dst, &format!("{ks}.t"), "k")
             .await
             .is_empty()
     );
@@ -376,13 +372,13 @@ async fn bad_jobs_are_refused_before_anything_is_written() {
 
 #[tokio::test]
 async fn a_million_rows_with_a_wide_partition() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_million";
     let rows = 1_000_000;
-    rows_table(&src, &dst, ks, rows, 100_000, 1000).await;
-
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
+    let Fixture {
+        src,
+        dst,
+        ks,
+        daemon,
+    } = Fixture::rows("it_million", rows, 100_000, 1000).await;
     // Debug builds on a shared 2-core machine copy a few thousand rows per second.
     let done = run_to_success_within(
         &daemon,
@@ -398,12 +394,7 @@ async fn a_million_rows_with_a_wide_partition() {
 
 #[tokio::test]
 async fn cancel_stops_a_running_migration_promptly() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_cancel";
-    rows_table(&src, &dst, ks, 5000, 1000, 1000).await;
-
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
+    let Fixture { ks, daemon, .. } = Fixture::rows("it_cancel", 5000, 1000, 1000).await;
     // 200 rows/s: 25 s for the table, unless cancelled.
     let (status, body) = submit(&daemon, &job(ks, "t", "", "  rowsPerSecond: 200\n", "")).await;
     assert_eq!(status, 202, "{body}");
@@ -418,15 +409,7 @@ async fn cancel_stops_a_running_migration_promptly() {
         running["progress"]["rowsPerSecond"].as_u64().is_some(),
         "{running}"
     );
-    let metrics = daemon
-        .client()
-        .get(daemon.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = daemon.get_text("/metrics").await;
     assert!(
         metrics.contains("drover_job_progress{") && metrics.contains("counter=\"rowsWritten\""),
         "{metrics}"
@@ -460,12 +443,7 @@ async fn cancel_stops_a_running_migration_promptly() {
 async fn tls_to_both_clusters_verifies_the_server_certificate() {
     let ca = std::env::var("DROVER_TEST_TLS_CA")
         .expect("DROVER_TEST_TLS_CA is set by scripts/testenv up (run scripts/test)");
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_tls";
-    rows_table(&src, &dst, ks, 1000, 100, 100).await;
-
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
+    let Fixture { ks, daemon, .. } = Fixture::rows("it_tls", 1000, 100, 100).await;
     // Migrator's key (trustStorePath) on one side, drover's (caCertPath) on the other.
     let tls =
         |key: &str, path: &str| format!("  sslOptions:\n    enabled: true\n    {key}: {path}\n");
@@ -483,7 +461,7 @@ async fn tls_to_both_clusters_verifies_the_server_certificate() {
     assert_eq!(done["progress"]["rowsWritten"], 1000, "{done}");
 
     // A CA that did not sign the nodes' certificate: the connection is refused, nothing runs.
-    let other = home.path().join("other-ca");
+    let other = daemon.home().path().join("other-ca");
     std::fs::create_dir_all(&other).unwrap();
     let keytool = |args: &[&str]| {
         let out = std::process::Command::new("keytool")

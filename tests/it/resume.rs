@@ -7,12 +7,13 @@ use std::time::Duration;
 use scylla::client::session::Session;
 use serde_json::Value;
 
-use crate::cql::{assert_same, dst_addr, fresh_keyspace, rows_table, session, src_addr};
-use crate::cql::{fill_many, job};
-use crate::support::{Daemon, Home, drover_bin, listener_pid};
+use test_support::cql::{
+    self, Fixture, assert_same, clusters, fill_many, fresh_keyspace, job, rows_table, src_addr,
+};
+use test_support::{Daemon, Home, drover_bin, listener_pid, wait_until};
 
 const WAIT: Duration = Duration::from_secs(180);
-use crate::cql::ROWS_TABLE as TABLE;
+use test_support::cql::ROWS_TABLE as TABLE;
 
 fn with_savepoints(yaml: &str, dir: &std::path::Path, extra: &str) -> String {
     format!(
@@ -35,7 +36,7 @@ pub(crate) fn savepoint_files(dir: &std::path::Path) -> Vec<String> {
 }
 
 async fn count(s: &scylla::client::session::Session, table: &str) -> usize {
-    crate::cql::raw_rows(s, table, "p").await.len()
+    cql::raw_rows(s, table, "p").await.len()
 }
 
 async fn wait_state(daemon: &Daemon, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
@@ -205,18 +206,13 @@ fn break_connections(pid: u32, peer: &str) -> usize {
 
 /// A daemon config that leaves interrupted jobs alone at start.
 fn config_without_auto_resume(home: &Home) -> PathBuf {
-    let config = home.write_config("");
-    let text = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("jobs:\n", "jobs:\n  resume_interrupted: false\n");
-    std::fs::write(&config, text).unwrap();
-    config
+    home.write_config_edited("", &[("jobs:\n", "jobs:\n  resume_interrupted: false\n")])
 }
 
 /// Sets the replication factor of keyspace `ks` on a single-node cluster: at 3, requests at
 /// (LOCAL_)QUORUM fail as unavailable (2 replicas needed, 1 alive) until it is set back to 1.
 pub(crate) async fn set_replication(s: &Session, ks: &str, rf: u32) {
-    crate::cql::exec(
+    cql::exec(
         s,
         &format!(
             "ALTER KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
@@ -227,12 +223,14 @@ pub(crate) async fn set_replication(s: &Session, ks: &str, rf: u32) {
 
 #[tokio::test]
 async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_resume_kill";
     let rows = 20_000;
-    rows_table(&src, &dst, ks, rows, 100, 100).await;
-
-    let home = Home::new();
+    let Fixture {
+        src,
+        dst,
+        ks,
+        mut daemon,
+    } = Fixture::rows("it_resume_kill", rows, 100, 100).await;
+    let home = daemon.home().clone();
     let sp_dir = home.path().join("savepoints");
     // Throttled so the copy takes ~10 s: long enough to be killed in the middle.
     let yaml = with_savepoints(
@@ -246,7 +244,6 @@ async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
         &sp_dir,
         "",
     );
-    let mut daemon = Daemon::start(&home, "").await;
     let id = daemon.submit_job("/api/v1/migrations", &yaml).await;
     let mid = wait_state(&daemon, &id, |j| {
         j["progress"]["unitsDone"].as_u64() >= Some(12)
@@ -280,7 +277,7 @@ async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
     // leave the target unchanged otherwise, writetimes included).
     let partitions: BTreeSet<i32> = finished.iter().map(|&(p, _)| p).collect();
     for p in &partitions {
-        crate::cql::exec(
+        cql::exec(
             &src,
             &format!("INSERT INTO {table} (p, c, v, n) VALUES ({p}, -1, 'after the savepoint', 0)"),
         )
@@ -330,7 +327,7 @@ async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
         "the kept job config is deleted once the job succeeded"
     );
     for p in &partitions {
-        crate::cql::exec(
+        cql::exec(
             &src,
             &format!("DELETE FROM {table} WHERE p = {p} AND c = -1"),
         )
@@ -345,7 +342,7 @@ async fn kill_9_mid_copy_then_restart_resumes_and_the_target_is_identical() {
 
 #[tokio::test]
 async fn sigterm_writes_a_final_savepoint_and_the_next_start_resumes_from_it() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let (src, dst) = clusters().await;
     let ks = "it_resume_term";
     let rows = 10_000;
     rows_table(&src, &dst, ks, rows, 100, 100).await;
@@ -427,7 +424,7 @@ async fn sigterm_writes_a_final_savepoint_and_the_next_start_resumes_from_it() {
 }
 
 async fn cli(yaml: &str) -> (Option<i32>, String) {
-    let path = crate::cql::write_job(yaml);
+    let path = cql::write_job(yaml);
     let out = tokio::process::Command::new(drover_bin())
         .args(["migrate", "--config"])
         .arg(&path)
@@ -443,7 +440,7 @@ async fn cli(yaml: &str) -> (Option<i32>, String) {
 
 #[tokio::test]
 async fn resume_falls_back_past_corrupt_and_foreign_savepoints_and_auto_resume_can_be_off() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let (src, dst) = clusters().await;
     let ks = "it_resume_files";
     fresh_keyspace(
         &src,
@@ -517,10 +514,13 @@ async fn resume_falls_back_past_corrupt_and_foreign_savepoints_and_auto_resume_c
 
 #[tokio::test]
 async fn no_secret_reaches_savepoints_logs_or_the_api() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_resume_secrets";
-    rows_table(&src, &dst, ks, 500, 100, 100).await;
-    let home = Home::new();
+    let Fixture {
+        src,
+        dst,
+        ks,
+        daemon,
+    } = Fixture::rows("it_resume_secrets", 500, 100, 100).await;
+    let home = daemon.home().clone();
     let sp_dir = home.path().join("savepoints");
     let secret = "sup3r-s3cret-pw";
     let (passphrase, private_key) = ("s3cret-passphrase", "s3cret-private-key");
@@ -534,7 +534,6 @@ async fn no_secret_reaches_savepoints_logs_or_the_api() {
         i64::MIN
     );
     let yaml = with_savepoints(&job(ks, "t", &creds, &creds, &foreign), &sp_dir, "");
-    let daemon = Daemon::start(&home, "").await;
     let id = daemon.submit_job("/api/v1/migrations", &yaml).await;
     wait_state(&daemon, &id, |j| j["state"] == "SUCCEEDED").await;
 
@@ -546,8 +545,7 @@ async fn no_secret_reaches_savepoints_logs_or_the_api() {
         "/api/v1/jobs",
         "/metrics",
     ] {
-        let res = daemon.client().get(daemon.url(path)).send().await.unwrap();
-        seen.push_str(&res.text().await.unwrap());
+        seen.push_str(&daemon.get_text(path).await);
     }
     assert!(
         seen.contains("<redacted>"),
@@ -586,26 +584,24 @@ async fn no_secret_reaches_savepoints_logs_or_the_api() {
 
 /// Waits until at least `n` savepoint files not in `seen` exist.
 async fn wait_new_savepoints(dir: &Path, seen: &[String], n: usize) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while savepoint_files(dir)
-        .iter()
-        .filter(|f| !seen.contains(f))
-        .count()
-        < n
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no new savepoint: {:?}",
+    wait_until(
+        &format!("{n} new savepoints in {}", dir.display()),
+        Duration::from_secs(30),
+        || {
             savepoint_files(dir)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+                .iter()
+                .filter(|f| !seen.contains(f))
+                .count()
+                >= n
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn savepoints_taken_while_writes_fail_claim_only_written_rows_and_post_resume_finishes_the_job()
  {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
+    let (src, dst) = clusters().await;
     let ks = "rs_claims";
     let rows = 6000;
     rows_table(&src, &dst, ks, rows, 100, 100).await;
@@ -693,13 +689,14 @@ async fn savepoints_taken_while_writes_fail_claim_only_written_rows_and_post_res
 
 #[tokio::test]
 async fn source_reads_that_fail_for_a_while_or_lose_their_connection_are_retried() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "rs_source_retry";
     let rows = 4000;
-    rows_table(&src, &dst, ks, rows, 100, 100).await;
+    let Fixture {
+        src,
+        dst,
+        ks,
+        daemon,
+    } = Fixture::rows("rs_source_retry", rows, 100, 100).await;
     let table = format!("{ks}.t");
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
     // About 6 s of copying after the first second's burst, in small pages: the source is
     // read until the end, not ahead of the writes.
     let yaml = job(
@@ -768,18 +765,19 @@ async fn source_reads_that_fail_for_a_while_or_lose_their_connection_are_retried
 
 #[tokio::test]
 async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goes() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "rs_ended";
-    let rows = 6000;
-    rows_table(&src, &dst, ks, rows, 100, 100).await;
+    let Fixture {
+        src,
+        dst,
+        ks,
+        mut daemon,
+    } = Fixture::rows("rs_ended", 6000, 100, 100).await;
     let table = format!("{ks}.t");
-    let home = Home::new();
+    let home = daemon.home().clone();
     let sp_dir = home.path().join("savepoints");
     // Savepoints on schedule only every hour: those found are the final ones.
     let yaml = with_savepoints(&job(ks, "t", "", "  rowsPerSecond: 800\n", ""), &sp_dir, "")
         .replace("intervalSeconds: 1", "intervalSeconds: 3600");
     let kept = |id: &str| home.state_dir().join("jobs").join(format!("{id}.job.yaml"));
-    let mut daemon = Daemon::start(&home, "").await;
 
     let cancelled = daemon.submit_job("/api/v1/migrations", &yaml).await;
     wait_state(&daemon, &cancelled, |j| {
@@ -834,10 +832,10 @@ async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goe
             .map(|e| e.unwrap().file_name())
             .collect::<Vec<_>>()
     );
-    crate::cql::exec(&dst, &format!("ALTER TABLE {table} DROP n")).await;
+    cql::exec(&dst, &format!("ALTER TABLE {table} DROP n")).await;
     let end = wait_state(&daemon, &failed, |j| j["state"] != "RUNNING").await;
     // Cassandra fails reads of rows written with the dropped column until it is back.
-    crate::cql::exec(&dst, &format!("ALTER TABLE {table} ADD n bigint")).await;
+    cql::exec(&dst, &format!("ALTER TABLE {table} ADD n bigint")).await;
     assert_eq!(end["state"], "FAILED", "{end}");
     assert!(
         end["error"].as_str().is_some_and(|e| e.contains("target")),

@@ -7,11 +7,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::cql::{
-    dst_addr, empty_keyspace, exec, fresh_keyspace, job, rows_table, session, src_addr, write_job,
-};
 use crate::migrations::{EVERY_TYPE, fill_every_type};
-use crate::support::{Daemon, Home, drover_bin};
+use test_support::cql::{self, Fixture, exec, job, write_job};
+use test_support::{Daemon, drover_bin};
 
 const WAIT: Duration = Duration::from_secs(180);
 
@@ -92,9 +90,12 @@ fn column_difference<'a>(
 
 #[tokio::test]
 async fn every_kind_of_damage_is_reported_with_its_key() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_validate_damage";
-    fresh_keyspace(&src, &dst, ks, EVERY_TYPE).await;
+    let Fixture {
+        src,
+        dst,
+        ks,
+        daemon,
+    } = Fixture::new("it_validate_damage", EVERY_TYPE).await;
     fill_every_type(&src, ks).await;
     let t = format!("{ks}.everything");
     let k1 = "11111111-1111-1111-1111-111111111111";
@@ -118,8 +119,6 @@ async fn every_kind_of_damage_is_reported_with_its_key() {
         )
         .await;
     }
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
     // Writetimes within 1 ms, so that the TTL damage below (written 1 µs later, since an equal
     // writetime would not replace the cell) shows as a TTL difference only.
     let yaml = job(
@@ -300,11 +299,12 @@ async fn every_kind_of_damage_is_reported_with_its_key() {
 
 #[tokio::test]
 async fn copy_missing_rows_repairs_missing_and_differing_rows_and_deletes_nothing() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_validate_repair";
-    rows_table(&src, &dst, ks, 20_000, 5_000, 50).await;
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
+    let Fixture {
+        src,
+        dst,
+        ks,
+        daemon,
+    } = Fixture::rows("it_validate_repair", 20_000, 5_000, 50).await;
     let base = job(ks, "t", "  preserveTimestamps: true\n", "", "");
     run(&daemon, "/api/v1/migrations", &base).await;
     // Writes to the source after the copy: new rows, and changed values (newer writetimes).
@@ -386,12 +386,13 @@ async fn copy_missing_rows_repairs_missing_and_differing_rows_and_deletes_nothin
 
 #[tokio::test]
 async fn partitions_reduced_to_their_static_cells_are_compared_and_skip_token_ranges_ignored() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_validate_statics";
-    fresh_keyspace(
-        &src,
-        &dst,
+    let Fixture {
+        src,
+        dst,
         ks,
+        daemon,
+    } = Fixture::new(
+        "it_validate_statics",
         "CREATE TABLE $ks.t (p int, c int, s int static, v int, PRIMARY KEY (p, c))",
     )
     .await;
@@ -402,8 +403,6 @@ async fn partitions_reduced_to_their_static_cells_are_compared_and_skip_token_ra
     ] {
         exec(&src, &cql.replace("$ks", ks)).await;
     }
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
     let yaml = job(ks, "t", "", "", "");
     let migrated = run(&daemon, "/api/v1/migrations", &yaml).await;
     // Partition 1 keeps only its static cell in the target; partition 2 gains a row there,
@@ -456,11 +455,12 @@ async fn partitions_reduced_to_their_static_cells_are_compared_and_skip_token_ra
 
 #[tokio::test]
 async fn tolerances_hold_at_their_edges_and_filters_and_renames_apply_to_the_target() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_validate_tolerance";
-    for s in [&src, &dst] {
-        empty_keyspace(s, ks).await;
-    }
+    let Fixture {
+        src,
+        dst,
+        ks,
+        daemon,
+    } = Fixture::new("it_validate_tolerance", "").await;
     exec(
         &src,
         &format!(
@@ -479,8 +479,6 @@ async fn tolerances_hold_at_their_edges_and_filters_and_renames_apply_to_the_tar
         )
         .await;
     }
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
     let yaml = job(
         ks,
         "m",
@@ -681,11 +679,10 @@ async fn tolerances_hold_at_their_edges_and_filters_and_renames_apply_to_the_tar
 
 #[tokio::test]
 async fn an_interrupted_validation_resumes_and_reports_the_whole_table() {
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_validate_resume";
-    rows_table(&src, &dst, ks, 20_000, 2_000, 20).await;
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
+    let Fixture {
+        dst, ks, daemon, ..
+    } = Fixture::rows("it_validate_resume", 20_000, 2_000, 20).await;
+    let home = daemon.home().clone();
     let base = job(ks, "t", "", "", "");
     run(&daemon, "/api/v1/migrations", &base).await;
     for p in [3, 400, 800] {
@@ -945,8 +942,6 @@ const ORDERED_TYPES: &[(&str, &[&str])] = &[
 #[tokio::test]
 async fn clustering_values_are_ordered_as_cassandra_orders_them_and_validated_in_that_order() {
     use drover::validate::value::compare;
-    let (src, dst) = (session(&src_addr()).await, session(&dst_addr()).await);
-    let ks = "it_validate_order";
     let n = ORDERED_TYPES.len();
     let names: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
     let columns = names.join(", ");
@@ -962,10 +957,13 @@ async fn clustering_values_are_ordered_as_cassandra_orders_them_and_validated_in
             defs.join(", ")
         )
     };
-    fresh_keyspace(
-        &src,
-        &dst,
+    let Fixture {
+        src,
+        dst,
         ks,
+        daemon,
+    } = Fixture::new(
+        "it_validate_order",
         &format!(
             "{}; {} WITH CLUSTERING ORDER BY ({})",
             create("o_asc"),
@@ -1003,8 +1001,7 @@ async fn clustering_values_are_ordered_as_cassandra_orders_them_and_validated_in
         ("o_desc", std::cmp::Ordering::Greater),
     ] {
         let types = &keyspace.tables[table].columns;
-        let rows =
-            crate::cql::raw_rows(&src, &format!("{ks}.{table}"), &format!("p, {columns}")).await;
+        let rows = cql::raw_rows(&src, &format!("{ks}.{table}"), &format!("p, {columns}")).await;
         assert_eq!(rows.len(), total, "{table}: a value collapsed");
         for pair in rows.windows(2) {
             if pair[0].cells[0] != pair[1].cells[0] {
@@ -1027,8 +1024,6 @@ async fn clustering_values_are_ordered_as_cassandra_orders_them_and_validated_in
     // The validator merges both tables in that order: a clean copy validates clean, and with
     // one row of each partition deleted from the target and one added, exactly those rows
     // are reported (a row out of the order it expects would fail the validation instead).
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
     for table in ["o_asc", "o_desc"] {
         let clean = run(&daemon, "/api/v1/validations", &job(ks, table, "", "", "")).await;
         assert_eq!(clean["result"]["rowsMatched"], total, "{table}: {clean:#}");
@@ -1105,8 +1100,7 @@ async fn clustering_values_are_ordered_as_cassandra_orders_them_and_validated_in
 
 #[tokio::test]
 async fn bad_validation_requests_get_json_errors() {
-    let home = Home::new();
-    let daemon = Daemon::start(&home, "").await;
+    let daemon = Daemon::fresh("").await;
     let post = |yaml: String| {
         let daemon = &daemon;
         async move {

@@ -2,18 +2,85 @@
 
 use std::time::Duration;
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
 use drover::connectors::cql::rows::RawRow;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 
+use crate::daemon::Daemon;
+
+/// The source cluster's node.
 pub fn src_addr() -> String {
-    crate::support::cassandra_src()
+    crate::daemon::cassandra_src()
 }
 
+/// The target cluster's node.
 pub fn dst_addr() -> String {
     std::env::var("DROVER_TEST_CASSANDRA_DST").unwrap_or_else(|_| "127.0.0.2:9042".to_string())
 }
 
+/// Sessions to the source and the target cluster.
+pub async fn clusters() -> (Session, Session) {
+    (session(&src_addr()).await, session(&dst_addr()).await)
+}
+
+/// What a test of a migration or a validation begins with: sessions to both clusters, a
+/// keyspace of its own made fresh on both, and a daemon in a new home.
+pub struct Fixture {
+    /// The source cluster.
+    pub src: Session,
+    /// The target cluster.
+    pub dst: Session,
+    /// The keyspace, on both clusters.
+    pub ks: &'static str,
+    /// The daemon (its home is [`Daemon::home`]).
+    pub daemon: Daemon,
+}
+
+impl Fixture {
+    /// Keyspace `ks` made fresh on both clusters with `ddl` run in it (see [`fresh_keyspace`];
+    /// an empty `ddl` leaves it empty).
+    pub async fn new(ks: &'static str, ddl: &str) -> Self {
+        let (src, dst) = clusters().await;
+        claim_keyspace(ks);
+        fresh_keyspace(&src, &dst, ks, ddl).await;
+        Self::started(src, dst, ks).await
+    }
+
+    /// Keyspace `ks` with [`ROWS_TABLE`] on both clusters and `rows` rows in the source (see
+    /// [`rows_table`]).
+    pub async fn rows(ks: &'static str, rows: usize, wide: usize, per_partition: usize) -> Self {
+        let (src, dst) = clusters().await;
+        claim_keyspace(ks);
+        rows_table(&src, &dst, ks, rows, wide, per_partition).await;
+        Self::started(src, dst, ks).await
+    }
+
+    async fn started(src: Session, dst: Session, ks: &'static str) -> Self {
+        let daemon = Daemon::fresh("").await;
+        Self {
+            src,
+            dst,
+            ks,
+            daemon,
+        }
+    }
+}
+
+/// Panics when two tests of one binary (which run at once) would share a keyspace: each
+/// drops and creates its own.
+fn claim_keyspace(ks: &str) {
+    static CLAIMED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let fresh = CLAIMED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(ks.to_string());
+    assert!(fresh, "keyspace {ks} is used by two tests");
+}
+
+/// A session to the node at `addr`.
 pub async fn session(addr: &str) -> Session {
     SessionBuilder::new()
         .known_node(addr)
@@ -23,6 +90,7 @@ pub async fn session(addr: &str) -> Session {
         .unwrap_or_else(|e| panic!("cannot connect to {addr} (scripts/testenv up?): {e}"))
 }
 
+/// Runs one statement, retried a few times.
 pub async fn exec(s: &Session, cql: &str) {
     // Schema changes on a fresh node are occasionally slow to settle: retry a few times.
     for attempt in 0..5 {
@@ -159,10 +227,13 @@ pub async fn assert_same(
     }
 }
 
+/// A job file copying `ks.table` from the source to the target, with `extra_source` and
+/// `extra_target` lines in those sections and `extra` top-level keys.
 pub fn job(ks: &str, table: &str, extra_source: &str, extra_target: &str, extra: &str) -> String {
     job_to(ks, table, table, extra_source, extra_target, extra)
 }
 
+/// The same, into `target_table`.
 pub fn job_to(
     ks: &str,
     table: &str,
@@ -184,6 +255,7 @@ pub fn job_to(
     )
 }
 
+/// Writes a job file that outlives the test (a CLI may still read it), returning its path.
 pub fn write_job(yaml: &str) -> std::path::PathBuf {
     let file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
     let (_, path) = file.keep().unwrap();

@@ -4,37 +4,60 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::poll;
 
 /// The Cassandra node of the `src` test cluster (scripts/testenv).
 pub fn cassandra_src() -> String {
     std::env::var("DROVER_TEST_CASSANDRA_SRC").unwrap_or_else(|_| "127.0.0.1:9042".to_string())
 }
 
-/// The drover binary under test.
-pub fn drover_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_drover")
+/// The drover binary under test. `cargo test` tells its test binaries where it is; a test
+/// binary started by hand finds it beside itself (`target/<profile>/deps/..`).
+pub fn drover_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("CARGO_BIN_EXE_drover") {
+        return path.into();
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.parent()
+        .and_then(Path::parent)
+        .map(|profile| profile.join("drover"))
+        .filter(|bin| bin.exists())
+        .expect("the drover binary (run the tests through cargo test)")
 }
 
-/// Where a daemon keeps its files; survives restarts of the daemon within one test.
+/// Where a daemon keeps its files; survives restarts of the daemon within one test. A daemon
+/// holds on to its home, so the directory outlives every daemon started in it.
+#[derive(Clone)]
 pub struct Home {
-    dir: tempfile::TempDir,
+    dir: Arc<tempfile::TempDir>,
+}
+
+impl Default for Home {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Home {
+    /// A new, empty temporary directory.
     pub fn new() -> Self {
         Self {
-            dir: tempfile::tempdir().expect("temp dir"),
+            dir: Arc::new(tempfile::tempdir().expect("temp dir")),
         }
     }
 
+    /// The directory.
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
 
+    /// The daemon's `state_dir`.
     pub fn state_dir(&self) -> PathBuf {
         self.dir.path().join("state")
     }
@@ -43,6 +66,22 @@ impl Home {
     /// (top-level YAML keys).
     pub fn write_config(&self, extra: &str) -> PathBuf {
         self.write_config_at("127.0.0.1:0", extra)
+    }
+
+    /// The same, with each `(from, to)` of `edits` replaced in it: for keys of the sections
+    /// the default config already has (`server`, `jobs`), which `extra` cannot repeat.
+    pub fn write_config_edited(&self, extra: &str, edits: &[(&str, &str)]) -> PathBuf {
+        let path = self.write_config(extra);
+        let mut text = std::fs::read_to_string(&path).expect("read config");
+        for (from, to) in edits {
+            assert!(
+                text.contains(from),
+                "{from:?} is not in the config:\n{text}"
+            );
+            text = text.replace(from, to);
+        }
+        std::fs::write(&path, text).expect("write config");
+        path
     }
 
     /// The same, listening on `listen`.
@@ -60,12 +99,20 @@ impl Home {
 /// A running daemon.
 pub struct Daemon {
     child: Option<Child>,
+    /// The address its API listens on.
     pub addr: SocketAddr,
     log: PathBuf,
     client: reqwest::Client,
+    home: Home,
 }
 
 impl Daemon {
+    /// Starts a daemon in a new home of its own with the default test config plus `extra`:
+    /// what a test that needs one daemon begins with.
+    pub async fn fresh(extra: &str) -> Daemon {
+        Self::start(&Home::new(), extra).await
+    }
+
     /// Starts a daemon with the default test config plus `extra`.
     pub async fn start(home: &Home, extra: &str) -> Daemon {
         let config = home.write_config(extra);
@@ -96,6 +143,7 @@ impl Daemon {
             addr: "0.0.0.0:0".parse().unwrap(),
             log,
             client: reqwest::Client::new(),
+            home: home.clone(),
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -121,14 +169,22 @@ impl Daemon {
         }
     }
 
+    /// Where it keeps its files.
+    pub fn home(&self) -> &Home {
+        &self.home
+    }
+
+    /// What it logged so far.
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The URL of `path` on it.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
+    /// Its HTTP client.
     pub fn client(&self) -> &reqwest::Client {
         &self.client
     }
@@ -137,6 +193,12 @@ impl Daemon {
     pub async fn get(&self, path: &str) -> (u16, Value) {
         let res = self.client.get(self.url(path)).send().await.expect("GET");
         json_of(res).await
+    }
+
+    /// GET, returning the body as text whatever the status (`/metrics`, for one).
+    pub async fn get_text(&self, path: &str) -> String {
+        let res = self.client.get(self.url(path)).send().await.expect("GET");
+        res.text().await.expect("body")
     }
 
     /// POST a JSON body.
@@ -185,41 +247,47 @@ impl Daemon {
     /// it ends otherwise or takes longer than `wait`.
     pub async fn run_job(&self, resource: &str, yaml: &str, wait: Duration) -> Value {
         let url = format!("{resource}/{}", self.submit_job(resource, yaml).await);
-        let deadline = Instant::now() + wait;
-        loop {
-            let (_, job) = self.get(&url).await;
-            match job["state"].as_str().unwrap() {
-                "SUCCEEDED" => return job,
-                "FAILED" | "CANCELLED" | "INTERRUPTED" => {
-                    panic!("job ended badly: {job}\n{}", self.logs())
-                }
-                _ => {}
-            }
-            assert!(Instant::now() < deadline, "job too slow: {job}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let job = self.wait_for(&url, wait, ended).await;
+        assert_eq!(
+            job["state"],
+            "SUCCEEDED",
+            "job ended badly: {job}\n{}",
+            self.logs()
+        );
+        job
     }
 
-    /// Polls a job until `done` holds for it, or panics after `timeout`.
+    /// Polls job `id` until `done` holds for it, or panics after `timeout`.
     pub async fn wait_job(
         &self,
         id: &str,
         timeout: Duration,
         done: impl Fn(&Value) -> bool,
     ) -> Value {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let (status, job) = self.get(&format!("/api/v1/jobs/{id}")).await;
-            assert_eq!(status, 200, "{job}");
-            if done(&job) {
-                return job;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "job never reached the expected state: {job}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.wait_for(&format!("/api/v1/jobs/{id}"), timeout, done)
+            .await
+    }
+
+    /// Polls `url` (a job, a task: anything that answers 200 with JSON) until `done` holds for
+    /// what it answers, or panics after `timeout` with what it answered last and the logs.
+    pub async fn wait_for(
+        &self,
+        url: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        poll(timeout, async || {
+            let (status, body) = self.get(url).await;
+            assert_eq!(status, 200, "{url}: {body}");
+            if done(&body) { Ok(body) } else { Err(body) }
+        })
+        .await
+        .unwrap_or_else(|last| {
+            panic!(
+                "{url} never reached the expected state: {last:#}\n{}",
+                self.logs()
+            )
+        })
     }
 
     /// `kill -9`.
@@ -267,6 +335,13 @@ impl Drop for Daemon {
     }
 }
 
+/// Whether a job or task is neither waiting to run nor running (an INTERRUPTED one waits for
+/// a resume that may never come: it counts as ended).
+pub fn ended(job: &Value) -> bool {
+    !["QUEUED", "RUNNING"].contains(&job["state"].as_str().unwrap_or(""))
+}
+
+/// A response's status and JSON body (the text as a JSON string when it is not JSON).
 pub async fn json_of(res: reqwest::Response) -> (u16, Value) {
     let status = res.status().as_u16();
     let text = res.text().await.expect("body");

@@ -1,0 +1,139 @@
+//! The daemon's HTTP application in this process, for tests of what the API answers that need
+//! no socket and no process: requests go through `tower::ServiceExt::oneshot`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request};
+use drover::api::{self, AppState};
+use drover::cassandra::LocalNode;
+use drover::config::DaemonConfig;
+use drover::jobs::{JobRegistry, RegistryOptions};
+use drover::livemigration::LiveMigration;
+use drover::metrics::Metrics;
+use serde_json::Value;
+use tower::ServiceExt;
+
+use crate::daemon::Home;
+
+/// The router of a daemon configured as [`Home::write_config`] configures the real one.
+pub struct App {
+    router: Router,
+    home: Home,
+}
+
+impl App {
+    /// The application of the default test config plus `extra` (top-level YAML keys), in a
+    /// new home.
+    pub async fn new(extra: &str) -> Self {
+        let home = Home::new();
+        let path = home.write_config(extra);
+        Self::with_config(&home, &path).await
+    }
+
+    /// The application of the config file at `path`, its state kept in `home`.
+    pub async fn with_config(home: &Home, path: &std::path::Path) -> Self {
+        let config = DaemonConfig::load(Some(path), |_| None).expect("test config");
+        // Wired as `drover serve` wires it, less the listener: nothing is resumed at start.
+        let jobs = JobRegistry::open(
+            &config.state_dir.join("jobs"),
+            RegistryOptions {
+                max_running: config.jobs.max_running.get(),
+                flush_interval: config.jobs.progress_flush_interval,
+            },
+        )
+        .await
+        .expect("job registry");
+        let live = LiveMigration::open(&config, &config.server.listen.to_string())
+            .expect("live migration state");
+        let state = AppState {
+            node: Arc::new(LocalNode::new(config.cassandra.clone())),
+            config: Arc::new(config),
+            jobs,
+            metrics: Arc::new(Metrics::new()),
+            live: Arc::new(live),
+        };
+        Self {
+            router: api::router(state),
+            home: home.clone(),
+        }
+    }
+
+    /// Where its state is kept.
+    pub fn home(&self) -> &Home {
+        &self.home
+    }
+
+    /// Sends one request; returns the status and the JSON body (the text as a JSON string
+    /// when it is not JSON).
+    pub async fn send(&self, request: Request<Body>) -> (u16, Value) {
+        let response = self
+            .router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("the router never fails");
+        let status = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        let value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (status, value)
+    }
+
+    /// `method path`, without a body.
+    pub async fn call(&self, method: Method, path: &str) -> (u16, Value) {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::empty())
+            .expect("request");
+        self.send(request).await
+    }
+
+    /// GET.
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(Method::GET, path).await
+    }
+
+    /// `method path` with a body of `content_type`.
+    pub async fn send_raw(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: impl Into<Body>,
+    ) -> (u16, Value) {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", content_type)
+            .body(body.into())
+            .expect("request");
+        self.send(request).await
+    }
+
+    /// POST a body of `content_type`.
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: impl Into<Body>,
+    ) -> (u16, Value) {
+        self.send_raw(Method::POST, path, content_type, body).await
+    }
+
+    /// POST a JSON body.
+    pub async fn post_json(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.post_raw(path, "application/json", body.to_string())
+            .await
+    }
+
+    /// PUT a JSON body.
+    pub async fn put_json(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.send_raw(Method::PUT, path, "application/json", body.to_string())
+            .await
+    }
+}
