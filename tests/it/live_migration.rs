@@ -1282,7 +1282,7 @@ async fn concurrent_data_copy_submissions_admit_one_task() {
     let url = accepted[0]["statusUrl"].as_str().unwrap();
     let (status, task) = patch(&dst, url).await;
     assert_eq!(status, 200, "{task}");
-    let task = wait_task(&dst, url, ended).await;
+    let task = dst.wait_for(url, WAIT, ended).await;
     assert_eq!(task["state"], "CANCELLED", "{task:#}");
     drop(silent);
 }
