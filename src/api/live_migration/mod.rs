@@ -49,3 +49,34 @@ impl From<LiveMigrationError> for ApiError {
         ApiError::new(status, e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::{JobError, JobState};
+
+    #[test]
+    fn engine_errors_get_their_status() {
+        let status = |e: LiveMigrationError| ApiError::from(e).status.as_u16();
+        assert_eq!(status(LiveMigrationError::InvalidRequest("x".into())), 400);
+        assert_eq!(status(LiveMigrationError::AlreadyCompleted), 400);
+        let running = LiveMigrationError::NodeRunning {
+            address: "127.0.0.1:9042".into(),
+        };
+        assert_eq!(status(running), 400);
+        assert_eq!(status(PathError::Outside("x".into()).into()), 403);
+        assert_eq!(status(LiveMigrationError::FileVanished), 404);
+        assert_eq!(status(LiveMigrationError::NoMoreFiles), 409);
+        let active = LiveMigrationError::CopyTaskActive {
+            id: "t".into(),
+            state: JobState::Running,
+        };
+        assert_eq!(status(active), 409);
+        assert_eq!(
+            status(LiveMigrationError::TooManyFileRequests { limit: 4 }),
+            503
+        );
+        assert_eq!(status(JobError::ShuttingDown.into()), 503);
+        assert_eq!(status(LiveMigrationError::Pattern("x".into())), 500);
+    }
+}
