@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::engine::{Progress, State, Validation};
 use super::report::Report;
+use super::{Progress, State, Validation};
 use crate::jobs::kept::forget_job_file;
 use crate::jobs::running::{Ending, Periodic, end, publish};
 use crate::jobs::{JobHandle, JobResult};

@@ -11,11 +11,11 @@ use scylla::response::{PagingState, PagingStateResponse};
 use scylla::statement::prepared::PreparedStatement;
 
 use super::CqlError;
-use super::config::{CqlSource, CqlTarget};
-use super::rows::{
-    self, Bound, BoundRow, RawRow, join_collection, read_i32, read_i64, read_int_list,
-    split_collection, strip_trailing_zeros,
+use super::codec::{
+    join_collection, read_i32, read_i64, read_int_list, split_collection, strip_trailing_zeros,
 };
+use super::config::{CqlSource, CqlTarget};
+use super::rows::{Bound, BoundRow, RawRow};
 use super::schema::{Column, TableSchema, quote};
 
 /// How a row is turned into writes: the prepared statements of a job and the layout of the
@@ -92,7 +92,7 @@ impl Write {
             .ok()
             .and_then(|r| r.maybe_first_row::<RawRow>().ok().flatten());
         for (i, update, source_value) in counters {
-            let present = row.as_ref().and_then(|r| rows::read_i64(&r.cells[*i]));
+            let present = row.as_ref().and_then(|r| read_i64(&r.cells[*i]));
             let delta = source_value.wrapping_sub(present.unwrap_or(0));
             // A counter of 0 still exists in the source: `c = c + 0` creates it.
             if delta != 0 || present.is_none() {
@@ -400,7 +400,7 @@ impl CopyPlan {
                 .filter_map(|(i, st)| {
                     regular[*i]
                         .as_ref()
-                        .and_then(|v| rows::read_i64(&Some(v.clone())))
+                        .and_then(|v| read_i64(&Some(v.clone())))
                         .map(|v| (*i, st.clone(), v))
                 })
                 .collect();

@@ -1,5 +1,8 @@
-//! The Cassandra/ScyllaDB connector: sessions, schemas, raw rows, and the copy of one unit.
+//! The Cassandra/ScyllaDB connector: sessions, schemas, raw rows and their codec, the copy of
+//! one unit, and the comparison of rows for the validator.
 
+pub mod codec;
+pub mod compare;
 pub mod config;
 pub mod copy;
 pub mod rows;
