@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::jobs::running::{counter, rates};
+use crate::jobs::running::{Sample, rates};
 use crate::migrate::EngineError;
-use crate::migrate::engine::Progress;
+use crate::migrate::engine::Counters;
 
 /// Exit code: the job file or schemas are invalid.
 pub const EXIT_CONFIG: u8 = 2;
@@ -43,7 +43,7 @@ pub async fn migrate(path: &Path) -> u8 {
     let cancel = stop_on_signals(
         "writes in flight finish, then a savepoint is written (signal again to exit at once)",
     );
-    let progress = Arc::new(Progress::default());
+    let progress = Arc::new(Counters::default());
     let display = tokio::spawn(show_progress(migration_line(progress.clone())));
     let started = Instant::now();
     let result = crate::migrate::job::execute(launch, progress.clone(), cancel).await;
@@ -51,12 +51,12 @@ pub async fn migrate(path: &Path) -> u8 {
     let snapshot = progress.snapshot();
     let summary = format!(
         "{} rows ({}) written in {:.1}s, {} units ({} skipped), {} retries",
-        counter(&snapshot, "rowsWritten"),
-        bytesize::ByteSize(counter(&snapshot, "bytesWritten")),
+        snapshot.rows_written,
+        bytesize::ByteSize(snapshot.bytes_written),
         started.elapsed().as_secs_f64(),
-        counter(&snapshot, "unitsDone"),
-        counter(&snapshot, "unitsSkipped"),
-        counter(&snapshot, "retries"),
+        snapshot.units_done,
+        snapshot.units_skipped,
+        snapshot.retries,
     );
     if std::io::stderr().is_terminal() {
         eprintln!();
@@ -100,32 +100,19 @@ fn stop_on_signals(what: &'static str) -> CancellationToken {
     cancel
 }
 
-/// Counters of a running job as the progress display reads them: its snapshot, which counters
-/// measure the rate (rows, bytes), the waiting reason, and what the rows are called.
-type Sample = Box<dyn Fn() -> (Vec<(&'static str, u64)>, Option<String>) + Send>;
+/// Counters of a running job as the progress display reads them, and what its rows are called.
+type Sampler = Box<dyn Fn() -> Sample + Send>;
 
-fn migration_line(progress: Arc<Progress>) -> (Sample, [&'static str; 2], &'static str) {
-    (
-        Box::new(move || (progress.snapshot(), progress.waiting())),
-        ["rowsWritten", "bytesWritten"],
-        "rows",
-    )
+fn migration_line(progress: Arc<Counters>) -> (Sampler, &'static str) {
+    (Box::new(move || progress.sample()), "rows")
 }
 
-fn validation_line(
-    progress: Arc<crate::validate::Progress>,
-) -> (Sample, [&'static str; 2], &'static str) {
-    (
-        Box::new(move || (progress.snapshot(), progress.scan.waiting())),
-        ["sourceRows", "bytesRead"],
-        "rows compared",
-    )
+fn validation_line(progress: Arc<crate::validate::Progress>) -> (Sampler, &'static str) {
+    (Box::new(move || progress.sample()), "rows compared")
 }
 
 /// Draws a progress bar on a terminal, a status line every 10 s otherwise (logs, CI).
-async fn show_progress(
-    (sample, [rows_key, bytes_key], noun): (Sample, [&'static str; 2], &'static str),
-) {
+async fn show_progress((sample, noun): (Sampler, &'static str)) {
     let tty = std::io::stderr().is_terminal();
     let interval = if tty {
         Duration::from_millis(500)
@@ -138,16 +125,10 @@ async fn show_progress(
     ticker.tick().await;
     loop {
         ticker.tick().await;
-        let (s, waiting) = sample();
-        let current = (counter(&s, rows_key), counter(&s, bytes_key));
-        let (total, done) = (counter(&s, "unitsTotal"), counter(&s, "unitsDone"));
-        let r = rates(
-            previous,
-            current,
-            interval,
-            started.elapsed(),
-            (total, done, counter(&s, "unitsSkipped")),
-        );
+        let s = sample();
+        let current = (s.rows, s.bytes);
+        let (total, done, _) = s.units;
+        let r = rates(previous, current, interval, started.elapsed(), s.units);
         previous = current;
         let pct = if total == 0 {
             0.0
@@ -157,13 +138,13 @@ async fn show_progress(
         let eta = r.eta_seconds.map_or("?".to_string(), |e| {
             humantime::format_duration(Duration::from_secs(e)).to_string()
         });
-        let waiting = waiting
+        let waiting = s
+            .waiting
             .map(|w| format!(" | waiting: {w}"))
             .unwrap_or_default();
         let differences = s
-            .iter()
-            .find(|(k, _)| *k == "rowsWithDifferences")
-            .map(|(_, n)| format!(" | {n} differ"))
+            .differences
+            .map(|n| format!(" | {n} differ"))
             .unwrap_or_default();
         let line = format!(
             "{pct:5.1}% units {done}/{total} | {noun} {}{differences} | {} rows/s | {}/s | ETA {eta}{waiting}",

@@ -6,6 +6,7 @@
 //! its `type` names in their `parse`) and one arm where the engine opens a pair.
 
 pub mod cql;
+pub mod seam;
 
 use crate::config::yaml;
 use crate::jobfile::JobConfigError;

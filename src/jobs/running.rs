@@ -39,12 +39,21 @@ pub fn rates(
     }
 }
 
-/// Reads one counter of a snapshot.
-pub fn counter(snapshot: &[(&'static str, u64)], name: &str) -> u64 {
-    snapshot
-        .iter()
-        .find(|(k, _)| *k == name)
-        .map_or(0, |(_, v)| *v)
+/// A running job's counters at one moment, as its status and progress lines show them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sample {
+    /// Every counter, by its name in the job's status.
+    pub counters: Vec<(&'static str, u64)>,
+    /// The rows the rate is computed from (written by a copy, compared by a validation).
+    pub rows: u64,
+    /// The bytes the byte rate is computed from.
+    pub bytes: u64,
+    /// Units: in the plan, complete (skipped ones included), skipped.
+    pub units: (u64, u64, u64),
+    /// Rows found different (validations).
+    pub differences: Option<u64>,
+    /// Why the job is waiting, while a request is retried.
+    pub waiting: Option<String>,
 }
 
 /// A task that calls `tick` every `interval` (not at once) until stopped.
@@ -83,33 +92,27 @@ impl Periodic {
     }
 }
 
-/// Copies a job's counters into its record, with the rates of its `rate_keys` (rows, bytes)
-/// since `previous` (`timing` = previous values, interval, elapsed), the ETA, and a phase:
-/// `waiting: <why>` while a request is retried, else `phase`. Returns the current rate values.
+/// Copies a job's counters into its record, with the rates since `previous` (`timing` =
+/// previous rows and bytes, interval, elapsed), the ETA, and a phase: `waiting: <why>` while a
+/// request is retried, else `phase`. Returns the current rows and bytes.
 pub fn publish(
     handle: &JobHandle,
-    snapshot: &[(&'static str, u64)],
-    waiting: Option<String>,
-    [rows_key, bytes_key]: [&str; 2],
+    sample: Sample,
     (previous, interval, elapsed): ((u64, u64), Duration, Duration),
     phase: &str,
 ) -> (u64, u64) {
-    for (k, v) in snapshot {
+    for (k, v) in &sample.counters {
         handle.set(k, *v);
     }
-    let current = (counter(snapshot, rows_key), counter(snapshot, bytes_key));
-    let units = (
-        counter(snapshot, "unitsTotal"),
-        counter(snapshot, "unitsDone"),
-        counter(snapshot, "unitsSkipped"),
-    );
+    let current = (sample.rows, sample.bytes);
+    let units = sample.units;
     let r = rates(previous, current, interval, elapsed, units);
     handle.set("rowsPerSecond", r.rows_per_second);
     handle.set("bytesPerSecond", r.bytes_per_second);
     if let Some(eta) = r.eta_seconds {
         handle.set("etaSeconds", eta);
     }
-    match waiting {
+    match sample.waiting {
         Some(reason) => {
             handle.set_last_error(&reason);
             handle.set_phase(&format!("waiting: {reason}"));

@@ -1,19 +1,16 @@
-//! The migration engine: plans the units of a job, copies them concurrently with bounded
-//! memory, retries what can safely be retried, and records which token ranges are complete.
+//! The migration engine: runs the units a source plans, each read page by page and written
+//! through the target's requests, with bounded concurrency and memory, rate limits, retries
+//! by each error's own classification, counters, and the record of completed units.
 //!
 //! A unit is recorded complete only after every write of every row in it was acknowledged, so
-//! the set of completed ranges can be trusted by savepoints and resumes.
+//! the record can be trusted by savepoints and resumes. The engine knows no data system: it
+//! drives the traits of [`crate::connectors::seam`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use backon::BackoffBuilder;
 use futures::StreamExt;
-use scylla::client::session::Session;
-use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
-use scylla::policies::load_balancing::{NodeIdentifier, SingleTargetLoadBalancingPolicy};
-use scylla::response::{PagingState, PagingStateResponse};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -21,229 +18,251 @@ use tokio_util::sync::CancellationToken;
 use super::EngineError;
 use super::config::{JobConfig, SourceConfig, TargetConfig};
 use super::limits::Limits;
+use super::retry::{Retries, retry};
 use crate::connectors::cql;
-use crate::connectors::cql::copy::{CopyPlan, RowStats, Write, execute_batch};
-use crate::savepoints::ranges::{RangeSet, TokenRange, plan_units};
-
-/// Most statements in one batch, and about the most bytes (a row may take it over). Cassandra
-/// logs a warning for every batch above `batch_size_warn_threshold` (5 KiB by default), even a
-/// single-partition one: staying under it keeps the target's log readable.
-const MAX_BATCH_STATEMENTS: usize = 32;
-const MAX_BATCH_BYTES: usize = 4 * 1024;
-
-/// How long a request is retried before the job gives up on it.
-pub(crate) const RETRY_FOR: Duration = Duration::from_secs(600);
+use crate::connectors::seam::{Pacing, Page, Pushed, Request, Scan, Sink, Unit};
+use crate::jobs::running::Sample;
+use crate::savepoints::{self, ranges::TokenRange};
 
 /// Live counters of a running migration.
 #[derive(Debug, Default)]
-pub struct Progress {
+pub struct Counters {
     /// Units in the plan.
     pub units_total: AtomicU64,
     /// Units complete (including skipped ones).
     pub units_done: AtomicU64,
-    /// Units skipped because `skipTokenRanges` covered them.
+    /// Units skipped because the job or a savepoint had them complete.
     pub units_skipped: AtomicU64,
     /// Rows read from the source.
     pub rows_read: AtomicU64,
     /// Rows whose every write was acknowledged.
     pub rows_written: AtomicU64,
-    /// Rows skipped for a null primary key column (`dropNullPrimaryKeys`).
+    /// Rows left out on purpose (`dropNullPrimaryKeys`).
     pub rows_dropped: AtomicU64,
-    /// Cell bytes read.
+    /// Bytes read.
     pub bytes_read: AtomicU64,
-    /// Cell bytes written.
+    /// Bytes written.
     pub bytes_written: AtomicU64,
-    /// Write statements acknowledged.
+    /// Write statements (or items) acknowledged.
     pub statements: AtomicU64,
-    /// Requests retried.
-    pub retries: AtomicU64,
-    /// Why the job is waiting, while a request is being retried.
-    pub waiting: Mutex<Option<String>>,
+    /// Requests retried, and why the job waits while one is.
+    pub retries: Retries,
 }
 
-impl Progress {
+/// The counters of a migration at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CopySnapshot {
+    /// Units in the plan.
+    pub units_total: u64,
+    /// Units complete (including skipped ones).
+    pub units_done: u64,
+    /// Units skipped because the job or a savepoint had them complete.
+    pub units_skipped: u64,
+    /// Rows read from the source.
+    pub rows_read: u64,
+    /// Rows whose every write was acknowledged.
+    pub rows_written: u64,
+    /// Rows left out on purpose.
+    pub rows_dropped: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+    /// Write statements acknowledged.
+    pub statements_written: u64,
+    /// Requests retried.
+    pub retries: u64,
+}
+
+impl CopySnapshot {
     /// Counter name and value pairs, as shown in job status.
-    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    pub fn pairs(&self) -> Vec<(&'static str, u64)> {
         vec![
-            ("unitsTotal", g(&self.units_total)),
-            ("unitsDone", g(&self.units_done)),
-            ("unitsSkipped", g(&self.units_skipped)),
-            ("rowsRead", g(&self.rows_read)),
-            ("rowsWritten", g(&self.rows_written)),
-            ("rowsDropped", g(&self.rows_dropped)),
-            ("bytesRead", g(&self.bytes_read)),
-            ("bytesWritten", g(&self.bytes_written)),
-            ("statementsWritten", g(&self.statements)),
-            ("retries", g(&self.retries)),
+            ("unitsTotal", self.units_total),
+            ("unitsDone", self.units_done),
+            ("unitsSkipped", self.units_skipped),
+            ("rowsRead", self.rows_read),
+            ("rowsWritten", self.rows_written),
+            ("rowsDropped", self.rows_dropped),
+            ("bytesRead", self.bytes_read),
+            ("bytesWritten", self.bytes_written),
+            ("statementsWritten", self.statements_written),
+            ("retries", self.retries),
         ]
     }
+}
 
-    /// The current waiting reason.
-    pub fn waiting(&self) -> Option<String> {
-        self.waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// The pieces of each unit left to do once `skip` is done; units entirely in `skip` are
-    /// counted done (and skipped) right away.
-    pub fn plan(&self, units: &[TokenRange], skip: &RangeSet) -> Vec<Vec<TokenRange>> {
-        self.units_total
-            .store(units.len() as u64, Ordering::Relaxed);
-        let mut work = Vec::new();
-        for unit in units {
-            let missing = skip.missing(*unit);
-            if missing.is_empty() {
-                self.units_skipped.fetch_add(1, Ordering::Relaxed);
-                self.units_done.fetch_add(1, Ordering::Relaxed);
-            } else {
-                work.push(missing);
-            }
+impl Counters {
+    /// The counters now.
+    pub fn snapshot(&self) -> CopySnapshot {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        CopySnapshot {
+            units_total: g(&self.units_total),
+            units_done: g(&self.units_done),
+            units_skipped: g(&self.units_skipped),
+            rows_read: g(&self.rows_read),
+            rows_written: g(&self.rows_written),
+            rows_dropped: g(&self.rows_dropped),
+            bytes_read: g(&self.bytes_read),
+            bytes_written: g(&self.bytes_written),
+            statements_written: g(&self.statements),
+            retries: self.retries.count(),
         }
-        work
     }
 
-    fn set_waiting(&self, reason: Option<String>) {
-        *self.waiting.lock().unwrap_or_else(|p| p.into_inner()) = reason;
+    /// Why the job is waiting, while a request is being retried.
+    pub fn waiting(&self) -> Option<String> {
+        self.retries.waiting()
+    }
+
+    /// The counters now, as job status and progress lines show them.
+    pub fn sample(&self) -> Sample {
+        let s = self.snapshot();
+        Sample {
+            counters: s.pairs(),
+            rows: s.rows_written,
+            bytes: s.bytes_written,
+            units: (s.units_total, s.units_done, s.units_skipped),
+            differences: None,
+            waiting: self.waiting(),
+        }
+    }
+
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
     }
 }
 
 /// A checked, connected, planned migration, ready to run.
 pub struct Migration {
-    source: Arc<Session>,
-    target: Arc<Session>,
-    plan: Arc<CopyPlan>,
-    units: Vec<TokenRange>,
-    skip: RangeSet,
-    max_units: usize,
-    max_in_flight: usize,
-    rows_per_second: Option<u32>,
-    bytes_per_second: Option<u64>,
-    local_dc: Option<String>,
+    run: Box<dyn RunCopy>,
 }
 
 impl Migration {
-    /// Connects to both sides, checks the schemas, prepares statements and plans units.
-    /// Nothing is written.
+    /// Connects to both sides, checks the schemas, prepares statements and plans units; the
+    /// job's skip lists (`skipTokenRanges`) are complete already. Nothing is written.
     pub async fn prepare(config: &JobConfig) -> Result<Self, EngineError> {
-        let SourceConfig::Cql(src) = &config.source;
-        let TargetConfig::Cql(dst) = &config.target;
-        let cql::Pair {
-            source,
-            target,
-            source_schema,
-            target_schema,
-            mapping,
-        } = cql::open_pair(src, dst, &config.renames).await?;
-        if source_schema.is_counter_table() && src.preserve_timestamps {
-            tracing::info!(
-                "preserveTimestamps does not apply to counter tables (counters have no writable writetime)"
-            );
-        }
-        let plan = CopyPlan::prepare(
-            &source,
-            &target,
-            src,
-            dst,
-            source_schema,
-            target_schema,
-            &mapping,
-        )
-        .await?;
-
-        let tokens: Vec<i64> = source
-            .get_cluster_state()
-            .replica_locator()
-            .ring()
-            .iter()
-            .map(|(t, _)| t.value())
-            .collect();
-        let split = src.split_count.unwrap_or(256).max(1);
-        let units = plan_units(&tokens, split);
-        let skip = RangeSet::from_ranges(
-            config
-                .skip_token_ranges
-                .iter()
-                .filter_map(|(a, b)| TokenRange::new(*a, *b)),
-        );
-        Ok(Self {
-            source: Arc::new(source),
-            target: Arc::new(target),
-            plan: Arc::new(plan),
-            units,
-            skip,
-            max_units: src.max_concurrent_units.unwrap_or(16),
-            max_in_flight: dst.max_in_flight,
-            rows_per_second: dst.rows_per_second,
-            bytes_per_second: dst.bytes_per_second,
-            local_dc: src.endpoint.local_dc.clone(),
-        })
+        let skip = savepoints::Progress {
+            token_ranges: savepoints::ranges::RangeSet::from_ranges(
+                config
+                    .skip_token_ranges
+                    .iter()
+                    .filter_map(|(a, b)| TokenRange::new(*a, *b)),
+            ),
+            ..Default::default()
+        };
+        // Each source/target pair a connector supports: one arm per pair.
+        let run: Box<dyn RunCopy> = match (&config.source, &config.target) {
+            (SourceConfig::Cql(src), TargetConfig::Cql(dst)) => {
+                let (scan, sink, pacing) =
+                    cql::transfer::open_copy(src, dst, &config.renames).await?;
+                Box::new(Copy::new(scan, sink, pacing, skip))
+            }
+        };
+        Ok(Self { run })
     }
 
-    /// Units in the plan.
-    pub fn units(&self) -> &[TokenRange] {
-        &self.units
-    }
-
-    /// Copies every unit not covered by `skipTokenRanges`. Returns the ranges known complete
-    /// (those skipped included) whether the run succeeds, fails or is stopped, through `done`.
+    /// Copies every unit not already complete. The completed work (what was complete at the
+    /// start included) is kept in `done` whether the run succeeds, fails or is stopped.
     pub async fn run(
         self,
-        progress: Arc<Progress>,
-        done: Arc<Mutex<RangeSet>>,
+        counters: Arc<Counters>,
+        done: Arc<Mutex<savepoints::Progress>>,
         cancel: CancellationToken,
     ) -> Result<(), EngineError> {
-        {
-            let mut d = done.lock().unwrap_or_else(|p| p.into_inner());
-            for r in self.skip.ranges() {
-                d.insert(*r);
-            }
+        self.run.run(counters, done, cancel).await
+    }
+}
+
+/// A copy with its connector types erased, so that jobs need not name them.
+trait RunCopy: Send {
+    fn run(
+        self: Box<Self>,
+        counters: Arc<Counters>,
+        done: Arc<Mutex<savepoints::Progress>>,
+        cancel: CancellationToken,
+    ) -> futures::future::BoxFuture<'static, Result<(), EngineError>>;
+}
+
+/// A copy from a source `S` to a target `T`.
+struct Copy<S: Scan, T: Sink<S::Row>> {
+    scan: Arc<S>,
+    sink: Arc<T>,
+    pacing: Pacing,
+    skip: savepoints::Progress,
+}
+
+impl<S: Scan, T: Sink<S::Row>> Copy<S, T> {
+    fn new(scan: S, sink: T, pacing: Pacing, skip: savepoints::Progress) -> Self {
+        Self {
+            scan: Arc::new(scan),
+            sink: Arc::new(sink),
+            pacing,
+            skip,
         }
-        let work = progress.plan(&self.units, &self.skip);
-        let failed = cancel.child_token();
-        let shared = Arc::new(Shared {
-            source: self.source.clone(),
-            target: self.target.clone(),
-            plan: self.plan.clone(),
-            progress: progress.clone(),
-            done: done.clone(),
-            writes: Arc::new(Semaphore::new(self.max_in_flight)),
-            limits: Arc::new(Limits::new(self.rows_per_second, self.bytes_per_second)),
-            local_dc: self.local_dc.clone(),
-            // A failure of one unit stops the others; a stop request reaches them through it.
-            cancel: failed.clone(),
-        });
-        drive_units(
-            work,
-            self.max_units,
-            (&cancel, &failed),
-            (
-                |e: &EngineError| matches!(e, EngineError::Stopped),
-                || EngineError::Stopped,
-            ),
-            |pieces| {
-                let s = shared.clone();
-                async move { s.copy_unit(pieces).await }
-            },
-        )
-        .await
+    }
+}
+
+impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
+    fn run(
+        self: Box<Self>,
+        counters: Arc<Counters>,
+        done: Arc<Mutex<savepoints::Progress>>,
+        cancel: CancellationToken,
+    ) -> futures::future::BoxFuture<'static, Result<(), EngineError>> {
+        Box::pin(async move {
+            done.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .merge(&self.skip);
+            let plan = self.scan.plan(&self.skip);
+            counters.units_total.store(plan.total, Ordering::Relaxed);
+            Counters::add(&counters.units_skipped, plan.skipped);
+            Counters::add(&counters.units_done, plan.skipped);
+            let failed = cancel.child_token();
+            let worker = Arc::new(Worker {
+                scan: self.scan,
+                sink: self.sink,
+                counters,
+                done,
+                requests: Arc::new(Semaphore::new(self.pacing.requests_in_flight.max(1))),
+                limits: Arc::new(Limits::new(
+                    self.pacing.rows_per_second,
+                    self.pacing.bytes_per_second,
+                )),
+                // A failure of one unit stops the others; a stop request reaches them through it.
+                cancel: failed.clone(),
+            });
+            drive_units(
+                plan.work,
+                self.pacing.units_at_once,
+                (&cancel, &failed),
+                (
+                    |e: &EngineError| matches!(e, EngineError::Stopped),
+                    || EngineError::Stopped,
+                ),
+                |unit| {
+                    let w = worker.clone();
+                    async move { w.copy_unit(unit).await }
+                },
+            )
+            .await
+        })
     }
 }
 
 /// Runs `unit` on each piece of `work`, `max` at once. The first error that is not a stop
 /// (`is_stop`) cancels `failed`, which the units watch, so one unit failing for good stops the
 /// others; it is returned, else `stopped()` when `cancel` fired, else `Ok`.
-pub(crate) async fn drive_units<E, F, Fut>(
-    work: Vec<Vec<TokenRange>>,
+pub async fn drive_units<U, E, F, Fut>(
+    work: Vec<U>,
     max: usize,
     (cancel, failed): (&CancellationToken, &CancellationToken),
     (is_stop, stopped): (impl Fn(&E) -> bool, fn() -> E),
     unit: F,
 ) -> Result<(), E>
 where
-    F: FnMut(Vec<TokenRange>) -> Fut,
+    F: FnMut(U) -> Fut,
     Fut: std::future::Future<Output = Result<(), E>>,
 {
     let mut results = futures::stream::iter(work)
@@ -267,239 +286,122 @@ where
     }
 }
 
-#[derive(Clone)]
-struct Shared {
-    source: Arc<Session>,
-    target: Arc<Session>,
-    plan: Arc<CopyPlan>,
-    progress: Arc<Progress>,
-    done: Arc<Mutex<RangeSet>>,
-    writes: Arc<Semaphore>,
+struct Worker<S: Scan, T: Sink<S::Row>> {
+    scan: Arc<S>,
+    sink: Arc<T>,
+    counters: Arc<Counters>,
+    done: Arc<Mutex<savepoints::Progress>>,
+    requests: Arc<Semaphore>,
     limits: Arc<Limits>,
-    local_dc: Option<String>,
     cancel: CancellationToken,
 }
 
-impl Shared {
-    /// Copies the missing pieces of one unit; records them complete once every write is
-    /// acknowledged.
-    async fn copy_unit(&self, pieces: Vec<TokenRange>) -> Result<(), EngineError> {
-        let mut in_flight: JoinSet<Result<(), EngineError>> = JoinSet::new();
-        let result = self.scan_unit(&pieces, &mut in_flight).await;
+type InFlight = JoinSet<Result<(), EngineError>>;
+
+impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
+    /// Copies one unit; records it complete once every write is acknowledged.
+    async fn copy_unit(&self, unit: S::Unit) -> Result<(), EngineError> {
+        let mut in_flight = InFlight::new();
+        let result = self.scan_unit(&unit, &mut in_flight).await;
         // Whatever happened, let the writes already sent finish: their rows are then either
         // written or reported, never half-tracked.
         let mut write_error = None;
         while let Some(joined) = in_flight.join_next().await {
-            match joined {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => write_error = write_error.or(Some(e)),
-                Err(e) => {
-                    write_error =
-                        write_error.or(Some(EngineError::Failed(format!("write task failed: {e}"))))
-                }
+            if let Err(e) = flatten(joined) {
+                write_error = write_error.or(Some(e));
             }
         }
         result?;
         if let Some(e) = write_error {
             return Err(e);
         }
-        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
-        for p in &pieces {
-            done.insert(*p);
-        }
-        self.progress.units_done.fetch_add(1, Ordering::Relaxed);
+        unit.record(&mut self.done.lock().unwrap_or_else(|p| p.into_inner()));
+        Counters::add(&self.counters.units_done, 1);
         Ok(())
     }
 
-    async fn scan_unit(
-        &self,
-        pieces: &[TokenRange],
-        in_flight: &mut JoinSet<Result<(), EngineError>>,
-    ) -> Result<(), EngineError> {
-        let plan = &self.plan;
-        let mut writes = Vec::new();
-        for piece in pieces {
-            let mut statement = plan.select().clone();
-            // Send the scan to a replica of the range; a retry may go elsewhere.
-            if let Some(node) = cql::replica_for(
-                &self.source,
-                &self.plan.source,
-                piece.end,
-                self.local_dc.as_deref(),
-            ) {
-                statement.set_load_balancing_policy(Some(SingleTargetLoadBalancingPolicy::new(
-                    NodeIdentifier::Node(node),
-                    None,
-                )));
+    async fn scan_unit(&self, unit: &S::Unit, in_flight: &mut InFlight) -> Result<(), EngineError> {
+        let mut cursor = Some(self.scan.start(unit));
+        let mut batcher = T::Batcher::default();
+        let mut requests = Vec::new();
+        while let Some(at) = cursor.take() {
+            if self.cancel.is_cancelled() {
+                return Err(EngineError::Stopped);
             }
-            let mut paging = PagingState::start();
-            let mut last_partition: Option<Vec<Option<bytes::Bytes>>> = None;
-            // Writes of consecutive rows of one partition, sent as one unlogged batch: a
-            // single-partition batch is applied as one mutation, far cheaper for the target
-            // than one request per row.
-            let mut batch: Vec<Write> = Vec::new();
-            let mut batch_rows = 0u64;
-            loop {
-                if self.cancel.is_cancelled() {
-                    return Err(EngineError::Stopped);
+            let page = retry(
+                &self.counters.retries,
+                &self.cancel,
+                "reading from the source",
+                true,
+                || self.scan.page(unit, &at),
+            )
+            .await;
+            let read_at = Instant::now();
+            let Page { rows, next } = match page {
+                Ok(p) => p,
+                Err(_) if self.cancel.is_cancelled() => return Err(EngineError::Stopped),
+                Err(e) => {
+                    return Err(EngineError::Failed(format!("source: reading {unit}: {e}")));
                 }
-                let page = retry(
-                    &self.progress,
-                    &self.cancel,
-                    "reading from the source",
-                    true,
-                    || {
-                        plan.read_page(
-                            &self.source,
-                            &statement,
-                            piece.start,
-                            piece.end,
-                            paging.clone(),
-                        )
-                    },
-                )
-                .await;
-                let read_at = Instant::now();
-                let (rows, next) = match page {
-                    Ok(p) => p,
-                    Err(_) if self.cancel.is_cancelled() => return Err(EngineError::Stopped),
-                    Err(e) => {
-                        return Err(EngineError::Failed(format!("source: reading {piece}: {e}")));
-                    }
-                };
-                self.progress
-                    .rows_read
-                    .fetch_add(rows.len() as u64, Ordering::Relaxed);
-                let np = plan.source.partition_key.len();
-                for row in &rows {
-                    self.progress
-                        .bytes_read
-                        .fetch_add(row.size() as u64, Ordering::Relaxed);
-                    let new_partition = last_partition.as_deref() != Some(&row.cells[..np]);
-                    if new_partition {
-                        last_partition = Some(row.cells[..np].to_vec());
-                    }
-                    let mut stats = RowStats::default();
-                    writes.clear();
-                    plan.writes(row, new_partition, &mut stats, &mut writes);
-                    if stats.dropped > 0 {
-                        if !plan.drops_null_keys() {
-                            return Err(EngineError::Failed(format!(
-                                "source: a row of {piece} has a null primary key column; set target.dropNullPrimaryKeys: true to skip such rows"
-                            )));
-                        }
-                        self.progress
-                            .rows_dropped
-                            .fetch_add(stats.dropped, Ordering::Relaxed);
-                        continue;
-                    }
-                    // Waiting for the rate limits must not delay a stop.
-                    let row_bytes: usize = writes.iter().map(|w| w.values.size()).sum();
-                    if !self.limits.wait(row_bytes, &self.cancel).await {
-                        return Err(EngineError::Stopped);
-                    }
-                    if new_partition && !batch.is_empty() {
-                        self.send(
-                            in_flight,
-                            std::mem::take(&mut batch),
-                            std::mem::take(&mut batch_rows),
-                            read_at,
-                        )
-                        .await?;
-                    }
-                    let mut counted = false;
-                    for write in writes.drain(..) {
-                        if write.counters.is_some() {
-                            // A counter row reads before it writes: it travels alone.
-                            self.send(in_flight, vec![write], 1, read_at).await?;
-                            counted = true;
-                        } else {
-                            batch.push(write);
-                        }
-                    }
-                    if !counted {
-                        batch_rows += 1;
-                    }
-                    let batch_bytes: usize = batch.iter().map(|w| w.values.size()).sum();
-                    if batch.len() >= MAX_BATCH_STATEMENTS || batch_bytes >= MAX_BATCH_BYTES {
-                        self.send(
-                            in_flight,
-                            std::mem::take(&mut batch),
-                            std::mem::take(&mut batch_rows),
-                            read_at,
-                        )
-                        .await?;
-                    }
-                    // Surface write failures early instead of scanning on.
-                    while let Some(joined) = in_flight.try_join_next() {
-                        match joined {
-                            Ok(Ok(())) => {}
-                            Ok(Err(e)) => return Err(e),
-                            Err(e) => {
-                                return Err(EngineError::Failed(format!("write task failed: {e}")));
-                            }
-                        }
+            };
+            Counters::add(&self.counters.rows_read, rows.len() as u64);
+            for row in &rows {
+                Counters::add(&self.counters.bytes_read, S::row_size(row) as u64);
+                match self.sink.push(&mut batcher, row, read_at, &mut requests) {
+                    Ok(Pushed::Written) => {}
+                    Ok(Pushed::Dropped) => Counters::add(&self.counters.rows_dropped, 1),
+                    Err(refused) => {
+                        return Err(EngineError::Failed(format!(
+                            "source: a row of {unit} {refused}"
+                        )));
                     }
                 }
-                if !batch.is_empty() {
-                    self.send(
-                        in_flight,
-                        std::mem::take(&mut batch),
-                        std::mem::take(&mut batch_rows),
-                        read_at,
-                    )
-                    .await?;
-                }
-                match next {
-                    PagingStateResponse::HasMorePages { state } => paging = state,
-                    PagingStateResponse::NoMorePages => break,
+                for request in requests.drain(..) {
+                    self.send(in_flight, request).await?;
                 }
             }
+            self.sink.flush(&mut batcher, &mut requests);
+            for request in requests.drain(..) {
+                self.send(in_flight, request).await?;
+            }
+            cursor = next;
         }
         Ok(())
     }
 
-    /// Sends `writes` (one statement, or one partition's batch) as one request, retried as a
-    /// whole; `rows` rows are complete once it is acknowledged.
-    async fn send(
-        &self,
-        in_flight: &mut JoinSet<Result<(), EngineError>>,
-        writes: Vec<Write>,
-        rows: u64,
-        read_at: Instant,
-    ) -> Result<(), EngineError> {
+    /// Sends one request in the background, retried as a whole; its rows are complete once it
+    /// is acknowledged. Waits for the rate limits and for room among the requests in flight.
+    async fn send(&self, in_flight: &mut InFlight, request: T::Request) -> Result<(), EngineError> {
+        // Waiting for the rate limits must not delay a stop.
+        if !self
+            .limits
+            .wait(request.rows(), request.bytes(), &self.cancel)
+            .await
+        {
+            return Err(EngineError::Stopped);
+        }
         let permit = tokio::select! {
-            permit = self.writes.clone().acquire_owned() => permit.expect("never closed"),
+            permit = self.requests.clone().acquire_owned() => permit.expect("never closed"),
             _ = self.cancel.cancelled() => return Err(EngineError::Stopped),
         };
-        let target = self.target.clone();
-        let progress = self.progress.clone();
+        let sink = self.sink.clone();
+        let counters = self.counters.clone();
         let cancel = self.cancel.clone();
-        let consistency = self.plan.target_consistency();
         in_flight.spawn(async move {
-            let size: u64 = writes.iter().map(|w| w.values.size() as u64).sum();
-            let idempotent = writes.iter().all(|w| w.idempotent);
             let result = retry(
-                &progress,
+                &counters.retries,
                 &cancel,
                 "writing to the target",
-                idempotent,
-                || async {
-                    match writes.as_slice() {
-                        [one] => one.execute(&target, read_at.elapsed()).await,
-                        many => execute_batch(many, &target, consistency, read_at.elapsed()).await,
-                    }
-                },
+                request.idempotent(),
+                || sink.send(&request),
             )
             .await;
             drop(permit);
             match result {
                 Ok(()) => {
-                    progress
-                        .statements
-                        .fetch_add(writes.len() as u64, Ordering::Relaxed);
-                    progress.bytes_written.fetch_add(size, Ordering::Relaxed);
-                    progress.rows_written.fetch_add(rows, Ordering::Relaxed);
+                    Counters::add(&counters.statements, request.statements());
+                    Counters::add(&counters.bytes_written, request.bytes());
+                    Counters::add(&counters.rows_written, request.rows());
                     Ok(())
                 }
                 Err(_) if cancel.is_cancelled() => Err(EngineError::Stopped),
@@ -508,83 +410,14 @@ impl Shared {
         });
         // Surface write failures early instead of scanning on.
         while let Some(joined) = in_flight.try_join_next() {
-            match joined {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(e),
-                Err(e) => return Err(EngineError::Failed(format!("write task failed: {e}"))),
-            }
+            flatten(joined)?;
         }
         Ok(())
     }
 }
 
-/// Runs `f` until it succeeds, the error is not worth retrying, `RETRY_FOR` has passed, or the
-/// job is cancelled. Every retry is counted and the reason shown as the job's waiting state.
-pub(crate) async fn retry<T, F, Fut>(
-    progress: &Progress,
-    cancel: &CancellationToken,
-    what: &str,
-    idempotent: bool,
-    mut f: F,
-) -> Result<T, ExecutionError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, ExecutionError>>,
-{
-    let mut delays = backon::ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(10))
-        .with_jitter()
-        .without_max_times()
-        .build();
-    let started = Instant::now();
-    loop {
-        match f().await {
-            Ok(v) => {
-                if progress.waiting().is_some() {
-                    progress.set_waiting(None);
-                }
-                return Ok(v);
-            }
-            Err(e) if retryable(&e, idempotent) && started.elapsed() < RETRY_FOR => {
-                progress.retries.fetch_add(1, Ordering::Relaxed);
-                progress.set_waiting(Some(format!("{what}: {e}")));
-                tracing::debug!(error = %e, "{what}: retrying");
-                let delay = delays.next().unwrap_or(Duration::from_secs(10));
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
-                    _ = cancel.cancelled() => return Err(e),
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Whether an error may go away by itself. Writes that are not idempotent (counter updates)
-/// are retried only when the error proves they were not applied.
-fn retryable(e: &ExecutionError, idempotent: bool) -> bool {
-    match e {
-        ExecutionError::EmptyPlan | ExecutionError::ConnectionPoolError(_) => true,
-        ExecutionError::RequestTimeout(_) => idempotent,
-        ExecutionError::LastAttemptError(RequestAttemptError::DbError(db, _)) => match db {
-            DbError::Unavailable { .. }
-            | DbError::Overloaded
-            | DbError::IsBootstrapping
-            | DbError::RateLimitReached { .. } => true,
-            // A replica failing a read is most often a node too busy to answer (the reason is
-            // "UNKNOWN"); a read changes nothing, so it is tried again like a timeout.
-            DbError::ReadTimeout { .. }
-            | DbError::ReadFailure { .. }
-            | DbError::WriteTimeout { .. }
-            | DbError::ServerError
-            | DbError::TruncateError => idempotent,
-            _ => false,
-        },
-        ExecutionError::LastAttemptError(
-            RequestAttemptError::BrokenConnectionError(_)
-            | RequestAttemptError::UnableToAllocStreamId,
-        ) => idempotent,
-        _ => false,
-    }
+fn flatten(
+    joined: Result<Result<(), EngineError>, tokio::task::JoinError>,
+) -> Result<(), EngineError> {
+    joined.unwrap_or_else(|e| Err(EngineError::Failed(format!("write task failed: {e}"))))
 }

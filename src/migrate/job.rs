@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::EngineError;
 use super::config::{JobConfig, redacted_json};
-use super::engine::{Migration, Progress};
+use super::engine::{Counters, Migration};
 use crate::jobs::kept::{ResumeError, forget_job_file, read_job_file};
 use crate::jobs::running::{Ending, Periodic, end, publish};
 use crate::jobs::{JobHandle, JobResult};
@@ -41,13 +41,14 @@ pub struct Savepoints {
 }
 
 impl Savepoints {
-    /// Writes a savepoint of `done` (which includes the ranges skipped at start).
-    pub async fn write(&self, done: &RangeSet, why: &str) -> Result<SavepointInfo, EngineError> {
+    /// Writes a savepoint of `done` (which includes the work complete at start).
+    pub async fn write(
+        &self,
+        done: &savepoints::Progress,
+        why: &str,
+    ) -> Result<SavepointInfo, EngineError> {
         let mut progress = self.initial.clone();
-        progress.merge(&savepoints::Progress {
-            token_ranges: done.clone(),
-            ..Default::default()
-        });
+        progress.merge(done);
         let mut doc = self.base.clone();
         progress.into_document(&mut doc);
         let store = self.store.clone();
@@ -144,10 +145,10 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
 /// (success, failure, cancel, shutdown).
 pub async fn execute(
     launch: Launch,
-    progress: Arc<Progress>,
+    progress: Arc<Counters>,
     cancel: CancellationToken,
 ) -> Result<(), EngineError> {
-    let done = Arc::new(Mutex::new(RangeSet::new()));
+    let done = Arc::new(Mutex::new(savepoints::Progress::default()));
     let savepoints = launch.savepoints.map(Arc::new);
     let periodic = savepoints.clone().map(|sp| {
         let done = done.clone();
@@ -190,7 +191,7 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
         tracing::info!(job = handle.id(), savepoint = %name, "migration resumes from a savepoint");
     }
     handle.set_phase("copying");
-    let progress = Arc::new(Progress::default());
+    let progress = Arc::new(Counters::default());
     let reporter = {
         let handle = handle.clone();
         let progress = progress.clone();
@@ -234,16 +235,14 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
 
 fn report(
     handle: &JobHandle,
-    progress: &Progress,
+    progress: &Counters,
     previous: (u64, u64),
     interval: Duration,
     elapsed: Duration,
 ) -> (u64, u64) {
     publish(
         handle,
-        &progress.snapshot(),
-        progress.waiting(),
-        ["rowsWritten", "bytesWritten"],
+        progress.sample(),
         (previous, interval, elapsed),
         "copying",
     )

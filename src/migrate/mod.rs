@@ -6,5 +6,6 @@ pub mod engine;
 pub mod error;
 pub mod job;
 pub mod limits;
+pub mod retry;
 
 pub use error::EngineError;

@@ -9,8 +9,9 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::report::ColumnDifference;
+use crate::connectors::seam::{Request, Sink};
 use crate::migrate::EngineError;
-use crate::migrate::engine::Progress as ScanProgress;
+use crate::migrate::retry::{Retries, retry};
 
 /// Which cells of two rows with the same key are compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,13 +63,55 @@ pub trait Comparator: Send + Sync + 'static {
 
 /// `copyMissingRows`: writes a source row to the target again.
 pub trait Repair<Row>: Send + Sync {
-    /// Writes `row`, read at `read_at`, to the target; retries are counted in `progress` and
+    /// Writes `row`, read at `read_at`, to the target; retries are counted in `retries` and
     /// end when `cancel` fires.
     fn copy<'a>(
         &'a self,
         row: &'a Row,
         read_at: Instant,
-        progress: &'a ScanProgress,
+        retries: &'a Retries,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<(), EngineError>>;
+}
+
+/// The repair through the target's [`Sink`]: the writes a copy would make of the row, sent at
+/// once, each retried as a copy's would be.
+pub struct SinkRepair<T>(pub T);
+
+impl<R: Sync, T: Sink<R>> Repair<R> for SinkRepair<T> {
+    fn copy<'a>(
+        &'a self,
+        row: &'a R,
+        read_at: Instant,
+        retries: &'a Retries,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), EngineError>> {
+        Box::pin(async move {
+            let failed = |e: &dyn std::fmt::Display| {
+                if cancel.is_cancelled() {
+                    EngineError::Stopped
+                } else {
+                    EngineError::Failed(format!("target: copying a row: {e}"))
+                }
+            };
+            let sink = &self.0;
+            let mut batcher = T::Batcher::default();
+            let mut requests = Vec::new();
+            sink.push(&mut batcher, row, read_at, &mut requests)
+                .map_err(|e| failed(&e))?;
+            sink.flush(&mut batcher, &mut requests);
+            for request in &requests {
+                retry(
+                    retries,
+                    cancel,
+                    "copying a row to the target",
+                    request.idempotent(),
+                    || sink.send(request),
+                )
+                .await
+                .map_err(|e| failed(&e))?;
+            }
+            Ok(())
+        })
+    }
 }

@@ -18,7 +18,7 @@ use crate::migrate::EngineError;
 use crate::migrate::limits::Limits;
 
 /// What a scan task sends: pages of rows, then the end, or why it stopped.
-pub(crate) enum Page<R> {
+pub(crate) enum Feed<R> {
     /// The next rows, in order.
     Rows(Vec<R>),
     /// The range is complete.
@@ -29,7 +29,7 @@ pub(crate) enum Page<R> {
 
 /// One side's rows of a range, page by page, with the order checked as they come.
 pub(crate) struct Cursor<R> {
-    pages: mpsc::Receiver<Page<R>>,
+    pages: mpsc::Receiver<Feed<R>>,
     rows: VecDeque<R>,
     finished: bool,
     last: Option<R>,
@@ -41,7 +41,7 @@ pub(crate) struct Cursor<R> {
 
 impl<R: Clone> Cursor<R> {
     /// The rows `side` (`source` or `target`) sends through `pages`.
-    pub(crate) fn new(side: &'static str, pages: mpsc::Receiver<Page<R>>) -> Self {
+    pub(crate) fn new(side: &'static str, pages: mpsc::Receiver<Feed<R>>) -> Self {
         Self {
             pages,
             rows: VecDeque::new(),
@@ -55,12 +55,12 @@ impl<R: Clone> Cursor<R> {
     async fn peek(&mut self) -> Result<Option<&R>, EngineError> {
         while self.rows.is_empty() && !self.finished {
             match self.pages.recv().await {
-                Some(Page::Rows(rows)) => {
+                Some(Feed::Rows(rows)) => {
                     self.read_at = Instant::now();
                     self.rows.extend(rows);
                 }
-                Some(Page::End) => self.finished = true,
-                Some(Page::Failed(e)) => return Err(e),
+                Some(Feed::End) => self.finished = true,
+                Some(Feed::Failed(e)) => return Err(e),
                 // A scan that stops without saying so must not pass for the end of the range.
                 None => {
                     return Err(EngineError::Failed(format!(
@@ -226,7 +226,7 @@ impl<C: Comparator> Merge<'_, C> {
             }
             scan.bytes_read
                 .fetch_add(bytes as u64, AtomicOrdering::Relaxed);
-            if !self.limits.wait(bytes, self.cancel).await {
+            if !self.limits.wait(1, bytes as u64, self.cancel).await {
                 return Err(EngineError::Stopped);
             }
         }
@@ -269,7 +269,7 @@ impl<C: Comparator> Merge<'_, C> {
             return Ok(());
         };
         repair
-            .copy(row, read_at, &self.progress.scan, self.cancel)
+            .copy(row, read_at, &self.progress.scan.retries, self.cancel)
             .await?;
         report.rows_copied += 1;
         self.progress

@@ -4,8 +4,9 @@
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use super::report::Report;
-use crate::migrate::engine::Progress as ScanProgress;
-use crate::savepoints::ranges::RangeSet;
+use crate::jobs::running::Sample;
+use crate::migrate::engine::Counters as ScanProgress;
+use crate::savepoints;
 
 /// Live counters of a running validation.
 #[derive(Debug, Default)]
@@ -31,21 +32,31 @@ impl Progress {
         set(&self.rows_copied, report.rows_copied);
     }
 
-    /// Counter name and value pairs, as shown in job status.
-    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+    /// The counters now, as job status and progress lines show them.
+    pub fn sample(&self) -> Sample {
         let g = |a: &AtomicU64| a.load(AtomicOrdering::Relaxed);
         let s = &self.scan;
-        vec![
-            ("unitsTotal", g(&s.units_total)),
-            ("unitsDone", g(&s.units_done)),
-            ("unitsSkipped", g(&s.units_skipped)),
-            ("sourceRows", g(&s.rows_read)),
-            ("targetRows", g(&self.target_rows)),
-            ("bytesRead", g(&s.bytes_read)),
-            ("rowsWithDifferences", g(&self.rows_with_differences)),
-            ("rowsCopied", g(&self.rows_copied)),
-            ("retries", g(&s.retries)),
-        ]
+        let (source_rows, bytes_read) = (g(&s.rows_read), g(&s.bytes_read));
+        let (total, done, skipped) = (g(&s.units_total), g(&s.units_done), g(&s.units_skipped));
+        let differences = g(&self.rows_with_differences);
+        Sample {
+            counters: vec![
+                ("unitsTotal", total),
+                ("unitsDone", done),
+                ("unitsSkipped", skipped),
+                ("sourceRows", source_rows),
+                ("targetRows", g(&self.target_rows)),
+                ("bytesRead", bytes_read),
+                ("rowsWithDifferences", differences),
+                ("rowsCopied", g(&self.rows_copied)),
+                ("retries", s.retries.count()),
+            ],
+            rows: source_rows,
+            bytes: bytes_read,
+            units: (total, done, skipped),
+            differences: Some(differences),
+            waiting: s.waiting(),
+        }
     }
 }
 
@@ -53,8 +64,8 @@ impl Progress {
 /// savepoint never records a range without its findings.
 #[derive(Debug, Default, Clone)]
 pub struct State {
-    /// Token ranges compared completely.
-    pub done: RangeSet,
+    /// Units compared completely, in the job file's terms.
+    pub done: savepoints::Progress,
     /// Findings of those ranges.
     pub report: Report,
 }

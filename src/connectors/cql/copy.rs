@@ -7,7 +7,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use scylla::client::session::Session;
 use scylla::cluster::metadata::{CollectionType, ColumnType};
-use scylla::response::{PagingState, PagingStateResponse};
 use scylla::statement::prepared::PreparedStatement;
 
 use super::CqlError;
@@ -320,41 +319,6 @@ impl CopyPlan {
     /// The scan statement (bind `(start, end)` as bigints).
     pub fn select(&self) -> &PreparedStatement {
         &self.select
-    }
-
-    /// Reads one page of `(start, end]` after `paging`.
-    pub async fn read_page(
-        &self,
-        session: &Session,
-        statement: &PreparedStatement,
-        start: i64,
-        end: i64,
-        paging: PagingState,
-    ) -> Result<(Vec<RawRow>, PagingStateResponse), scylla::errors::ExecutionError> {
-        let (result, next) = session
-            .execute_single_page(
-                statement,
-                BoundRow(vec![Bound::BigInt(start), Bound::BigInt(end)]),
-                paging,
-            )
-            .await?;
-        // A scan answered with something other than rows is a protocol fault of the source.
-        let bad = |what: &str, e: &dyn std::fmt::Display| {
-            scylla::errors::ExecutionError::LastAttemptError(
-                scylla::errors::RequestAttemptError::DbError(
-                    scylla::errors::DbError::ProtocolError,
-                    format!("{what}: {e}"),
-                ),
-            )
-        };
-        let rows = result
-            .into_rows_result()
-            .map_err(|e| bad("scan returned no rows result", &e))?
-            .rows::<RawRow>()
-            .map_err(|e| bad("scan rows", &e))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| bad("scan row", &e))?;
-        Ok((rows, next))
     }
 
     /// The writes that reproduce `row` on the target. `write_statics` is false when the row's

@@ -5,8 +5,12 @@ pub mod codec;
 pub mod compare;
 pub mod config;
 pub mod copy;
+mod retry;
 pub mod rows;
+pub mod scan;
 pub mod schema;
+pub mod transfer;
+pub mod units;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::*;
 use crate::migrate::EngineError;
 use crate::migrate::limits::Limits;
-use crate::validate::merge::{Cursor, Merge, Page};
+use crate::validate::merge::{Cursor, Feed, Merge};
 use crate::validate::progress::Progress;
 use crate::validate::report::Report;
 
@@ -70,9 +70,9 @@ fn row(token: i64, p: Option<i32>, c: i32, v: i32) -> RawRow {
 fn stream(side: &'static str, pages: Vec<Vec<RawRow>>) -> Cursor<RawRow> {
     let (tx, rx) = mpsc::channel(pages.len() + 1);
     for page in pages {
-        tx.try_send(Page::Rows(page)).unwrap();
+        tx.try_send(Feed::Rows(page)).unwrap();
     }
-    tx.try_send(Page::End).unwrap();
+    tx.try_send(Feed::End).unwrap();
     Cursor::new(side, rx)
 }
 

@@ -6,14 +6,14 @@ pub mod equal;
 pub mod order;
 mod plan;
 pub mod render;
-mod scan;
 
 use std::cmp::Ordering;
 
 use bytes::Bytes;
 
 pub use equal::Tolerance;
-pub use plan::{prepare, rename_where};
+pub(crate) use plan::prepare;
+pub use plan::rename_where;
 
 use super::codec::{read_i32, read_i64, read_int_list};
 use super::rows::RawRow;

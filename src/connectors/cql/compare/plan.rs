@@ -7,23 +7,20 @@ use std::sync::Arc;
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
 
-use super::scan::{CqlRepair, ValidationScan};
 use super::{CqlComparator, Tolerance};
 use crate::connectors::cql::copy::CopyPlan;
 use crate::connectors::cql::rows::RawRow;
+use crate::connectors::cql::scan::RangeScan;
 use crate::connectors::cql::schema::{Column, TableSchema, quote};
+use crate::connectors::cql::transfer::{CopySink, DEFAULT_SPLIT_COUNT, DEFAULT_UNITS_AT_ONCE};
 use crate::connectors::cql::{self, CqlError, CqlSource, CqlTarget};
+use crate::connectors::seam::Pacing;
 use crate::jobfile::{Rename, ValidationConfig};
-use crate::validate::compare::Repair;
+use crate::validate::compare::{Repair, SinkRepair};
 use crate::validate::run::Sides;
 
-/// A validation of two CQL tables, ready to be planned into units.
-pub struct Prepared {
-    /// Both scans, the comparator and the repair.
-    pub(crate) sides: Sides<CqlComparator, ValidationScan>,
-    /// The tokens of the source's ring, where units are cut.
-    pub ring: Vec<i64>,
-}
+/// Both tables of a CQL validation, each read through its own select.
+pub(crate) type CqlSides = Sides<CqlComparator, RangeScan>;
 
 /// Selected expressions of one side, and the statement.
 fn select_list(schema_cols: &[(&Column, String)], timestamps: &[String], pk: &[String]) -> String {
@@ -167,12 +164,12 @@ async fn clustering_order(
 
 /// Connects to both tables, checks them as a migration would (and that their clustering
 /// orders agree), and prepares both scans and the repair. Nothing is written.
-pub async fn prepare(
+pub(crate) async fn prepare(
     src: &CqlSource,
     dst: &CqlTarget,
     renames: &[Rename],
     v: &ValidationConfig,
-) -> Result<Prepared, CqlError> {
+) -> Result<CqlSides, CqlError> {
     let cql::Pair {
         source,
         target,
@@ -283,13 +280,6 @@ pub async fn prepare(
         None
     };
 
-    let tokens: Vec<i64> = source
-        .get_cluster_state()
-        .replica_locator()
-        .ring()
-        .iter()
-        .map(|(t, _)| t.value())
-        .collect();
     let np = source_schema.partition_key.len();
     let nc = source_schema.clustering_key.len();
     let ns = source_schema.statics.len();
@@ -314,33 +304,34 @@ pub async fn prepare(
         fixed_timestamp: dst.write_writetimestamp_in_us,
         source: source_schema,
     };
+    let source = Arc::new(source);
     let target = Arc::new(target);
-    let sides = Sides {
-        source: Arc::new(ValidationScan {
-            side: "source",
-            session: Arc::new(source),
-            table: comparator.source.clone(),
-            select: src_select,
-            local_dc: src.endpoint.local_dc.clone(),
-        }),
-        target: Arc::new(ValidationScan {
-            side: "target",
-            session: target.clone(),
-            table: target_schema,
-            select: dst_select,
-            local_dc: dst.endpoint.local_dc.clone(),
-        }),
+    let split_count = src.split_count.unwrap_or(DEFAULT_SPLIT_COUNT);
+    Ok(Sides {
+        source: RangeScan::new(
+            source,
+            comparator.source.clone(),
+            src_select,
+            split_count,
+            src.endpoint.local_dc.clone(),
+        ),
+        target: RangeScan::new(
+            target.clone(),
+            target_schema,
+            dst_select,
+            split_count,
+            dst.endpoint.local_dc.clone(),
+        ),
         comparator,
         repair: copy.map(|plan| {
-            Box::new(CqlRepair {
-                plan,
-                session: target,
-            }) as Box<dyn Repair<RawRow>>
+            Box::new(SinkRepair(CopySink::new(target, plan))) as Box<dyn Repair<RawRow>>
         }),
-    };
-    Ok(Prepared {
-        sides,
-        ring: tokens,
+        pacing: Pacing {
+            units_at_once: src.max_concurrent_units.unwrap_or(DEFAULT_UNITS_AT_ONCE),
+            requests_in_flight: dst.max_in_flight,
+            rows_per_second: dst.rows_per_second,
+            bytes_per_second: dst.bytes_per_second,
+        },
     })
 }
 

@@ -1,0 +1,153 @@
+//! The seam between the engine and the connectors.
+//!
+//! A source is a table read in *units* (token ranges for CQL, scan segments for DynamoDB,
+//! files or row groups for Parquet, key ranges for MySQL), each unit page by page. A target
+//! turns rows into write *requests* (a CQL batch of one partition, a DynamoDB
+//! `BatchWriteItem`, ...). The engine owns everything in between: which units to run, how
+//! many at once, rate limits, how many requests in flight, retries, counters and the record of
+//! completed units that savepoints store. A connector owns its formats and its protocol, and
+//! says for each of its errors whether trying again can help ([`Retry`]).
+//!
+//! The validator uses the same [`Scan`] on both sides of a job, with the same unit driver.
+
+use std::fmt::Display;
+use std::future::Future;
+use std::time::Instant;
+
+use crate::savepoints;
+
+/// What trying a failed request again can achieve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// The failure may go away by itself (node down or overloaded, connection lost before
+    /// sending): try again.
+    Safe,
+    /// The request may have been applied (a timeout): try again only if applying it twice
+    /// does no harm.
+    IfIdempotent,
+    /// The failure will not go away (bad request, schema, permissions): give up.
+    Never,
+}
+
+/// An error of one request of a connector.
+pub trait RequestError: std::error::Error + Send + Sync + 'static {
+    /// Whether and when the engine may send the request again.
+    fn retry(&self) -> Retry;
+}
+
+/// A unit of work: read whole, written whole, then recorded complete. Its completion is
+/// recorded in the savepoint model ([`savepoints::Progress`]), in the job file's own terms.
+pub trait Unit: Clone + Display + Send + Sync + 'static {
+    /// Adds this unit to the completed work of a run.
+    fn record(&self, done: &mut savepoints::Progress);
+}
+
+/// The units a run has to go through.
+#[derive(Debug, Clone)]
+pub struct Plan<U> {
+    /// Units of the whole table.
+    pub total: u64,
+    /// Units already complete (in the job's or a savepoint's skip lists).
+    pub skipped: u64,
+    /// What is left, in the order it should be run.
+    pub work: Vec<U>,
+}
+
+/// One page of a unit.
+#[derive(Debug)]
+pub struct Page<R, C> {
+    /// Rows of the page, in the source's order.
+    pub rows: Vec<R>,
+    /// Where the next page starts; `None` at the end of the unit.
+    pub next: Option<C>,
+}
+
+/// A table that can be read unit by unit, page by page. Reading a page changes nothing, so
+/// the engine may retry it from the same cursor.
+pub trait Scan: Send + Sync + 'static {
+    /// The unit of work.
+    type Unit: Unit;
+    /// A row as read.
+    type Row: Send + Sync + 'static;
+    /// Where a page starts.
+    type Cursor: Clone + Send + Sync + 'static;
+    /// Why a read failed.
+    type Error: RequestError;
+
+    /// The units of the table, less the work `done` covers.
+    fn plan(&self, done: &savepoints::Progress) -> Plan<Self::Unit>;
+    /// The cursor of a unit's first page.
+    fn start(&self, unit: &Self::Unit) -> Self::Cursor;
+    /// Reads the page at `cursor` of `unit`.
+    fn page(
+        &self,
+        unit: &Self::Unit,
+        cursor: &Self::Cursor,
+    ) -> impl Future<Output = Result<Page<Self::Row, Self::Cursor>, Self::Error>> + Send;
+    /// Bytes of a row, for counters and byte rate limits.
+    fn row_size(row: &Self::Row) -> usize;
+}
+
+/// What became of a row given to a [`Sink`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    /// Its writes are in requests (sent, or waiting in the batcher).
+    Written,
+    /// Left out on purpose (`dropNullPrimaryKeys` and the like): counted, not written.
+    Dropped,
+}
+
+/// A row the target cannot take, with what the operator can do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+/// One write request, as the engine accounts for it.
+pub trait Request: Send + Sync + 'static {
+    /// Rows complete once it is acknowledged.
+    fn rows(&self) -> u64;
+    /// Bytes of values it carries.
+    fn bytes(&self) -> u64;
+    /// Statements (or items) it holds.
+    fn statements(&self) -> u64;
+    /// Whether applying it twice leaves the same result (a retry after a timeout is safe).
+    fn idempotent(&self) -> bool;
+}
+
+/// A table rows of type `R` can be written to.
+pub trait Sink<R>: Send + Sync + 'static {
+    /// A request ready to send.
+    type Request: Request;
+    /// Why a write failed.
+    type Error: RequestError;
+    /// Per-unit state: the request being filled.
+    type Batcher: Default + Send;
+
+    /// Turns one row, read at `read_at`, into writes; requests that are complete are pushed
+    /// to `out`, in the order they must be sent.
+    fn push(
+        &self,
+        batcher: &mut Self::Batcher,
+        row: &R,
+        read_at: Instant,
+        out: &mut Vec<Self::Request>,
+    ) -> Result<Pushed, Refused>;
+    /// Pushes to `out` what the batcher still holds (the end of a page).
+    fn flush(&self, batcher: &mut Self::Batcher, out: &mut Vec<Self::Request>);
+    /// Sends one request once; the engine retries by the error's [`Retry`].
+    fn send(&self, request: &Self::Request)
+    -> impl Future<Output = Result<(), Self::Error>> + Send;
+}
+
+/// How hard a job may push: the engine's bounds, from the job file's connector sections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pacing {
+    /// Units read at once.
+    pub units_at_once: usize,
+    /// Write requests in flight at once.
+    pub requests_in_flight: usize,
+    /// Rows written per second, at most (unset: no limit).
+    pub rows_per_second: Option<u32>,
+    /// Bytes written per second, at most (unset: no limit).
+    pub bytes_per_second: Option<u64>,
+}

@@ -1,0 +1,93 @@
+//! Retries of one request, decided by the error's own classification ([`Retry`]).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use backon::BackoffBuilder;
+use tokio_util::sync::CancellationToken;
+
+use crate::connectors::seam::{RequestError, Retry};
+
+/// How long a request is retried before the job gives up on it.
+pub(crate) const RETRY_FOR: Duration = Duration::from_secs(600);
+
+/// Retries of a job: how many, and why it is waiting while one is pending.
+#[derive(Debug, Default)]
+pub struct Retries {
+    /// Requests retried.
+    pub count: AtomicU64,
+    waiting: Mutex<Option<String>>,
+}
+
+impl Retries {
+    /// Why the job is waiting, while a request is being retried.
+    pub fn waiting(&self) -> Option<String> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Requests retried so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    fn set_waiting(&self, reason: Option<String>) {
+        *self.waiting.lock().unwrap_or_else(|p| p.into_inner()) = reason;
+    }
+}
+
+/// Runs `f` until it succeeds, its error says retrying cannot help (for a request that is
+/// `idempotent` or not), `RETRY_FOR` has passed, or the job is cancelled. Every retry is
+/// counted and the reason shown as the job's waiting state.
+pub async fn retry<T, E, F, Fut>(
+    retries: &Retries,
+    cancel: &CancellationToken,
+    what: &str,
+    idempotent: bool,
+    mut f: F,
+) -> Result<T, E>
+where
+    E: RequestError,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let mut delays = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(10))
+        .with_jitter()
+        .without_max_times()
+        .build();
+    let started = Instant::now();
+    loop {
+        match f().await {
+            Ok(v) => {
+                if retries.waiting().is_some() {
+                    retries.set_waiting(None);
+                }
+                return Ok(v);
+            }
+            Err(e) if worth_retrying(&e, idempotent) && started.elapsed() < RETRY_FOR => {
+                retries.count.fetch_add(1, Ordering::Relaxed);
+                retries.set_waiting(Some(format!("{what}: {e}")));
+                tracing::debug!(error = %e, "{what}: retrying");
+                let delay = delays.next().unwrap_or(Duration::from_secs(10));
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = cancel.cancelled() => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn worth_retrying(e: &impl RequestError, idempotent: bool) -> bool {
+    match e.retry() {
+        Retry::Safe => true,
+        Retry::IfIdempotent => idempotent,
+        Retry::Never => false,
+    }
+}
