@@ -3,9 +3,11 @@
 //! has), and says exactly which rows differ.
 //!
 //! It takes the migration's job file; its `validation` section tunes the comparison. The
-//! validator knows no database: a connector scans both tables and compares their rows through
-//! the traits of [`compare`] and [`run::SideScan`]; the validator plans units, drives them and
-//! merges the two scans of each.
+//! validator knows no database: a connector reads both tables through the seam's
+//! [`Scan`](crate::connectors::seam::Scan) and orders and compares their rows through
+//! [`compare::Comparator`]; the validator runs the source's units with the engine's unit
+//! driver, merges the two scans of each (`merge`), and repairs through the target's
+//! [`Sink`](crate::connectors::seam::Sink).
 
 pub mod compare;
 pub mod job;

@@ -1,5 +1,5 @@
-//! The Cassandra/ScyllaDB connector: sessions, schemas, raw rows and their codec, the copy of
-//! one unit, and the comparison of rows for the validator.
+//! The Cassandra/ScyllaDB connector: sessions, schemas, raw rows and their codec, token-range
+//! scans, the copy of one unit, and the comparison of rows for the validator.
 
 pub mod codec;
 pub mod compare;
