@@ -107,7 +107,7 @@ fn migration_line(progress: Arc<Counters>) -> (Sampler, &'static str) {
     (Box::new(move || progress.sample()), "rows")
 }
 
-fn validation_line(progress: Arc<crate::validate::engine::Progress>) -> (Sampler, &'static str) {
+fn validation_line(progress: Arc<crate::validate::Progress>) -> (Sampler, &'static str) {
     (Box::new(move || progress.sample()), "rows compared")
 }
 
@@ -191,7 +191,7 @@ pub async fn validate(path: &Path, json: bool) -> u8 {
     let cancel = stop_on_signals(
         "reads in flight finish, then a savepoint is written (signal again to exit at once)",
     );
-    let progress = Arc::new(crate::validate::engine::Progress::default());
+    let progress = Arc::new(crate::validate::Progress::default());
     let display = tokio::spawn(show_progress(validation_line(progress.clone())));
     let started = Instant::now();
     let state = Arc::new(std::sync::Mutex::new(Default::default()));

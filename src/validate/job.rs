@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::engine::{Progress, State, Validation};
 use super::report::Report;
+use super::{Progress, State, Validation};
 use crate::jobs::kept::forget_job_file;
 use crate::jobs::running::{Ending, Periodic, end, publish};
 use crate::jobs::{JobHandle, JobResult};
@@ -54,11 +54,7 @@ pub struct Savepoints {
 impl Savepoints {
     async fn write(&self, state: &State, complete: bool, why: &str) -> Result<(), EngineError> {
         let mut doc = self.base.clone();
-        savepoints::Progress {
-            token_ranges: state.done.clone(),
-            ..Default::default()
-        }
-        .into_document(&mut doc);
+        state.done.into_document(&mut doc);
         if let Some(map) = doc.as_object_mut() {
             map.insert(
                 REPORT_KEY.into(),
@@ -72,7 +68,7 @@ impl Savepoints {
             .expect("writing a savepoint does not panic")?;
         tracing::info!(
             savepoint = %self.store.dir().join(&info.name).display(),
-            ranges = state.done.ranges().len(),
+            ranges = state.done.token_ranges.ranges().len(),
             "created a validation savepoint due to {why}"
         );
         Ok(())
@@ -154,7 +150,7 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
                             "resuming the validation from its newest savepoint"
                         );
                         initial = State {
-                            done: progress.token_ranges,
+                            done: progress,
                             report: report.unwrap_or_default(),
                         };
                         resumed_from = Some(savepoint.info.name);

@@ -2,9 +2,20 @@
 //! by row and cell by cell, both ways (rows missing from the target and rows only the target
 //! has), and says exactly which rows differ.
 //!
-//! It takes the migration's job file; its `validation` section tunes the comparison.
+//! It takes the migration's job file; its `validation` section tunes the comparison. The
+//! validator knows no database: a connector reads both tables through the seam's
+//! [`Scan`](crate::connectors::seam::Scan) and orders and compares their rows through
+//! [`compare::Comparator`]; the validator runs the source's units with the engine's unit
+//! driver, merges the two scans of each (`merge`), and repairs through the target's
+//! [`Sink`](crate::connectors::seam::Sink).
 
-pub mod engine;
+pub mod compare;
 pub mod job;
+pub(crate) mod merge;
+mod plan;
+pub mod progress;
 pub mod report;
-pub mod value;
+pub mod run;
+
+pub use progress::{Progress, State};
+pub use run::Validation;

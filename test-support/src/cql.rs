@@ -202,8 +202,8 @@ pub async fn assert_same(
         for (i, (cx, cy)) in x.cells.iter().zip(&y.cells).enumerate() {
             if ttl_columns.contains(&i) {
                 let ttls = |c: &Option<bytes::Bytes>| {
-                    drover::connectors::cql::rows::read_int_list(c).unwrap_or_else(|| {
-                        vec![drover::connectors::cql::rows::read_i32(c).map(i64::from)]
+                    drover::connectors::cql::codec::read_int_list(c).unwrap_or_else(|| {
+                        vec![drover::connectors::cql::codec::read_i32(c).map(i64::from)]
                     })
                 };
                 let (tx, ty) = (ttls(cx), ttls(cy));

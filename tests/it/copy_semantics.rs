@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use drover::connectors::cql::rows::{RawRow, read_i32, read_i64, read_int_list};
+use drover::connectors::cql::codec::{read_i32, read_i64, read_int_list};
+use drover::connectors::cql::rows::RawRow;
 use serde_json::Value;
 
 use test_support::Daemon;

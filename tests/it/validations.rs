@@ -941,7 +941,7 @@ const ORDERED_TYPES: &[(&str, &[&str])] = &[
 /// other columns at their type's first value, so each partition is ordered by one type.
 #[tokio::test]
 async fn clustering_values_are_ordered_as_cassandra_orders_them_and_validated_in_that_order() {
-    use drover::validate::value::compare;
+    use drover::connectors::cql::compare::order::compare;
     let n = ORDERED_TYPES.len();
     let names: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
     let columns = names.join(", ");
@@ -1007,7 +1007,7 @@ async fn clustering_values_are_ordered_as_cassandra_orders_them_and_validated_in
             if pair[0].cells[0] != pair[1].cells[0] {
                 continue;
             }
-            let p = drover::connectors::cql::rows::read_i32(&pair[0].cells[0]).unwrap() as usize;
+            let p = drover::connectors::cql::codec::read_i32(&pair[0].cells[0]).unwrap() as usize;
             let (typ, _) = ORDERED_TYPES[p];
             let (a, b) = (
                 pair[0].cells[1 + p].as_deref().unwrap(),

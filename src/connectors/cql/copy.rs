@@ -7,15 +7,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use scylla::client::session::Session;
 use scylla::cluster::metadata::{CollectionType, ColumnType};
-use scylla::response::{PagingState, PagingStateResponse};
 use scylla::statement::prepared::PreparedStatement;
 
 use super::CqlError;
-use super::config::{CqlSource, CqlTarget};
-use super::rows::{
-    self, Bound, BoundRow, RawRow, join_collection, read_i32, read_i64, read_int_list,
-    split_collection, strip_trailing_zeros,
+use super::codec::{
+    join_collection, read_i32, read_i64, read_int_list, split_collection, strip_trailing_zeros,
 };
+use super::config::{CqlSource, CqlTarget};
+use super::rows::{Bound, BoundRow, RawRow};
 use super::schema::{Column, TableSchema, quote};
 
 /// How a row is turned into writes: the prepared statements of a job and the layout of the
@@ -92,7 +91,7 @@ impl Write {
             .ok()
             .and_then(|r| r.maybe_first_row::<RawRow>().ok().flatten());
         for (i, update, source_value) in counters {
-            let present = row.as_ref().and_then(|r| rows::read_i64(&r.cells[*i]));
+            let present = row.as_ref().and_then(|r| read_i64(&r.cells[*i]));
             let delta = source_value.wrapping_sub(present.unwrap_or(0));
             // A counter of 0 still exists in the source: `c = c + 0` creates it.
             if delta != 0 || present.is_none() {
@@ -322,41 +321,6 @@ impl CopyPlan {
         &self.select
     }
 
-    /// Reads one page of `(start, end]` after `paging`.
-    pub async fn read_page(
-        &self,
-        session: &Session,
-        statement: &PreparedStatement,
-        start: i64,
-        end: i64,
-        paging: PagingState,
-    ) -> Result<(Vec<RawRow>, PagingStateResponse), scylla::errors::ExecutionError> {
-        let (result, next) = session
-            .execute_single_page(
-                statement,
-                BoundRow(vec![Bound::BigInt(start), Bound::BigInt(end)]),
-                paging,
-            )
-            .await?;
-        // A scan answered with something other than rows is a protocol fault of the source.
-        let bad = |what: &str, e: &dyn std::fmt::Display| {
-            scylla::errors::ExecutionError::LastAttemptError(
-                scylla::errors::RequestAttemptError::DbError(
-                    scylla::errors::DbError::ProtocolError,
-                    format!("{what}: {e}"),
-                ),
-            )
-        };
-        let rows = result
-            .into_rows_result()
-            .map_err(|e| bad("scan returned no rows result", &e))?
-            .rows::<RawRow>()
-            .map_err(|e| bad("scan rows", &e))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| bad("scan row", &e))?;
-        Ok((rows, next))
-    }
-
     /// The writes that reproduce `row` on the target. `write_statics` is false when the row's
     /// partition has already had its static cells written (every row of a partition carries
     /// them).
@@ -400,7 +364,7 @@ impl CopyPlan {
                 .filter_map(|(i, st)| {
                     regular[*i]
                         .as_ref()
-                        .and_then(|v| rows::read_i64(&Some(v.clone())))
+                        .and_then(|v| read_i64(&Some(v.clone())))
                         .map(|v| (*i, st.clone(), v))
                 })
                 .collect();

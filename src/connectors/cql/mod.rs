@@ -1,9 +1,13 @@
-//! The Cassandra/ScyllaDB connector: sessions, schemas, raw rows, and the copy of one unit.
+//! The Cassandra/ScyllaDB connector: sessions, schemas, raw rows and their codec, token-range
+//! scans, the copy of one unit, and the comparison of rows for the validator.
 
+pub mod codec;
+pub mod compare;
 pub mod config;
 pub mod copy;
 mod retry;
 pub mod rows;
+pub mod scan;
 pub mod schema;
 pub mod transfer;
 pub mod units;

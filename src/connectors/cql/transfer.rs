@@ -8,16 +8,12 @@ use std::time::Instant;
 use bytes::Bytes;
 use scylla::client::session::Session;
 use scylla::errors::ExecutionError;
-use scylla::policies::load_balancing::{NodeIdentifier, SingleTargetLoadBalancingPolicy};
-use scylla::response::{PagingState, PagingStateResponse};
-use scylla::statement::prepared::PreparedStatement;
 
 use super::copy::{CopyPlan, RowStats, Write, execute_batch};
 use super::rows::RawRow;
-use super::units::{self, TokenUnit};
+use super::scan::RangeScan;
 use super::{CqlError, CqlSource, CqlTarget};
-use crate::connectors::seam::{Pacing, Page, Plan, Pushed, Refused, Request, Scan, Sink};
-use crate::savepoints;
+use crate::connectors::seam::{Pacing, Pushed, Refused, Request, Sink};
 
 /// Most statements in one batch, and about the most bytes (a row may take it over). Cassandra
 /// logs a warning for every batch above `batch_size_warn_threshold` (5 KiB by default), even a
@@ -26,9 +22,9 @@ const MAX_BATCH_STATEMENTS: usize = 32;
 const MAX_BATCH_BYTES: usize = 4 * 1024;
 
 /// Units the ring is split into when the job does not say (`source.splitCount`).
-const DEFAULT_SPLIT_COUNT: usize = 256;
+pub(crate) const DEFAULT_SPLIT_COUNT: usize = 256;
 /// Units copied at once when the job does not say (`source.maxConcurrentUnits`).
-const DEFAULT_UNITS_AT_ONCE: usize = 16;
+pub(crate) const DEFAULT_UNITS_AT_ONCE: usize = 16;
 
 /// Connects to both clusters, checks both tables and prepares every statement of a CQL → CQL
 /// copy. Nothing is written.
@@ -61,17 +57,14 @@ pub async fn open_copy(
         )
         .await?,
     );
-    let scan = CopyScan {
-        tokens: units::ring_tokens(&source),
-        split_count: src.split_count.unwrap_or(DEFAULT_SPLIT_COUNT),
-        session: Arc::new(source),
-        plan: plan.clone(),
-        local_dc: src.endpoint.local_dc.clone(),
-    };
-    let sink = CopySink {
-        session: Arc::new(target),
-        plan,
-    };
+    let scan = RangeScan::new(
+        Arc::new(source),
+        plan.source.clone(),
+        plan.select().clone(),
+        src.split_count.unwrap_or(DEFAULT_SPLIT_COUNT),
+        src.endpoint.local_dc.clone(),
+    );
+    let sink = CopySink::new(Arc::new(target), plan);
     let pacing = Pacing {
         units_at_once: src.max_concurrent_units.unwrap_or(DEFAULT_UNITS_AT_ONCE),
         requests_in_flight: dst.max_in_flight,
@@ -83,97 +76,19 @@ pub async fn open_copy(
 
 /// The source side of a copy: every column of each row, with writetimes and TTLs when the
 /// job keeps them, token range by token range.
-pub struct CopyScan {
-    session: Arc<Session>,
-    plan: Arc<CopyPlan>,
-    tokens: Vec<i64>,
-    split_count: usize,
-    local_dc: Option<String>,
-}
-
-/// Where a page of a [`TokenUnit`] starts.
-#[derive(Clone)]
-pub struct RangeCursor {
-    piece: usize,
-    statement: PreparedStatement,
-    paging: PagingState,
-}
-
-impl CopyScan {
-    fn cursor_at(&self, unit: &TokenUnit, piece: usize) -> RangeCursor {
-        let mut statement = self.plan.select().clone();
-        // Send the scan to a replica of the range; a retry may go elsewhere.
-        if let Some(node) = super::replica_for(
-            &self.session,
-            &self.plan.source,
-            unit.pieces[piece].end,
-            self.local_dc.as_deref(),
-        ) {
-            statement.set_load_balancing_policy(Some(SingleTargetLoadBalancingPolicy::new(
-                NodeIdentifier::Node(node),
-                None,
-            )));
-        }
-        RangeCursor {
-            piece,
-            statement,
-            paging: PagingState::start(),
-        }
-    }
-}
-
-impl Scan for CopyScan {
-    type Unit = TokenUnit;
-    type Row = RawRow;
-    type Cursor = RangeCursor;
-    type Error = ExecutionError;
-
-    fn plan(&self, done: &savepoints::Progress) -> Plan<TokenUnit> {
-        units::plan(&self.tokens, self.split_count, &done.token_ranges)
-    }
-
-    fn start(&self, unit: &TokenUnit) -> RangeCursor {
-        self.cursor_at(unit, 0)
-    }
-
-    async fn page(
-        &self,
-        unit: &TokenUnit,
-        cursor: &RangeCursor,
-    ) -> Result<Page<RawRow, RangeCursor>, ExecutionError> {
-        let piece = unit.pieces[cursor.piece];
-        let (rows, next) = self
-            .plan
-            .read_page(
-                &self.session,
-                &cursor.statement,
-                piece.start,
-                piece.end,
-                cursor.paging.clone(),
-            )
-            .await?;
-        let next = match next {
-            PagingStateResponse::HasMorePages { state } => Some(RangeCursor {
-                paging: state,
-                ..cursor.clone()
-            }),
-            PagingStateResponse::NoMorePages if cursor.piece + 1 < unit.pieces.len() => {
-                Some(self.cursor_at(unit, cursor.piece + 1))
-            }
-            PagingStateResponse::NoMorePages => None,
-        };
-        Ok(Page { rows, next })
-    }
-
-    fn row_size(row: &RawRow) -> usize {
-        row.size()
-    }
-}
+pub type CopyScan = RangeScan;
 
 /// The target side of a copy.
 pub struct CopySink {
     session: Arc<Session>,
     plan: Arc<CopyPlan>,
+}
+
+impl CopySink {
+    /// Writes rows to `session` as `plan` says.
+    pub fn new(session: Arc<Session>, plan: Arc<CopyPlan>) -> Self {
+        Self { session, plan }
+    }
 }
 
 /// Writes of consecutive rows of one partition, sent as one unlogged batch: a single-partition

@@ -1,0 +1,267 @@
+//! The CQL wire format of values: the one place where drover reads serialized cells (items of
+//! collections, tuple and UDT fields, vector elements, integers, decimals, durations) and
+//! builds new ones. The copy (`copy.rs`) and the validator's comparator (`compare/`) both read
+//! values through it.
+
+use bytes::Bytes;
+use num_bigint::BigInt;
+use scylla::cluster::metadata::{ColumnType, NativeType};
+
+/// Reads a `[len: i32][bytes]` item at `pos`; `None` inside for a null item (negative length).
+pub fn item<'a>(b: &'a [u8], pos: &mut usize) -> Option<Option<&'a [u8]>> {
+    let len = i32::from_be_bytes(b.get(*pos..*pos + 4)?.try_into().ok()?);
+    *pos += 4;
+    if len < 0 {
+        return Some(None);
+    }
+    let v = b.get(*pos..*pos + len as usize)?;
+    *pos += len as usize;
+    Some(Some(v))
+}
+
+/// The count at the head of a collection (`[n: i32]`), and where its items start.
+fn collection_count(b: &[u8]) -> Option<(usize, usize)> {
+    let n = i32::from_be_bytes(b.get(..4)?.try_into().ok()?);
+    Some((n.max(0) as usize, 4))
+}
+
+/// The items of a collection (`[n: i32]` then items; a map has two items per entry).
+pub fn collection_items(b: &[u8], per_entry: usize) -> Option<Vec<Option<&[u8]>>> {
+    let (n, mut pos) = collection_count(b)?;
+    let count = n * per_entry;
+    // The count comes from the bytes: each item takes at least 4 of them.
+    let mut out = Vec::with_capacity(count.min(b.len() / 4));
+    for _ in 0..count {
+        out.push(item(b, &mut pos)?);
+    }
+    (pos == b.len()).then_some(out)
+}
+
+/// Splits a serialized collection (`list`/`set`: `[n][len][item]...`, `map`:
+/// `[n]([len][k][len][v])...`) into its serialized elements, length prefixes included (for a
+/// map, each element is a key and value pair), so they can be joined back in groups.
+pub fn split_collection(bytes: &Bytes, is_map: bool) -> Option<Vec<Bytes>> {
+    let (n, mut pos) = collection_count(bytes)?;
+    let per_entry = if is_map { 2 } else { 1 };
+    let mut out = Vec::with_capacity(n.min(bytes.len() / 4));
+    for _ in 0..n {
+        let start = pos;
+        for _ in 0..per_entry {
+            item(bytes, &mut pos)?;
+        }
+        out.push(bytes.slice(start..pos));
+    }
+    Some(out)
+}
+
+/// Joins serialized elements (as [`split_collection`] gives them) back into a collection.
+pub fn join_collection(elements: &[Bytes]) -> Bytes {
+    let mut out = Vec::with_capacity(4 + elements.iter().map(Bytes::len).sum::<usize>());
+    out.extend_from_slice(&(elements.len() as i32).to_be_bytes());
+    for e in elements {
+        out.extend_from_slice(e);
+    }
+    Bytes::from(out)
+}
+
+/// The fields of a tuple or UDT: items until the bytes end, trailing nulls left out (a value
+/// may have fewer fields than its type, the missing ones being null, as Cassandra reads them).
+pub fn fields(b: &[u8]) -> Option<Vec<Option<&[u8]>>> {
+    let mut pos = 0;
+    let mut out = Vec::new();
+    while pos < b.len() {
+        out.push(item(b, &mut pos)?);
+    }
+    while out.last() == Some(&None) {
+        out.pop();
+    }
+    Some(out)
+}
+
+/// Byte length of a vector element whose type has a fixed size, as Cassandra serializes
+/// vectors (fixed-size elements without length prefixes).
+fn fixed_size(t: &ColumnType<'_>) -> Option<usize> {
+    match t {
+        ColumnType::Native(n) => match n {
+            NativeType::Boolean => Some(1),
+            NativeType::Int | NativeType::Float | NativeType::Date => Some(4),
+            NativeType::BigInt
+            | NativeType::Double
+            | NativeType::Timestamp
+            | NativeType::Time
+            | NativeType::Counter => Some(8),
+            NativeType::Uuid | NativeType::Timeuuid => Some(16),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The elements of a vector of fixed-size elements.
+pub fn vector_items<'a>(b: &'a [u8], t: &ColumnType<'_>, dims: u16) -> Option<Vec<&'a [u8]>> {
+    let size = fixed_size(t)?;
+    (b.len() == size * dims as usize).then(|| b.chunks(size).collect())
+}
+
+/// A big-endian integer of any CQL integer width (bigint, int, smallint, tinyint).
+pub fn integer(b: &[u8]) -> Option<i64> {
+    Some(match b.len() {
+        8 => i64::from_be_bytes(b.try_into().ok()?),
+        4 => i64::from(i32::from_be_bytes(b.try_into().ok()?)),
+        2 => i64::from(i16::from_be_bytes(b.try_into().ok()?)),
+        1 => i64::from(b[0] as i8),
+        _ => return None,
+    })
+}
+
+/// Reads a big-endian bigint cell.
+pub fn read_i64(cell: &Option<Bytes>) -> Option<i64> {
+    let b = cell.as_ref()?;
+    Some(i64::from_be_bytes(b.as_ref().try_into().ok()?))
+}
+
+/// Reads a big-endian int cell.
+pub fn read_i32(cell: &Option<Bytes>) -> Option<i32> {
+    let b = cell.as_ref()?;
+    Some(i32::from_be_bytes(b.as_ref().try_into().ok()?))
+}
+
+/// Reads a `list<bigint>` or `list<int>` cell (what Cassandra 5.0 returns for the WRITETIME or
+/// TTL of a non-frozen collection or UDT: one entry per element, nulls for no TTL).
+pub fn read_int_list(cell: &Option<Bytes>) -> Option<Vec<Option<i64>>> {
+    collection_items(cell.as_ref()?, 1)?
+        .into_iter()
+        .map(|it| match it {
+            None => Some(None),
+            Some(v) if matches!(v.len(), 4 | 8) => integer(v).map(Some),
+            Some(_) => None,
+        })
+        .collect()
+}
+
+/// A `float` or `double` value.
+pub fn float(t: &NativeType, b: &[u8]) -> Option<f64> {
+    match (t, b.len()) {
+        (NativeType::Float, 4) => Some(f64::from(f32::from_be_bytes(b.try_into().ok()?))),
+        (NativeType::Double, 8) => Some(f64::from_be_bytes(b.try_into().ok()?)),
+        _ => None,
+    }
+}
+
+/// A `decimal` (`[scale: i32][unscaled: varint]`) as its scale and unscaled value.
+pub fn decimal(b: &[u8]) -> Option<(i32, BigInt)> {
+    let scale = i32::from_be_bytes(b.get(..4)?.try_into().ok()?);
+    Some((scale, BigInt::from_signed_bytes_be(&b[4..])))
+}
+
+/// Serializes a `decimal`.
+pub fn encode_decimal(scale: i32, unscaled: &BigInt) -> Bytes {
+    let mut out = scale.to_be_bytes().to_vec();
+    out.extend_from_slice(&unscaled.to_signed_bytes_be());
+    Bytes::from(out)
+}
+
+/// Rewrites a serialized `decimal` without trailing zeros (`1.500` → `1.5`, `100` stays
+/// `100`), as ScyllaDB Migrator's `stripTrailingZerosForDecimals`.
+pub fn strip_trailing_zeros(bytes: &Bytes) -> Bytes {
+    if bytes.len() < 5 {
+        return bytes.clone();
+    }
+    let Some((mut scale, mut unscaled)) = decimal(bytes) else {
+        return bytes.clone();
+    };
+    let ten = BigInt::from(10);
+    let zero = BigInt::from(0);
+    if unscaled == zero {
+        return encode_decimal(0, &zero);
+    }
+    while scale > 0 && (&unscaled % &ten) == zero {
+        unscaled /= &ten;
+        scale -= 1;
+    }
+    encode_decimal(scale, &unscaled)
+}
+
+/// Reads an unsigned vint (Cassandra's variable-length integer).
+fn read_vint(v: &[u8], pos: &mut usize) -> Option<u64> {
+    let first = *v.get(*pos)?;
+    let extra = first.leading_ones() as usize;
+    let mut value = if extra >= 8 {
+        0
+    } else {
+        u64::from(first & (0xff >> extra))
+    };
+    for i in 0..extra {
+        value = (value << 8) | u64::from(*v.get(*pos + 1 + i)?);
+    }
+    *pos += 1 + extra;
+    Some(value)
+}
+
+fn zigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// A `duration`: months, days and nanoseconds (three zigzag vints).
+pub fn duration(v: &[u8]) -> Option<[i64; 3]> {
+    let mut pos = 0;
+    let mut out = [0; 3];
+    for part in &mut out {
+        *part = zigzag(read_vint(v, &mut pos)?);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(items: &[&[u8]]) -> Bytes {
+        let mut v = (items.len() as i32).to_be_bytes().to_vec();
+        for i in items {
+            v.extend_from_slice(&(i.len() as i32).to_be_bytes());
+            v.extend_from_slice(i);
+        }
+        Bytes::from(v)
+    }
+
+    #[test]
+    fn collections_split_and_join_back() {
+        let l = list(&[b"a", b"", b"ccc"]);
+        let parts = split_collection(&l, false).unwrap();
+        assert_eq!(parts.len(), 3);
+        assert_eq!(join_collection(&parts), l);
+        let m = list(&[b"k1", b"v1", b"k2", b"v2"]);
+        let mut fixed = m.to_vec();
+        fixed[..4].copy_from_slice(&2i32.to_be_bytes());
+        let m = Bytes::from(fixed);
+        let parts = split_collection(&m, true).unwrap();
+        assert_eq!(parts.len(), 2);
+        assert_eq!(join_collection(&parts), m);
+        assert!(split_collection(&Bytes::from_static(&[0, 0, 0, 2, 0, 0, 0, 9]), false).is_none());
+    }
+
+    #[test]
+    fn int_lists_read_with_nulls() {
+        let mut v = 3i32.to_be_bytes().to_vec();
+        v.extend_from_slice(&8i32.to_be_bytes());
+        v.extend_from_slice(&77i64.to_be_bytes());
+        v.extend_from_slice(&(-1i32).to_be_bytes());
+        v.extend_from_slice(&4i32.to_be_bytes());
+        v.extend_from_slice(&5i32.to_be_bytes());
+        assert_eq!(
+            read_int_list(&Some(Bytes::from(v))),
+            Some(vec![Some(77), None, Some(5)])
+        );
+    }
+
+    #[test]
+    fn decimals_lose_trailing_zeros_only() {
+        let dec = |scale: i32, unscaled: i64| encode_decimal(scale, &BigInt::from(unscaled));
+        assert_eq!(strip_trailing_zeros(&dec(3, 1500)), dec(1, 15));
+        assert_eq!(strip_trailing_zeros(&dec(0, 100)), dec(0, 100));
+        assert_eq!(strip_trailing_zeros(&dec(2, -1200)), dec(0, -12));
+        assert_eq!(strip_trailing_zeros(&dec(5, 0)), dec(0, 0));
+        assert_eq!(strip_trailing_zeros(&dec(-2, 10)), dec(-2, 10));
+    }
+}

@@ -1,0 +1,158 @@
+//! Reading a CQL table token range by token range behind the seam's [`Scan`]: one select
+//! statement, bound to each range, sent to a replica of the range and paged with the driver's
+//! paging state. The copy and both sides of a validation read through it, each with its own
+//! select (the validator's carries writetimes, TTLs and renamed columns).
+
+use std::sync::Arc;
+
+use scylla::client::session::Session;
+use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
+use scylla::policies::load_balancing::{NodeIdentifier, SingleTargetLoadBalancingPolicy};
+use scylla::response::{PagingState, PagingStateResponse};
+use scylla::statement::prepared::PreparedStatement;
+
+use super::rows::{Bound, BoundRow, RawRow};
+use super::schema::TableSchema;
+use super::units::{self, TokenUnit};
+use crate::connectors::seam::{Page, Plan, Scan};
+use crate::savepoints;
+
+/// A table read by token ranges through one prepared select.
+pub struct RangeScan {
+    session: Arc<Session>,
+    /// The table read (for the replicas of a range).
+    table: TableSchema,
+    /// `... WHERE token(pk) > ? AND token(pk) <= ?`, bound to `(start, end)`.
+    select: PreparedStatement,
+    tokens: Vec<i64>,
+    split_count: usize,
+    local_dc: Option<String>,
+}
+
+/// Where a page of a [`TokenUnit`] starts.
+#[derive(Clone)]
+pub struct RangeCursor {
+    piece: usize,
+    statement: PreparedStatement,
+    paging: PagingState,
+}
+
+impl RangeScan {
+    /// Reads `table` through `select` (two bigint markers: start and end of a range). Units
+    /// are planned from `session`'s ring, in `split_count` pieces.
+    pub fn new(
+        session: Arc<Session>,
+        table: TableSchema,
+        select: PreparedStatement,
+        split_count: usize,
+        local_dc: Option<String>,
+    ) -> Self {
+        Self {
+            tokens: units::ring_tokens(&session),
+            session,
+            table,
+            select,
+            split_count,
+            local_dc,
+        }
+    }
+
+    fn cursor_at(&self, unit: &TokenUnit, piece: usize) -> RangeCursor {
+        let mut statement = self.select.clone();
+        // Send the scan to a replica of the range; a retry may go elsewhere.
+        if let Some(node) = super::replica_for(
+            &self.session,
+            &self.table,
+            unit.pieces[piece].end,
+            self.local_dc.as_deref(),
+        ) {
+            statement.set_load_balancing_policy(Some(SingleTargetLoadBalancingPolicy::new(
+                NodeIdentifier::Node(node),
+                None,
+            )));
+        }
+        RangeCursor {
+            piece,
+            statement,
+            paging: PagingState::start(),
+        }
+    }
+}
+
+impl Scan for RangeScan {
+    type Unit = TokenUnit;
+    type Row = RawRow;
+    type Cursor = RangeCursor;
+    type Error = ExecutionError;
+
+    fn plan(&self, done: &savepoints::Progress) -> Plan<TokenUnit> {
+        units::plan(&self.tokens, self.split_count, &done.token_ranges)
+    }
+
+    fn start(&self, unit: &TokenUnit) -> RangeCursor {
+        self.cursor_at(unit, 0)
+    }
+
+    async fn page(
+        &self,
+        unit: &TokenUnit,
+        cursor: &RangeCursor,
+    ) -> Result<Page<RawRow, RangeCursor>, ExecutionError> {
+        let piece = unit.pieces[cursor.piece];
+        let (rows, next) = read_page(
+            &self.session,
+            &cursor.statement,
+            piece.start,
+            piece.end,
+            cursor.paging.clone(),
+        )
+        .await?;
+        let next = match next {
+            PagingStateResponse::HasMorePages { state } => Some(RangeCursor {
+                paging: state,
+                ..cursor.clone()
+            }),
+            PagingStateResponse::NoMorePages if cursor.piece + 1 < unit.pieces.len() => {
+                Some(self.cursor_at(unit, cursor.piece + 1))
+            }
+            PagingStateResponse::NoMorePages => None,
+        };
+        Ok(Page { rows, next })
+    }
+
+    fn row_size(row: &RawRow) -> usize {
+        row.size()
+    }
+}
+
+/// Reads one page of `(start, end]` through `statement` after `paging`.
+async fn read_page(
+    session: &Session,
+    statement: &PreparedStatement,
+    start: i64,
+    end: i64,
+    paging: PagingState,
+) -> Result<(Vec<RawRow>, PagingStateResponse), ExecutionError> {
+    let (result, next) = session
+        .execute_single_page(
+            statement,
+            BoundRow(vec![Bound::BigInt(start), Bound::BigInt(end)]),
+            paging,
+        )
+        .await?;
+    // A scan answered with something other than rows is a protocol fault of the server.
+    let bad = |what: &str, e: &dyn std::fmt::Display| {
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(
+            DbError::ProtocolError,
+            format!("{what}: {e}"),
+        ))
+    };
+    let rows = result
+        .into_rows_result()
+        .map_err(|e| bad("scan returned no rows result", &e))?
+        .rows::<RawRow>()
+        .map_err(|e| bad("scan rows", &e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad("scan row", &e))?;
+    Ok((rows, next))
+}

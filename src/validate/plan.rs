@@ -1,0 +1,23 @@
+//! Planning a validation: the connectors of the job open both tables and the comparator of
+//! their rows; the source's scan plans the units when the validation runs.
+
+use super::run::Validation;
+use crate::connectors::cql;
+use crate::migrate::EngineError;
+use crate::migrate::config::{JobConfig, SourceConfig, TargetConfig};
+
+impl Validation {
+    /// Connects to both sides, checks the schemas as a migration would, and prepares both
+    /// scans. Nothing is written.
+    pub async fn prepare(config: &JobConfig) -> Result<Self, EngineError> {
+        let v = &config.validation;
+        // Each source/target pair a connector can compare: one arm per pair.
+        let validation = match (&config.source, &config.target) {
+            (SourceConfig::Cql(src), TargetConfig::Cql(dst)) => {
+                let sides = cql::compare::prepare(src, dst, &config.renames, v).await?;
+                Self::new(sides, v.failures_to_fetch)
+            }
+        };
+        Ok(validation)
+    }
+}

@@ -1,0 +1,71 @@
+//! What a running validation has done: live counters, and the ranges compared with their
+//! findings.
+
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+
+use super::report::Report;
+use crate::jobs::running::Sample;
+use crate::migrate::engine::Counters as ScanProgress;
+use crate::savepoints;
+
+/// Live counters of a running validation.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Units, source rows (`rowsRead`), bytes, retries and the waiting reason.
+    pub scan: ScanProgress,
+    /// Rows read from the target.
+    pub target_rows: AtomicU64,
+    /// Rows found different so far.
+    pub rows_with_differences: AtomicU64,
+    /// Rows copied again so far.
+    pub rows_copied: AtomicU64,
+}
+
+impl Progress {
+    /// Sets the row counters to a report's: a resumed run counts on from the rows its savepoint
+    /// covers, and a finished one shows exactly its report's figures.
+    pub fn count_from(&self, report: &Report) {
+        let set = |a: &AtomicU64, v: u64| a.store(v, AtomicOrdering::Relaxed);
+        set(&self.scan.rows_read, report.source_rows);
+        set(&self.target_rows, report.target_rows);
+        set(&self.rows_with_differences, report.rows_with_differences);
+        set(&self.rows_copied, report.rows_copied);
+    }
+
+    /// The counters now, as job status and progress lines show them.
+    pub fn sample(&self) -> Sample {
+        let g = |a: &AtomicU64| a.load(AtomicOrdering::Relaxed);
+        let s = &self.scan;
+        let (source_rows, bytes_read) = (g(&s.rows_read), g(&s.bytes_read));
+        let (total, done, skipped) = (g(&s.units_total), g(&s.units_done), g(&s.units_skipped));
+        let differences = g(&self.rows_with_differences);
+        Sample {
+            counters: vec![
+                ("unitsTotal", total),
+                ("unitsDone", done),
+                ("unitsSkipped", skipped),
+                ("sourceRows", source_rows),
+                ("targetRows", g(&self.target_rows)),
+                ("bytesRead", bytes_read),
+                ("rowsWithDifferences", differences),
+                ("rowsCopied", g(&self.rows_copied)),
+                ("retries", s.retries.count()),
+            ],
+            rows: source_rows,
+            bytes: bytes_read,
+            units: (total, done, skipped),
+            differences: Some(differences),
+            waiting: s.waiting(),
+        }
+    }
+}
+
+/// What is complete: ranges validated and what they held. Changed under one lock so a
+/// savepoint never records a range without its findings.
+#[derive(Debug, Default, Clone)]
+pub struct State {
+    /// Units compared completely, in the job file's terms.
+    pub done: savepoints::Progress,
+    /// Findings of those ranges.
+    pub report: Report,
+}
