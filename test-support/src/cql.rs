@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::sync::Mutex;
 
 use drover::connectors::cql::rows::RawRow;
@@ -33,27 +34,29 @@ pub struct Fixture {
     pub src: Session,
     /// The target cluster.
     pub dst: Session,
-    /// The keyspace, on both clusters.
+    /// The keyspace, on both clusters (see [`Fixture::new`] for its name).
     pub ks: &'static str,
     /// The daemon (its home is [`Daemon::home`]).
     pub daemon: Daemon,
 }
 
 impl Fixture {
-    /// Keyspace `ks` made fresh on both clusters with `ddl` run in it (see [`fresh_keyspace`];
-    /// an empty `ddl` leaves it empty).
-    pub async fn new(ks: &'static str, ddl: &str) -> Self {
+    /// A keyspace named after `base` made fresh on both clusters with `ddl` run in it (see
+    /// [`fresh_keyspace`]; an empty `ddl` leaves it empty). Its name is `base` with this test
+    /// process's id appended, since the runs of other checkouts share the clusters and drop
+    /// and create their keyspaces at any time.
+    pub async fn new(base: &'static str, ddl: &str) -> Self {
         let (src, dst) = clusters().await;
-        claim_keyspace(ks);
+        let ks = own_keyspace(&src, &dst, base).await;
         fresh_keyspace(&src, &dst, ks, ddl).await;
         Self::started(src, dst, ks).await
     }
 
-    /// Keyspace `ks` with [`ROWS_TABLE`] on both clusters and `rows` rows in the source (see
-    /// [`rows_table`]).
-    pub async fn rows(ks: &'static str, rows: usize, wide: usize, per_partition: usize) -> Self {
+    /// A keyspace named after `base` (as by [`Fixture::new`]) with [`ROWS_TABLE`] on both
+    /// clusters and `rows` rows in the source (see [`rows_table`]).
+    pub async fn rows(base: &'static str, rows: usize, wide: usize, per_partition: usize) -> Self {
         let (src, dst) = clusters().await;
-        claim_keyspace(ks);
+        let ks = own_keyspace(&src, &dst, base).await;
         rows_table(&src, &dst, ks, rows, wide, per_partition).await;
         Self::started(src, dst, ks).await
     }
@@ -67,6 +70,26 @@ impl Fixture {
             daemon,
         }
     }
+}
+
+/// The keyspace of the test that names it `base`, in this process: `<base>_p<pid>`. Those of
+/// test processes that have ended are dropped, so that runs leave one keyspace each behind.
+async fn own_keyspace(src: &Session, dst: &Session, base: &str) -> &'static str {
+    claim_keyspace(base);
+    let me = std::process::id();
+    let prefix = format!("{base}_p");
+    for s in [src, dst] {
+        for row in raw_rows(s, "system_schema.keyspaces", "keyspace_name").await {
+            let name = String::from_utf8_lossy(row.cells[0].as_deref().unwrap_or_default());
+            let pid = name
+                .strip_prefix(&prefix)
+                .and_then(|pid| pid.parse::<u32>().ok());
+            if pid.is_some_and(|pid| pid != me && !Path::new(&format!("/proc/{pid}")).exists()) {
+                exec(s, &format!("DROP KEYSPACE IF EXISTS {name}")).await;
+            }
+        }
+    }
+    String::leak(format!("{prefix}{me}"))
 }
 
 /// Panics when two tests of one binary (which run at once) would share a keyspace: each

@@ -145,28 +145,25 @@ impl Daemon {
             client: reqwest::Client::new(),
             home: home.clone(),
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        let listening = poll(Duration::from_secs(30), async || {
             if let Some(addr) = std::fs::read_to_string(&addr_file)
                 .ok()
                 .and_then(|text| text.trim().parse().ok())
             {
-                daemon.addr = addr;
-                return daemon;
+                return Ok(addr);
             }
-            if let Some(status) = daemon.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!(
+            match daemon.child.as_mut().unwrap().try_wait().unwrap() {
+                Some(status) => panic!(
                     "drover exited with {status} before listening:\n{}",
                     daemon.logs()
-                );
+                ),
+                None => Err(()),
             }
-            assert!(
-                Instant::now() < deadline,
-                "drover did not start:\n{}",
-                daemon.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        })
+        .await;
+        daemon.addr =
+            listening.unwrap_or_else(|()| panic!("drover did not start:\n{}", daemon.logs()));
+        daemon
     }
 
     /// Where it keeps its files.

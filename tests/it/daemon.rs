@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use test_support::{Daemon, Home, drover_bin, wait_until};
+use test_support::{Daemon, Home, drover_bin, poll, wait_until};
 
 /// A config whose node health check hangs for `hang` (a listener that never answers), so a
 /// health request stays open that long: an open request the shutdown has to wait for.
@@ -38,20 +38,14 @@ async fn open_request(
         let _ = client.get(url).send().await;
     });
     silent.set_nonblocking(true).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match silent.accept() {
-            Ok((probe, _)) => return (request, probe),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => panic!("accept: {e}"),
-        }
-        assert!(
-            Instant::now() < deadline,
-            "request not received:\n{}",
-            daemon.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let probe = poll(Duration::from_secs(30), async || match silent.accept() {
+        Ok((probe, _)) => Ok(probe),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Err(()),
+        Err(e) => panic!("accept: {e}"),
+    })
+    .await
+    .unwrap_or_else(|()| panic!("request not received:\n{}", daemon.logs()));
+    (request, probe)
 }
 
 #[tokio::test]
