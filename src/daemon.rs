@@ -115,24 +115,11 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
         RegistryOptions {
             max_running: config.jobs.max_running.get(),
             flush_interval: config.jobs.progress_flush_interval,
+            keep_finished: config.jobs.keep_finished.retention(),
         },
     )
     .await?;
-    crate::jobs::kept::sweep_job_files(
-        &jobs,
-        &state_dir,
-        &[crate::migrate::job::KIND, crate::validate::job::KIND],
-    );
-    if config.jobs.resume_interrupted {
-        tokio::spawn(crate::migrate::job::resume_interrupted(
-            jobs.clone(),
-            state_dir.clone(),
-        ));
-        tokio::spawn(crate::validate::job::resume_interrupted(
-            jobs.clone(),
-            state_dir.clone(),
-        ));
-    }
+    crate::jobs::kind::sweep_kept_files(&jobs, &state_dir);
     let config = Arc::new(config);
     let listen = config.server.listen;
     let listener = TcpListener::bind(listen)
@@ -155,10 +142,7 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
         live: Arc::new(live),
     };
     if config.jobs.resume_interrupted {
-        let (jobs, live, node) = (jobs.clone(), state.live.clone(), state.node.clone());
-        tokio::spawn(crate::livemigration::tasks::resume_interrupted(
-            jobs, live, node,
-        ));
+        crate::jobs::kind::resume_interrupted(&state.services());
     }
     fsutil::write_atomic(&addr_file, bound.to_string().as_bytes()).map_err(|source| {
         DaemonError::StateDir {

@@ -14,9 +14,11 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
 use crate::config::Role;
+use crate::jobs::kind::JobKind;
 use crate::livemigration::copy::{self, CopyRequest};
 use crate::livemigration::digest::{self, Algorithm};
 use crate::livemigration::files::{self, PathError};
+use crate::livemigration::kinds::{DataCopyTask, Verification, VerificationTask};
 use crate::livemigration::range::{self, RangeRequest};
 use crate::livemigration::tasks;
 use crate::livemigration::verify::{VerifyReport, VerifyRequest};
@@ -145,6 +147,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<FileList>, ApiEr
 #[into_params(parameter_in = Query)]
 pub struct DigestQuery {
     /// `sha256`, `xxh3`, `md5` or `xxhash32`: answer the file's digest instead of its bytes.
+    #[param(value_type = Option<Algorithm>, inline)]
     pub digest_algorithm: Option<String>,
 }
 
@@ -565,7 +568,7 @@ pub async fn start_copy(
     }
     if let Some(running) = state
         .jobs
-        .list(Some(tasks::COPY_KIND))
+        .list_kind::<DataCopyTask>()
         .into_iter()
         .find(|r| r.state.is_active())
     {
@@ -582,15 +585,14 @@ pub async fn start_copy(
         source,
         local: tasks::local(&state.live),
     };
-    let spec = serde_json::to_value(&request).expect("a request serializes");
     let record = state
         .jobs
-        .submit(tasks::COPY_KIND, spec, move |h| tasks::run_copy(h, task))
+        .submit_kind::<DataCopyTask>(None, &request, task)
         .await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(TaskAccepted {
-            status_url: super::jobs::status_url(tasks::COPY_KIND, &record.id),
+            status_url: DataCopyTask::status_url(&record.id),
             task_id: record.id,
         }),
     ))
@@ -607,7 +609,7 @@ pub async fn list_copies(State(state): State<AppState>) -> Json<DataCopyTaskList
     Json(DataCopyTaskList {
         tasks: state
             .jobs
-            .list(Some(tasks::COPY_KIND))
+            .list_kind::<DataCopyTask>()
             .into_iter()
             .map(|r| copy_view(&state, r))
             .collect(),
@@ -626,7 +628,7 @@ pub async fn get_copy(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<DataCopyTaskView>, ApiError> {
-    let r = super::jobs::of_kind(&state, &id, tasks::COPY_KIND, "data-copy task")?;
+    let r = state.jobs.get_kind::<DataCopyTask>(&id)?;
     Ok(Json(copy_view(&state, r)))
 }
 
@@ -647,7 +649,7 @@ pub async fn cancel_copy(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<DataCopyTaskView>, ApiError> {
-    super::jobs::of_kind(&state, &id, tasks::COPY_KIND, "data-copy task")?;
+    state.jobs.get_kind::<DataCopyTask>(&id)?;
     let r = state.jobs.cancel(&id)?;
     Ok(Json(copy_view(&state, r)))
 }
@@ -700,17 +702,19 @@ pub async fn start_verify(
     let source = tasks::source_of(&state.live)
         .ok_or_else(|| ApiError::not_found("this node is not a live-migration destination"))?;
     let local = tasks::local(&state.live);
-    let spec = serde_json::to_value(&request).expect("a request serializes");
+    let verification = Verification {
+        source,
+        local,
+        request: request.clone(),
+    };
     let record = state
         .jobs
-        .submit(tasks::VERIFY_KIND, spec, move |h| {
-            tasks::run_verify(h, source, local, request)
-        })
+        .submit_kind::<VerificationTask>(None, &request, verification)
         .await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(TaskAccepted {
-            status_url: super::jobs::status_url(tasks::VERIFY_KIND, &record.id),
+            status_url: VerificationTask::status_url(&record.id),
             task_id: record.id,
         }),
     ))
@@ -727,7 +731,7 @@ pub async fn list_verifies(State(state): State<AppState>) -> Json<VerificationTa
     Json(VerificationTaskList {
         tasks: state
             .jobs
-            .list(Some(tasks::VERIFY_KIND))
+            .list_kind::<VerificationTask>()
             .into_iter()
             .map(verify_view)
             .collect(),
@@ -746,7 +750,7 @@ pub async fn get_verify(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<VerificationTaskView>, ApiError> {
-    let r = super::jobs::of_kind(&state, &id, tasks::VERIFY_KIND, "verification task")?;
+    let r = state.jobs.get_kind::<VerificationTask>(&id)?;
     Ok(Json(verify_view(r)))
 }
 
@@ -766,6 +770,6 @@ pub async fn cancel_verify(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<VerificationTaskView>, ApiError> {
-    super::jobs::of_kind(&state, &id, tasks::VERIFY_KIND, "verification task")?;
+    state.jobs.get_kind::<VerificationTask>(&id)?;
     Ok(Json(verify_view(state.jobs.cancel(&id)?)))
 }

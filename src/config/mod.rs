@@ -197,6 +197,7 @@ impl DaemonConfig {
                 format!("invalid filter {:?}: {e}", self.logging.level),
             )
         })?;
+        self.jobs.validate()?;
         self.cassandra.validate()?;
         self.live_migration.validate()
     }

@@ -6,6 +6,7 @@ fn options() -> RegistryOptions {
     RegistryOptions {
         max_running: 2,
         flush_interval: Duration::from_millis(50),
+        ..Default::default()
     }
 }
 
@@ -99,7 +100,7 @@ async fn cancel_stops_running_and_queued_jobs() {
     }
     let err = reg.cancel(&ids[0]).unwrap_err();
     assert!(matches!(err, JobError::WrongState { .. }), "{err}");
-    assert!(matches!(reg.cancel("nope"), Err(JobError::NotFound(_))));
+    assert!(matches!(reg.cancel("nope"), Err(JobError::NotFound { .. })));
 }
 
 #[tokio::test]

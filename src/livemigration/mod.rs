@@ -7,6 +7,7 @@
 pub mod copy;
 pub mod digest;
 pub mod files;
+pub mod kinds;
 pub mod range;
 pub mod tasks;
 pub mod verify;

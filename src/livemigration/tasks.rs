@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use super::LiveMigration;
-use super::copy::{self, CopyError, CopyRequest, Local, Source, Task};
+use super::copy::{self, CopyError, Local, Source, Task};
 use super::verify::{self, VerifyRequest};
 use crate::config::Role;
 use crate::jobs::running::{Ending, end};
-use crate::jobs::{JobHandle, JobRegistry, JobResult, JobState};
+use crate::jobs::{JobHandle, JobResult};
 
 /// Job kind of data-copy tasks.
 pub const COPY_KIND: &str = "data-copy-task";
@@ -85,43 +85,5 @@ pub async fn run_verify(
             end(&handle, Ending::Done(phase.into()))
         }
         Err(e) => end(&handle, ending(e)),
-    }
-}
-
-/// Resumes the data-copy task a restart interrupted (a new iteration starts; files already
-/// in place are kept and partial downloads continue), unless the local node now answers.
-pub async fn resume_interrupted(
-    jobs: JobRegistry,
-    live: Arc<LiveMigration>,
-    node: Arc<crate::cassandra::LocalNode>,
-) {
-    let Some(source) = source_of(&live) else {
-        return;
-    };
-    let interrupted: Vec<_> = jobs
-        .list(Some(COPY_KIND))
-        .into_iter()
-        .filter(|r| r.state == JobState::Interrupted)
-        .collect();
-    // Only asked when there is something to resume: most daemons are not destinations.
-    let node_up = !interrupted.is_empty() && node.check().await.is_ok();
-    for record in interrupted {
-        if node_up {
-            tracing::warn!(task = %record.id, "interrupted data-copy task not resumed: the local Cassandra node answers");
-            continue;
-        }
-        let Ok(request) = serde_json::from_value::<CopyRequest>(record.spec.clone()) else {
-            tracing::warn!(task = %record.id, "interrupted data-copy task not resumed: unreadable request");
-            continue;
-        };
-        let task = Task {
-            request,
-            source: source.clone(),
-            local: local(&live),
-        };
-        match jobs.resume(&record.id, move |h| run_copy(h, task)).await {
-            Ok(_) => tracing::info!(task = %record.id, "interrupted data-copy task resumed"),
-            Err(e) => tracing::warn!(task = %record.id, error = %e, "data-copy task not resumed"),
-        }
     }
 }

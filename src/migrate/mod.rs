@@ -5,6 +5,8 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod job;
+pub mod kind;
 pub mod limits;
+pub mod saved;
 
 pub use error::EngineError;

@@ -6,5 +6,6 @@
 
 pub mod engine;
 pub mod job;
+pub mod kind;
 pub mod report;
 pub mod value;
