@@ -253,6 +253,39 @@ mod tests {
     }
 
     #[test]
+    fn keep_finished_has_defaults_and_refuses_zero() {
+        let config = parse("state_dir: /tmp/x\n").unwrap();
+        assert_eq!(config.jobs.keep_finished.count, Some(1000));
+        assert!(config.jobs.keep_finished.age.is_some());
+        let config =
+            parse("state_dir: /tmp/x\njobs:\n  keep_finished:\n    count: null\n    age: 1h\n")
+                .unwrap();
+        assert_eq!(config.jobs.keep_finished.count, None);
+        assert_eq!(
+            config.jobs.keep_finished.age,
+            Some(std::time::Duration::from_secs(3600))
+        );
+        let err = parse("state_dir: /tmp/x\njobs:\n  keep_finished:\n    count: 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("jobs.keep_finished.count: must be at least 1"),
+            "{err}"
+        );
+        let err = parse("state_dir: /tmp/x\njobs:\n  keep_finished:\n    age: 0s\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("jobs.keep_finished.age: must be more than 0s"),
+            "{err}"
+        );
+        let err = parse("state_dir: /tmp/x\njobs:\n  keep_finished:\n    cout: 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `cout`"), "{err}");
+    }
+
+    #[test]
     fn unknown_key_is_refused_with_its_path() {
         let err = parse("server:\n  listne: 127.0.0.1:1\n")
             .unwrap_err()

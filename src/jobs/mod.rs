@@ -667,19 +667,23 @@ impl Inner {
             self.retention.expired(finished, Utc::now())
         };
         for id in expired {
+            // Finished jobs never run again, so only a DELETE can race with this; both remove
+            // the same files. The files go first, so that a job no longer listed has none left.
             let entry = {
-                let mut jobs = self.jobs.write().unwrap_or_else(|p| p.into_inner());
-                // Still there and still finished: a DELETE may have taken it meanwhile.
-                match jobs.get(&id) {
-                    Some(e) if is_finished(e.snapshot().state) => jobs.remove(&id),
-                    _ => None,
-                }
+                let jobs = self.jobs.read().unwrap_or_else(|p| p.into_inner());
+                jobs.get(&id).filter(|e| is_finished(e.snapshot().state)).cloned()
             };
             let Some(entry) = entry else { continue };
-            match self.remove_files(&entry).await {
-                Ok(()) => tracing::info!(job = %id, "finished job dropped (jobs.keep_finished)"),
-                Err(e) => tracing::warn!(job = %id, error = %e, "cannot drop a finished job"),
+            if let Err(e) = self.remove_files(&entry).await {
+                tracing::warn!(job = %id, error = %e, "cannot drop a finished job");
+                continue;
             }
+            let mut jobs = self.jobs.write().unwrap_or_else(|p| p.into_inner());
+            if jobs.get(&id).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
+                jobs.remove(&id);
+            }
+            drop(jobs);
+            tracing::info!(job = %id, "finished job dropped (jobs.keep_finished)");
         }
     }
 }
