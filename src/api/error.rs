@@ -78,9 +78,9 @@ impl From<JobError> for ApiError {
             | JobError::NoJobFile { .. }
             | JobError::NotResumable { .. } => StatusCode::CONFLICT,
             JobError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-            JobError::Storage { .. } | JobError::KeepJobFile(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            JobError::Storage { .. }
+            | JobError::KeepJobFile(_)
+            | JobError::UnreadableSpec { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             // The client must fix the job file or the schemas; otherwise a database could not
             // be reached.
             JobError::Launch(e) | JobError::Relaunch(e) if e.is_config_problem() => {

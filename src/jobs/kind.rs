@@ -172,13 +172,12 @@ impl JobRegistry {
 
     /// The job `id` if it is of kind `K`.
     pub fn get_kind<K: JobKind + ?Sized>(&self, id: &str) -> Result<JobRecord, JobError> {
-        let not_found = || JobError::NotFound {
-            noun: K::NOUN,
-            id: id.to_string(),
-        };
-        let record = self.get(id).map_err(|_| not_found())?;
+        let record = self.get(id)?;
         if record.kind != K::NAME {
-            return Err(not_found());
+            return Err(JobError::NotFound {
+                noun: K::NOUN,
+                id: id.to_string(),
+            });
         }
         Ok(record)
     }

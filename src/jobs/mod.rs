@@ -78,6 +78,14 @@ pub enum JobError {
         /// Why it cannot be read.
         source: std::io::Error,
     },
+    /// A job's record holds no spec its kind can read (written by another version, or edited).
+    #[error("the record of {kind} job {id} holds no readable spec")]
+    UnreadableSpec {
+        /// The kind.
+        kind: &'static str,
+        /// The job.
+        id: String,
+    },
     /// Jobs of this kind are not resumed.
     #[error("{kind} jobs cannot be resumed")]
     NotResumable {
@@ -671,7 +679,9 @@ impl Inner {
             // the same files. The files go first, so that a job no longer listed has none left.
             let entry = {
                 let jobs = self.jobs.read().unwrap_or_else(|p| p.into_inner());
-                jobs.get(&id).filter(|e| is_finished(e.snapshot().state)).cloned()
+                jobs.get(&id)
+                    .filter(|e| is_finished(e.snapshot().state))
+                    .cloned()
             };
             let Some(entry) = entry else { continue };
             if let Err(e) = self.remove_files(&entry).await {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::copy::{CopyRequest, IterationStatus, Local, Source, Task};
-use super::tasks::{self, COPY_KIND, VERIFY_KIND};
+use super::tasks;
 use super::verify::{VerifyReport, VerifyRequest};
 use crate::jobs::kind::{JobKind, Services, resume, spec_of};
 use crate::jobs::{JobError, JobHandle, JobRecord, JobResult};
@@ -21,7 +21,7 @@ pub struct CopyStatus {
 pub struct DataCopyTask;
 
 impl JobKind for DataCopyTask {
-    const NAME: &'static str = COPY_KIND;
+    const NAME: &'static str = "data-copy-task";
     const NOUN: &'static str = "data-copy task";
     const RESUMES_AT_START: bool = true;
     type Spec = CopyRequest;
@@ -38,9 +38,13 @@ impl JobKind for DataCopyTask {
 
     /// A new iteration starts; files already in place are kept and partial downloads continue.
     async fn relaunch(services: &Services, record: &JobRecord) -> Result<Task, JobError> {
-        let not_resumable = JobError::NotResumable { kind: Self::NAME };
-        let source = tasks::source_of(&services.live).ok_or(not_resumable)?;
-        let request = spec_of::<Self>(record).ok_or(JobError::NotResumable { kind: Self::NAME })?;
+        // Only a destination has a source to copy from.
+        let source =
+            tasks::source_of(&services.live).ok_or(JobError::NotResumable { kind: Self::NAME })?;
+        let request = spec_of::<Self>(record).ok_or_else(|| JobError::UnreadableSpec {
+            kind: Self::NAME,
+            id: record.id.clone(),
+        })?;
         Ok(Task {
             request,
             source,
@@ -83,7 +87,7 @@ pub struct Verification {
 pub struct VerificationTask;
 
 impl JobKind for VerificationTask {
-    const NAME: &'static str = VERIFY_KIND;
+    const NAME: &'static str = "files-verification-task";
     const NOUN: &'static str = "verification task";
     type Spec = VerifyRequest;
     type Output = VerifyReport;

@@ -11,11 +11,6 @@ use crate::config::Role;
 use crate::jobs::running::{Ending, end};
 use crate::jobs::{JobHandle, JobResult};
 
-/// Job kind of data-copy tasks.
-pub const COPY_KIND: &str = "data-copy-task";
-/// Job kind of files-verification tasks.
-pub const VERIFY_KIND: &str = "files-verification-task";
-
 /// The local side of tasks, from the live-migration settings.
 pub fn local(live: &LiveMigration) -> Arc<Local> {
     Arc::new(Local {

@@ -15,9 +15,6 @@ use crate::jobs::{JobHandle, JobResult};
 use crate::savepoints::ranges::{RangeSet, TokenRange};
 use crate::savepoints::{self, FileStore, SavepointInfo, SavepointStore};
 
-/// Job kind of migrations in the registry.
-pub const KIND: &str = "migration";
-
 /// A checked migration, with its savepoints and what it resumes from.
 pub struct Launch {
     /// The planned copy.

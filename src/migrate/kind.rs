@@ -12,7 +12,7 @@ use crate::jobs::{JobError, JobHandle, JobRecord, JobResult};
 pub struct MigrationJob;
 
 impl JobKind for MigrationJob {
-    const NAME: &'static str = job::KIND;
+    const NAME: &'static str = "migration";
     const NOUN: &'static str = "migration";
     const KEEPS_JOB_FILE: bool = true;
     const RESUMES_AT_START: bool = true;

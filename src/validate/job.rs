@@ -19,9 +19,6 @@ use crate::migrate::EngineError;
 use crate::migrate::config::{JobConfig, redacted_json};
 use crate::savepoints::{self, FileStore, SavepointStore};
 
-/// Job kind of validations in the registry.
-pub const KIND: &str = "validation";
-
 /// Key of a validation savepoint holding the findings of the ranges it records.
 const REPORT_KEY: &str = "validationReport";
 /// Key marking the savepoint written when a validation ended: it is not resumed (a new run

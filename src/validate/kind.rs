@@ -12,7 +12,7 @@ use crate::migrate::EngineError;
 pub struct ValidationJob;
 
 impl JobKind for ValidationJob {
-    const NAME: &'static str = job::KIND;
+    const NAME: &'static str = "validation";
     const NOUN: &'static str = "validation";
     const KEEPS_JOB_FILE: bool = true;
     const RESUMES_AT_START: bool = true;
