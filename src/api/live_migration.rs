@@ -14,7 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
 use crate::config::Role;
-use crate::jobs::kind::JobKind;
+use crate::jobs::kind::{JobKind, output_of, spec_of};
 use crate::livemigration::copy::{self, CopyRequest};
 use crate::livemigration::digest::{self, Algorithm};
 use crate::livemigration::files::{self, PathError};
@@ -511,7 +511,10 @@ pub struct DataCopyTaskList {
 }
 
 fn copy_view(state: &AppState, r: crate::jobs::JobRecord) -> DataCopyTaskView {
-    let request: Option<CopyRequest> = serde_json::from_value(r.spec.clone()).ok();
+    let request = spec_of::<DataCopyTask>(&r);
+    let status = output_of::<DataCopyTask>(&r)
+        .map(|o| o.status)
+        .unwrap_or_default();
     let (host, port) = match &state.live.role {
         Role::Destination { source } => source
             .rsplit_once(':')
@@ -530,10 +533,7 @@ fn copy_view(state: &AppState, r: crate::jobs::JobRecord) -> DataCopyTaskView {
         max_bytes_per_second: request.as_ref().and_then(|q| q.max_bytes_per_second),
         state: r.state.to_string(),
         error: r.error,
-        status: r
-            .result
-            .and_then(|v| serde_json::from_value(v["status"].clone()).ok())
-            .unwrap_or_default(),
+        status,
     }
 }
 
@@ -678,10 +678,10 @@ pub struct VerificationTaskList {
 
 fn verify_view(r: crate::jobs::JobRecord) -> VerificationTaskView {
     VerificationTaskView {
+        report: output_of::<VerificationTask>(&r),
         task_id: r.id,
         state: r.state.to_string(),
         error: r.error,
-        report: r.result.and_then(|v| serde_json::from_value(v).ok()),
     }
 }
 
