@@ -102,6 +102,34 @@ pub async fn serve(config: DaemonConfig) -> Result<(), DaemonError> {
     serve_until(config, stop).await
 }
 
+/// The job registry of `config`'s state directory, with its settings.
+pub async fn open_jobs(config: &DaemonConfig) -> Result<JobRegistry, DaemonError> {
+    Ok(JobRegistry::open(
+        &config.state_dir.join("jobs"),
+        RegistryOptions {
+            max_running: config.jobs.max_running.get(),
+            flush_interval: config.jobs.progress_flush_interval,
+            keep_finished: config.jobs.keep_finished.retention(),
+        },
+    )
+    .await?)
+}
+
+/// What every request handler shares, wired as `drover serve` wires it.
+pub fn app_state(
+    config: Arc<DaemonConfig>,
+    jobs: JobRegistry,
+    live: crate::livemigration::LiveMigration,
+) -> AppState {
+    AppState {
+        node: Arc::new(LocalNode::new(config.cassandra.clone())),
+        config,
+        jobs,
+        metrics: Arc::new(Metrics::new()),
+        live: Arc::new(live),
+    }
+}
+
 /// Runs the daemon until `stop` fires (the signal handling of [`serve`] aside).
 pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Result<(), DaemonError> {
     let state_dir = config.state_dir.clone();
@@ -110,29 +138,8 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
     // A file left by a crashed process would point clients at a dead port.
     let _ = std::fs::remove_file(&addr_file);
 
-    let jobs = JobRegistry::open(
-        &state_dir.join("jobs"),
-        RegistryOptions {
-            max_running: config.jobs.max_running.get(),
-            flush_interval: config.jobs.progress_flush_interval,
-        },
-    )
-    .await?;
-    crate::jobs::kept::sweep_job_files(
-        &jobs,
-        &state_dir,
-        &[crate::migrate::job::KIND, crate::validate::job::KIND],
-    );
-    if config.jobs.resume_interrupted {
-        tokio::spawn(crate::migrate::job::resume_interrupted(
-            jobs.clone(),
-            state_dir.clone(),
-        ));
-        tokio::spawn(crate::validate::job::resume_interrupted(
-            jobs.clone(),
-            state_dir.clone(),
-        ));
-    }
+    let jobs = open_jobs(&config).await?;
+    crate::jobs::kind::sweep_kept_files(&jobs, &state_dir);
     let config = Arc::new(config);
     let listen = config.server.listen;
     let listener = TcpListener::bind(listen)
@@ -147,18 +154,9 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
     if live.enabled() && live.role != crate::config::Role::None {
         tracing::info!(role = ?live.role, "live migration enabled");
     }
-    let state = AppState {
-        config: config.clone(),
-        jobs: jobs.clone(),
-        node: Arc::new(LocalNode::new(config.cassandra.clone())),
-        metrics: Arc::new(Metrics::new()),
-        live: Arc::new(live),
-    };
+    let state = app_state(config.clone(), jobs.clone(), live);
     if config.jobs.resume_interrupted {
-        let (jobs, live, node) = (jobs.clone(), state.live.clone(), state.node.clone());
-        tokio::spawn(crate::livemigration::tasks::resume_interrupted(
-            jobs, live, node,
-        ));
+        crate::jobs::kind::resume_interrupted(&state.services());
     }
     fsutil::write_atomic(&addr_file, bound.to_string().as_bytes()).map_err(|source| {
         DaemonError::StateDir {

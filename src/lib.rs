@@ -1,7 +1,23 @@
 //! drover: a daemon that moves data for Cassandra/ScyllaDB and DynamoDB operators.
 //!
-//! The library holds everything; `main.rs` only parses the command line. The engine modules
-//! (`jobs`, `cassandra`) know nothing about HTTP; `api` translates between them and the wire.
+//! The library holds everything; `main.rs` only parses the command line. Only `api` knows
+//! HTTP; everything else is engine, testable without a server:
+//!
+//! - [`api`]: the HTTP edge — one route table, handlers that only translate, the one error
+//!   shape, middleware.
+//! - [`jobs`]: the job framework — registry, lifecycle, persistence, cancellation, retention,
+//!   and the job kinds ([`jobs::kind`]).
+//! - [`migrate`]: the migration engine — plans units of work and drives them through the
+//!   connectors with bounded concurrency, retries and savepoints.
+//! - [`connectors`]: one module per data system (scan, write, schema checks, job-file sections).
+//! - [`validate`]: the validator — compares a migration's target with its source.
+//! - [`livemigration`]: live instance migration — file listing and serving, data-copy and
+//!   verification tasks (Cassandra Sidecar's API).
+//! - [`savepoints`]: the progress model and its savepoint files.
+//! - [`jobfile`]: the job-file format (ScyllaDB Migrator's), shared by every connector.
+//! - [`diagnostics`]: jobs that touch no data, to check a deployment's job lifecycle.
+//! - [`config`], [`daemon`], [`cli`], [`cassandra`] (the local node), [`metrics`],
+//!   [`telemetry`], [`fsutil`]: the daemon around them.
 
 pub mod api;
 pub mod cassandra;
@@ -9,6 +25,7 @@ pub mod cli;
 pub mod config;
 pub mod connectors;
 pub mod daemon;
+pub mod diagnostics;
 pub mod fsutil;
 pub mod jobfile;
 pub mod jobs;

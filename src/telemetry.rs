@@ -1,5 +1,7 @@
 //! Log output.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogFormat, LoggingConfig};
@@ -15,7 +17,10 @@ pub fn init(config: &LoggingConfig) {
         .with_writer(std::io::stderr);
     // try_init: a second call (tests running several commands in one process) is harmless.
     let _ = match config.format {
-        LogFormat::Human => builder.try_init(),
+        // Colour codes are noise in a file or a journal; only a terminal shows them as colour.
+        LogFormat::Human => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
         LogFormat::Json => builder
             .json()
             .flatten_event(true)

@@ -8,7 +8,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::diagnostics::DiagnosticError;
 use crate::jobs::JobError;
+use crate::savepoints::SavepointError;
 
 /// The body of every error response.
 #[derive(Debug, Serialize, ToSchema)]
@@ -71,12 +73,38 @@ impl IntoResponse for ApiError {
 impl From<JobError> for ApiError {
     fn from(err: JobError) -> Self {
         let status = match &err {
-            JobError::NotFound(_) => StatusCode::NOT_FOUND,
-            JobError::WrongState { .. } => StatusCode::CONFLICT,
+            JobError::NotFound { .. } => StatusCode::NOT_FOUND,
+            JobError::WrongState { .. }
+            | JobError::NoJobFile { .. }
+            | JobError::NotResumable { .. } => StatusCode::CONFLICT,
             JobError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-            JobError::Storage { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            JobError::Storage { .. }
+            | JobError::KeepJobFile(_)
+            | JobError::UnreadableSpec { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            // The client must fix the job file or the schemas; otherwise a database could not
+            // be reached.
+            JobError::Launch(e) | JobError::Relaunch(e) if e.is_config_problem() => {
+                StatusCode::BAD_REQUEST
+            }
+            JobError::Launch(_) | JobError::Relaunch(_) => StatusCode::BAD_GATEWAY,
         };
         ApiError::new(status, err.to_string())
+    }
+}
+
+impl From<SavepointError> for ApiError {
+    fn from(err: SavepointError) -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, err.to_string())
+    }
+}
+
+impl From<DiagnosticError> for ApiError {
+    fn from(err: DiagnosticError) -> Self {
+        match err {
+            DiagnosticError::Disabled => ApiError::not_found(err.to_string()),
+            DiagnosticError::Duration(_) => ApiError::bad_request(format!("body: {err}")),
+            DiagnosticError::Jobs(e) => e.into(),
+        }
     }
 }
 

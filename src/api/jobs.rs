@@ -4,13 +4,14 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
+use crate::jobs::kind::{FileJobKind, JobKind, submit_job_file};
 use crate::jobs::{JobRecord, JobState};
 
 /// A job as the API shows it.
@@ -78,17 +79,7 @@ impl From<JobRecord> for JobView {
 
 /// The URL of a job's status: under its kind's own resource when it has one.
 pub fn status_url(kind: &str, id: &str) -> String {
-    match kind {
-        crate::migrate::job::KIND => format!("/api/v1/migrations/{id}"),
-        crate::validate::job::KIND => format!("/api/v1/validations/{id}"),
-        crate::livemigration::tasks::COPY_KIND => {
-            format!("/api/v1/live-migration/data-copy-tasks/{id}")
-        }
-        crate::livemigration::tasks::VERIFY_KIND => {
-            format!("/api/v1/live-migration/files-verification-tasks/{id}")
-        }
-        _ => format!("/api/v1/jobs/{id}"),
-    }
+    crate::jobs::kind::status_url(kind, id)
 }
 
 /// The answer to a submission.
@@ -125,6 +116,7 @@ pub struct ListFilter {
     /// Only jobs of this kind.
     pub kind: Option<String>,
     /// Only jobs in this state.
+    #[param(value_type = Option<JobState>, inline)]
     pub state: Option<String>,
 }
 
@@ -198,69 +190,77 @@ pub async fn cancel(
     Ok((StatusCode::ACCEPTED, Json(record.into())))
 }
 
-/// The job `id` when it is of `kind`, else 404 (`noun` names what was looked for).
-pub(crate) fn of_kind(
-    state: &AppState,
-    id: &str,
-    kind: &str,
-    noun: &str,
-) -> Result<JobRecord, ApiError> {
-    let record = state.jobs.get(id)?;
-    if record.kind != kind {
-        return Err(ApiError::not_found(format!("no {noun} with id {id:?}")));
-    }
-    Ok(record)
+/// Forgets a job that has ended: its record and its kept job file are deleted. Queued and
+/// running jobs must be cancelled first.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/jobs/{id}",
+    tag = "jobs",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "The job is queued or running", body = ErrorBody),
+    )
+)]
+pub async fn delete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    state.jobs.delete(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The text of a submitted job file: YAML, and JSON is YAML too.
-pub(crate) fn job_text<'a>(
-    headers: &axum::http::HeaderMap,
-    body: &'a [u8],
-) -> Result<&'a str, ApiError> {
+fn job_text<'a>(headers: &HeaderMap, body: &'a [u8]) -> Result<&'a str, ApiError> {
     super::body::format_of(headers)?;
     std::str::from_utf8(body)
         .map_err(|e| ApiError::bad_request(format!("job config: not UTF-8: {e}")))
 }
 
-/// The answer to a job that could not be launched: 400 when the job file or the schemas are at
-/// fault, 502 when a database could not be reached.
-pub(crate) fn launch_error(config_problem: bool, message: impl std::fmt::Display) -> ApiError {
-    let status = if config_problem {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::BAD_GATEWAY
-    };
-    ApiError::new(status, message.to_string())
+// The handlers of a kind's own resource (`/api/v1/migrations`, ...), generic over the kind. Each
+// route is a thin wrapper in its resource's module that carries the route's OpenAPI description.
+
+/// Submits a job file of kind `K`.
+pub(crate) async fn submit_file<K: FileJobKind>(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(StatusCode, Json<Accepted>), ApiError> {
+    let text = job_text(headers, body)?;
+    let record = submit_job_file::<K>(&state.jobs, &state.config.state_dir, text).await?;
+    Ok((StatusCode::ACCEPTED, Json(record.into())))
 }
 
-/// Submits a job whose config (with its credentials) is kept in the state directory for as
-/// long as the job can be resumed; `spec` is its redacted form, for the record.
-pub(crate) async fn submit_kept<F, Fut>(
+/// Every job of kind `K`, oldest first.
+pub(crate) fn list_of<K: JobKind>(state: &AppState) -> Vec<JobView> {
+    state
+        .jobs
+        .list_kind::<K>()
+        .into_iter()
+        .map(JobView::from)
+        .collect()
+}
+
+/// One job of kind `K`.
+pub(crate) fn get_of<K: JobKind>(state: &AppState, id: &str) -> Result<Json<JobView>, ApiError> {
+    Ok(Json(state.jobs.get_kind::<K>(id)?.into()))
+}
+
+/// Asks a queued or running job of kind `K` to stop.
+pub(crate) fn cancel_of<K: JobKind>(
     state: &AppState,
-    kind: &str,
-    text: &str,
-    run: F,
-) -> Result<(StatusCode, Json<Accepted>), ApiError>
-where
-    F: FnOnce(crate::jobs::JobHandle) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = crate::jobs::JobResult> + Send + 'static,
-{
-    use crate::jobs::kept::{forget_job_file, keep_job_file};
-    let dir = &state.config.state_dir;
-    // Kept before the job starts, so that it exists for as long as the job can be resumed.
-    let id = crate::jobs::JobRegistry::new_id();
-    keep_job_file(dir, &id, text).map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot keep the job config in the state directory: {e}"),
-        )
-    })?;
-    let spec = crate::migrate::config::redacted_json(text);
-    match state.jobs.submit_with_id(id.clone(), kind, spec, run).await {
-        Ok(record) => Ok((StatusCode::ACCEPTED, Json(record.into()))),
-        Err(e) => {
-            forget_job_file(dir, &id);
-            Err(e.into())
-        }
-    }
+    id: &str,
+) -> Result<(StatusCode, Json<JobView>), ApiError> {
+    state.jobs.get_kind::<K>(id)?;
+    Ok((StatusCode::ACCEPTED, Json(state.jobs.cancel(id)?.into())))
+}
+
+/// Resumes an `INTERRUPTED` job of kind `K`.
+pub(crate) async fn resume_of<K: JobKind>(
+    state: &AppState,
+    id: &str,
+) -> Result<(StatusCode, Json<JobView>), ApiError> {
+    let record = crate::jobs::kind::resume::<K>(&state.services(), id).await?;
+    Ok((StatusCode::ACCEPTED, Json(record.into())))
 }

@@ -46,6 +46,18 @@ pub struct AppState {
     pub live: Arc<crate::livemigration::LiveMigration>,
 }
 
+impl AppState {
+    /// What job kinds need to resume jobs.
+    pub fn services(&self) -> crate::jobs::kind::Services {
+        crate::jobs::kind::Services {
+            jobs: self.jobs.clone(),
+            state_dir: self.config.state_dir.clone(),
+            live: self.live.clone(),
+            node: self.node.clone(),
+        }
+    }
+}
+
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -73,7 +85,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(health::daemon))
         .routes(routes!(health::cassandra_native))
         .routes(routes!(jobs::list))
-        .routes(routes!(jobs::get))
+        .routes(routes!(jobs::get, jobs::delete))
         .routes(routes!(jobs::cancel))
         .routes(routes!(migrations::submit, migrations::list))
         .routes(routes!(migrations::get))

@@ -9,8 +9,8 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use super::jobs::{Accepted, JobView, launch_error, of_kind, submit_kept};
-use crate::validate::job::{self, KIND};
+use super::jobs::{Accepted, JobView, cancel_of, get_of, list_of, submit_file};
+use crate::validate::kind::ValidationJob;
 use crate::validate::report::Report;
 
 /// Validations, oldest first.
@@ -29,7 +29,10 @@ pub struct ValidationList {
     post,
     path = "/api/v1/validations",
     tag = "validations",
-    request_body(content = String, description = "Job config (ScyllaDB Migrator format)", content_type = "application/yaml"),
+    request_body(
+        description = "Job config (ScyllaDB Migrator format), as YAML or JSON",
+        content((Object = "application/yaml"), (Object = "application/json"))
+    ),
     responses(
         (status = 202, description = "Accepted; poll statusUrl", body = Accepted),
         (status = 400, description = "The job config or the schemas are invalid", body = ErrorBody),
@@ -41,12 +44,7 @@ pub async fn submit(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Accepted>), ApiError> {
-    let text = super::jobs::job_text(&headers, &body)?;
-    let mut launch = job::launch(text)
-        .await
-        .map_err(|e| launch_error(e.is_config_problem(), format!("job config: {e}")))?;
-    launch.state_dir = Some(state.config.state_dir.clone());
-    submit_kept(&state, KIND, text, move |h| job::run(h, launch)).await
+    submit_file::<ValidationJob>(&state, &headers, &body).await
 }
 
 /// Lists validations.
@@ -58,17 +56,8 @@ pub async fn submit(
 )]
 pub async fn list(State(state): State<AppState>) -> Json<ValidationList> {
     Json(ValidationList {
-        validations: state
-            .jobs
-            .list(Some(KIND))
-            .into_iter()
-            .map(JobView::from)
-            .collect(),
+        validations: list_of::<ValidationJob>(&state),
     })
-}
-
-fn validation(state: &AppState, id: &str) -> Result<crate::jobs::JobRecord, ApiError> {
-    of_kind(state, id, KIND, "validation")
 }
 
 /// One validation: state, phase (`comparing`, `done: no differences in N rows`,
@@ -87,7 +76,7 @@ pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<JobView>, ApiError> {
-    Ok(Json(validation(&state, &id)?.into()))
+    get_of::<ValidationJob>(&state, &id)
 }
 
 /// The report of a validation alone (its findings so far while it runs).
@@ -105,7 +94,9 @@ pub async fn report(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    validation(&state, &id)?
+    state
+        .jobs
+        .get_kind::<ValidationJob>(&id)?
         .result
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("validation {id} has no report yet")))
@@ -128,6 +119,5 @@ pub async fn cancel(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
-    validation(&state, &id)?;
-    Ok((StatusCode::ACCEPTED, Json(state.jobs.cancel(&id)?.into())))
+    cancel_of::<ValidationJob>(&state, &id)
 }

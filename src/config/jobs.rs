@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::jobs::Retention;
+
 /// Job execution settings.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -18,6 +20,9 @@ pub struct JobsConfig {
     /// On start, resume the migrations that were running when the daemon last stopped
     /// (crash, `kill -9`, shutdown); they continue from their newest savepoint. Default true.
     pub resume_interrupted: bool,
+    /// Which finished jobs (`SUCCEEDED`, `FAILED`, `CANCELLED`) are kept; the others are
+    /// dropped with their records and kept job files.
+    pub keep_finished: KeepFinished,
 }
 
 impl Default for JobsConfig {
@@ -26,6 +31,57 @@ impl Default for JobsConfig {
             max_running: std::num::NonZeroUsize::new(4).expect("non-zero"),
             progress_flush_interval: Duration::from_secs(2),
             resume_interrupted: true,
+            keep_finished: KeepFinished::default(),
         }
+    }
+}
+
+/// `jobs.keep_finished`: retention of finished jobs. A job is dropped when either limit says
+/// so; `null` turns a limit off. `INTERRUPTED` jobs are kept until resumed or deleted.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KeepFinished {
+    /// Keep at most this many finished jobs, the most recently ended. Default `1000`.
+    pub count: Option<usize>,
+    /// Drop finished jobs that ended longer ago than this. Default `30days`.
+    #[serde(with = "humantime_serde")]
+    pub age: Option<Duration>,
+}
+
+impl Default for KeepFinished {
+    fn default() -> Self {
+        Self {
+            count: Some(1000),
+            age: Some(Duration::from_secs(30 * 24 * 3600)),
+        }
+    }
+}
+
+impl KeepFinished {
+    /// The registry's retention.
+    pub fn retention(&self) -> Retention {
+        Retention {
+            count: self.count,
+            age: self.age,
+        }
+    }
+}
+
+impl JobsConfig {
+    /// Checks what serde cannot; errors name the key.
+    pub(crate) fn validate(&self) -> Result<(), (String, String)> {
+        if self.keep_finished.count == Some(0) {
+            return Err((
+                "jobs.keep_finished.count".into(),
+                "must be at least 1 (a finished job must stay readable for a while; null keeps every finished job)".into(),
+            ));
+        }
+        if self.keep_finished.age.is_some_and(|a| a.is_zero()) {
+            return Err((
+                "jobs.keep_finished.age".into(),
+                "must be more than 0s (null keeps finished jobs whatever their age)".into(),
+            ));
+        }
+        Ok(())
     }
 }

@@ -197,6 +197,7 @@ impl DaemonConfig {
                 format!("invalid filter {:?}: {e}", self.logging.level),
             )
         })?;
+        self.jobs.validate()?;
         self.cassandra.validate()?;
         self.live_migration.validate()
     }
@@ -249,6 +250,39 @@ mod tests {
             err.to_string(),
             "test.yaml: server.listen: invalid socket address \"127.0.0.1:99999\", expected IP:PORT such as 127.0.0.1:9043 (line 3)"
         );
+    }
+
+    #[test]
+    fn keep_finished_has_defaults_and_refuses_zero() {
+        let config = parse("state_dir: /tmp/x\n").unwrap();
+        assert_eq!(config.jobs.keep_finished.count, Some(1000));
+        assert!(config.jobs.keep_finished.age.is_some());
+        let config =
+            parse("state_dir: /tmp/x\njobs:\n  keep_finished:\n    count: null\n    age: 1h\n")
+                .unwrap();
+        assert_eq!(config.jobs.keep_finished.count, None);
+        assert_eq!(
+            config.jobs.keep_finished.age,
+            Some(std::time::Duration::from_secs(3600))
+        );
+        let err = parse("state_dir: /tmp/x\njobs:\n  keep_finished:\n    count: 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("jobs.keep_finished.count: must be at least 1"),
+            "{err}"
+        );
+        let err = parse("state_dir: /tmp/x\njobs:\n  keep_finished:\n    age: 0s\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("jobs.keep_finished.age: must be more than 0s"),
+            "{err}"
+        );
+        let err = parse("state_dir: /tmp/x\njobs:\n  keep_finished:\n    cout: 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `cout`"), "{err}");
     }
 
     #[test]

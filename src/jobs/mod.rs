@@ -8,6 +8,7 @@
 //! running shows `INTERRUPTED`.
 
 pub mod kept;
+pub mod kind;
 mod record;
 pub mod running;
 mod store;
@@ -16,7 +17,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -31,12 +32,19 @@ use store::Store;
 /// Errors of the job subsystem.
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
-    /// No job has this id.
-    #[error("no job with id {0:?}")]
-    NotFound(String),
+    /// No job (of the kind asked for) has this id.
+    #[error("no {noun} with id {id:?}")]
+    NotFound {
+        /// What was looked for: `job`, or the noun of a kind (`migration`, ...).
+        noun: &'static str,
+        /// The id asked for.
+        id: String,
+    },
     /// The operation needs another state (cancel a finished job, resume a running one).
-    #[error("job {id} is {state}: {action} needs {needs}")]
+    #[error("{noun} {id} is {state}: {action} needs {needs}")]
     WrongState {
+        /// What the job is: `job`, or the noun of its kind.
+        noun: &'static str,
         /// The job.
         id: String,
         /// Its state.
@@ -57,6 +65,39 @@ pub enum JobError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A job's config could not be kept in the state directory for its resumes.
+    #[error("cannot keep the job config in the state directory: {0}")]
+    KeepJobFile(#[source] std::io::Error),
+    /// The config of an interrupted job was not kept.
+    #[error("the config of job {id} was not kept ({}: {source}); submit it again", path.display())]
+    NoJobFile {
+        /// The job.
+        id: String,
+        /// Where its config should be.
+        path: PathBuf,
+        /// Why it cannot be read.
+        source: std::io::Error,
+    },
+    /// A job's record holds no spec its kind can read (written by another version, or edited).
+    #[error("the record of {kind} job {id} holds no readable spec")]
+    UnreadableSpec {
+        /// The kind.
+        kind: &'static str,
+        /// The job.
+        id: String,
+    },
+    /// Jobs of this kind are not resumed.
+    #[error("{kind} jobs cannot be resumed")]
+    NotResumable {
+        /// The kind.
+        kind: &'static str,
+    },
+    /// A submitted job file was refused by the engine (invalid, or a database unreachable).
+    #[error("job config: {0}")]
+    Launch(#[source] crate::migrate::EngineError),
+    /// An interrupted job could not be launched again from its kept job file.
+    #[error(transparent)]
+    Relaunch(crate::migrate::EngineError),
 }
 
 /// How a job's work ended, as told by the job itself.
@@ -98,6 +139,8 @@ pub struct RegistryOptions {
     pub max_running: usize,
     /// How often dirty progress counters are written.
     pub flush_interval: Duration,
+    /// Which finished jobs are kept.
+    pub keep_finished: Retention,
 }
 
 impl Default for RegistryOptions {
@@ -105,8 +148,51 @@ impl Default for RegistryOptions {
         Self {
             max_running: 4,
             flush_interval: Duration::from_secs(2),
+            keep_finished: Retention::default(),
         }
     }
+}
+
+/// Which finished jobs (`SUCCEEDED`, `FAILED`, `CANCELLED`) the registry keeps; the others are
+/// dropped with their records and kept job files. `INTERRUPTED` jobs are never dropped by
+/// retention: they wait to be resumed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    /// Keep at most this many finished jobs, the most recently ended ones.
+    pub count: Option<usize>,
+    /// Drop finished jobs that ended longer ago than this.
+    pub age: Option<Duration>,
+}
+
+impl Retention {
+    /// The ids to drop among finished jobs given as (id, end time), at `now`.
+    fn expired(
+        &self,
+        mut finished: Vec<(String, chrono::DateTime<Utc>)>,
+        now: chrono::DateTime<Utc>,
+    ) -> Vec<String> {
+        // Newest first; ids (UUIDv7) break ties in creation order.
+        finished.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+        finished
+            .into_iter()
+            .enumerate()
+            .filter(|(rank, (_, ended))| {
+                self.count.is_some_and(|n| *rank >= n)
+                    || self.age.is_some_and(|age| {
+                        chrono::Duration::from_std(age).is_ok_and(|age| now - *ended > age)
+                    })
+            })
+            .map(|(_, (id, _))| id)
+            .collect()
+    }
+}
+
+/// Terminal states: the job will not run again.
+fn is_finished(state: JobState) -> bool {
+    matches!(
+        state,
+        JobState::Succeeded | JobState::Failed | JobState::Cancelled
+    )
 }
 
 /// The registry of every job this daemon knows, running or finished.
@@ -121,6 +207,7 @@ struct Inner {
     stopping: CancellationToken,
     tracker: TaskTracker,
     slots: Arc<Semaphore>,
+    retention: Retention,
 }
 
 struct Entry {
@@ -128,6 +215,8 @@ struct Entry {
     record: Mutex<Versioned>,
     cancel: CancellationToken,
     cancel_reason: AtomicU8,
+    /// Set when the job is deleted: its record must not be written again.
+    removed: AtomicBool,
     /// Serialises writes of this record and remembers the last version written, so an older
     /// snapshot can never overwrite a newer one.
     written: tokio::sync::Mutex<u64>,
@@ -148,6 +237,7 @@ impl Entry {
             }),
             cancel: CancellationToken::new(),
             cancel_reason: AtomicU8::new(NOT_CANCELLED),
+            removed: AtomicBool::new(false),
             written: tokio::sync::Mutex::new(written),
         })
     }
@@ -217,7 +307,9 @@ impl JobRegistry {
             stopping: CancellationToken::new(),
             tracker: TaskTracker::new(),
             slots: Arc::new(Semaphore::new(options.max_running.max(1))),
+            retention: options.keep_finished,
         });
+        inner.prune().await;
         tokio::spawn(flush_progress(
             Arc::downgrade(&inner),
             inner.stopping.clone(),
@@ -305,6 +397,7 @@ impl JobRegistry {
         let record = old.snapshot();
         if record.state != JobState::Interrupted {
             return Err(JobError::WrongState {
+                noun: "job",
                 id: id.to_string(),
                 state: record.state,
                 action: "resume",
@@ -368,6 +461,7 @@ impl JobRegistry {
         let record = entry.snapshot();
         if !record.state.is_active() {
             return Err(JobError::WrongState {
+                noun: "job",
                 id: id.to_string(),
                 state: record.state,
                 action: "cancel",
@@ -465,7 +559,39 @@ impl JobRegistry {
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
             .cloned()
-            .ok_or_else(|| JobError::NotFound(id.to_string()))
+            .ok_or_else(|| JobError::NotFound {
+                noun: "job",
+                id: id.to_string(),
+            })
+    }
+
+    /// Forgets a job that is not queued or running: its record and its kept job file are
+    /// deleted. Returns its last record.
+    pub async fn delete(&self, id: &str) -> Result<JobRecord, JobError> {
+        let entry = {
+            let mut jobs = self.inner.jobs.write().unwrap_or_else(|p| p.into_inner());
+            let entry = jobs.get(id).cloned().ok_or_else(|| JobError::NotFound {
+                noun: "job",
+                id: id.to_string(),
+            })?;
+            // Checked under the map's lock, so that a resume cannot slip in between.
+            let state = entry.snapshot().state;
+            if state.is_active() {
+                return Err(JobError::WrongState {
+                    noun: "job",
+                    id: id.to_string(),
+                    state,
+                    action: "delete",
+                    needs: "SUCCEEDED, FAILED, CANCELLED or INTERRUPTED",
+                });
+            }
+            jobs.remove(id);
+            entry
+        };
+        let record = entry.snapshot();
+        self.inner.remove_files(&entry).await?;
+        tracing::info!(job = %record.id, kind = %record.kind, "job deleted");
+        Ok(record)
     }
 }
 
@@ -473,6 +599,9 @@ impl Inner {
     /// Writes the entry's current record unless a newer or equal version is already on disk.
     async fn persist(&self, entry: &Arc<Entry>) -> Result<(), JobError> {
         let mut written = entry.written.lock().await;
+        if entry.removed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         let (record, version) = {
             let guard = entry.lock();
             (guard.record.clone(), guard.version)
@@ -513,6 +642,59 @@ impl Inner {
         if let Err(e) = self.persist(entry).await {
             tracing::error!(job = %record.id, error = %e, "cannot record the end of a job");
         }
+        self.prune().await;
+    }
+
+    /// Deletes the files of an entry already taken out of the map. Holding the write lock
+    /// while marking it removed means no write of the record is in flight or can follow.
+    async fn remove_files(&self, entry: &Arc<Entry>) -> Result<(), JobError> {
+        let _written = entry.written.lock().await;
+        entry.removed.store(true, Ordering::SeqCst);
+        let store = self.store.clone();
+        let id = entry.id.clone();
+        tokio::task::spawn_blocking(move || store.remove(&id))
+            .await
+            .expect("removing a job record does not panic")
+    }
+
+    /// Drops the finished jobs that `jobs.keep_finished` no longer keeps.
+    async fn prune(&self) {
+        if self.retention == Retention::default() {
+            return;
+        }
+        let expired = {
+            let jobs = self.jobs.read().unwrap_or_else(|p| p.into_inner());
+            let finished = jobs
+                .values()
+                .filter_map(|e| {
+                    let guard = e.lock();
+                    let r = &guard.record;
+                    is_finished(r.state).then(|| (r.id.clone(), r.ended_at.unwrap_or(r.updated_at)))
+                })
+                .collect();
+            self.retention.expired(finished, Utc::now())
+        };
+        for id in expired {
+            // Finished jobs never run again, so only a DELETE can race with this; both remove
+            // the same files. The files go first, so that a job no longer listed has none left.
+            let entry = {
+                let jobs = self.jobs.read().unwrap_or_else(|p| p.into_inner());
+                jobs.get(&id)
+                    .filter(|e| is_finished(e.snapshot().state))
+                    .cloned()
+            };
+            let Some(entry) = entry else { continue };
+            if let Err(e) = self.remove_files(&entry).await {
+                tracing::warn!(job = %id, error = %e, "cannot drop a finished job");
+                continue;
+            }
+            let mut jobs = self.jobs.write().unwrap_or_else(|p| p.into_inner());
+            if jobs.get(&id).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
+                jobs.remove(&id);
+            }
+            drop(jobs);
+            tracing::info!(job = %id, "finished job dropped (jobs.keep_finished)");
+        }
     }
 }
 
@@ -543,6 +725,8 @@ async fn flush_progress(
                 tracing::warn!(error = %e, "cannot write job progress");
             }
         }
+        // Jobs age out of jobs.keep_finished.age while nothing else happens.
+        inner.prune().await;
     }
 }
 

@@ -10,7 +10,19 @@ use serde::{Deserialize, Serialize};
 /// `QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED`; a job that was queued or running when
 /// the daemon stopped (shutdown, crash, `kill -9`) is `INTERRUPTED`, and resuming it makes it
 /// `QUEUED` again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum JobState {
     /// Accepted, waiting for a free slot (`jobs.max_running`).

@@ -41,6 +41,21 @@ impl Store {
         fsutil::write_atomic(&path, &bytes).map_err(|source| JobError::Storage { path, source })
     }
 
+    /// Deletes the record of job `id` and its kept job file; missing files are not an error.
+    pub(crate) fn remove(&self, id: &str) -> Result<(), JobError> {
+        for path in [self.path_of(id), self.dir.join(super::kept::file_name(id))] {
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(JobError::Storage { path, source }),
+            }
+        }
+        fsutil::sync_dir(&self.dir).map_err(|source| JobError::Storage {
+            path: self.dir.clone(),
+            source,
+        })
+    }
+
     /// Reads every record. A file that cannot be parsed is renamed to `*.corrupt` (kept for the
     /// operator to look at) and skipped, so one bad file never stops the daemon.
     pub(crate) fn load_all(&self) -> Result<Vec<JobRecord>, JobError> {

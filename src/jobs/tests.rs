@@ -6,6 +6,7 @@ fn options() -> RegistryOptions {
     RegistryOptions {
         max_running: 2,
         flush_interval: Duration::from_millis(50),
+        ..Default::default()
     }
 }
 
@@ -99,7 +100,7 @@ async fn cancel_stops_running_and_queued_jobs() {
     }
     let err = reg.cancel(&ids[0]).unwrap_err();
     assert!(matches!(err, JobError::WrongState { .. }), "{err}");
-    assert!(matches!(reg.cancel("nope"), Err(JobError::NotFound(_))));
+    assert!(matches!(reg.cancel("nope"), Err(JobError::NotFound { .. })));
 }
 
 #[tokio::test]
@@ -201,4 +202,114 @@ fn states_parse_and_print() {
     }
     assert!("running".parse::<JobState>().is_ok());
     assert!("DONE".parse::<JobState>().is_err());
+}
+
+#[test]
+fn retention_keeps_the_most_recently_ended_and_the_young() {
+    let now = Utc::now();
+    let ago = |s: i64| now - chrono::Duration::seconds(s);
+    let finished = vec![
+        ("a".to_string(), ago(50)),
+        ("b".to_string(), ago(10)),
+        ("c".to_string(), ago(30)),
+        ("d".to_string(), ago(5)),
+    ];
+    let by_count = Retention {
+        count: Some(2),
+        age: None,
+    };
+    let mut dropped = by_count.expired(finished.clone(), now);
+    dropped.sort();
+    assert_eq!(dropped, ["a", "c"]);
+    let by_age = Retention {
+        count: None,
+        age: Some(Duration::from_secs(20)),
+    };
+    let mut dropped = by_age.expired(finished.clone(), now);
+    dropped.sort();
+    assert_eq!(dropped, ["a", "c"]);
+    let both = Retention {
+        count: Some(3),
+        age: Some(Duration::from_secs(40)),
+    };
+    assert_eq!(both.expired(finished.clone(), now), ["a"]);
+    assert!(Retention::default().expired(finished, now).is_empty());
+}
+
+#[tokio::test]
+async fn finished_jobs_beyond_the_retention_are_dropped_with_their_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = JobRegistry::open(
+        dir.path(),
+        RegistryOptions {
+            keep_finished: Retention {
+                count: Some(1),
+                age: None,
+            },
+            ..options()
+        },
+    )
+    .await
+    .unwrap();
+    let running = reg
+        .submit("test", serde_json::Value::Null, until_cancelled)
+        .await
+        .unwrap();
+    let first = reg
+        .submit("test", serde_json::Value::Null, |_| async { Ok(()) })
+        .await
+        .unwrap();
+    reg.wait_finished(&first.id, WAIT).await.unwrap();
+    let kept = dir.path().join(super::kept::file_name(&first.id));
+    std::fs::write(&kept, "kept").unwrap();
+    let second = reg
+        .submit("test", serde_json::Value::Null, |_| async { Ok(()) })
+        .await
+        .unwrap();
+    reg.wait_finished(&second.id, WAIT).await.unwrap();
+    // The end of the second job dropped the first; the running one is never dropped.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while reg.get(&first.id).is_ok() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(matches!(reg.get(&first.id), Err(JobError::NotFound { .. })));
+    assert!(!dir.path().join(format!("{}.json", first.id)).exists());
+    assert!(!kept.exists());
+    assert_eq!(reg.get(&second.id).unwrap().state, JobState::Succeeded);
+    assert_eq!(reg.get(&running.id).unwrap().state, JobState::Running);
+}
+
+#[tokio::test]
+async fn delete_forgets_ended_jobs_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+    let running = reg
+        .submit("test", serde_json::Value::Null, until_cancelled)
+        .await
+        .unwrap();
+    reg.wait_finished(&running.id, Duration::from_millis(100))
+        .await
+        .unwrap();
+    assert!(matches!(
+        reg.delete(&running.id).await,
+        Err(JobError::WrongState { .. })
+    ));
+    reg.cancel(&running.id).unwrap();
+    reg.wait_finished(&running.id, WAIT).await.unwrap();
+    let kept = dir.path().join(super::kept::file_name(&running.id));
+    std::fs::write(&kept, "kept").unwrap();
+    assert_eq!(
+        reg.delete(&running.id).await.unwrap().state,
+        JobState::Cancelled
+    );
+    assert!(!dir.path().join(format!("{}.json", running.id)).exists());
+    assert!(!kept.exists());
+    assert!(matches!(
+        reg.delete(&running.id).await,
+        Err(JobError::NotFound { .. })
+    ));
+    // Gone for good: a registry opened again does not know it.
+    drop(reg);
+    let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+    assert!(reg.list(None).is_empty());
 }

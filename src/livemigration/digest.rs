@@ -7,7 +7,9 @@ use std::path::Path;
 use sha2::Digest as _;
 
 /// A digest algorithm, as named in `?digestAlgorithm=` (case-insensitive).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Algorithm {
     /// SHA-256.

@@ -17,6 +17,7 @@ pub mod digest;
 pub mod error;
 pub mod exclusions;
 pub mod files;
+pub mod kinds;
 pub mod local;
 pub mod peer;
 pub mod range;

@@ -2,7 +2,6 @@
 
 use crate::connectors::cql::CqlError;
 use crate::jobfile::JobConfigError;
-use crate::jobs::kept::ResumeError;
 
 /// Errors of a migration or a validation: both are the engine driving connectors over units.
 #[derive(Debug, thiserror::Error)]
@@ -32,14 +31,5 @@ impl EngineError {
             self,
             Self::Config(_) | Self::Cql(CqlError::Invalid { .. } | CqlError::Tls { .. })
         )
-    }
-}
-
-impl From<EngineError> for ResumeError {
-    fn from(e: EngineError) -> Self {
-        Self::Launch {
-            config_problem: e.is_config_problem(),
-            message: e.to_string(),
-        }
     }
 }

@@ -9,13 +9,10 @@ use tokio_util::sync::CancellationToken;
 use super::EngineError;
 use super::config::{JobConfig, redacted_json};
 use super::engine::{Counters, Migration};
-use crate::jobs::kept::{ResumeError, forget_job_file, read_job_file};
+use crate::jobs::kept::forget_job_file;
 use crate::jobs::running::{Ending, Periodic, end, publish};
 use crate::jobs::{JobHandle, JobResult};
 use crate::savepoints::{self, FileStore, SavepointInfo, SavepointStore};
-
-/// Job kind of migrations in the registry.
-pub const KIND: &str = "migration";
 
 /// A checked migration, with its savepoints and what it resumes from.
 pub struct Launch {
@@ -233,35 +230,4 @@ fn report(
         (previous, interval, elapsed),
         "copying",
     )
-}
-
-/// Resumes the `INTERRUPTED` migration `id` from its kept config; it continues from its
-/// newest savepoint.
-pub async fn resume(
-    jobs: &crate::jobs::JobRegistry,
-    state_dir: &std::path::Path,
-    id: &str,
-) -> Result<crate::jobs::JobRecord, ResumeError> {
-    let text = read_job_file(state_dir, id)?;
-    let mut launch = launch(&text).await?;
-    launch.state_dir = Some(state_dir.to_path_buf());
-    Ok(jobs.resume(id, move |h| run(h, launch)).await?)
-}
-
-/// Resumes every `INTERRUPTED` migration (after a restart). Failures are logged and leave the
-/// job `INTERRUPTED` for `POST /api/v1/migrations/{id}/resume`.
-pub async fn resume_interrupted(jobs: crate::jobs::JobRegistry, state_dir: std::path::PathBuf) {
-    let interrupted: Vec<_> = jobs
-        .list(Some(KIND))
-        .into_iter()
-        .filter(|r| r.state == crate::jobs::JobState::Interrupted)
-        .collect();
-    for record in interrupted {
-        match resume(&jobs, &state_dir, &record.id).await {
-            Ok(_) => tracing::info!(job = %record.id, "interrupted migration resumed"),
-            Err(e) => {
-                tracing::warn!(job = %record.id, error = %e, "interrupted migration not resumed")
-            }
-        }
-    }
 }

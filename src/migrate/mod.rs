@@ -5,7 +5,9 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod job;
+pub mod kind;
 pub mod limits;
 pub mod retry;
+pub mod saved;
 
 pub use error::EngineError;

@@ -19,9 +19,6 @@ use crate::migrate::EngineError;
 use crate::migrate::config::{JobConfig, redacted_json};
 use crate::savepoints::{self, FileStore, SavepointStore};
 
-/// Job kind of validations in the registry.
-pub const KIND: &str = "validation";
-
 /// Key of a validation savepoint holding the findings of the ranges it records.
 const REPORT_KEY: &str = "validationReport";
 /// Key marking the savepoint written when a validation ended: it is not resumed (a new run
@@ -318,36 +315,4 @@ fn report(
         (previous, interval, elapsed),
         "comparing",
     )
-}
-
-/// Resumes the `INTERRUPTED` validation `id` from its kept config; it continues from its
-/// newest savepoint.
-pub async fn resume(
-    jobs: &crate::jobs::JobRegistry,
-    state_dir: &std::path::Path,
-    id: &str,
-) -> Result<crate::jobs::JobRecord, crate::jobs::kept::ResumeError> {
-    use crate::jobs::kept::ResumeError;
-    let text = crate::jobs::kept::read_job_file(state_dir, id)?;
-    let mut launch = launch(&text).await.map_err(|e| ResumeError::Launch {
-        config_problem: e.is_config_problem(),
-        message: e.to_string(),
-    })?;
-    launch.state_dir = Some(state_dir.to_path_buf());
-    Ok(jobs.resume(id, move |h| run(h, launch)).await?)
-}
-
-/// Resumes every `INTERRUPTED` validation (after a restart).
-pub async fn resume_interrupted(jobs: crate::jobs::JobRegistry, state_dir: std::path::PathBuf) {
-    for record in jobs.list(Some(KIND)) {
-        if record.state != crate::jobs::JobState::Interrupted {
-            continue;
-        }
-        match resume(&jobs, &state_dir, &record.id).await {
-            Ok(_) => tracing::info!(job = %record.id, "interrupted validation resumed"),
-            Err(e) => {
-                tracing::warn!(job = %record.id, error = %e, "interrupted validation not resumed")
-            }
-        }
-    }
 }

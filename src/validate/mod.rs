@@ -11,6 +11,7 @@
 
 pub mod compare;
 pub mod job;
+pub mod kind;
 pub(crate) mod merge;
 mod plan;
 pub mod progress;

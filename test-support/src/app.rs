@@ -6,12 +6,9 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request};
-use drover::api::{self, AppState};
-use drover::cassandra::LocalNode;
+use drover::api;
 use drover::config::DaemonConfig;
-use drover::jobs::{JobRegistry, RegistryOptions};
 use drover::livemigration::LiveMigration;
-use drover::metrics::Metrics;
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -36,24 +33,12 @@ impl App {
     pub async fn with_config(home: &Home, path: &std::path::Path) -> Self {
         let config = DaemonConfig::load(Some(path), |_| None).expect("test config");
         // Wired as `drover serve` wires it, less the listener: nothing is resumed at start.
-        let jobs = JobRegistry::open(
-            &config.state_dir.join("jobs"),
-            RegistryOptions {
-                max_running: config.jobs.max_running.get(),
-                flush_interval: config.jobs.progress_flush_interval,
-            },
-        )
-        .await
-        .expect("job registry");
+        let jobs = drover::daemon::open_jobs(&config)
+            .await
+            .expect("job registry");
         let live = LiveMigration::open(&config, &config.server.listen.to_string())
             .expect("live migration state");
-        let state = AppState {
-            node: Arc::new(LocalNode::new(config.cassandra.clone())),
-            config: Arc::new(config),
-            jobs,
-            metrics: Arc::new(Metrics::new()),
-            live: Arc::new(live),
-        };
+        let state = drover::daemon::app_state(Arc::new(config), jobs, live);
         Self {
             router: api::router(state),
             home: home.clone(),

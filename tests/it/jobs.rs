@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use test_support::{Daemon, Home, error_message};
+use test_support::{Daemon, Home, error_message, json_of};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -182,6 +182,201 @@ async fn a_second_daemon_cannot_share_the_state_dir() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("is in use by another drover process"),
+        "{stderr}"
+    );
+}
+
+/// DELETE, returning status and JSON body (`Value::String("")` when there is none).
+async fn delete(daemon: &Daemon, path: &str) -> (u16, Value) {
+    let res = daemon
+        .client()
+        .delete(daemon.url(path))
+        .send()
+        .await
+        .expect("DELETE");
+    json_of(res).await
+}
+
+/// A daemon config with `jobs.keep_finished` set to `keep` (a YAML flow mapping).
+fn config_keeping(home: &Home, keep: &str) -> std::path::PathBuf {
+    let config = home.write_config("");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("jobs:\n", &format!("jobs:\n  keep_finished: {keep}\n"));
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+fn record_file(home: &Home, id: &str) -> std::path::PathBuf {
+    home.state_dir().join("jobs").join(format!("{id}.json"))
+}
+
+/// A kept job file, as migrations and validations leave for their resumes.
+fn kept_file(home: &Home, id: &str) -> std::path::PathBuf {
+    let path = home.state_dir().join("jobs").join(format!("{id}.job.yaml"));
+    std::fs::write(&path, "source: {}\n").unwrap();
+    path
+}
+
+async fn job_ids(daemon: &Daemon) -> Vec<String> {
+    let (_, list) = daemon.get("/api/v1/jobs").await;
+    list["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Polls until job `id` is unknown to the daemon, or panics after `WAIT`.
+async fn wait_gone(daemon: &Daemon, id: &str) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (status, body) = daemon.get(&format!("/api/v1/jobs/{id}")).await;
+        if status == 404 {
+            return body;
+        }
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "job {id} was never dropped: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn delete_forgets_an_ended_job_with_its_files_and_refuses_an_active_one() {
+    let home = Home::new();
+    let mut daemon = Daemon::start(&home, "").await;
+    let done = submit(&daemon, json!({"durationSeconds": 1})).await;
+    daemon
+        .wait_job(&done, WAIT, |j| state(j) == "SUCCEEDED")
+        .await;
+    let running = submit(&daemon, json!({"durationSeconds": 600})).await;
+    daemon
+        .wait_job(&running, WAIT, |j| state(j) == "RUNNING")
+        .await;
+    let kept = kept_file(&home, &done);
+    assert!(record_file(&home, &done).exists());
+
+    // Queued or running: a conflict, in the error shape, and the job goes on.
+    let (status, body) = delete(&daemon, &format!("/api/v1/jobs/{running}")).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(error_message(status, &body).contains("RUNNING"), "{body}");
+    let (status, job) = daemon.get(&format!("/api/v1/jobs/{running}")).await;
+    assert_eq!((status, state(&job)), (200, "RUNNING"));
+
+    let (status, body) = delete(&daemon, "/api/v1/jobs/no-such-job").await;
+    assert_eq!(status, 404, "{body}");
+    assert!(error_message(status, &body).contains("no-such-job"));
+
+    let (status, body) = delete(&daemon, &format!("/api/v1/jobs/{done}")).await;
+    assert_eq!(status, 204, "{body}");
+    let (status, body) = daemon.get(&format!("/api/v1/jobs/{done}")).await;
+    assert_eq!(status, 404, "{body}");
+    error_message(status, &body);
+    assert_eq!(job_ids(&daemon).await, [running.as_str()]);
+    assert!(!record_file(&home, &done).exists(), "the record is deleted");
+    assert!(!kept.exists(), "the kept job file is deleted");
+    let (status, _) = delete(&daemon, &format!("/api/v1/jobs/{done}")).await;
+    assert_eq!(status, 404, "deleted once");
+
+    // Once ended (cancelled), it can go too.
+    let (status, _) = daemon
+        .post_json(&format!("/api/v1/jobs/{running}/cancel"), &json!({}))
+        .await;
+    assert_eq!(status, 202);
+    daemon
+        .wait_job(&running, WAIT, |j| state(j) == "CANCELLED")
+        .await;
+    let (status, body) = delete(&daemon, &format!("/api/v1/jobs/{running}")).await;
+    assert_eq!(status, 204, "{body}");
+
+    // Deleted jobs do not come back with a restart.
+    daemon.kill9();
+    let daemon = Daemon::start(&home, "").await;
+    assert!(job_ids(&daemon).await.is_empty());
+}
+
+#[tokio::test]
+async fn finished_jobs_beyond_keep_finished_count_are_dropped_with_their_files() {
+    let home = Home::new();
+    let config = config_keeping(&home, "{count: 2, age: null}");
+    let mut daemon = Daemon::start_with(&home, &config).await;
+    // Active jobs are not finished ones: never dropped.
+    let running = submit(&daemon, json!({"durationSeconds": 600})).await;
+    let mut finished = Vec::new();
+    for _ in 0..2 {
+        let id = submit(&daemon, json!({"durationSeconds": 1})).await;
+        daemon
+            .wait_job(&id, WAIT, |j| state(j) == "SUCCEEDED")
+            .await;
+        finished.push(id);
+    }
+    let kept = kept_file(&home, &finished[0]);
+    // A failed job counts as finished too; its end drops the oldest finished job.
+    let failed = submit(
+        &daemon,
+        json!({"durationSeconds": 1, "failWith": "synthetic failure"}),
+    )
+    .await;
+    let body = wait_gone(&daemon, &finished[0]).await;
+    error_message(404, &body);
+    assert!(!record_file(&home, &finished[0]).exists());
+    assert!(!kept.exists(), "the kept job file goes with the job");
+    let (_, job) = daemon.get(&format!("/api/v1/jobs/{failed}")).await;
+    assert_eq!(state(&job), "FAILED", "{job}");
+    assert_eq!(
+        job_ids(&daemon).await,
+        [running.clone(), finished[1].clone(), failed.clone()]
+    );
+
+    // An INTERRUPTED job waits to be resumed: not dropped either, across a restart.
+    daemon
+        .wait_job(&running, WAIT, |j| state(j) == "RUNNING")
+        .await;
+    daemon.kill9();
+    let daemon = Daemon::start_with(&home, &config).await;
+    let (_, job) = daemon.get(&format!("/api/v1/jobs/{running}")).await;
+    assert_eq!(state(&job), "INTERRUPTED", "{job}");
+    assert_eq!(
+        job_ids(&daemon).await,
+        [running, finished[1].clone(), failed]
+    );
+}
+
+#[tokio::test]
+async fn finished_jobs_older_than_keep_finished_age_are_dropped() {
+    let home = Home::new();
+    let config = config_keeping(&home, "{count: null, age: 3s}");
+    let daemon = Daemon::start_with(&home, &config).await;
+    let done = submit(&daemon, json!({"durationSeconds": 1})).await;
+    let running = submit(&daemon, json!({"durationSeconds": 600})).await;
+    daemon
+        .wait_job(&done, WAIT, |j| state(j) == "SUCCEEDED")
+        .await;
+    let kept = kept_file(&home, &done);
+    // Nothing else happens in the daemon: the job ages out on its own.
+    wait_gone(&daemon, &done).await;
+    assert!(!record_file(&home, &done).exists());
+    assert!(!kept.exists());
+    assert_eq!(job_ids(&daemon).await, [running]);
+}
+
+#[tokio::test]
+async fn keep_finished_is_validated_at_start() {
+    let home = Home::new();
+    let config = config_keeping(&home, "{count: 0}");
+    let out = std::process::Command::new(test_support::drover_bin())
+        .args(["serve", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("jobs.keep_finished.count: must be at least 1"),
         "{stderr}"
     );
 }

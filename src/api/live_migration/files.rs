@@ -69,6 +69,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<FileList>, ApiEr
 #[into_params(parameter_in = Query)]
 pub struct DigestQuery {
     /// `sha256`, `xxh3`, `md5` or `xxhash32`: answer the file's digest instead of its bytes.
+    #[param(value_type = Option<crate::livemigration::digest::Algorithm>, inline)]
     pub digest_algorithm: Option<String>,
 }
 

@@ -2,17 +2,19 @@
 //! one at a time. The check and the submission happen under one lock, so two requests at
 //! once cannot both find no task running.
 
+use super::DataCopyTask;
 use super::jobs::{run_copy, run_verify};
-use super::{COPY_KIND, DataCopyTask, VERIFY_KIND};
 use crate::cassandra::LocalNode;
+use crate::jobs::kind::JobKind;
 use crate::jobs::{JobRecord, JobRegistry, JobState};
 use crate::livemigration::copy::{CopyRequest, CopyTask};
+use crate::livemigration::kinds::{DataCopyKind, VerificationKind};
 use crate::livemigration::verify::VerifyRequest;
 use crate::livemigration::{LiveMigration, LiveMigrationError};
 
 /// The data-copy task that has not ended, if any.
 fn active_copy(jobs: &JobRegistry) -> Option<JobRecord> {
-    jobs.list(Some(COPY_KIND))
+    jobs.list(Some(DataCopyKind::NAME))
         .into_iter()
         .find(|r| r.state.is_active())
 }
@@ -46,7 +48,7 @@ pub async fn start_copy(
         local: live.local_files(),
     };
     Ok(jobs
-        .submit(COPY_KIND, spec, move |h| run_copy(h, task))
+        .submit(DataCopyKind::NAME, spec, move |h| run_copy(h, task))
         .await?)
 }
 
@@ -61,7 +63,7 @@ pub async fn start_verification(
     let local = live.local_files();
     let spec = serde_json::to_value(&request).expect("a request serializes");
     Ok(jobs
-        .submit(VERIFY_KIND, spec, move |h| {
+        .submit(VerificationKind::NAME, spec, move |h| {
             run_verify(h, peer, local, request)
         })
         .await?)
@@ -78,7 +80,7 @@ pub async fn resume_interrupted(
         return;
     };
     let interrupted: Vec<_> = jobs
-        .list(Some(COPY_KIND))
+        .list(Some(DataCopyKind::NAME))
         .into_iter()
         .filter(|r| r.state == JobState::Interrupted)
         .collect();

@@ -11,19 +11,17 @@ mod jobs;
 use std::sync::Arc;
 
 pub use admission::{resume_interrupted, start_copy, start_verification};
+pub use jobs::{run_copy, run_verify};
 
 use super::copy::{CopyReport, CopyRequest, IterationStatus};
+use super::kinds::{DataCopyKind, VerificationKind};
 use super::local::LocalFiles;
 use super::peer::PeerClient;
 use super::verify::VerifyReport;
 use super::{LiveMigration, LiveMigrationError};
 use crate::config::Role;
+use crate::jobs::kind::JobKind;
 use crate::jobs::{JobRecord, JobRegistry, JobState};
-
-/// Job kind of data-copy tasks.
-pub const COPY_KIND: &str = "data-copy-task";
-/// Job kind of files-verification tasks.
-pub const VERIFY_KIND: &str = "files-verification-task";
 
 /// A data-copy task as its job record keeps it.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,7 +82,7 @@ impl VerificationTask {
 
 /// Every data-copy task, oldest first.
 pub fn copy_tasks(jobs: &JobRegistry) -> Vec<DataCopyTask> {
-    jobs.list(Some(COPY_KIND))
+    jobs.list(Some(DataCopyKind::NAME))
         .into_iter()
         .map(DataCopyTask::from_record)
         .collect()
@@ -92,7 +90,7 @@ pub fn copy_tasks(jobs: &JobRegistry) -> Vec<DataCopyTask> {
 
 /// Every verification task, oldest first.
 pub fn verification_tasks(jobs: &JobRegistry) -> Vec<VerificationTask> {
-    jobs.list(Some(VERIFY_KIND))
+    jobs.list(Some(VerificationKind::NAME))
         .into_iter()
         .map(VerificationTask::from_record)
         .collect()
@@ -117,7 +115,7 @@ fn record_of(
 
 /// One data-copy task.
 pub fn copy_task(jobs: &JobRegistry, id: &str) -> Result<DataCopyTask, LiveMigrationError> {
-    record_of(jobs, id, COPY_KIND, "data-copy task").map(DataCopyTask::from_record)
+    record_of(jobs, id, DataCopyKind::NAME, "data-copy task").map(DataCopyTask::from_record)
 }
 
 /// One verification task.
@@ -125,7 +123,8 @@ pub fn verification_task(
     jobs: &JobRegistry,
     id: &str,
 ) -> Result<VerificationTask, LiveMigrationError> {
-    record_of(jobs, id, VERIFY_KIND, "verification task").map(VerificationTask::from_record)
+    record_of(jobs, id, VerificationKind::NAME, "verification task")
+        .map(VerificationTask::from_record)
 }
 
 /// Cancels a data-copy task: running downloads stop; their staging files stay, so a next

@@ -1,0 +1,290 @@
+//! Job kinds: what one kind of work is to the registry — its name, typed spec and result, how
+//! it runs and resumes, where its status is read — and [`KINDS`], the one list of the kinds
+//! this daemon runs. Resume at start and the sweep of kept job files are loops over that list.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::kept::{forget_job_file, keep_job_file, read_job_file};
+use super::{JobError, JobHandle, JobRecord, JobRegistry, JobResult, JobState};
+use crate::migrate::EngineError;
+
+/// What the daemon lends a kind to resume its jobs.
+#[derive(Clone)]
+pub struct Services {
+    /// Every job.
+    pub jobs: JobRegistry,
+    /// The daemon's state directory (kept job files).
+    pub state_dir: PathBuf,
+    /// Live instance migration.
+    pub live: Arc<crate::livemigration::LiveMigration>,
+    /// The local Cassandra node.
+    pub node: Arc<crate::cassandra::LocalNode>,
+}
+
+/// One kind of job. A kind is a type: the registry stores its spec and result as JSON, and
+/// only the kind turns them back into its own types.
+pub trait JobKind: Send + Sync + 'static {
+    /// The kind's name in records, the API and metrics (`migration`, ...).
+    const NAME: &'static str;
+    /// What one job of the kind is called in messages (`migration`, `data-copy task`, ...).
+    const NOUN: &'static str;
+    /// Whether jobs keep their job file (with secrets) in the state directory for resumes.
+    const KEEPS_JOB_FILE: bool = false;
+    /// Whether `INTERRUPTED` jobs are resumed when the daemon starts (`jobs.resume_interrupted`).
+    const RESUMES_AT_START: bool = false;
+    /// The parameters of a job, as stored in its record (secrets redacted).
+    type Spec: Serialize + DeserializeOwned + Send + 'static;
+    /// What a job found or produced, as stored in its record.
+    type Output: Serialize + DeserializeOwned + Send + 'static;
+    /// A job ready to run: checked and planned.
+    type Launch: Send + 'static;
+
+    /// Where a job's status is read.
+    fn status_url(id: &str) -> String {
+        format!("/api/v1/jobs/{id}")
+    }
+
+    /// Does the work of a launched job.
+    fn run(
+        handle: JobHandle,
+        launch: Self::Launch,
+    ) -> impl Future<Output = JobResult> + Send + 'static;
+
+    /// Launches an interrupted job again from its record (and what the kind kept for it).
+    fn relaunch(
+        services: &Services,
+        record: &JobRecord,
+    ) -> impl Future<Output = Result<Self::Launch, JobError>> + Send {
+        let _ = (services, record);
+        async { Err(JobError::NotResumable { kind: Self::NAME }) }
+    }
+
+    /// Resumes the `INTERRUPTED` jobs of the kind when the daemon starts (only called with
+    /// [`RESUMES_AT_START`](Self::RESUMES_AT_START)). A job that cannot be resumed is logged and
+    /// stays `INTERRUPTED`.
+    fn resume_at_start(
+        services: &Services,
+        interrupted: Vec<JobRecord>,
+    ) -> impl Future<Output = ()> + Send {
+        async move {
+            for record in interrupted {
+                match resume::<Self>(services, &record.id).await {
+                    Ok(_) => tracing::info!(job = %record.id, "interrupted {} resumed", Self::NOUN),
+                    Err(e) => {
+                        tracing::warn!(job = %record.id, error = %e, "interrupted {} not resumed", Self::NOUN)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A kind whose jobs are a job file (ScyllaDB Migrator format). The file is kept, with its
+/// secrets, for as long as the job can be resumed; the record holds its redacted form.
+pub trait FileJobKind: JobKind<Spec = serde_json::Value> {
+    /// Parses, checks and plans a job file. `state_dir` is where the daemon keeps job files
+    /// (`None` in the foreground).
+    fn launch(
+        text: &str,
+        state_dir: Option<PathBuf>,
+    ) -> impl Future<Output = Result<Self::Launch, EngineError>> + Send;
+}
+
+/// [`JobKind::relaunch`] of a [`FileJobKind`]: its job file, launched again.
+pub async fn relaunch_from_job_file<K: FileJobKind>(
+    services: &Services,
+    record: &JobRecord,
+) -> Result<K::Launch, JobError> {
+    let text = read_job_file(&services.state_dir, &record.id)?;
+    K::launch(&text, Some(services.state_dir.clone()))
+        .await
+        .map_err(JobError::Relaunch)
+}
+
+/// Submits a job file of kind `K`: checked completely first, kept (with its credentials) in the
+/// state directory before the job starts, recorded in its redacted form.
+pub async fn submit_job_file<K: FileJobKind>(
+    jobs: &JobRegistry,
+    state_dir: &std::path::Path,
+    text: &str,
+) -> Result<JobRecord, JobError> {
+    let launch = K::launch(text, Some(state_dir.to_path_buf()))
+        .await
+        .map_err(JobError::Launch)?;
+    let id = JobRegistry::new_id();
+    // Kept before the job starts, so that it exists for as long as the job can be resumed.
+    keep_job_file(state_dir, &id, text).map_err(JobError::KeepJobFile)?;
+    let spec = crate::migrate::config::redacted_json(text);
+    match jobs.submit_kind::<K>(Some(id.clone()), &spec, launch).await {
+        Ok(record) => Ok(record),
+        Err(e) => {
+            forget_job_file(state_dir, &id);
+            Err(e)
+        }
+    }
+}
+
+/// Resumes the `INTERRUPTED` job `id` of kind `K`.
+pub async fn resume<K: JobKind + ?Sized>(
+    services: &Services,
+    id: &str,
+) -> Result<JobRecord, JobError> {
+    let record = services.jobs.get_kind::<K>(id)?;
+    if record.state != JobState::Interrupted {
+        return Err(JobError::WrongState {
+            noun: K::NOUN,
+            id: id.to_string(),
+            state: record.state,
+            action: "resume",
+            needs: "INTERRUPTED",
+        });
+    }
+    let launch = K::relaunch(services, &record).await?;
+    services.jobs.resume(id, move |h| K::run(h, launch)).await
+}
+
+impl JobRegistry {
+    /// Records a new job of kind `K` (with `id` from [`new_id`](Self::new_id), or a fresh one)
+    /// and starts it as soon as a slot is free.
+    pub async fn submit_kind<K: JobKind>(
+        &self,
+        id: Option<String>,
+        spec: &K::Spec,
+        launch: K::Launch,
+    ) -> Result<JobRecord, JobError> {
+        let spec = serde_json::to_value(spec).expect("job specs serialize");
+        let id = id.unwrap_or_else(Self::new_id);
+        self.submit_with_id(id, K::NAME, spec, move |h| K::run(h, launch))
+            .await
+    }
+
+    /// Every job of kind `K`, oldest first.
+    pub fn list_kind<K: JobKind + ?Sized>(&self) -> Vec<JobRecord> {
+        self.list(Some(K::NAME))
+    }
+
+    /// The job `id` if it is of kind `K`.
+    pub fn get_kind<K: JobKind + ?Sized>(&self, id: &str) -> Result<JobRecord, JobError> {
+        let record = self.get(id)?;
+        if record.kind != K::NAME {
+            return Err(JobError::NotFound {
+                noun: K::NOUN,
+                id: id.to_string(),
+            });
+        }
+        Ok(record)
+    }
+}
+
+/// The spec of a job of kind `K`, if its record holds a readable one.
+pub fn spec_of<K: JobKind>(record: &JobRecord) -> Option<K::Spec> {
+    serde_json::from_value(record.spec.clone()).ok()
+}
+
+/// What a job of kind `K` found or produced, if its record holds it.
+pub fn output_of<K: JobKind>(record: &JobRecord) -> Option<K::Output> {
+    record
+        .result
+        .clone()
+        .and_then(|v| serde_json::from_value(v).ok())
+}
+
+impl JobHandle {
+    /// Sets what the job of kind `K` found or produced (replacing an earlier result).
+    pub fn set_output<K: JobKind>(&self, output: &K::Output) {
+        self.set_result(serde_json::to_value(output).expect("job results serialize"));
+    }
+}
+
+/// A kind as the loops over [`KINDS`] see it.
+trait AnyKind: Sync {
+    fn name(&self) -> &'static str;
+    fn status_url(&self, id: &str) -> String;
+    fn keeps_job_file(&self) -> bool;
+    fn resume_at_start<'a>(
+        &'static self,
+        services: &'a Services,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+}
+
+struct Registered<K>(PhantomData<fn() -> K>);
+
+impl<K: JobKind> AnyKind for Registered<K> {
+    fn name(&self) -> &'static str {
+        K::NAME
+    }
+
+    fn status_url(&self, id: &str) -> String {
+        K::status_url(id)
+    }
+
+    fn keeps_job_file(&self) -> bool {
+        K::KEEPS_JOB_FILE
+    }
+
+    fn resume_at_start<'a>(
+        &'static self,
+        services: &'a Services,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            if !K::RESUMES_AT_START {
+                return;
+            }
+            let interrupted: Vec<_> = services
+                .jobs
+                .list_kind::<K>()
+                .into_iter()
+                .filter(|r| r.state == JobState::Interrupted)
+                .collect();
+            if !interrupted.is_empty() {
+                K::resume_at_start(services, interrupted).await;
+            }
+        })
+    }
+}
+
+/// Every kind of job this daemon runs: adding a kind is one line here.
+static KINDS: [&(dyn AnyKind + 'static); 5] = [
+    &Registered::<crate::migrate::kind::MigrationJob>(PhantomData),
+    &Registered::<crate::validate::kind::ValidationJob>(PhantomData),
+    &Registered::<crate::livemigration::kinds::DataCopyKind>(PhantomData),
+    &Registered::<crate::livemigration::kinds::VerificationKind>(PhantomData),
+    &Registered::<crate::diagnostics::Diagnostic>(PhantomData),
+];
+
+/// Where the status of job `id` of kind `kind` is read: under its kind's own resource when it
+/// has one.
+pub fn status_url(kind: &str, id: &str) -> String {
+    KINDS
+        .iter()
+        .find(|k| k.name() == kind)
+        .map_or_else(|| format!("/api/v1/jobs/{id}"), |k| k.status_url(id))
+}
+
+/// Resumes, kind by kind and concurrently, the `INTERRUPTED` jobs of the kinds that resume at
+/// start.
+pub fn resume_interrupted(services: &Services) {
+    for kind in KINDS {
+        let services = services.clone();
+        tokio::spawn(async move { kind.resume_at_start(&services).await });
+    }
+}
+
+/// Deletes the kept job files of jobs that ended and can no longer be resumed (a crash can
+/// leave some behind), so credentials do not stay on disk longer than needed.
+pub fn sweep_kept_files(jobs: &JobRegistry, state_dir: &std::path::Path) {
+    for kind in KINDS.iter().filter(|k| k.keeps_job_file()) {
+        for record in jobs.list(Some(kind.name())) {
+            if !record.state.is_active() && record.state != JobState::Interrupted {
+                forget_job_file(state_dir, &record.id);
+            }
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! Migrations as a kind of job: a job file, kept for resumes, whose savepoints say where a
+//! resumed run picks up.
+
+use std::path::PathBuf;
+
+use super::EngineError;
+use super::job::{self, Launch};
+use crate::jobs::kind::{FileJobKind, JobKind, Services, relaunch_from_job_file};
+use crate::jobs::{JobError, JobHandle, JobRecord, JobResult};
+
+/// The migration kind.
+pub struct MigrationJob;
+
+impl JobKind for MigrationJob {
+    const NAME: &'static str = "migration";
+    const NOUN: &'static str = "migration";
+    const KEEPS_JOB_FILE: bool = true;
+    const RESUMES_AT_START: bool = true;
+    /// The job file, redacted.
+    type Spec = serde_json::Value;
+    /// A migration's outcome is its counters and savepoints; it has no result of its own.
+    type Output = ();
+    type Launch = Launch;
+
+    fn status_url(id: &str) -> String {
+        format!("/api/v1/migrations/{id}")
+    }
+
+    fn run(handle: JobHandle, launch: Launch) -> impl Future<Output = JobResult> + Send + 'static {
+        job::run(handle, launch)
+    }
+
+    async fn relaunch(services: &Services, record: &JobRecord) -> Result<Launch, JobError> {
+        relaunch_from_job_file::<Self>(services, record).await
+    }
+}
+
+impl FileJobKind for MigrationJob {
+    async fn launch(text: &str, state_dir: Option<PathBuf>) -> Result<Launch, EngineError> {
+        let mut launch = job::launch(text).await?;
+        launch.state_dir = state_dir;
+        Ok(launch)
+    }
+}

@@ -1,0 +1,44 @@
+//! Validations as a kind of job: a job file, kept for resumes, whose result is the report.
+
+use std::path::PathBuf;
+
+use super::job::{self, Launch};
+use super::report::Report;
+use crate::jobs::kind::{FileJobKind, JobKind, Services, relaunch_from_job_file};
+use crate::jobs::{JobError, JobHandle, JobRecord, JobResult};
+use crate::migrate::EngineError;
+
+/// The validation kind.
+pub struct ValidationJob;
+
+impl JobKind for ValidationJob {
+    const NAME: &'static str = "validation";
+    const NOUN: &'static str = "validation";
+    const KEEPS_JOB_FILE: bool = true;
+    const RESUMES_AT_START: bool = true;
+    /// The job file, redacted.
+    type Spec = serde_json::Value;
+    /// The findings (so far, while the validation runs).
+    type Output = Report;
+    type Launch = Launch;
+
+    fn status_url(id: &str) -> String {
+        format!("/api/v1/validations/{id}")
+    }
+
+    fn run(handle: JobHandle, launch: Launch) -> impl Future<Output = JobResult> + Send + 'static {
+        job::run(handle, launch)
+    }
+
+    async fn relaunch(services: &Services, record: &JobRecord) -> Result<Launch, JobError> {
+        relaunch_from_job_file::<Self>(services, record).await
+    }
+}
+
+impl FileJobKind for ValidationJob {
+    async fn launch(text: &str, state_dir: Option<PathBuf>) -> Result<Launch, EngineError> {
+        let mut launch = job::launch(text).await?;
+        launch.state_dir = state_dir;
+        Ok(launch)
+    }
+}
