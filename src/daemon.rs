@@ -139,7 +139,7 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
     let _ = std::fs::remove_file(&addr_file);
 
     let jobs = open_jobs(&config).await?;
-    crate::jobs::kind::sweep_kept_files(&jobs, &state_dir);
+    crate::kinds::sweep_kept_files(&jobs, &state_dir);
     let config = Arc::new(config);
     let listen = config.server.listen;
     let listener = TcpListener::bind(listen)
@@ -156,7 +156,7 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
     }
     let state = app_state(config.clone(), jobs.clone(), live);
     if config.jobs.resume_interrupted {
-        crate::jobs::kind::resume_interrupted(&state.services());
+        crate::kinds::resume_interrupted(&state.services());
     }
     fsutil::write_atomic(&addr_file, bound.to_string().as_bytes()).map_err(|source| {
         DaemonError::StateDir {

@@ -6,7 +6,8 @@
 //! - [`api`]: the HTTP edge — one route table, handlers that only translate, the one error
 //!   shape, middleware.
 //! - [`jobs`]: the job framework — registry, lifecycle, persistence, cancellation, retention,
-//!   and the job kinds ([`jobs::kind`]).
+//!   and what a job kind is ([`jobs::kind`]).
+//! - [`kinds`]: the one list of the kinds this daemon runs (above the engines implementing them).
 //! - [`migrate`]: the migration engine — plans units of work and drives them through the
 //!   connectors with bounded concurrency, retries and savepoints.
 //! - [`connectors`]: one module per data system (scan, write, schema checks, job-file sections).
@@ -29,6 +30,7 @@ pub mod diagnostics;
 pub mod fsutil;
 pub mod jobfile;
 pub mod jobs;
+pub mod kinds;
 pub mod livemigration;
 pub mod metrics;
 pub mod migrate;

@@ -79,7 +79,7 @@ impl From<JobRecord> for JobView {
 
 /// The URL of a job's status: under its kind's own resource when it has one.
 pub fn status_url(kind: &str, id: &str) -> String {
-    crate::jobs::kind::status_url(kind, id)
+    crate::kinds::status_url(kind, id)
 }
 
 /// The answer to a submission.

@@ -1,11 +1,9 @@
 //! Job kinds: what one kind of work is to the registry — its name, typed spec and result, how
-//! it runs and resumes, where its status is read — and [`KINDS`], the one list of the kinds
-//! this daemon runs. Resume at start and the sweep of kept job files are loops over that list.
+//! it runs and resumes, where its status is read. The list of the kinds this daemon runs is
+//! `crate::kinds`, above the engines that implement them.
 
 use std::future::Future;
-use std::marker::PhantomData;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -200,91 +198,5 @@ impl JobHandle {
     /// Sets what the job of kind `K` found or produced (replacing an earlier result).
     pub fn set_output<K: JobKind>(&self, output: &K::Output) {
         self.set_result(serde_json::to_value(output).expect("job results serialize"));
-    }
-}
-
-/// A kind as the loops over [`KINDS`] see it.
-trait AnyKind: Sync {
-    fn name(&self) -> &'static str;
-    fn status_url(&self, id: &str) -> String;
-    fn keeps_job_file(&self) -> bool;
-    fn resume_at_start<'a>(
-        &'static self,
-        services: &'a Services,
-    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
-}
-
-struct Registered<K>(PhantomData<fn() -> K>);
-
-impl<K: JobKind> AnyKind for Registered<K> {
-    fn name(&self) -> &'static str {
-        K::NAME
-    }
-
-    fn status_url(&self, id: &str) -> String {
-        K::status_url(id)
-    }
-
-    fn keeps_job_file(&self) -> bool {
-        K::KEEPS_JOB_FILE
-    }
-
-    fn resume_at_start<'a>(
-        &'static self,
-        services: &'a Services,
-    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
-        Box::pin(async move {
-            if !K::RESUMES_AT_START {
-                return;
-            }
-            let interrupted: Vec<_> = services
-                .jobs
-                .list_kind::<K>()
-                .into_iter()
-                .filter(|r| r.state == JobState::Interrupted)
-                .collect();
-            if !interrupted.is_empty() {
-                K::resume_at_start(services, interrupted).await;
-            }
-        })
-    }
-}
-
-/// Every kind of job this daemon runs: adding a kind is one line here.
-static KINDS: [&(dyn AnyKind + 'static); 5] = [
-    &Registered::<crate::migrate::kind::MigrationJob>(PhantomData),
-    &Registered::<crate::validate::kind::ValidationJob>(PhantomData),
-    &Registered::<crate::livemigration::kinds::DataCopyKind>(PhantomData),
-    &Registered::<crate::livemigration::kinds::VerificationKind>(PhantomData),
-    &Registered::<crate::diagnostics::Diagnostic>(PhantomData),
-];
-
-/// Where the status of job `id` of kind `kind` is read: under its kind's own resource when it
-/// has one.
-pub fn status_url(kind: &str, id: &str) -> String {
-    KINDS
-        .iter()
-        .find(|k| k.name() == kind)
-        .map_or_else(|| format!("/api/v1/jobs/{id}"), |k| k.status_url(id))
-}
-
-/// Resumes, kind by kind and concurrently, the `INTERRUPTED` jobs of the kinds that resume at
-/// start.
-pub fn resume_interrupted(services: &Services) {
-    for kind in KINDS {
-        let services = services.clone();
-        tokio::spawn(async move { kind.resume_at_start(&services).await });
-    }
-}
-
-/// Deletes the kept job files of jobs that ended and can no longer be resumed (a crash can
-/// leave some behind), so credentials do not stay on disk longer than needed.
-pub fn sweep_kept_files(jobs: &JobRegistry, state_dir: &std::path::Path) {
-    for kind in KINDS.iter().filter(|k| k.keeps_job_file()) {
-        for record in jobs.list(Some(kind.name())) {
-            if !record.state.is_active() && record.state != JobState::Interrupted {
-                forget_job_file(state_dir, &record.id);
-            }
-        }
     }
 }
