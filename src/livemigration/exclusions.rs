@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::LiveMigrationError;
-use super::files::{DirType, Roots};
+use super::roots::{DirType, Roots};
 
 /// Checks the syntax of an exclusion pattern (`glob:...` or `regex:...`).
 pub fn check_pattern(pattern: &str) -> Result<(), LiveMigrationError> {

@@ -21,6 +21,7 @@ pub mod kinds;
 pub mod local;
 pub mod peer;
 pub mod range;
+pub mod roots;
 pub mod serve;
 pub mod tasks;
 pub mod verify;
