@@ -200,6 +200,7 @@ pub fn check_relative(path: &str) -> Result<(), PathError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::CassandraConfig;
     use crate::livemigration::exclusions::check_pattern;
 
     fn roots(dir: &Path) -> Roots {
