@@ -6,33 +6,54 @@
 //! its `type` names in their `parse`) and one arm where the engine opens a pair.
 
 pub mod cql;
+pub mod dynamodb;
 pub mod seam;
 
 use crate::config::yaml;
 use crate::jobfile::JobConfigError;
 
 /// The source of a job.
+// One per job: the size of its variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum SourceConfig {
     /// A Cassandra or ScyllaDB table (`type: cassandra` or `type: scylla`).
     Cql(cql::CqlSource),
+    /// A DynamoDB or Alternator table (`type: dynamodb`, `dynamo` or `alternator`).
+    Dynamo(dynamodb::DynamoSource),
 }
 
 /// The target of a job.
+// One per job: the size of its variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum TargetConfig {
     /// A Cassandra or ScyllaDB table (`type: cassandra` or `type: scylla`).
     Cql(cql::CqlTarget),
+    /// A DynamoDB or Alternator table (`type: dynamodb`, `dynamo` or `alternator`).
+    Dynamo(dynamodb::DynamoTarget),
 }
 
 /// The `type` values a job file may name, for messages.
-const KNOWN_TYPES: &[&str] = &["cassandra", "scylla", "dynamodb", "dynamo", "parquet"];
+const KNOWN_TYPES: &[&str] = &[
+    "cassandra",
+    "scylla",
+    "dynamodb",
+    "dynamo",
+    "alternator",
+    "parquet",
+    "mysql",
+    "dynamodb-s3-export",
+];
 
 impl SourceConfig {
     /// Reads the `source` section with the connector its `type` names.
     pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
         match side_type(text, "source", &value)?.as_str() {
             "cassandra" | "scylla" => Ok(Self::Cql(cql::CqlSource::parse(text, value)?)),
+            "dynamodb" | "dynamo" | "alternator" => {
+                Ok(Self::Dynamo(dynamodb::DynamoSource::parse(text, value)?))
+            }
             other => Err(unsupported(text, "source.type", other)),
         }
     }
@@ -43,8 +64,52 @@ impl TargetConfig {
     pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
         match side_type(text, "target", &value)?.as_str() {
             "cassandra" | "scylla" => Ok(Self::Cql(cql::CqlTarget::parse(text, value)?)),
+            "dynamodb" | "dynamo" | "alternator" => {
+                Ok(Self::Dynamo(dynamodb::DynamoTarget::parse(text, value)?))
+            }
             other => Err(unsupported(text, "target.type", other)),
         }
+    }
+}
+
+impl SourceConfig {
+    /// The connector's name, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Cql(_) => "cassandra/scylla",
+            Self::Dynamo(_) => "dynamodb",
+        }
+    }
+}
+
+impl TargetConfig {
+    /// The connector's name, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Cql(_) => "cassandra/scylla",
+            Self::Dynamo(_) => "dynamodb",
+        }
+    }
+}
+
+/// Refuses a source and target no connector pair can copy between.
+pub fn check_pair(
+    text: &str,
+    source: &SourceConfig,
+    target: &TargetConfig,
+) -> Result<(), JobConfigError> {
+    match (source, target) {
+        (SourceConfig::Cql(_), TargetConfig::Cql(_))
+        | (SourceConfig::Dynamo(_), TargetConfig::Dynamo(_)) => Ok(()),
+        _ => Err(JobConfigError::at(
+            text,
+            "target.type",
+            format!(
+                "a {} target cannot take rows of a {} source; supported pairs: cassandra/scylla to cassandra/scylla, dynamodb/alternator to dynamodb/alternator",
+                target.kind(),
+                source.kind()
+            ),
+        )),
     }
 }
 
@@ -54,14 +119,14 @@ fn unsupported(text: &str, key: &str, value: &str) -> JobConfigError {
             text,
             key,
             format!(
-                "{value:?} is not supported by this version of drover yet; supported: cassandra, scylla"
+                "{value:?} is not supported by this version of drover yet; supported: cassandra, scylla, dynamodb, dynamo, alternator"
             ),
         )
     } else {
         JobConfigError::at(
             text,
             key,
-            format!("unknown type {value:?}, expected cassandra or scylla"),
+            format!("unknown type {value:?}, expected cassandra, scylla, dynamodb or alternator"),
         )
     }
 }
@@ -76,7 +141,7 @@ fn side_type(text: &str, side: &str, value: &yaml_serde::Value) -> Result<String
             "must be a string such as cassandra or scylla",
         )),
         None if value.is_mapping() => Err(JobConfigError {
-            message: format!("{key}: missing; expected cassandra or scylla"),
+            message: format!("{key}: missing; expected cassandra, scylla, dynamodb or alternator"),
             line: yaml::line_of(text, side),
         }),
         None => Err(JobConfigError::at(

@@ -86,6 +86,10 @@ pub trait Scan: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Page<Self::Row, Self::Cursor>, Self::Error>> + Send;
     /// Bytes of a row, for counters and byte rate limits.
     fn row_size(row: &Self::Row) -> usize;
+    /// The connector's own counters (capacity consumed, ...), by their name in job status.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// What became of a row given to a [`Sink`].
@@ -137,6 +141,11 @@ pub trait Sink<R>: Send + Sync + 'static {
     /// Sends one request once; the engine retries by the error's [`Retry`].
     fn send(&self, request: &Self::Request)
     -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// The connector's own counters (rows left out and why, capacity consumed, ...), by their
+    /// name in job status.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// How hard a job may push: the engine's bounds, from the job file's connector sections.

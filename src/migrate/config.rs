@@ -25,6 +25,8 @@ pub struct JobConfig {
     pub renames: Vec<Rename>,
     /// Token ranges `(start, end]` already copied; skipped by this run.
     pub skip_token_ranges: Vec<(i64, i64)>,
+    /// DynamoDB scan segments already copied; skipped by this run.
+    pub skip_segments: Vec<u32>,
     /// Savepoint settings.
     pub savepoints: Option<SavepointsConfig>,
     /// Validator settings (`drover validate`, `/api/v1/validations`); migrations ignore them.
@@ -72,17 +74,51 @@ impl JobConfig {
             let (message, line) = yaml::describe_error(&e);
             JobConfigError { message, line }
         })?;
-        if raw.skip_segments.is_some() || raw.skip_parquet_files.is_some() {
-            // Accepted for DynamoDB and Parquet sources; meaningless for a CQL source.
-            tracing::debug!("skipSegments/skipParquetFiles ignored for a CQL source");
-        }
         let source = SourceConfig::parse(text, raw.source)?;
         let target = TargetConfig::parse(text, raw.target)?;
+        crate::connectors::check_pair(text, &source, &target)?;
+        let skip_segments = match (&source, raw.skip_segments) {
+            (SourceConfig::Dynamo(s), Some(v)) if !v.is_null() => {
+                let segments: Vec<u32> = yaml_serde::from_value(v).map_err(|e| {
+                    JobConfigError::at(
+                        text,
+                        "skipSegments",
+                        format!("expected a list of segment numbers: {e}"),
+                    )
+                })?;
+                if !segments.is_empty() {
+                    let Some(total) = s.scan_segments else {
+                        return Err(JobConfigError::at(
+                            text,
+                            "skipSegments",
+                            "needs source.scanSegments: segment numbers only mean something for the number of segments they were made with",
+                        ));
+                    };
+                    if let Some(bad) = segments.iter().find(|&&i| i >= total) {
+                        return Err(JobConfigError::at(
+                            text,
+                            "skipSegments",
+                            format!(
+                                "segment {bad} does not exist: source.scanSegments is {total} (segments 0 to {})",
+                                total - 1
+                            ),
+                        ));
+                    }
+                }
+                segments
+            }
+            // Meaningless for other sources (Migrator writes `skipSegments: []` everywhere).
+            _ => Vec::new(),
+        };
+        if raw.skip_parquet_files.is_some() {
+            tracing::debug!("skipParquetFiles ignored: the source is not Parquet");
+        }
         let config = JobConfig {
             source,
             target,
             renames: raw.renames,
             skip_token_ranges: raw.skip_token_ranges.unwrap_or_default(),
+            skip_segments,
             savepoints: raw.savepoints,
             validation: raw.validation.unwrap_or_default(),
         };
@@ -171,6 +207,7 @@ impl JobConfig {
                     .iter()
                     .filter_map(|&(a, b)| crate::savepoints::ranges::TokenRange::new(a, b)),
             ),
+            segments: self.skip_segments.iter().copied().collect(),
             ..Default::default()
         }
     }

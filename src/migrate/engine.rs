@@ -19,8 +19,8 @@ use super::EngineError;
 use super::config::{JobConfig, SourceConfig, TargetConfig};
 use super::limits::Limits;
 use super::retry::{Retries, retry};
-use crate::connectors::cql;
 use crate::connectors::seam::{Pacing, Page, Pushed, Request, Scan, Sink, Unit};
+use crate::connectors::{cql, dynamodb};
 use crate::jobs::running::Sample;
 use crate::savepoints;
 
@@ -47,6 +47,35 @@ pub struct Counters {
     pub statements: AtomicU64,
     /// Requests retried, and why the job waits while one is.
     pub retries: Retries,
+    /// The connectors' own counters, read when sampled.
+    pub connector: ConnectorCounters,
+}
+
+/// Reads the counters a source and a target keep themselves.
+#[derive(Default)]
+pub struct ConnectorCounters(Mutex<Option<ReadCounters>>);
+
+type ReadCounters = Box<dyn Fn() -> Vec<(&'static str, u64)> + Send + Sync>;
+
+impl std::fmt::Debug for ConnectorCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.read()).finish()
+    }
+}
+
+impl ConnectorCounters {
+    fn set(&self, read: ReadCounters) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(read);
+    }
+
+    /// The counters now (none before the copy starts).
+    pub fn read(&self) -> Vec<(&'static str, u64)> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map_or_else(Vec::new, |read| read())
+    }
 }
 
 /// The counters of a migration at one moment.
@@ -119,8 +148,10 @@ impl Counters {
     /// The counters now, as job status and progress lines show them.
     pub fn sample(&self) -> Sample {
         let s = self.snapshot();
+        let mut counters = s.pairs();
+        counters.extend(self.connector.read());
         Sample {
-            counters: s.pairs(),
+            counters,
             rows: s.rows_written,
             bytes: s.bytes_written,
             units: (s.units_total, s.units_done, s.units_skipped),
@@ -154,6 +185,21 @@ impl Migration {
                 let (scan, sink, pacing) =
                     cql::transfer::open_copy(src, dst, &config.renames).await?;
                 Box::new(Copy::new(scan, sink, pacing, skip))
+            }
+            (SourceConfig::Dynamo(src), TargetConfig::Dynamo(dst)) => {
+                let (scan, sink, pacing) =
+                    dynamodb::transfer::open_copy(src, dst, &config.renames).await?;
+                Box::new(Copy::new(scan, sink, pacing, skip))
+            }
+            (source, target) => {
+                return Err(EngineError::Config(crate::jobfile::JobConfigError {
+                    message: format!(
+                        "copying from a {} source to a {} target is not supported",
+                        source.kind(),
+                        target.kind()
+                    ),
+                    line: None,
+                }));
             }
         };
         Ok(Self { run })
@@ -211,6 +257,12 @@ impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
             done.lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .merge(&self.skip);
+            let (scan, sink) = (self.scan.clone(), self.sink.clone());
+            counters.connector.set(Box::new(move || {
+                let mut c = scan.counters();
+                c.extend(sink.counters());
+                c
+            }));
             let plan = self.scan.plan(&self.skip);
             counters.units_total.store(plan.total, Ordering::Relaxed);
             Counters::add(&counters.units_skipped, plan.skipped);

@@ -12,6 +12,9 @@ pub enum EngineError {
     /// The databases refused the job (missing table, incompatible schema, unreachable).
     #[error(transparent)]
     Cql(#[from] CqlError),
+    /// A DynamoDB-API server refused the job (missing table, different key, unreachable).
+    #[error(transparent)]
+    Dynamo(#[from] crate::connectors::dynamodb::DynamoError),
     /// A read or write failed for good (after retries, where retrying is safe).
     #[error("{0}")]
     Failed(String),
@@ -30,6 +33,6 @@ impl EngineError {
         matches!(
             self,
             Self::Config(_) | Self::Cql(CqlError::Invalid { .. } | CqlError::Tls { .. })
-        )
+        ) || matches!(self, Self::Dynamo(e) if e.invalid)
     }
 }

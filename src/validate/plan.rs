@@ -17,6 +17,16 @@ impl Validation {
                 let sides = cql::compare::prepare(src, dst, &config.renames, v).await?;
                 Self::new(sides, v.failures_to_fetch)
             }
+            (source, target) => {
+                return Err(EngineError::Config(crate::jobfile::JobConfigError {
+                    message: format!(
+                        "validating a copy from a {} source to a {} target is not supported yet",
+                        source.kind(),
+                        target.kind()
+                    ),
+                    line: None,
+                }));
+            }
         };
         Ok(validation)
     }

@@ -45,8 +45,12 @@ fn err(text: &str) -> String {
 #[test]
 fn a_scylla_migrator_file_parses() {
     let job = JobConfig::parse(GOOD).unwrap();
-    let SourceConfig::Cql(s) = &job.source;
-    let TargetConfig::Cql(t) = &job.target;
+    let SourceConfig::Cql(s) = &job.source else {
+        panic!("a CQL source")
+    };
+    let TargetConfig::Cql(t) = &job.target else {
+        panic!("a CQL target")
+    };
     assert_eq!(s.endpoint.host, "127.0.0.1");
     assert_eq!(s.endpoint.local_dc.as_deref(), Some("datacenter1"));
     assert!(s.preserve_timestamps);

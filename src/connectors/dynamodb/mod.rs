@@ -1,0 +1,101 @@
+//! DynamoDB and ScyllaDB Alternator: a table read by parallel scan segments
+//! (`Segment`/`TotalSegments`, each a unit of progress recorded as `skipSegments`) and written
+//! with `BatchWriteItem`; the target table created from the source's description; the
+//! source's stream applied after the snapshot.
+//!
+//! Items stay in the SDK's `AttributeValue` form from the scan to the write, so every type
+//! (numbers of 38 digits, binary sets, deep nesting) round-trips without conversion.
+
+pub mod config;
+pub mod item;
+pub mod retry;
+pub mod scan;
+pub mod table;
+pub mod transfer;
+
+use std::time::Duration;
+
+use aws_config::BehaviorVersion;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::config::{Credentials, Region};
+use secrecy::ExposeSecret;
+
+pub use config::{Connection, DynamoSource, DynamoTarget};
+pub use retry::DynamoError;
+
+/// Region used when a job names none (test servers and Alternator ignore it, the signature
+/// needs one).
+const DEFAULT_REGION: &str = "us-east-1";
+
+/// Session name of an assumed role when the job names none (ScyllaDB Migrator's).
+const DEFAULT_SESSION_NAME: &str = "scylla-migrator";
+
+/// The SDK configuration of a connection: endpoint, region, credentials, timeouts. The SDK's
+/// own retries are off: the engine retries, and shows the job as waiting while it does.
+pub async fn sdk_config(c: &Connection) -> aws_config::SdkConfig {
+    let region = Region::new(
+        c.region
+            .clone()
+            .unwrap_or_else(|| DEFAULT_REGION.to_string()),
+    );
+    let mut loader = aws_config::defaults(BehaviorVersion::latest())
+        .region(region.clone())
+        .retry_config(RetryConfig::disabled())
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .operation_attempt_timeout(Duration::from_secs(60))
+                .build(),
+        );
+    if let Some(endpoint) = &c.endpoint {
+        loader = loader.endpoint_url(endpoint.url());
+    }
+    if let Some(creds) = &c.credentials {
+        let base = Credentials::new(
+            creds.access_key.clone(),
+            creds.secret_key.expose_secret().to_string(),
+            None,
+            None,
+            "drover-job-file",
+        );
+        match &creds.assume_role {
+            None => loader = loader.credentials_provider(base),
+            Some(role) => {
+                let provider = aws_config::sts::AssumeRoleProvider::builder(role.arn.clone())
+                    .session_name(
+                        role.session_name
+                            .clone()
+                            .unwrap_or_else(|| DEFAULT_SESSION_NAME.to_string()),
+                    )
+                    .region(region)
+                    .build_from_provider(base)
+                    .await;
+                loader = loader.credentials_provider(provider);
+            }
+        }
+    }
+    loader.load().await
+}
+
+/// A DynamoDB client for a connection.
+pub async fn client(c: &Connection) -> aws_sdk_dynamodb::Client {
+    aws_sdk_dynamodb::Client::new(&sdk_config(c).await)
+}
+
+/// A DynamoDB Streams client for a connection.
+pub async fn streams_client(c: &Connection) -> aws_sdk_dynamodbstreams::Client {
+    aws_sdk_dynamodbstreams::Client::new(&sdk_config(c).await)
+}
+
+/// Where a connection points, for messages (never with credentials).
+pub fn describe(c: &Connection) -> String {
+    match &c.endpoint {
+        Some(e) => format!("table {:?} at {}", c.table, e.url()),
+        None => format!(
+            "table {:?} in AWS region {}",
+            c.table,
+            c.region.as_deref().unwrap_or(DEFAULT_REGION)
+        ),
+    }
+}

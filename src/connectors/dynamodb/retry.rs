@@ -1,0 +1,122 @@
+//! The SDK's errors, classified for the engine's retries.
+
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+
+use crate::connectors::seam::{RequestError, Retry};
+
+/// A failed DynamoDB request.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct DynamoError {
+    /// What failed and why, with the server's error code.
+    pub message: String,
+    /// Whether trying again can help.
+    pub retry: Retry,
+    /// The server's error code (`ResourceNotFoundException`, ...), when it sent one.
+    pub code: Option<String>,
+    /// The job asks for something that cannot work (a missing table, a refused request, a
+    /// key that differs): the operator must change the job, not wait for the server.
+    pub invalid: bool,
+}
+
+impl RequestError for DynamoError {
+    fn retry(&self) -> Retry {
+        self.retry
+    }
+}
+
+/// Error codes that go away by themselves: throttling and server trouble.
+const TRANSIENT: &[&str] = &[
+    "ThrottlingException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "InternalServerError",
+    "InternalFailure",
+    "ServiceUnavailable",
+    "LimitExceededException",
+    "TransactionInProgressException",
+];
+
+impl DynamoError {
+    /// Classifies an SDK error of the operation `what` (`"scan of segment 3"`, ...).
+    pub fn from_sdk<E, R>(what: &str, e: SdkError<E, R>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: std::fmt::Debug,
+    {
+        let (retry, code, detail) = match &e {
+            SdkError::ServiceError(s) => {
+                let err = s.err();
+                let code = err.code().map(str::to_string);
+                let retry = match code.as_deref() {
+                    Some(c) if TRANSIENT.contains(&c) => Retry::Safe,
+                    _ => Retry::Never,
+                };
+                let detail = format!(
+                    "{}: {}",
+                    code.as_deref().unwrap_or("error"),
+                    err.message().unwrap_or("no message")
+                );
+                (retry, code, detail)
+            }
+            // Not sent: the connection could not be made.
+            SdkError::DispatchFailure(d) if d.is_io() || d.is_timeout() => (
+                Retry::Safe,
+                None,
+                format!("cannot reach the server: {}", source_chain(&e)),
+            ),
+            SdkError::DispatchFailure(_) => (
+                Retry::Safe,
+                None,
+                format!("request not sent: {}", source_chain(&e)),
+            ),
+            SdkError::TimeoutError(_) => {
+                (Retry::IfIdempotent, None, "no answer in time".to_string())
+            }
+            SdkError::ResponseError(_) => (
+                Retry::IfIdempotent,
+                None,
+                format!("unreadable answer: {}", source_chain(&e)),
+            ),
+            _ => (Retry::Never, None, source_chain(&e)),
+        };
+        let invalid = matches!(
+            code.as_deref(),
+            Some("ResourceNotFoundException" | "ValidationException")
+        );
+        Self {
+            message: format!("{what}: {detail}"),
+            retry,
+            code,
+            invalid,
+        }
+    }
+
+    /// An error found by drover itself (a check, a limit), never retried.
+    pub fn fatal(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            retry: Retry::Never,
+            code: None,
+            invalid: true,
+        }
+    }
+
+    /// The error as met on one side of a job (`"source"`, `"target"`).
+    pub fn on(mut self, side: &str) -> Self {
+        self.message = format!("{side}: {}", self.message);
+        self
+    }
+}
+
+/// The error and its causes on one line (the SDK's top-level messages say little).
+fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
