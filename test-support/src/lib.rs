@@ -5,6 +5,7 @@
 pub mod app;
 pub mod cql;
 mod daemon;
+pub mod dynamodb;
 mod poll;
 
 pub use app::App;
