@@ -93,10 +93,12 @@ def main() -> int:
         cls("org.apache.hadoop.dynamodb.DynamoDBItemWritable"),
         sc.defaultMinPartitions,
     )
+    partitions = rdd.getNumPartitions()
     rdd.saveAsHadoopDataset(write)
     t2 = time.monotonic()
     print(
-        f"spark-copy: session start {t1 - t0:.1f}s, copy {t2 - t1:.1f}s",
+        f"spark-copy: session start {t1 - t0:.1f}s, copy {t2 - t1:.1f}s, {partitions} Spark partitions"
+        f" (input splits; {args.segments} scan segments)",
         file=sys.stderr,
         flush=True,
     )
