@@ -4,7 +4,9 @@ use serde_json::Value;
 
 /// Keys of `source`/`target` that tune how a job runs, not what it copies: a resume may change
 /// them (a different `splitCount` still skips every finished token range). Credentials and TLS
-/// settings are not part of the identity either.
+/// settings are not part of the identity either. DynamoDB's `scanSegments` is *not* tuning:
+/// `skipSegments` numbers only mean something for the segment count they were made with, so a
+/// savepoint of another count belongs to another migration.
 const TUNING: &[&str] = &[
     "credentials",
     "sslOptions",
@@ -17,10 +19,13 @@ const TUNING: &[&str] = &[
     "rowsPerSecond",
     "bytesPerSecond",
     "localDC",
-    "scanSegments",
     "readThroughput",
     "throughputReadPercent",
     "maxMapTasks",
+    "writeThroughput",
+    "throughputWritePercent",
+    "removeConsumedCapacity",
+    "billingMode",
 ];
 
 /// The identity of a migration: its `source`, `target` and `renames`, without tuning keys and
@@ -39,4 +44,30 @@ pub fn identity(doc: &Value) -> Value {
         .filter(|v| !v.is_null())
         .unwrap_or(Value::Array(vec![]));
     serde_json::json!({ "source": side("source"), "target": side("target"), "renames": renames })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::identity;
+    use serde_json::json;
+
+    fn dynamo(segments: u32, read_throughput: u32) -> serde_json::Value {
+        json!({
+            "source": {"type": "dynamodb", "table": "t", "scanSegments": segments,
+                       "readThroughput": read_throughput,
+                       "credentials": {"accessKey": "a", "secretKey": "b"}},
+            "target": {"type": "dynamodb", "table": "u", "streamChanges": false},
+        })
+    }
+
+    #[test]
+    fn tuning_keys_do_not_change_the_migration() {
+        assert_eq!(identity(&dynamo(10, 100)), identity(&dynamo(10, 5)));
+    }
+
+    #[test]
+    fn another_segment_count_is_another_migration() {
+        // skipSegments [0, 1] of 10 segments are not segments 0 and 1 of 20.
+        assert_ne!(identity(&dynamo(10, 100)), identity(&dynamo(20, 100)));
+    }
 }
