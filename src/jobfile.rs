@@ -96,6 +96,10 @@ pub struct SavepointsConfig {
     pub keep: usize,
     /// Savepoints stored in the target database (ScyllaDB Migrator's `target-table` backend).
     pub target: Option<yaml_serde::Value>,
+    /// ScyllaDB Migrator's file-level tracking of Parquet sources (its `config.yaml.example`
+    /// sets it). Accepted so such files run; drover has no Parquet source yet, so it does
+    /// nothing.
+    pub enable_parquet_file_tracking: Option<bool>,
 }
 
 /// `renames` entry.

@@ -44,6 +44,7 @@ const KNOWN_TYPES: &[&str] = &[
     "parquet",
     "mysql",
     "dynamodb-s3-export",
+    "s3export",
 ];
 
 impl SourceConfig {
@@ -99,6 +100,15 @@ pub fn check_pair(
     target: &TargetConfig,
 ) -> Result<(), JobConfigError> {
     match (source, target) {
+        (SourceConfig::Dynamo(s), TargetConfig::Dynamo(t))
+            if s.connection.alternator && t.stream_changes =>
+        {
+            Err(JobConfigError::at(
+                text,
+                "target.streamChanges",
+                "true is not supported with a source of type alternator: Alternator tables have no DynamoDB Streams",
+            ))
+        }
         (SourceConfig::Cql(_), TargetConfig::Cql(_))
         | (SourceConfig::Dynamo(_), TargetConfig::Dynamo(_)) => Ok(()),
         _ => Err(JobConfigError::at(

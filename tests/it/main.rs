@@ -7,6 +7,8 @@ mod api_errors;
 mod cli;
 mod copy_semantics;
 mod daemon;
+mod dynamodb_migrator;
+mod dynamodb_tables;
 mod health;
 mod jobs;
 mod live_migration;

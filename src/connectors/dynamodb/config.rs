@@ -1,31 +1,103 @@
 //! The DynamoDB sections of a job file (`type: dynamodb`, `dynamo` or `alternator`), in
 //! ScyllaDB Migrator's keys, and their checks.
+//!
+//! Every key ScyllaDB Migrator accepts in these sections is accepted here, and what it refuses
+//! is refused (with the key and its line): an operator's job file means the same in both.
+//! Keys drover reads but does not act on (Alternator's client tuning, a target's
+//! `maxMapTasks`) are said so in their doc and in a warning when a job sets them.
+//! `config/job-dynamodb.yaml` shows every key.
 
 use secrecy::SecretString as Secret;
 use serde::Deserialize;
 
 use crate::jobfile::{JobConfigError, section};
 
-/// `endpoint` of a DynamoDB-API server: `host` is a bare host name (`http://` is assumed, as
-/// ScyllaDB Migrator does) or a URL with its scheme (`https://dynamodb.eu-west-1.amazonaws.com`).
+/// `endpoint` of a DynamoDB-API server.
+///
+/// `host` is a bare host name or address (`http://` is assumed, as ScyllaDB Migrator does) or
+/// an `http://`/`https://` URL without path, query or user (`https://dynamodb.eu-west-1.amazonaws.com`);
+/// `type: alternator` requires the scheme. The port is always `port`, never part of `host`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Endpoint {
-    /// Host name, address or URL without the port.
+    /// Host name, IPv4 or IPv6 address, optionally prefixed with `http://` or `https://`.
     pub host: String,
-    /// TCP port.
+    /// TCP port (1 to 65535).
     pub port: u16,
 }
 
 impl Endpoint {
-    /// The endpoint as a URL.
+    /// The endpoint as a URL (`http://` added to a bare host, a bare IPv6 address bracketed).
     pub fn url(&self) -> String {
-        let host = self.host.trim_end_matches('/');
-        if host.contains("://") {
-            format!("{host}:{}", self.port)
+        let host = self.host.trim().trim_end_matches('/');
+        let (scheme, authority) = split_scheme(host).unwrap_or(("http://", host));
+        let authority = if authority.contains(':') && !authority.starts_with('[') {
+            format!("[{authority}]")
         } else {
-            format!("http://{host}:{}", self.port)
+            authority.to_string()
+        };
+        format!("{scheme}{authority}:{}", self.port)
+    }
+
+    /// Whether `host` names its scheme (`http://` or `https://`).
+    pub fn has_scheme(&self) -> bool {
+        split_scheme(self.host.trim()).is_some()
+    }
+
+    /// What is wrong with `host`, if anything (ScyllaDB Migrator's rules: a host name or
+    /// address, optionally with an http(s) scheme; no user, path, query, fragment or port).
+    fn host_problem(&self) -> Option<String> {
+        let host = self.host.trim();
+        if host.is_empty() {
+            return Some("must not be empty".into());
         }
+        let (had_scheme, authority) = match split_scheme(host) {
+            Some((_, rest)) => (true, rest.trim_end_matches('/')),
+            None => (false, host.trim_end_matches('/')),
+        };
+        if authority.is_empty() || authority.contains(['/', '?', '#', '&', '@']) {
+            return Some(format!(
+                "{host:?} must be a bare host name or address, or an http(s) URL without user, path, query or fragment"
+            ));
+        }
+        if let Some(inner) = authority
+            .strip_prefix('[')
+            .and_then(|a| a.strip_suffix(']'))
+        {
+            return (inner.parse::<std::net::Ipv6Addr>().is_err())
+                .then(|| format!("{host:?} is not a valid IPv6 address"));
+        }
+        if authority.contains(':') {
+            if !had_scheme && authority.parse::<std::net::Ipv6Addr>().is_ok() {
+                return None;
+            }
+            return Some(format!(
+                "{host:?} must not include a port: the port is endpoint.port"
+            ));
+        }
+        let valid = authority
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+            && authority
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+        (!valid).then(|| {
+            format!(
+                "{host:?} must be a host name, IPv4 or IPv6 address, optionally prefixed with http:// or https://"
+            )
+        })
+    }
+}
+
+fn split_scheme(host: &str) -> Option<(&'static str, &str)> {
+    let lower = host.to_ascii_lowercase();
+    if lower.starts_with("http://") {
+        Some(("http://", &host["http://".len()..]))
+    } else if lower.starts_with("https://") {
+        Some(("https://", &host["https://".len()..]))
+    } else {
+        None
     }
 }
 
@@ -38,7 +110,7 @@ pub struct AwsCredentials {
     pub access_key: String,
     /// Secret access key; never logged, stored or returned.
     pub secret_key: Secret,
-    /// A role to assume with these credentials.
+    /// A role to assume with these credentials (not with `type: alternator`).
     pub assume_role: Option<AssumeRole>,
 }
 
@@ -52,28 +124,143 @@ pub struct AssumeRole {
     pub session_name: Option<String>,
 }
 
+/// ScyllaDB Migrator's Alternator client settings (`type: alternator` only), written at the top
+/// level of the section. drover accepts and checks them so that Migrator's job files run
+/// unchanged, but does not act on them: it talks to the one `endpoint` with the AWS SDK's
+/// client (no rack- or datacenter-aware routing, no request compression, its own connection
+/// pool), and writes 25 items per `BatchWriteItem`. A job that sets one is told so in a warning.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AlternatorSettings {
+    /// `datacenter`: the datacenter whose nodes Migrator's load balancer prefers. Not acted on.
+    pub datacenter: Option<String>,
+    /// `rack`: the rack preferred within `datacenter` (requires it). Not acted on.
+    pub rack: Option<String>,
+    /// `activeRefreshIntervalMs`: how often Migrator refreshes the node list while busy (> 0).
+    /// Not acted on.
+    pub active_refresh_interval_ms: Option<i64>,
+    /// `idleRefreshIntervalMs`: how often Migrator refreshes the node list while idle (> 0).
+    /// Not acted on.
+    pub idle_refresh_interval_ms: Option<i64>,
+    /// `compression`: compress request bodies. Not acted on.
+    pub compression: Option<bool>,
+    /// `optimizeHeaders`: send only the headers Alternator needs. Not acted on.
+    pub optimize_headers: Option<bool>,
+    /// `maxConnections`: connections of Migrator's HTTP client (> 0). Not acted on.
+    pub max_connections: Option<i64>,
+    /// `connectionMaxIdleTimeMs` (>= 0). Not acted on.
+    pub connection_max_idle_time_ms: Option<i64>,
+    /// `connectionTimeToLiveMs` (>= 0). Not acted on.
+    pub connection_time_to_live_ms: Option<i64>,
+    /// `connectionAcquisitionTimeoutMs` (>= 0). Not acted on.
+    pub connection_acquisition_timeout_ms: Option<i64>,
+    /// `connectionTimeoutMs` (>= 0). Not acted on: drover's connect timeout is 5 s.
+    pub connection_timeout_ms: Option<i64>,
+    /// `maxItemsPerBatch`: items per `BatchWriteItem` (> 0). Not acted on: drover writes 25,
+    /// DynamoDB's limit.
+    pub max_items_per_batch: Option<i64>,
+}
+
+impl AlternatorSettings {
+    /// The keys set, by their job-file names.
+    pub fn keys_set(&self) -> Vec<&'static str> {
+        let set = [
+            ("datacenter", self.datacenter.is_some()),
+            ("rack", self.rack.is_some()),
+            (
+                "activeRefreshIntervalMs",
+                self.active_refresh_interval_ms.is_some(),
+            ),
+            (
+                "idleRefreshIntervalMs",
+                self.idle_refresh_interval_ms.is_some(),
+            ),
+            ("compression", self.compression.is_some()),
+            ("optimizeHeaders", self.optimize_headers.is_some()),
+            ("maxConnections", self.max_connections.is_some()),
+            (
+                "connectionMaxIdleTimeMs",
+                self.connection_max_idle_time_ms.is_some(),
+            ),
+            (
+                "connectionTimeToLiveMs",
+                self.connection_time_to_live_ms.is_some(),
+            ),
+            (
+                "connectionAcquisitionTimeoutMs",
+                self.connection_acquisition_timeout_ms.is_some(),
+            ),
+            ("connectionTimeoutMs", self.connection_timeout_ms.is_some()),
+            ("maxItemsPerBatch", self.max_items_per_batch.is_some()),
+        ];
+        set.into_iter()
+            .filter(|(_, s)| *s)
+            .map(|(k, _)| k)
+            .collect()
+    }
+
+    fn validate(&self, text: &str, side: &str) -> Result<(), JobConfigError> {
+        let key = |k: &str| format!("{side}.{k}");
+        if self.rack.is_some() && self.datacenter.is_none() {
+            return Err(JobConfigError::at(
+                text,
+                &key("rack"),
+                "is set without datacenter; set datacenter too",
+            ));
+        }
+        let positive = [
+            ("activeRefreshIntervalMs", self.active_refresh_interval_ms),
+            ("idleRefreshIntervalMs", self.idle_refresh_interval_ms),
+            ("maxConnections", self.max_connections),
+            ("maxItemsPerBatch", self.max_items_per_batch),
+        ];
+        for (k, v) in positive {
+            if v.is_some_and(|v| v <= 0) {
+                return Err(JobConfigError::at(text, &key(k), "must be positive"));
+            }
+        }
+        let not_negative = [
+            ("connectionMaxIdleTimeMs", self.connection_max_idle_time_ms),
+            ("connectionTimeToLiveMs", self.connection_time_to_live_ms),
+            (
+                "connectionAcquisitionTimeoutMs",
+                self.connection_acquisition_timeout_ms,
+            ),
+            ("connectionTimeoutMs", self.connection_timeout_ms),
+        ];
+        for (k, v) in not_negative {
+            if v.is_some_and(|v| v < 0) {
+                return Err(JobConfigError::at(text, &key(k), "must not be negative"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Where a DynamoDB-API table is and how to reach it: the part shared by sources and targets.
 #[derive(Debug, Clone)]
 pub struct Connection {
-    /// Server; unset: AWS DynamoDB of `region`.
+    /// `endpoint`: the server; unset: AWS DynamoDB of `region`. Required with `type: alternator`.
     pub endpoint: Option<Endpoint>,
-    /// AWS region (any name for Alternator and test servers).
+    /// `region`: AWS region (default `us-east-1`; any name for Alternator and test servers).
     pub region: Option<String>,
-    /// Authentication.
+    /// `credentials`: authentication; unset: the AWS default chain.
     pub credentials: Option<AwsCredentials>,
-    /// Table name.
+    /// `table`: table name.
     pub table: String,
-    /// Do not ask the server for consumed capacity (Alternator does not report it).
+    /// `removeConsumedCapacity` (`type: alternator` only, default true there, false otherwise):
+    /// do not ask the server for consumed capacity (Alternator does not report it).
     pub remove_consumed_capacity: bool,
     /// Written as `type: alternator`.
     pub alternator: bool,
+    /// Alternator's client settings (`type: alternator` only; not acted on).
+    pub alternator_settings: AlternatorSettings,
 }
 
 /// `billingMode` of a created target table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum BillingMode {
-    /// Capacity units provisioned.
+    /// Capacity units provisioned (the source's, or 25/25 when it has none).
     Provisioned,
     /// On demand.
     PayPerRequest,
@@ -84,13 +271,15 @@ pub enum BillingMode {
 pub struct DynamoSource {
     /// Where and what.
     pub connection: Connection,
-    /// Parallel scan segments (`TotalSegments`); each is a unit of progress (`skipSegments`).
+    /// `scanSegments`: parallel scan segments (`TotalSegments`); each is a unit of progress
+    /// (`skipSegments`). Default 16.
     pub scan_segments: Option<u32>,
-    /// Read capacity units to plan reads for (default: the table's provisioned reads).
+    /// `readThroughput`: read capacity units per second to plan reads for (default: the
+    /// table's provisioned reads; none for an on-demand table).
     pub read_throughput: Option<u32>,
-    /// Share of `readThroughput` to use (0.1 to 1.5).
+    /// `throughputReadPercent`: share of `readThroughput` to use (0.1 to 1.5, default 1.0).
     pub throughput_read_percent: Option<f32>,
-    /// Segments read at once.
+    /// `maxMapTasks`: segments read at once (default 16, at most `scanSegments`).
     pub max_map_tasks: Option<u32>,
 }
 
@@ -99,23 +288,27 @@ pub struct DynamoSource {
 pub struct DynamoTarget {
     /// Where and what.
     pub connection: Connection,
-    /// Write capacity units to plan writes for (default: the table's provisioned writes).
+    /// `writeThroughput`: write capacity units per second to plan writes for (default: the
+    /// table's provisioned writes; none for an on-demand table).
     pub write_throughput: Option<u32>,
-    /// Share of `writeThroughput` to use (0.1 to 1.5).
+    /// `throughputWritePercent`: share of `writeThroughput` to use (0.1 to 1.5, default 1.0).
     pub throughput_write_percent: Option<f32>,
-    /// After the snapshot, apply the source's stream until the job is stopped.
+    /// `streamChanges`: after the snapshot, apply the source's stream until the job is
+    /// stopped. Default false (ScyllaDB Migrator requires the key; drover does not).
     pub stream_changes: bool,
-    /// With `streamChanges`, replicate changes only.
+    /// `skipInitialSnapshotTransfer`: with `streamChanges`, replicate changes only. Ignored
+    /// (with a warning) without `streamChanges`, as ScyllaDB Migrator ignores it; then false.
     pub skip_initial_snapshot_transfer: bool,
-    /// Billing mode of a created table (default: the source's).
+    /// `billingMode`: billing mode of a created table (default: the source's).
     pub billing_mode: Option<BillingMode>,
 }
 
+// Unknown keys are refused by `strict` before (serde cannot with `flatten`).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 struct RawSource {
     #[serde(rename = "type")]
-    _type: String,
+    kind: String,
     endpoint: Option<Endpoint>,
     region: Option<String>,
     credentials: Option<AwsCredentials>,
@@ -125,10 +318,13 @@ struct RawSource {
     throughput_read_percent: Option<f32>,
     max_map_tasks: Option<u32>,
     remove_consumed_capacity: Option<bool>,
+    #[serde(flatten)]
+    alternator: RawAlternator,
 }
 
+// Unknown keys are refused by `strict` before (serde cannot with `flatten`).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 struct RawTarget {
     #[serde(rename = "type")]
     kind: String,
@@ -143,13 +339,153 @@ struct RawTarget {
     skip_initial_snapshot_transfer: Option<bool>,
     billing_mode: Option<BillingMode>,
     remove_consumed_capacity: Option<bool>,
+    /// Not a target key of ScyllaDB Migrator, which ignores it; its own test files set it.
+    max_map_tasks: Option<i64>,
+    #[serde(flatten)]
+    alternator: RawAlternator,
+}
+
+/// Alternator's settings as written. `flatten` and `deny_unknown_fields` do not combine in
+/// serde, so the outer structs are read without `flatten` first (see [`strict`]).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawAlternator {
+    datacenter: Option<String>,
+    rack: Option<String>,
+    active_refresh_interval_ms: Option<i64>,
+    idle_refresh_interval_ms: Option<i64>,
+    compression: Option<bool>,
+    optimize_headers: Option<bool>,
+    max_connections: Option<i64>,
+    connection_max_idle_time_ms: Option<i64>,
+    connection_time_to_live_ms: Option<i64>,
+    connection_acquisition_timeout_ms: Option<i64>,
+    connection_timeout_ms: Option<i64>,
+    max_items_per_batch: Option<i64>,
+}
+
+impl From<RawAlternator> for AlternatorSettings {
+    fn from(r: RawAlternator) -> Self {
+        Self {
+            datacenter: r.datacenter,
+            rack: r.rack,
+            active_refresh_interval_ms: r.active_refresh_interval_ms,
+            idle_refresh_interval_ms: r.idle_refresh_interval_ms,
+            compression: r.compression,
+            optimize_headers: r.optimize_headers,
+            max_connections: r.max_connections,
+            connection_max_idle_time_ms: r.connection_max_idle_time_ms,
+            connection_time_to_live_ms: r.connection_time_to_live_ms,
+            connection_acquisition_timeout_ms: r.connection_acquisition_timeout_ms,
+            connection_timeout_ms: r.connection_timeout_ms,
+            max_items_per_batch: r.max_items_per_batch,
+        }
+    }
+}
+
+/// Job-file names of Alternator's settings.
+const ALTERNATOR_KEYS: &[&str] = &[
+    "datacenter",
+    "rack",
+    "activeRefreshIntervalMs",
+    "idleRefreshIntervalMs",
+    "compression",
+    "optimizeHeaders",
+    "maxConnections",
+    "connectionMaxIdleTimeMs",
+    "connectionTimeToLiveMs",
+    "connectionAcquisitionTimeoutMs",
+    "connectionTimeoutMs",
+    "maxItemsPerBatch",
+];
+
+const SOURCE_KEYS: &[&str] = &[
+    "type",
+    "endpoint",
+    "region",
+    "credentials",
+    "table",
+    "scanSegments",
+    "readThroughput",
+    "throughputReadPercent",
+    "maxMapTasks",
+    "removeConsumedCapacity",
+];
+
+const TARGET_KEYS: &[&str] = &[
+    "type",
+    "endpoint",
+    "region",
+    "credentials",
+    "table",
+    "writeThroughput",
+    "throughputWritePercent",
+    "streamChanges",
+    "skipInitialSnapshotTransfer",
+    "billingMode",
+    "removeConsumedCapacity",
+    "maxMapTasks",
+];
+
+/// Refuses keys of the section that neither `known` nor Alternator's settings name (what
+/// `deny_unknown_fields` would do, which `flatten` prevents), and, for `type: dynamodb`,
+/// Alternator's own keys, as ScyllaDB Migrator does.
+fn strict(
+    text: &str,
+    side: &str,
+    value: &yaml_serde::Value,
+    known: &[&str],
+    alternator: bool,
+) -> Result<(), JobConfigError> {
+    let Some(map) = value.as_mapping() else {
+        return Ok(());
+    };
+    for k in map.keys() {
+        let Some(k) = k.as_str() else { continue };
+        if k == "alternator" {
+            return Err(JobConfigError::at(
+                text,
+                &format!("{side}.alternator"),
+                "a nested alternator block is not used: write type: alternator and its settings at the top level of the section",
+            ));
+        }
+        let alternator_key = ALTERNATOR_KEYS.contains(&k) || k == "removeConsumedCapacity";
+        if alternator_key && !alternator {
+            return Err(JobConfigError::at(
+                text,
+                &format!("{side}.{k}"),
+                "is a setting of type alternator only; change the type to alternator to use it",
+            ));
+        }
+        if !alternator_key && !known.contains(&k) {
+            let mut expected: Vec<&str> = known.to_vec();
+            if alternator {
+                expected.extend(ALTERNATOR_KEYS);
+            }
+            return Err(JobConfigError::at(
+                text,
+                &format!("{side}.{k}"),
+                format!(
+                    "unknown key {k:?}, expected one of {}",
+                    expected
+                        .iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl DynamoSource {
     /// Reads and checks a `source` section.
     pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
+        let alternator = value.get("type").and_then(|t| t.as_str()) == Some("alternator");
+        strict(text, "source", &value, SOURCE_KEYS, alternator)?;
         let s: RawSource = section(text, "source", value)?;
-        let alternator = s._type == "alternator";
+        let alternator = s.kind == "alternator";
         let source = DynamoSource {
             connection: Connection {
                 endpoint: s.endpoint,
@@ -158,6 +494,7 @@ impl DynamoSource {
                 table: s.table,
                 remove_consumed_capacity: s.remove_consumed_capacity.unwrap_or(alternator),
                 alternator,
+                alternator_settings: s.alternator.into(),
             },
             scan_segments: s.scan_segments,
             read_throughput: s.read_throughput,
@@ -173,6 +510,7 @@ impl DynamoSource {
             "source.throughputReadPercent",
             source.throughput_read_percent,
         )?;
+        source.connection.warn_unused("source", &[]);
         Ok(source)
     }
 }
@@ -180,8 +518,11 @@ impl DynamoSource {
 impl DynamoTarget {
     /// Reads and checks a `target` section.
     pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
+        let alternator = value.get("type").and_then(|t| t.as_str()) == Some("alternator");
+        strict(text, "target", &value, TARGET_KEYS, alternator)?;
         let t: RawTarget = section(text, "target", value)?;
         let alternator = t.kind == "alternator";
+        let skip_snapshot = t.skip_initial_snapshot_transfer.unwrap_or(false);
         let target = DynamoTarget {
             connection: Connection {
                 endpoint: t.endpoint,
@@ -190,11 +531,12 @@ impl DynamoTarget {
                 table: t.table,
                 remove_consumed_capacity: t.remove_consumed_capacity.unwrap_or(alternator),
                 alternator,
+                alternator_settings: t.alternator.into(),
             },
             write_throughput: t.write_throughput,
             throughput_write_percent: t.throughput_write_percent,
             stream_changes: t.stream_changes,
-            skip_initial_snapshot_transfer: t.skip_initial_snapshot_transfer.unwrap_or(false),
+            skip_initial_snapshot_transfer: skip_snapshot && t.stream_changes,
             billing_mode: t.billing_mode,
         };
         target.connection.validate(text, "target")?;
@@ -204,13 +546,27 @@ impl DynamoTarget {
             "target.throughputWritePercent",
             target.throughput_write_percent,
         )?;
-        if target.skip_initial_snapshot_transfer && !target.stream_changes {
+        if t.max_map_tasks.is_some_and(|m| m <= 0) {
             return Err(JobConfigError::at(
                 text,
-                "target.skipInitialSnapshotTransfer",
-                "needs streamChanges: true (without the snapshot and the stream, nothing would be copied)",
+                "target.maxMapTasks",
+                "must be a positive integer",
             ));
         }
+        let mut unused = Vec::new();
+        if t.max_map_tasks.is_some() {
+            unused.push((
+                "maxMapTasks",
+                "a target has no map tasks (ScyllaDB Migrator ignores it too); source.maxMapTasks sets how many segments are copied at once",
+            ));
+        }
+        if skip_snapshot && !t.stream_changes {
+            unused.push((
+                "skipInitialSnapshotTransfer",
+                "it only applies with streamChanges: true; the snapshot is copied",
+            ));
+        }
+        target.connection.warn_unused("target", &unused);
         Ok(target)
     }
 }
@@ -225,11 +581,11 @@ impl Connection {
             ));
         }
         if let Some(e) = &self.endpoint {
-            if e.host.trim().is_empty() {
+            if let Some(problem) = e.host_problem() {
                 return Err(JobConfigError::at(
                     text,
                     &format!("{side}.endpoint.host"),
-                    "must not be empty",
+                    problem,
                 ));
             }
             if e.port == 0 {
@@ -239,6 +595,16 @@ impl Connection {
                     "must be between 1 and 65535",
                 ));
             }
+            if self.alternator && !e.has_scheme() {
+                return Err(JobConfigError::at(
+                    text,
+                    &format!("{side}.endpoint.host"),
+                    format!(
+                        "{:?} needs its protocol with type alternator: http://{} or https://{}",
+                        e.host, e.host, e.host
+                    ),
+                ));
+            }
         } else if self.alternator {
             return Err(JobConfigError::at(
                 text,
@@ -246,7 +612,48 @@ impl Connection {
                 "endpoint is required with type alternator (the address of a ScyllaDB node, e.g. host: http://10.0.0.1, port: 8000)",
             ));
         }
-        Ok(())
+        if self.alternator
+            && self
+                .credentials
+                .as_ref()
+                .is_some_and(|c| c.assume_role.is_some())
+        {
+            return Err(JobConfigError::at(
+                text,
+                &format!("{side}.credentials.assumeRole"),
+                "is not supported with type alternator (Alternator has no AWS roles)",
+            ));
+        }
+        if let Some(role) = self
+            .credentials
+            .as_ref()
+            .and_then(|c| c.assume_role.as_ref())
+            && role.arn.trim().is_empty()
+        {
+            return Err(JobConfigError::at(
+                text,
+                &format!("{side}.credentials.assumeRole.arn"),
+                "must not be empty",
+            ));
+        }
+        self.alternator_settings.validate(text, side)
+    }
+
+    /// Warns of the keys set that drover does not act on: Alternator's client settings and
+    /// `extra` (key, why).
+    fn warn_unused(&self, side: &str, extra: &[(&str, &str)]) {
+        for key in self.alternator_settings.keys_set() {
+            tracing::warn!(
+                key = %format!("{side}.{key}"),
+                "accepted for compatibility with ScyllaDB Migrator but not acted on: drover talks to the endpoint with the AWS SDK's own client"
+            );
+        }
+        for (key, why) in extra {
+            tracing::warn!(
+                key = %format!("{side}.{key}"),
+                "accepted for compatibility with ScyllaDB Migrator but not acted on: {why}"
+            );
+        }
     }
 }
 
@@ -263,3 +670,6 @@ fn percent(text: &str, key: &str, value: Option<f32>) -> Result<(), JobConfigErr
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -150,27 +150,46 @@ pub async fn ensure_target(
     create(client, c, source, billing).await?;
     let created = wait_active(client, c).await?;
     if let Some(attr) = &source.ttl_attribute {
-        client
-            .update_time_to_live()
-            .table_name(&c.table)
-            .time_to_live_specification(
-                TimeToLiveSpecification::builder()
-                    .enabled(true)
-                    .attribute_name(attr)
-                    .build()
-                    .map_err(|e| DynamoError::fatal(format!("TTL specification: {e}")))?,
-            )
-            .send()
-            .await
-            .map_err(|e| {
-                DynamoError::from_sdk(&format!("enabling TTL on {}", super::describe(c)), e)
-            })?;
-        tracing::info!(table = %c.table, attribute = %attr, "TTL enabled on the created target table, as on the source");
+        enable_ttl(client, c, attr).await?;
     }
     Ok(Described {
         ttl_attribute: source.ttl_attribute.clone(),
         ..created
     })
+}
+
+/// Enables TTL on `attr` of the created target, as on the source. A server without TTL
+/// (dynalite, older Alternator) answers `UnknownOperationException`: the copy goes on, told
+/// so in a warning, since expired items are not copied anyway; any other refusal stops it.
+async fn enable_ttl(client: &Client, c: &Connection, attr: &str) -> Result<(), DynamoError> {
+    let result = client
+        .update_time_to_live()
+        .table_name(&c.table)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .enabled(true)
+                .attribute_name(attr)
+                .build()
+                .map_err(|e| DynamoError::fatal(format!("TTL specification: {e}")))?,
+        )
+        .send()
+        .await
+        .map_err(|e| DynamoError::from_sdk(&format!("enabling TTL on {}", super::describe(c)), e));
+    match result {
+        Ok(_) => {
+            tracing::info!(table = %c.table, attribute = %attr, "TTL enabled on the created target table, as on the source");
+            Ok(())
+        }
+        Err(e) if e.code.as_deref() == Some("UnknownOperationException") => {
+            tracing::warn!(
+                table = %c.table,
+                attribute = %attr,
+                "the target server has no TTL: items keep their TTL attribute but will not expire there ({e})"
+            );
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 fn show_key(key: &[(String, KeyType, Option<ScalarAttributeType>)]) -> String {
