@@ -267,6 +267,13 @@ impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
             counters.units_total.store(plan.total, Ordering::Relaxed);
             Counters::add(&counters.units_skipped, plan.skipped);
             Counters::add(&counters.units_done, plan.skipped);
+            tracing::info!(
+                "{} units, {} of them skipped as done (the job's skip lists and the savepoint \
+                 resumed from), {} to copy",
+                plan.total,
+                plan.skipped,
+                plan.work.len()
+            );
             let failed = cancel.child_token();
             let worker = Arc::new(Worker {
                 scan: self.scan,
@@ -365,6 +372,9 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
         }
         unit.record(&mut self.done.lock().unwrap_or_else(|p| p.into_inner()));
         Counters::add(&self.counters.units_done, 1);
+        // At debug: a CQL job has hundreds of units. The next savepoint's line (info) lists
+        // what finished since the one before.
+        tracing::debug!("{unit}: every write acknowledged, marked as done");
         Ok(())
     }
 

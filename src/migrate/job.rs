@@ -34,6 +34,9 @@ pub struct Savepoints {
     base: serde_json::Value,
     interval: Duration,
     initial: savepoints::Progress,
+    /// What the previous savepoint of this run recorded (at first, what the run starts
+    /// from), so each savepoint's log line says what it adds.
+    previous: Mutex<savepoints::Progress>,
 }
 
 impl Savepoints {
@@ -51,10 +54,18 @@ impl Savepoints {
         let info = tokio::task::spawn_blocking(move || store.write(&doc))
             .await
             .expect("writing a savepoint does not panic")?;
+        // The operator's view of a savepoint: which units finished since the previous one,
+        // and everything a resume from this one will skip (ScyllaDB Migrator logs "Segments
+        // to skip" the same way). Both are bounded in length, whatever the number of units.
+        let added = {
+            let mut previous = self.previous.lock().unwrap_or_else(|p| p.into_inner());
+            let added = progress.added_since(&previous);
+            *previous = progress.clone();
+            added
+        };
         tracing::info!(
             savepoint = %self.store.dir().join(&info.name).display(),
-            ranges = progress.token_ranges.ranges().len(),
-            "created a savepoint due to {why}"
+            "created a savepoint due to {why}; newly done: {added}; done in all, skipped on resume: {progress}"
         );
         Ok(info)
     }
@@ -101,8 +112,7 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
             if let Some((savepoint, progress)) = found {
                 tracing::info!(
                     savepoint = %savepoint.info.name,
-                    ranges = progress.token_ranges.ranges().len(),
-                    "resuming from the newest savepoint of this migration"
+                    "resuming from the newest savepoint of this migration; skipping what it records as done: {progress}"
                 );
                 initial.merge(&progress);
                 resumed_from = Some(savepoint.info.name);
@@ -113,6 +123,7 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
             store,
             base,
             interval: Duration::from_secs(sp.interval_seconds.expect("validated")),
+            previous: Mutex::new(initial.clone()),
             initial,
         });
     }

@@ -9,6 +9,7 @@
 mod file;
 mod identity;
 pub mod ranges;
+mod summary;
 
 use std::collections::BTreeSet;
 

@@ -31,6 +31,19 @@ const DEFAULT_REGION: &str = "us-east-1";
 /// Session name of an assumed role when the job names none (ScyllaDB Migrator's).
 const DEFAULT_SESSION_NAME: &str = "scylla-migrator";
 
+/// How long a connection may take to open. Refused connections fail at once; this bounds a
+/// host that drops packets.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long one request may wait for its answer. A page of a scan is at most 1 MB and a
+/// `BatchWriteItem` at most 25 items, which a healthy server answers in milliseconds, under
+/// load in a few seconds. A server that hangs (stopped, overloaded, partitioned) accepts the
+/// connection and never answers: only this timeout ends the request, and until then the job
+/// shows neither a retry nor `waiting`. At 10 s the operator sees `waiting: ...` soon after the
+/// server stops answering, and a slow answer is rarely cut short; the request is then tried
+/// again, which is harmless since scans and whole-item puts are idempotent.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The SDK configuration of a connection: endpoint, region, credentials, timeouts. The SDK's
 /// own retries are off: the engine retries, and shows the job as waiting while it does.
 pub async fn sdk_config(c: &Connection) -> aws_config::SdkConfig {
@@ -44,8 +57,8 @@ pub async fn sdk_config(c: &Connection) -> aws_config::SdkConfig {
         .retry_config(RetryConfig::disabled())
         .timeout_config(
             TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(5))
-                .operation_attempt_timeout(Duration::from_secs(60))
+                .connect_timeout(CONNECT_TIMEOUT)
+                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
                 .build(),
         );
     if let Some(endpoint) = &c.endpoint {

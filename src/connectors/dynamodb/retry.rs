@@ -120,3 +120,46 @@ fn source_chain(e: &dyn std::error::Error) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_dynamodb::config::http::HttpResponse;
+    use aws_sdk_dynamodb::error::{ConnectorError, SdkError};
+    use aws_sdk_dynamodb::operation::batch_write_item::BatchWriteItemError;
+
+    use super::*;
+
+    type WriteError = SdkError<BatchWriteItemError, HttpResponse>;
+
+    #[test]
+    fn a_refused_connection_is_always_retried() {
+        // A target that is down or restarting: nothing was sent.
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let e: WriteError = SdkError::dispatch_failure(ConnectorError::io(Box::new(io)));
+        let e = DynamoError::from_sdk("BatchWriteItem to \"t\"", e);
+        assert_eq!(e.retry, Retry::Safe, "{e}");
+        assert!(!e.invalid, "{e}");
+        assert!(
+            e.message.contains("cannot reach the server") && e.message.contains("refused"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn no_answer_in_time_is_retried_when_the_request_is_idempotent() {
+        // A server that hangs (stopped, overloaded): the request may have been applied, which
+        // a put of a whole item or a scan page does not mind.
+        let e: WriteError = SdkError::timeout_error("operation attempt timeout");
+        let e = DynamoError::from_sdk("BatchWriteItem to \"t\"", e);
+        assert_eq!(e.retry, Retry::IfIdempotent, "{e}");
+        assert!(!e.invalid);
+        assert!(e.message.contains("no answer in time"), "{e}");
+        // A connection that cannot even be opened in time was never sent.
+        let connect = ConnectorError::timeout("connect timeout".into());
+        let e: WriteError = SdkError::dispatch_failure(connect);
+        assert_eq!(
+            DynamoError::from_sdk("scan of segment 1 of 10", e).retry,
+            Retry::Safe
+        );
+    }
+}
