@@ -148,6 +148,20 @@ pub trait Sink<R>: Send + Sync + 'static {
     }
 }
 
+/// A source's change stream, applied to the target after the snapshot (DynamoDB's
+/// `streamChanges`). It runs until the job is stopped, recording in the progress's stream
+/// positions each change it applied, so that a savepoint lets a restart continue after it.
+pub trait Changes: Send + Sync + 'static {
+    /// Applies changes from the positions in `ctx.done` on; returns `Stopped` when stopped,
+    /// or the error that ended it (a gap in the stream among them).
+    fn follow(
+        self: std::sync::Arc<Self>,
+        ctx: crate::migrate::engine::FollowContext,
+    ) -> futures::future::BoxFuture<'static, Result<(), crate::migrate::EngineError>>;
+    /// Counters (records applied, lag, ...), by their name in job status.
+    fn counters(&self) -> Vec<(&'static str, u64)>;
+}
+
 /// How hard a job may push: the engine's bounds, from the job file's connector sections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pacing {

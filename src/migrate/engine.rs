@@ -19,7 +19,7 @@ use super::EngineError;
 use super::config::{JobConfig, SourceConfig, TargetConfig};
 use super::limits::Limits;
 use super::retry::{Retries, retry};
-use crate::connectors::seam::{Pacing, Page, Pushed, Request, Scan, Sink, Unit};
+use crate::connectors::seam::{Changes, Pacing, Page, Pushed, Request, Scan, Sink, Unit};
 use crate::connectors::{cql, dynamodb};
 use crate::jobs::running::Sample;
 use crate::savepoints;
@@ -49,11 +49,24 @@ pub struct Counters {
     pub retries: Retries,
     /// The connectors' own counters, read when sampled.
     pub connector: ConnectorCounters,
+    /// What the migration is doing: `copying`, then `streaming` for a replication.
+    phase: Mutex<&'static str>,
+}
+
+/// What a source's change stream needs from the engine while it is applied.
+#[derive(Clone)]
+pub struct FollowContext {
+    /// The job's counters; retries are counted and shown as waiting there.
+    pub counters: Arc<Counters>,
+    /// The completed work, whose stream positions the replication moves forward.
+    pub done: Arc<Mutex<savepoints::Progress>>,
+    /// Stops the replication (the job's stop, or the failure of one of its shards).
+    pub cancel: CancellationToken,
 }
 
 /// Reads the counters a source and a target keep themselves.
 #[derive(Default)]
-pub struct ConnectorCounters(Mutex<Option<ReadCounters>>);
+pub struct ConnectorCounters(Mutex<Vec<ReadCounters>>);
 
 type ReadCounters = Box<dyn Fn() -> Vec<(&'static str, u64)> + Send + Sync>;
 
@@ -64,8 +77,8 @@ impl std::fmt::Debug for ConnectorCounters {
 }
 
 impl ConnectorCounters {
-    fn set(&self, read: ReadCounters) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(read);
+    fn add(&self, read: ReadCounters) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(read);
     }
 
     /// The counters now (none before the copy starts).
@@ -73,8 +86,9 @@ impl ConnectorCounters {
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map_or_else(Vec::new, |read| read())
+            .iter()
+            .flat_map(|read| read())
+            .collect()
     }
 }
 
@@ -145,6 +159,16 @@ impl Counters {
         self.retries.waiting()
     }
 
+    /// What the migration is doing now.
+    pub fn phase(&self) -> &'static str {
+        let phase = *self.phase.lock().unwrap_or_else(|p| p.into_inner());
+        if phase.is_empty() { "copying" } else { phase }
+    }
+
+    fn set_phase(&self, phase: &'static str) {
+        *self.phase.lock().unwrap_or_else(|p| p.into_inner()) = phase;
+    }
+
     /// The counters now, as job status and progress lines show them.
     pub fn sample(&self) -> Sample {
         let s = self.snapshot();
@@ -165,31 +189,49 @@ impl Counters {
     }
 }
 
-/// A checked, connected, planned migration, ready to run.
+/// A checked, connected, planned migration, ready to run: a copy of the table (unless a
+/// replication skips the snapshot), then the source's changes when it has a [`Changes`].
 pub struct Migration {
-    run: Box<dyn RunCopy>,
+    copy: Option<Box<dyn RunCopy>>,
+    changes: Option<Arc<dyn Changes>>,
+    skip: savepoints::Progress,
 }
 
 impl Migration {
     /// Connects to both sides, checks the schemas and prepares statements; the work in
     /// `complete` (the job's skip lists and the savepoint it resumes from) is not done again.
-    /// Nothing is written.
+    /// Nothing is written to the target's rows.
     pub async fn prepare(
         config: &JobConfig,
         complete: savepoints::Progress,
     ) -> Result<Self, EngineError> {
-        let skip = complete;
+        let mut skip = complete;
         // Each source/target pair a connector supports: one arm per pair.
-        let run: Box<dyn RunCopy> = match (&config.source, &config.target) {
+        let (copy, changes): (Box<dyn RunCopy>, Option<Arc<dyn Changes>>) = match (
+            &config.source,
+            &config.target,
+        ) {
             (SourceConfig::Cql(src), TargetConfig::Cql(dst)) => {
                 let (scan, sink, pacing) =
                     cql::transfer::open_copy(src, dst, &config.renames).await?;
-                Box::new(Copy::new(scan, sink, pacing, skip))
+                (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
             }
             (SourceConfig::Dynamo(src), TargetConfig::Dynamo(dst)) => {
-                let (scan, sink, pacing) =
-                    dynamodb::transfer::open_copy(src, dst, &config.renames).await?;
-                Box::new(Copy::new(scan, sink, pacing, skip))
+                let opened =
+                    dynamodb::transfer::open_copy(src, dst, &config.renames, &mut skip).await?;
+                let changes = opened.replication.map(|r| Arc::new(r) as Arc<dyn Changes>);
+                let copy = Copy::new(opened.scan, opened.sink, opened.pacing, skip.clone());
+                if dst.skip_initial_snapshot_transfer {
+                    tracing::info!(
+                        "skipInitialSnapshotTransfer: the table is not copied, only its changes are applied"
+                    );
+                    return Ok(Self {
+                        copy: None,
+                        changes,
+                        skip,
+                    });
+                }
+                (Box::new(copy), changes)
             }
             (source, target) => {
                 return Err(EngineError::Config(crate::jobfile::JobConfigError {
@@ -202,18 +244,47 @@ impl Migration {
                 }));
             }
         };
-        Ok(Self { run })
+        Ok(Self {
+            copy: Some(copy),
+            changes,
+            skip,
+        })
     }
 
-    /// Copies every unit not already complete. The completed work (what was complete at the
-    /// start included) is kept in `done` whether the run succeeds, fails or is stopped.
+    /// Copies every unit not already complete, then applies the source's changes until
+    /// stopped. The completed work (what was complete at the start included, and the
+    /// stream's positions) is kept in `done` whether the run succeeds, fails or is stopped.
     pub async fn run(
         self,
         counters: Arc<Counters>,
         done: Arc<Mutex<savepoints::Progress>>,
         cancel: CancellationToken,
     ) -> Result<(), EngineError> {
-        self.run.run(counters, done, cancel).await
+        done.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .merge(&self.skip);
+        if let Some(changes) = &self.changes {
+            let changes = changes.clone();
+            counters.connector.add(Box::new(move || changes.counters()));
+        }
+        if let Some(copy) = self.copy {
+            copy.run(counters.clone(), done.clone(), cancel.clone())
+                .await?;
+        }
+        let Some(changes) = self.changes else {
+            return Ok(());
+        };
+        tracing::info!(
+            "snapshot complete: applying the source's changes since the replication began, until the job is stopped"
+        );
+        counters.set_phase("streaming");
+        changes
+            .follow(FollowContext {
+                counters,
+                done,
+                cancel: cancel.child_token(),
+            })
+            .await
     }
 }
 
@@ -258,7 +329,7 @@ impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
                 .unwrap_or_else(|p| p.into_inner())
                 .merge(&self.skip);
             let (scan, sink) = (self.scan.clone(), self.sink.clone());
-            counters.connector.set(Box::new(move || {
+            counters.connector.add(Box::new(move || {
                 let mut c = scan.counters();
                 c.extend(sink.counters());
                 c

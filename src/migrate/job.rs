@@ -239,6 +239,6 @@ fn report(
         handle,
         progress.sample(),
         (previous, interval, elapsed),
-        "copying",
+        progress.phase(),
     )
 }

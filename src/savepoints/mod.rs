@@ -9,6 +9,7 @@
 mod file;
 mod identity;
 pub mod ranges;
+pub mod stream;
 mod summary;
 
 use std::collections::BTreeSet;
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use file::{FileStore, parse_name};
 pub use identity::identity;
+pub use stream::StreamPositions;
 
 use ranges::{RangeSet, TokenRange};
 
@@ -41,6 +43,9 @@ pub enum SavepointError {
     },
 }
 
+/// The savepoint key of [`StreamPositions`].
+pub const STREAM_KEY: &str = "streamPositions";
+
 /// What is already done, in the job file's terms.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Progress {
@@ -50,6 +55,8 @@ pub struct Progress {
     pub segments: BTreeSet<u32>,
     /// Completed Parquet files.
     pub parquet_files: BTreeSet<String>,
+    /// Where the replication of the source's change stream stands (`streamChanges`).
+    pub stream: Option<StreamPositions>,
 }
 
 impl Progress {
@@ -61,6 +68,11 @@ impl Progress {
         self.segments.extend(other.segments.iter().copied());
         self.parquet_files
             .extend(other.parquet_files.iter().cloned());
+        match (&mut self.stream, &other.stream) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (None, Some(theirs)) => self.stream = Some(theirs.clone()),
+            (_, None) => {}
+        }
     }
 
     /// Whether nothing is recorded.
@@ -68,6 +80,7 @@ impl Progress {
         self.token_ranges.ranges().is_empty()
             && self.segments.is_empty()
             && self.parquet_files.is_empty()
+            && self.stream.is_none()
     }
 
     /// Reads the progress keys of a job or savepoint document.
@@ -89,6 +102,10 @@ impl Progress {
         if let Some(f) = doc.get("skipParquetFiles").filter(|v| !v.is_null()) {
             progress.parquet_files =
                 serde_json::from_value(f.clone()).map_err(|e| format!("skipParquetFiles: {e}"))?;
+        }
+        if let Some(p) = doc.get(STREAM_KEY).filter(|v| !v.is_null()) {
+            progress.stream =
+                Some(serde_json::from_value(p.clone()).map_err(|e| format!("{STREAM_KEY}: {e}"))?);
         }
         Ok(progress)
     }
@@ -116,6 +133,17 @@ impl Progress {
             "skipParquetFiles".into(),
             serde_json::to_value(&self.parquet_files).expect("set serializes"),
         );
+        match &self.stream {
+            Some(p) => {
+                map.insert(
+                    STREAM_KEY.into(),
+                    serde_json::to_value(p).expect("positions serialize"),
+                );
+            }
+            None => {
+                map.remove(STREAM_KEY);
+            }
+        }
     }
 }
 

@@ -30,6 +30,10 @@ impl Progress {
             .difference(&earlier.parquet_files)
             .cloned()
             .collect();
+        added.stream = match (&self.stream, &earlier.stream) {
+            (Some(now), Some(then)) if now == then => None,
+            (now, _) => now.clone(),
+        };
         added
     }
 }
@@ -70,6 +74,18 @@ impl fmt::Display for Progress {
                 "Parquet files [{}] ({})",
                 names.join(", "),
                 self.parquet_files.len()
+            ));
+        }
+        if let Some(s) = &self.stream {
+            parts.push(format!(
+                "stream: {} shard{} finished, {} at a position",
+                s.finished_shards.len(),
+                if s.finished_shards.len() == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+                s.shards.len()
             ));
         }
         if parts.is_empty() {

@@ -8,6 +8,7 @@ mod cli;
 mod copy_semantics;
 mod daemon;
 mod dynamodb_migrator;
+mod dynamodb_stream;
 mod dynamodb_tables;
 mod health;
 mod jobs;

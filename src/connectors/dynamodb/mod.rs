@@ -10,6 +10,7 @@ pub mod config;
 pub mod item;
 pub mod retry;
 pub mod scan;
+pub mod stream;
 pub mod table;
 pub mod transfer;
 

@@ -13,10 +13,12 @@ use super::config::{DynamoSource, DynamoTarget};
 use super::item::{Item, expired, item_size, rename};
 use super::retry::DynamoError;
 use super::scan::SegmentScan;
+use super::stream::{self, Replication, ReplicationSetup};
 use super::table::{self, Described};
 use crate::connectors::seam::{Pacing, Pushed, Refused, Request, Retry, Sink};
 use crate::jobfile::{JobConfigError, Rename};
 use crate::migrate::EngineError;
+use crate::savepoints;
 
 /// Items per `BatchWriteItem`, DynamoDB's limit.
 pub const BATCH_ITEMS: usize = 25;
@@ -31,14 +33,53 @@ const DEFAULT_PARALLEL_SEGMENTS: u32 = 16;
 /// engine retries it whole.
 const UNPROCESSED_TRIES: u32 = 8;
 
-/// Connects to both tables, checks the source exists, creates or checks the target, and
-/// returns the scan, the writer and the job's bounds. Nothing is written to the target's items.
+/// A DynamoDB copy, ready to run.
+pub struct OpenedCopy {
+    /// The source's parallel scan.
+    pub scan: SegmentScan,
+    /// The target's writer.
+    pub sink: BatchSink,
+    /// The job's bounds.
+    pub pacing: Pacing,
+    /// The replication of the source's stream after the snapshot (`streamChanges`).
+    pub replication: Option<Replication>,
+}
+
+/// Connects to both tables, checks the source exists, creates or checks the target, enables
+/// the source's stream for a replication (recording where it starts in `complete`), and
+/// returns the scan, the writer, the job's bounds and the replication. Nothing is written to
+/// the target's items.
 pub async fn open_copy(
     src: &DynamoSource,
     dst: &DynamoTarget,
     renames: &[Rename],
-) -> Result<(SegmentScan, BatchSink, Pacing), EngineError> {
+    complete: &mut savepoints::Progress,
+) -> Result<OpenedCopy, EngineError> {
     let (source, target) = open_tables(src, dst, renames).await?;
+    let replication = if dst.stream_changes {
+        // Before the snapshot: every change from now on is in the stream.
+        let arn = stream::enable(&source.client, &src.connection, &source.described)
+            .await
+            .map_err(|e| e.on("source"))?;
+        complete.stream = Some(stream::positions(&arn, complete.stream.as_ref())?);
+        Some(Replication::new(
+            super::streams_client(&src.connection).await,
+            target.client.clone(),
+            ReplicationSetup {
+                stream: arn,
+                table: dst.connection.table.clone(),
+                key_names: source.described.key_names(),
+                renames: renames
+                    .iter()
+                    .map(|r| (r.from.clone(), r.to.clone()))
+                    .collect(),
+                ttl_attribute: source.described.ttl_attribute.clone(),
+                report_capacity: !dst.connection.remove_consumed_capacity,
+            },
+        ))
+    } else {
+        None
+    };
     let segments = src.scan_segments.unwrap_or(DEFAULT_SEGMENTS);
     let read_units = rate(
         src.read_throughput
@@ -92,7 +133,12 @@ pub async fn open_copy(
         rows_per_second: write_units,
         bytes_per_second: write_units.map(|w| u64::from(w) * 1024),
     };
-    Ok((scan, sink, pacing))
+    Ok(OpenedCopy {
+        scan,
+        sink,
+        pacing,
+        replication,
+    })
 }
 
 /// A connected table and its description.
@@ -232,7 +278,7 @@ impl Sink<Item> for BatchSink {
     }
 
     async fn send(&self, request: &PutBatch) -> Result<(), DynamoError> {
-        let mut pending: Vec<WriteRequest> = request
+        let puts: Vec<WriteRequest> = request
             .items
             .iter()
             .map(|item| {
@@ -246,47 +292,10 @@ impl Sink<Item> for BatchSink {
                     .build()
             })
             .collect();
-        let mut delay = Duration::from_millis(50);
-        for attempt in 1..=UNPROCESSED_TRIES {
-            let mut req = self
-                .client
-                .batch_write_item()
-                .set_request_items(Some(HashMap::from([(self.table.clone(), pending)])));
-            if self.report_capacity {
-                req = req.return_consumed_capacity(ReturnConsumedCapacity::Total);
-            }
-            let out = req.send().await.map_err(|e| {
-                DynamoError::from_sdk(&format!("BatchWriteItem to {:?}", self.table), e)
-            })?;
-            let units: f64 = out
-                .consumed_capacity()
-                .iter()
-                .filter_map(|c| c.capacity_units())
-                .sum();
-            self.consumed_tenths
-                .fetch_add((units * 10.0).round() as u64, Ordering::Relaxed);
-            pending = out
-                .unprocessed_items
-                .and_then(|mut m| m.remove(&self.table))
-                .unwrap_or_default();
-            if pending.is_empty() {
-                return Ok(());
-            }
-            if attempt < UNPROCESSED_TRIES {
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
-            }
-        }
-        Err(DynamoError {
-            message: format!(
-                "BatchWriteItem to {:?}: {} items still unprocessed (throttled) after {UNPROCESSED_TRIES} tries",
-                self.table,
-                pending.len()
-            ),
-            retry: Retry::Safe,
-            code: Some("UnprocessedItems".into()),
-            invalid: false,
-        })
+        let units = write_batch(&self.client, &self.table, puts, self.report_capacity).await?;
+        self.consumed_tenths
+            .fetch_add((units * 10.0).round() as u64, Ordering::Relaxed);
+        Ok(())
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
@@ -298,4 +307,54 @@ impl Sink<Item> for BatchSink {
             ),
         ]
     }
+}
+
+/// Sends one `BatchWriteItem` of at most [`BATCH_ITEMS`] writes to `table`, sending the items
+/// the server leaves unprocessed (throttling) again with backoff. Returns the write capacity
+/// units the server reports consumed (0 when `report_capacity` is off or it reports none).
+pub async fn write_batch(
+    client: &Client,
+    table: &str,
+    mut pending: Vec<WriteRequest>,
+    report_capacity: bool,
+) -> Result<f64, DynamoError> {
+    let mut consumed = 0.0;
+    let mut delay = Duration::from_millis(50);
+    for attempt in 1..=UNPROCESSED_TRIES {
+        let mut req = client
+            .batch_write_item()
+            .set_request_items(Some(HashMap::from([(table.to_string(), pending)])));
+        if report_capacity {
+            req = req.return_consumed_capacity(ReturnConsumedCapacity::Total);
+        }
+        let out = req
+            .send()
+            .await
+            .map_err(|e| DynamoError::from_sdk(&format!("BatchWriteItem to {table:?}"), e))?;
+        consumed += out
+            .consumed_capacity()
+            .iter()
+            .filter_map(|c| c.capacity_units())
+            .sum::<f64>();
+        pending = out
+            .unprocessed_items
+            .and_then(|mut m| m.remove(table))
+            .unwrap_or_default();
+        if pending.is_empty() {
+            return Ok(consumed);
+        }
+        if attempt < UNPROCESSED_TRIES {
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(5));
+        }
+    }
+    Err(DynamoError {
+        message: format!(
+            "BatchWriteItem to {table:?}: {} items still unprocessed (throttled) after {UNPROCESSED_TRIES} tries",
+            pending.len()
+        ),
+        retry: Retry::Safe,
+        code: Some("UnprocessedItems".into()),
+        invalid: false,
+    })
 }
