@@ -49,7 +49,7 @@ pub async fn migrate(path: &Path) -> u8 {
     let result = crate::migrate::job::execute(launch, progress.clone(), cancel).await;
     display.abort();
     let snapshot = progress.snapshot();
-    let summary = format!(
+    let mut summary = format!(
         "{} rows ({}) written in {:.1}s, {} units ({} skipped), {} retries",
         snapshot.rows_written,
         bytesize::ByteSize(snapshot.bytes_written),
@@ -58,6 +58,10 @@ pub async fn migrate(path: &Path) -> u8 {
         snapshot.units_skipped,
         snapshot.retries,
     );
+    let connector = progress.connector.read();
+    if let Some((_, records)) = connector.iter().find(|(k, _)| *k == "streamRecordsRead") {
+        summary.push_str(&format!(", {records} stream records applied"));
+    }
     if std::io::stderr().is_terminal() {
         eprintln!();
     }

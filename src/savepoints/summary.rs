@@ -77,15 +77,24 @@ impl fmt::Display for Progress {
             ));
         }
         if let Some(s) = &self.stream {
+            let mut at: Vec<String> = s
+                .shards
+                .iter()
+                .take(MAX_LISTED)
+                .map(|(shard, seq)| format!("{shard} after {seq}"))
+                .collect();
+            if s.shards.len() > MAX_LISTED {
+                at.push(format!("{} more", s.shards.len() - MAX_LISTED));
+            }
             parts.push(format!(
-                "stream: {} shard{} finished, {} at a position",
+                "stream: {} shard{} applied to its end, positions [{}]",
                 s.finished_shards.len(),
                 if s.finished_shards.len() == 1 {
                     ""
                 } else {
                     "s"
                 },
-                s.shards.len()
+                at.join(", ")
             ));
         }
         if parts.is_empty() {

@@ -115,9 +115,22 @@ fn progress_round_trips_through_a_document() {
     p.token_ranges.insert(TokenRange::new(0, 7).unwrap());
     p.segments.insert(3);
     p.parquet_files.insert("s3://b/f.parquet".into());
+    let mut stream = super::StreamPositions::start("arn:s", 42);
+    stream.applied("shard-1", "400000000000000000000000000000000000001");
+    stream.finished("shard-0");
+    p.stream = Some(stream);
     let mut d = json!({});
     p.into_document(&mut d);
     assert_eq!(d["skipTokenRanges"], json!([[-10, 7]]), "merged");
+    assert_eq!(
+        d["streamPositions"],
+        json!({"stream": "arn:s", "since": 42, "shards": {"shard-1": "400000000000000000000000000000000000001"}, "finishedShards": ["shard-0"]})
+    );
     assert_eq!(Progress::from_document(&d).unwrap(), p);
+    let line = p.to_string();
+    assert!(
+        line.contains("stream: 1 shard applied to its end, positions [shard-1 after 4000"),
+        "{line}"
+    );
     assert!(Progress::from_document(&json!({"skipTokenRanges": [[5, 1]]})).is_err());
 }
