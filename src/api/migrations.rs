@@ -59,9 +59,11 @@ pub async fn list(State(state): State<AppState>) -> Json<MigrationList> {
     })
 }
 
-/// One migration: state, phase (`copying`, `waiting: <why>`, ...), and progress counters
-/// (`unitsTotal`, `unitsDone`, `unitsSkipped`, `rowsRead`, `rowsWritten`, `bytesRead`,
-/// `bytesWritten`, `rowsPerSecond`, `bytesPerSecond`, `etaSeconds`, `retries`, ...).
+/// One migration: state, phase (`copying`, `streaming`, `waiting: <why>`, ...), and progress
+/// counters (`unitsTotal`, `unitsDone`, `unitsSkipped`, `rowsRead`, `rowsWritten`, `bytesRead`,
+/// `bytesWritten`, `rowsPerSecond`, `bytesPerSecond`, `etaSeconds`, `retries`, and the
+/// connector's own, such as DynamoDB's `itemsExpired`, `readCapacityUnits`,
+/// `streamRecordsRead` and `streamLagSeconds`).
 #[utoipa::path(
     get,
     path = "/api/v1/migrations/{id}",
@@ -77,7 +79,7 @@ pub async fn get(
 }
 
 /// Stops a migration: no new reads or writes start, writes in flight finish, and the job ends
-/// `CANCELLED`. Units not completely written are not recorded as done.
+/// `CANCELLED` (for a stream replication, the cut-over: its positions are saved). Units not completely written are not recorded as done.
 #[utoipa::path(
     post,
     path = "/api/v1/migrations/{id}/cancel",
