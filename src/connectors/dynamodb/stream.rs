@@ -29,17 +29,19 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodbstreams::types::{
     AttributeValue as StreamValue, OperationType, Record, Shard, ShardIteratorType,
 };
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use tokio::task::JoinSet;
 
 use super::config::Connection;
-use super::item::{Item, expired, rename};
+use super::item::{Item, expired, item_size, rename};
 use super::retry::DynamoError;
 use super::table::Described;
 use super::transfer::{BATCH_ITEMS, write_batch};
 use crate::connectors::seam::Changes;
 use crate::migrate::EngineError;
 use crate::migrate::engine::FollowContext;
+use crate::migrate::limits::Limits;
 use crate::migrate::retry::retry;
 use crate::savepoints::StreamPositions;
 
@@ -56,6 +58,8 @@ const POLL: Duration = Duration::from_secs(1);
 const RELIST: Duration = Duration::from_secs(10);
 /// Shards read at once.
 const MAX_SHARDS_AT_ONCE: usize = 64;
+/// `BatchWriteItem`s of one page in flight at once.
+const BATCHES_AT_ONCE: usize = 8;
 
 /// Makes sure the source table has a stream whose records carry new images, enabling one
 /// (`NEW_IMAGE`) when it has none, and returns the stream's ARN.
@@ -161,6 +165,8 @@ pub struct Replication {
     renames: Vec<(String, String)>,
     ttl_attribute: Option<String>,
     report_capacity: bool,
+    /// The target's write capacity share, shared by every shard.
+    limits: Limits,
     counters: StreamCounters,
 }
 
@@ -191,6 +197,8 @@ pub struct ReplicationSetup {
     pub ttl_attribute: Option<String>,
     /// Ask the target for the capacity it consumed.
     pub report_capacity: bool,
+    /// Write capacity units per second, at most (the copy's bound).
+    pub write_units: Option<u32>,
 }
 
 impl Replication {
@@ -209,6 +217,11 @@ impl Replication {
             renames: setup.renames,
             ttl_attribute: setup.ttl_attribute,
             report_capacity: setup.report_capacity,
+            // A write unit is one item of up to 1 KB, as for the copy.
+            limits: Limits::new(
+                setup.write_units,
+                setup.write_units.map(|w| u64::from(w) * 1024),
+            ),
             counters: StreamCounters::default(),
         }
     }
@@ -439,34 +452,56 @@ impl Replication {
                 deletes += 1;
             }
         }
-        for chunk in requests.chunks(BATCH_ITEMS) {
-            // A chunk holds the final state of distinct keys: sending it again is harmless.
-            let units = retry(
-                &ctx.counters.retries,
-                &ctx.cancel,
-                "applying the stream to the target",
-                true,
-                || {
-                    write_batch(
-                        &self.target,
-                        &self.table,
-                        chunk.to_vec(),
-                        self.report_capacity,
-                    )
-                },
-            )
-            .await
-            .map_err(|e| {
-                if ctx.cancel.is_cancelled() {
-                    EngineError::Stopped
-                } else {
-                    EngineError::Failed(format!("target: {e}"))
+        // The chunks hold the final states of distinct keys: they may go in any order, at
+        // once, and sending one again is harmless.
+        let chunks: Vec<Vec<WriteRequest>> =
+            requests.chunks(BATCH_ITEMS).map(<[_]>::to_vec).collect();
+        let sent = futures::stream::iter(chunks)
+            .map(|chunk: Vec<WriteRequest>| async move {
+                let bytes: u64 = chunk
+                    .iter()
+                    .filter_map(|r| r.put_request.as_ref())
+                    .map(|p| item_size(&p.item) as u64)
+                    .sum();
+                if !self
+                    .limits
+                    .wait(chunk.len() as u64, bytes, &ctx.cancel)
+                    .await
+                {
+                    return Err(EngineError::Stopped);
                 }
-            })?;
-            self.counters
-                .consumed_tenths
-                .fetch_add((units * 10.0).round() as u64, Ordering::Relaxed);
-        }
+                let units = retry(
+                    &ctx.counters.retries,
+                    &ctx.cancel,
+                    "applying the stream to the target",
+                    true,
+                    || {
+                        write_batch(
+                            &self.target,
+                            &self.table,
+                            chunk.clone(),
+                            self.report_capacity,
+                        )
+                    },
+                )
+                .await
+                .map_err(|e| {
+                    if ctx.cancel.is_cancelled() {
+                        EngineError::Stopped
+                    } else {
+                        EngineError::Failed(format!("target: {e}"))
+                    }
+                })?;
+                self.counters
+                    .consumed_tenths
+                    .fetch_add((units * 10.0).round() as u64, Ordering::Relaxed);
+                Ok(())
+            })
+            .buffer_unordered(BATCHES_AT_ONCE)
+            .collect::<Vec<Result<(), EngineError>>>()
+            .await;
+        // Every chunk ended (none left half-sent behind an error) before the page counts.
+        sent.into_iter().collect::<Result<(), EngineError>>()?;
         self.counters
             .records
             .fetch_add(records.len() as u64, Ordering::Relaxed);

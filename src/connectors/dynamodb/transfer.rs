@@ -56,6 +56,19 @@ pub async fn open_copy(
     complete: &mut savepoints::Progress,
 ) -> Result<OpenedCopy, EngineError> {
     let (source, target) = open_tables(src, dst, renames).await?;
+    let segments = src.scan_segments.unwrap_or(DEFAULT_SEGMENTS);
+    let read_units = rate(
+        src.read_throughput
+            .map(i64::from)
+            .or(source.described.provisioned().map(|(r, _)| r)),
+        src.throughput_read_percent,
+    );
+    let write_units = rate(
+        dst.write_throughput
+            .map(i64::from)
+            .or(target.described.provisioned().map(|(_, w)| w)),
+        dst.throughput_write_percent,
+    );
     let replication = if dst.stream_changes {
         // Before the snapshot: every change from now on is in the stream.
         let arn = stream::enable(&source.client, &src.connection, &source.described)
@@ -75,24 +88,12 @@ pub async fn open_copy(
                     .collect(),
                 ttl_attribute: source.described.ttl_attribute.clone(),
                 report_capacity: !dst.connection.remove_consumed_capacity,
+                write_units,
             },
         ))
     } else {
         None
     };
-    let segments = src.scan_segments.unwrap_or(DEFAULT_SEGMENTS);
-    let read_units = rate(
-        src.read_throughput
-            .map(i64::from)
-            .or(source.described.provisioned().map(|(r, _)| r)),
-        src.throughput_read_percent,
-    );
-    let write_units = rate(
-        dst.write_throughput
-            .map(i64::from)
-            .or(target.described.provisioned().map(|(_, w)| w)),
-        dst.throughput_write_percent,
-    );
     let scan = SegmentScan::new(
         source.client,
         &src.connection.table,
