@@ -151,7 +151,7 @@ fn migrator_job_files_mean_what_migrator_reads_in_them() {
 /// `name`'s fixture with its servers replaced by the test servers (source on `src`, target on
 /// `dst`), its tables by `src_table` and `dst_table` (the first `table:` is the source's) and
 /// its savepoints directory by `savepoints`: nothing else changes.
-fn adapt(
+pub(crate) fn adapt(
     name: &str,
     (src, src_table): (Server, &str),
     (dst, dst_table): (Server, &str),

@@ -335,3 +335,62 @@ async fn a_stream_without_new_images_is_refused_before_anything_is_written() {
     drop_table(&c, &src).await;
     drop_table(&c, &dst).await;
 }
+
+/// ScyllaDB Migrator's two streaming job files, unchanged but for addresses, tables and the
+/// savepoints directory (their source names no endpoint: Migrator runs them against AWS; here
+/// the source is moto): with the snapshot, an item put before the job and one put while it
+/// streams both arrive; without it, only the second.
+#[tokio::test]
+async fn migrator_streaming_files_replicate_with_and_without_the_snapshot() {
+    let (src_c, dst_c) = (Server::Moto.client(), Server::Dynalite.client());
+    for (file, snapshot) in [
+        ("dynamodb-to-alternator-streaming.yaml", true),
+        ("dynamodb-to-alternator-streaming-skip-snapshot.yaml", false),
+    ] {
+        let table = table_name("mg_streamed");
+        fresh_table(&src_c, &table, None).await;
+        drop_table(&dst_c, &table).await;
+        put(&src_c, &table, "before", 1).await;
+        let daemon = Daemon::fresh("").await;
+        let sp = daemon.home().path().join("savepoints");
+        let (h, p) = Server::Moto.endpoint();
+        let yaml = crate::dynamodb_migrator::adapt(
+            file,
+            (Server::Moto, &table),
+            (Server::Dynalite, &table),
+            &sp,
+        )
+        .replacen(
+            "  region: us-east-1\n",
+            &format!(
+                "  region: us-east-1\n  endpoint:\n    host: {h}\n    port: {p}\n  credentials:\n    accessKey: dummy\n    secretKey: dummy\n"
+            ),
+            1,
+        );
+        let id = daemon.submit_job(MIGRATIONS, &yaml).await;
+        daemon
+            .wait_job(&id, Duration::from_secs(60), |j| j["phase"] == "streaming")
+            .await;
+        put(&src_c, &table, "during", 2).await;
+        let want: Vec<&str> = if snapshot {
+            vec!["before", "during"]
+        } else {
+            vec!["during"]
+        };
+        let got = poll(Duration::from_secs(60), async || {
+            let mut keys: Vec<String> = scan_all(&dst_c, &table).await.into_keys().collect();
+            keys.sort();
+            if keys == want { Ok(()) } else { Err(keys) }
+        })
+        .await;
+        assert!(got.is_ok(), "{file}: {got:?}\n{}", daemon.logs());
+        daemon
+            .post_json(&format!("{MIGRATIONS}/{id}/cancel"), &Value::Null)
+            .await;
+        daemon
+            .wait_job(&id, Duration::from_secs(30), |j| j["state"] == "CANCELLED")
+            .await;
+        drop_table(&src_c, &table).await;
+        drop_table(&dst_c, &table).await;
+    }
+}
