@@ -1,14 +1,13 @@
-//! A DynamoDB target that stops answering in the middle of a copy. The target is a dynalite of
-//! this test's own (the shared one is the source), so freezing it disturbs nobody; it is killed
-//! when the test ends, passed or failed.
+//! A DynamoDB target that stops answering in the middle of a copy. Source and target are
+//! dynalites of this test's own, so freezing one disturbs nobody; both are killed when the test
+//! ends, passed or failed, with everything they hold.
 
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::Value;
 use test_support::dynamodb::{
-    Item, OwnDynalite, Server, assert_same_items, drop_table, fresh_table, job_between, put_all,
-    scan_by_key, table_name,
+    Item, OwnDynalite, assert_same_items, fresh_table, job_between, put_all, scan_by_key,
 };
 use test_support::{Daemon, Home, ended};
 
@@ -35,11 +34,10 @@ fn progress(job: &Value, counter: &str) -> u64 {
 #[tokio::test]
 async fn a_frozen_dynamodb_target_holds_the_job_waiting_and_a_new_daemon_resumes_from_the_newest_savepoint()
  {
-    let target = OwnDynalite::start().await;
-    let src = Server::Dynalite.client();
-    let src_table = table_name("fz_dynamo_src");
-    let dst_table = "fz_dynamo_dst";
-    fresh_table(&src, &src_table, None).await;
+    let (source, target) = tokio::join!(OwnDynalite::start(), OwnDynalite::start());
+    let src = source.client();
+    let (src_table, dst_table) = ("fz_dynamo_src", "fz_dynamo_dst");
+    fresh_table(&src, src_table, None).await;
     let items: Vec<Item> = (0..ITEMS)
         .map(|i| {
             [
@@ -52,10 +50,10 @@ async fn a_frozen_dynamodb_target_holds_the_job_waiting_and_a_new_daemon_resumes
             .collect()
         })
         .collect();
-    put_all(&src, &src_table, items).await;
+    put_all(&src, src_table, items).await;
     let savepoints = tempfile::tempdir().unwrap();
     let yaml = job_between(
-        (&Server::Dynalite.url(), &src_table),
+        (source.url(), src_table),
         (target.url(), dst_table),
         "  scanSegments: 16\n  maxMapTasks: 4\n",
         &format!("  writeThroughput: {RATE}\n"),
@@ -173,10 +171,9 @@ async fn a_frozen_dynamodb_target_holds_the_job_waiting_and_a_new_daemon_resumes
 
     let dst = target.client();
     let (a, b) = tokio::join!(
-        scan_by_key(&src, &src_table, 8),
+        scan_by_key(&src, src_table, 8),
         scan_by_key(&dst, dst_table, 8)
     );
     assert_eq!(a.len(), ITEMS);
     assert_same_items("after the resume", &a, &b);
-    drop_table(&src, &src_table).await;
 }
