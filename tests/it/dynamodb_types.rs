@@ -1,6 +1,7 @@
 //! Every attribute type copied DynamoDB → DynamoDB arrives exactly as it left, on moto and on
-//! dynalite: both tables are read whole and compared item by item, attribute value by
-//! attribute value, after a `drover migrate` between two tables of the same server.
+//! dynalite: after a `drover migrate` (from one dynalite to another; between two tables of the
+//! test environment's moto), both tables are read whole and compared item by item, attribute
+//! value by attribute value.
 //!
 //! What the servers accept, checked when these tests were written (both moto 5.2.5 and dynalite
 //! 4.0.0): numbers up to DynamoDB's range, ±9.9999999999999999999999999999999999999E+125 and
