@@ -1,7 +1,10 @@
 //! The DynamoDB-API test servers (moto and dynalite): clients, tables of a test's own, items
 //! written fast, whole tables read back, and job files between them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
@@ -39,9 +42,7 @@ impl Server {
 
     /// `host` and `port` of a job file's `endpoint`.
     pub fn endpoint(self) -> (String, u16) {
-        let url = self.url();
-        let (host, port) = url.rsplit_once(':').expect("URL with a port");
-        (host.to_string(), port.parse().expect("port"))
+        split_url(&self.url())
     }
 
     /// A client of it.
@@ -56,6 +57,12 @@ impl Server {
             Server::Dynalite => "dynalite",
         }
     }
+}
+
+/// `host` (with its scheme) and `port` of a URL, as a job file's `endpoint` names them.
+fn split_url(url: &str) -> (String, u16) {
+    let (host, port) = url.rsplit_once(':').expect("URL with a port");
+    (host.to_string(), port.parse().expect("port"))
 }
 
 /// A client of the DynamoDB API at `url`, with the dummy credentials the servers accept.
@@ -212,6 +219,202 @@ pub async fn count(c: &Client, table: &str) -> usize {
     }
 }
 
+/// Every item of `table`, keyed by its key attributes (those of the table's key schema, hash
+/// key first, each value rendered with `{:?}`): a parallel scan of `segments` segments with
+/// consistent reads, for whole-table comparisons of tables of any key types and sizes.
+pub async fn scan_by_key(c: &Client, table: &str, segments: i32) -> BTreeMap<String, Item> {
+    let described = c
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .expect("describe table")
+        .table
+        .expect("a table description");
+    let mut key: Vec<(String, KeyType)> = described
+        .key_schema()
+        .iter()
+        .map(|k| (k.attribute_name().to_string(), k.key_type().clone()))
+        .collect();
+    key.sort_by_key(|(_, kind)| *kind != KeyType::Hash);
+    let key: Vec<String> = key.into_iter().map(|(name, _)| name).collect();
+    let pages = futures::future::join_all((0..segments).map(|segment| async move {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let page = c
+                .scan()
+                .table_name(table)
+                .segment(segment)
+                .total_segments(segments)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .expect("scan");
+            items.extend(page.items.unwrap_or_default());
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return items;
+            }
+        }
+    }))
+    .await;
+    let mut out = BTreeMap::new();
+    for item in pages.into_iter().flatten() {
+        let k = key
+            .iter()
+            .map(|name| format!("{:?}", item.get(name)))
+            .collect::<Vec<_>>()
+            .join(" / ");
+        assert!(
+            out.insert(k.clone(), item).is_none(),
+            "{table}: the scan returned {k} twice"
+        );
+    }
+    out
+}
+
+/// Asserts that two tables read by [`scan_by_key`] hold the same items, attribute by
+/// attribute; on failure says how many items are missing, extra and different, and shows the
+/// first ones (long values cut short).
+pub fn assert_same_items(what: &str, src: &BTreeMap<String, Item>, dst: &BTreeMap<String, Item>) {
+    let missing: Vec<&String> = src.keys().filter(|k| !dst.contains_key(*k)).collect();
+    let extra: Vec<&String> = dst.keys().filter(|k| !src.contains_key(*k)).collect();
+    let differing: Vec<&String> = src
+        .iter()
+        .filter(|(k, v)| dst.get(*k).is_some_and(|d| d != *v))
+        .map(|(k, _)| k)
+        .collect();
+    if missing.is_empty() && extra.is_empty() && differing.is_empty() {
+        return;
+    }
+    let cut = |v: Option<&AttributeValue>| {
+        let text = format!("{v:?}");
+        match text.char_indices().nth(300) {
+            Some((at, _)) => format!("{}...", &text[..at]),
+            None => text,
+        }
+    };
+    let mut report = format!(
+        "{what}: {} items in the source, {} in the target; {} missing, {} extra, {} different",
+        src.len(),
+        dst.len(),
+        missing.len(),
+        extra.len(),
+        differing.len()
+    );
+    for k in missing.iter().take(3) {
+        report.push_str(&format!("\n  missing: {}", cut_key(k)));
+    }
+    for k in extra.iter().take(3) {
+        report.push_str(&format!("\n  extra: {}", cut_key(k)));
+    }
+    for k in differing.iter().take(3) {
+        let (a, b) = (&src[*k], &dst[*k]);
+        let mut names: Vec<&String> = a.keys().chain(b.keys()).collect();
+        names.sort();
+        names.dedup();
+        report.push_str(&format!("\n  different: {}", cut_key(k)));
+        for name in names.into_iter().filter(|n| a.get(*n) != b.get(*n)) {
+            report.push_str(&format!(
+                "\n    {name:?}: source {}, target {}",
+                cut(a.get(name)),
+                cut(b.get(name))
+            ));
+        }
+    }
+    panic!("{report}");
+}
+
+fn cut_key(k: &str) -> &str {
+    match k.char_indices().nth(200) {
+        Some((at, _)) => &k[..at],
+        None => k,
+    }
+}
+
+/// Where `scripts/testenv` installs dynalite: `$DROVER_TESTENV_CACHE` (default
+/// `~/.cache/drover-testenv`), `dynalite/node_modules/dynalite/cli.js`.
+pub fn dynalite_cli() -> PathBuf {
+    let cache = std::env::var_os("DROVER_TESTENV_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/drover-testenv")
+        });
+    let cli = cache.join("dynalite/node_modules/dynalite/cli.js");
+    assert!(
+        cli.exists(),
+        "{} is missing: scripts/testenv up installs dynalite",
+        cli.display()
+    );
+    cli
+}
+
+/// A dynalite of one test's own, on a free loopback port, killed when dropped (also when the
+/// test fails): a test can freeze it (SIGSTOP) without disturbing anyone else's tests.
+pub struct OwnDynalite {
+    child: Child,
+    url: String,
+}
+
+impl OwnDynalite {
+    /// Starts it and waits until it answers `ListTables`.
+    pub async fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new("node")
+            .arg(dynalite_cli())
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn node (dynalite)");
+        let mut own = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let c = own.client();
+        let answered = crate::poll(Duration::from_secs(30), async || {
+            if let Some(status) = own.child.try_wait().expect("dynalite's status") {
+                panic!("dynalite on port {port} exited with {status}");
+            }
+            c.list_tables().send().await.map(|_| ())
+        })
+        .await;
+        if let Err(e) = answered {
+            panic!("dynalite on port {port} does not answer: {e}");
+        }
+        own
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A client of it.
+    pub fn client(&self) -> Client {
+        client(&self.url)
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for OwnDynalite {
+    fn drop(&mut self) {
+        // SIGKILL ends a stopped process too.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn key_of(item: &Item) -> String {
     let mut k = match item.get("id") {
         Some(AttributeValue::S(s)) => s.clone(),
@@ -238,8 +441,25 @@ pub fn job(
     extra_target: &str,
     extra: &str,
 ) -> String {
-    let (sh, sp) = src.endpoint();
-    let (dh, dp) = dst.endpoint();
+    job_between(
+        (&src.url(), src_table),
+        (&dst.url(), dst_table),
+        extra_source,
+        extra_target,
+        extra,
+    )
+}
+
+/// [`job`] between servers named by URL (`http://127.0.0.1:PORT`): a test's own server.
+pub fn job_between(
+    (src_url, src_table): (&str, &str),
+    (dst_url, dst_table): (&str, &str),
+    extra_source: &str,
+    extra_target: &str,
+    extra: &str,
+) -> String {
+    let (sh, sp) = split_url(src_url);
+    let (dh, dp) = split_url(dst_url);
     format!(
         "source:\n  type: dynamodb\n  table: {src_table}\n  region: us-east-1\n  endpoint:\n    host: {sh}\n    port: {sp}\n  credentials:\n    accessKey: dummy\n    secretKey: dummy\n{extra_source}target:\n  type: dynamodb\n  table: {dst_table}\n  region: us-east-1\n  endpoint:\n    host: {dh}\n    port: {dp}\n  credentials:\n    accessKey: dummy\n    secretKey: dummy\n  streamChanges: false\n{extra_target}{extra}"
     )

@@ -1,6 +1,8 @@
 //! Fault injection against the real clusters. A test binary of its own: cargo runs test
 //! binaries one after the other, so freezing a database here never disturbs the other tests.
 
+mod dynamodb;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 

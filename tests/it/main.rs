@@ -10,6 +10,7 @@ mod daemon;
 mod dynamodb_migrator;
 mod dynamodb_stream;
 mod dynamodb_tables;
+mod dynamodb_types;
 mod health;
 mod jobs;
 mod live_migration;

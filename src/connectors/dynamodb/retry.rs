@@ -1,5 +1,6 @@
 //! The SDK's errors, classified for the engine's retries.
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 
 use crate::connectors::seam::{RequestError, Retry};
@@ -39,10 +40,9 @@ const TRANSIENT: &[&str] = &[
 
 impl DynamoError {
     /// Classifies an SDK error of the operation `what` (`"scan of segment 3"`, ...).
-    pub fn from_sdk<E, R>(what: &str, e: SdkError<E, R>) -> Self
+    pub fn from_sdk<E>(what: &str, e: SdkError<E, HttpResponse>) -> Self
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
-        R: std::fmt::Debug,
     {
         let (retry, code, detail) = match &e {
             SdkError::ServiceError(s) => {
@@ -52,11 +52,18 @@ impl DynamoError {
                     Some(c) if TRANSIENT.contains(&c) => Retry::Safe,
                     _ => Retry::Never,
                 };
-                let detail = format!(
-                    "{}: {}",
-                    code.as_deref().unwrap_or("error"),
-                    err.message().unwrap_or("no message")
-                );
+                let detail = match (code.as_deref(), err.message()) {
+                    (Some(code), message) => {
+                        format!("{code}: {}", message.unwrap_or("no message"))
+                    }
+                    // Not a DynamoDB error document (a crashed server's or a proxy's HTML
+                    // page): the HTTP status is all there is to tell.
+                    (None, message) => format!(
+                        "HTTP {} without an error code: {}",
+                        s.raw().status().as_u16(),
+                        message.unwrap_or("no message")
+                    ),
+                };
                 (retry, code, detail)
             }
             // Not sent: the connection could not be made.
@@ -123,13 +130,27 @@ fn source_chain(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use aws_sdk_dynamodb::config::http::HttpResponse;
     use aws_sdk_dynamodb::error::{ConnectorError, SdkError};
     use aws_sdk_dynamodb::operation::batch_write_item::BatchWriteItemError;
 
     use super::*;
 
     type WriteError = SdkError<BatchWriteItemError, HttpResponse>;
+
+    #[test]
+    fn an_answer_without_an_error_code_names_its_http_status() {
+        // moto's answer when it crashes on a request: an HTML page, no DynamoDB error document.
+        let page = "<!doctype html><title>500 Internal Server Error</title>";
+        let raw = HttpResponse::new(500.try_into().unwrap(), page.into());
+        let err =
+            BatchWriteItemError::generic(aws_sdk_dynamodb::error::ErrorMetadata::builder().build());
+        let e = DynamoError::from_sdk("scan of segment 2 of 8", SdkError::service_error(err, raw));
+        assert_eq!(
+            e.message,
+            "scan of segment 2 of 8: HTTP 500 without an error code: no message"
+        );
+        assert_eq!((e.retry, e.code.as_deref()), (Retry::Never, None));
+    }
 
     #[test]
     fn a_refused_connection_is_always_retried() {
