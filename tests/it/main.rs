@@ -9,6 +9,7 @@ mod copy_semantics;
 mod daemon;
 mod dynamodb_migrator;
 mod dynamodb_tables;
+mod dynamodb_validations;
 mod health;
 mod jobs;
 mod live_migration;
