@@ -83,7 +83,7 @@ pub struct Example {
     /// `missingRow`, `extraRow` or `differentRow`.
     pub kind: ExampleKind,
     /// The primary key as a condition on the source table: CQL (`id = 5 AND ck = 'a'`), or
-    /// PartiQL for DynamoDB (`id = 'abc' AND sort = 5`).
+    /// PartiQL for DynamoDB (`"id" = 'abc' AND "sort" = 5`).
     pub key: String,
     /// The partition's token (CQL tables only).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -109,6 +109,17 @@ fn runs(set: &BTreeSet<u32>) -> String {
     format!("segments [{}] ({})", parts.join(", "), set.len())
 }
 
+/// Prints the lines of `output` that contain one of `wanted` (shown with `--nocapture`).
+fn show(what: &str, output: &str, wanted: &[&str]) {
+    eprintln!("{what}:");
+    for line in output
+        .lines()
+        .filter(|l| wanted.iter().any(|w| l.contains(w)))
+    {
+        eprintln!("  {line}");
+    }
+}
+
 #[tokio::test]
 async fn kill_9_mid_copy_then_the_same_job_skips_the_saved_segments_and_validates_clean() {
     let started = Instant::now();
@@ -169,6 +180,7 @@ async fn kill_9_mid_copy_then_the_same_job_skips_the_saved_segments_and_validate
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), None, "killed by a signal: {stderr}");
     let (newest, done) = newest_done(&savepoints).expect("a savepoint");
+    show("the killed copy", &stderr, &["created a savepoint"]);
     assert!(
         done.len() < SEGMENTS as usize,
         "killed mid-copy, not after it: {done:?}"
@@ -192,6 +204,11 @@ async fn kill_9_mid_copy_then_the_same_job_skips_the_saved_segments_and_validate
     assert!(!stdout.contains("extra rows"), "{stdout}");
     let first_validation = started.elapsed();
     eprintln!("counted and copied until the kill, validated at {first_validation:.1?}");
+    show(
+        "the first validation",
+        &stdout,
+        &["DIFFERENCES", "missing rows"],
+    );
 
     // A savepoint is not a job file: its secrets are redacted. The same job file is.
     let (code, _, stderr) = run("migrate", &savepoints.join(&newest)).await;
@@ -230,12 +247,22 @@ async fn kill_9_mid_copy_then_the_same_job_skips_the_saved_segments_and_validate
     );
 
     eprintln!("resumed copy done at {:.1?}", started.elapsed());
+    show(
+        "the resumed copy",
+        &stderr,
+        &["resuming from", "units, ", "migration complete"],
+    );
     // Now the tables hold the same items.
     let (code, stdout, stderr) = run("validate", &config).await;
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert!(
         stdout.starts_with(&format!("no differences: {ITEMS} rows compared")),
         "{stdout}"
+    );
+    show(
+        "the last validation",
+        &format!("{stdout}{stderr}"),
+        &["no differences"],
     );
     drop_table(&c, &src).await;
     drop_table(&c, &dst).await;

@@ -261,12 +261,15 @@ async fn damage_is_reported_and_missing_items_copied(server: Server, items: usiz
     assert_eq!(report["targetRows"], live, "{report:#}");
     let missing = examples(&report, "missingRow");
     assert_eq!(missing.len(), 1, "{report:#}");
-    assert_eq!(missing[0]["key"], "id = 'k00005' AND sk = 2", "{report:#}");
+    assert_eq!(
+        missing[0]["key"], r#""id" = 'k00005' AND "sk" = 2"#,
+        "{report:#}"
+    );
     assert!(missing[0].get("token").is_none(), "{report:#}");
     let extra = examples(&report, "extraRow");
-    assert_eq!(extra[0]["key"], "id = 'only-in-target' AND sk = 0");
+    assert_eq!(extra[0]["key"], r#""id" = 'only-in-target' AND "sk" = 0"#);
     let different = examples(&report, "differentRow");
-    assert_eq!(different[0]["key"], "id = 'k00007' AND sk = 1");
+    assert_eq!(different[0]["key"], r#""id" = 'k00007' AND "sk" = 1"#);
     assert_eq!(
         different[0]["columns"],
         serde_json::json!([{
@@ -285,8 +288,8 @@ async fn damage_is_reported_and_missing_items_copied(server: Server, items: usiz
         "missing rows (not in the target): 1",
         "extra rows (not in the source): 1",
         "rows with different values: 1",
-        "- missing row: id = 'k00005' AND sk = 2",
-        "- extra row: id = 'only-in-target' AND sk = 0",
+        r#"- missing row: "id" = 'k00005' AND "sk" = 2"#,
+        r#"- extra row: "id" = 'only-in-target' AND "sk" = 0"#,
         "    foo (target quux): value: source 'renamed 7' | target 'changed in the target'",
     ] {
         assert!(stdout.contains(line), "{line:?} not in\n{stdout}");
@@ -382,6 +385,12 @@ async fn interrupted_validation_resumes(yaml: &str, whole: &Value) {
     let (code, stdout, stderr) = validate_cli(&yaml, Some("drover=info")).await;
     let _ = std::fs::remove_file(&path);
     assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    for line in stderr
+        .lines()
+        .filter(|l| l.contains("resuming") || l.contains(" units: "))
+    {
+        eprintln!("resumed validation: {line}");
+    }
     assert!(
         stderr.contains("resuming the validation from savepoint"),
         "{stderr}"
@@ -467,7 +476,7 @@ async fn numbers_compare_by_value_across_servers() {
     assert_eq!(code, Some(1), "{stdout}\n{stderr}");
     assert!(
         stdout.contains(
-            "- different row: id = 'n3' AND sk = 3\n    price: value: source 1.50 | target 1.51"
+            "- different row: \"id\" = 'n3' AND \"sk\" = 3\n    price: value: source 1.50 | target 1.51"
         ),
         "{stdout}"
     );

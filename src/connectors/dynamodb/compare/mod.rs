@@ -309,7 +309,7 @@ fn differences(
     out
 }
 
-/// A key as a PartiQL condition: `id = 'abc' AND sort = 5`.
+/// A key as a PartiQL condition: `"id" = 'abc' AND "sort" = 5`.
 fn render_key(names: &[String], key: &ItemKey) -> String {
     names
         .iter()
@@ -493,7 +493,7 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         let names2 = names.clone();
-        assert_eq!(render_key(&names2, &b), "id = 'a' AND sk = 15E-1");
+        assert_eq!(render_key(&names2, &b), "\"id\" = 'a' AND \"sk\" = 15E-1");
         let set: HashSet<ItemKey> = [a, b, c].into_iter().collect();
         assert_eq!(set.len(), 2);
     }

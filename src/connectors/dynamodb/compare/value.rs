@@ -8,9 +8,9 @@
 //! Sets (`SS`, `NS`, `BS`) are compared as sets; lists in order; maps by key.
 //!
 //! Values are rendered as PartiQL for DynamoDB writes them, so that a key pastes into
-//! `SELECT * FROM "table" WHERE ...`: strings in single quotes, numbers as stored, sets in
-//! `<< >>`, lists in `[ ]`, maps in `{ }`; binaries, which PartiQL has no literal for, in
-//! base64 as `b64'...'`.
+//! `SELECT * FROM "table" WHERE ...`: names in double quotes, strings in single quotes,
+//! numbers as stored, sets in `<< >>`, lists in `[ ]`, maps in `{ }`; binaries, which PartiQL
+//! has no literal for, in base64 as `b64'...'`.
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
@@ -257,19 +257,11 @@ pub fn render(v: &AttributeValue) -> String {
     s
 }
 
-/// An attribute name as PartiQL needs it: bare when it is a plain identifier, else in double
-/// quotes.
+/// An attribute name as PartiQL needs it in a condition: in double quotes, always, since
+/// DynamoDB reserves hundreds of common words (`order`, `status`, `name`, `date`, ...) that
+/// are valid only quoted.
 pub fn name(n: &str) -> String {
-    let plain = n
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if plain {
-        n.to_string()
-    } else {
-        format!("\"{}\"", n.replace('"', "\"\""))
-    }
+    format!("\"{}\"", n.replace('"', "\"\""))
 }
 
 fn string(s: &str, out: &mut String) {
@@ -577,10 +569,8 @@ mod tests {
         let long = AttributeValue::S("x".repeat(1000));
         let r = render(&long);
         assert!(r.ends_with("… (1000 bytes)") && r.len() < 300, "{r}");
-        assert_eq!(name("id"), "id");
-        assert_eq!(name("Sort_2"), "Sort_2");
-        assert_eq!(name("a-b"), "\"a-b\"");
-        assert_eq!(name("2x"), "\"2x\"");
+        assert_eq!(name("order"), "\"order\"");
+        assert_eq!(name("a\"b"), "\"a\"\"b\"");
     }
 
     #[test]
