@@ -484,6 +484,123 @@ async fn numbers_compare_by_value_across_servers() {
     drop_table(&dst_c, &dst).await;
 }
 
+/// A TCP proxy to `upstream` that can be cut: while cut, it closes every connection it holds
+/// and every new one at once, as a server that went away.
+struct Proxy {
+    port: u16,
+    cut: tokio::sync::watch::Sender<bool>,
+}
+
+impl Proxy {
+    async fn start(upstream: String) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (cut, watch) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else {
+                    return;
+                };
+                if *watch.borrow() {
+                    continue; // dropped: closed at once
+                }
+                let upstream = upstream.clone();
+                let mut watch = watch.clone();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = watch.wait_for(|cut| *cut) => {}
+                    }
+                });
+            }
+        });
+        Self { port, cut }
+    }
+
+    fn set_cut(&self, cut: bool) {
+        self.cut.send_replace(cut);
+    }
+}
+
+/// A target that drops every connection for a while: the validation retries, its phase says
+/// `waiting: ...` with the failing request, and once the target answers again it ends with
+/// the report of a clean table, each item counted once.
+#[tokio::test]
+async fn a_target_that_goes_away_shows_waiting_and_the_validation_completes() {
+    let server = Server::Dynalite;
+    let c = server.client();
+    let (src, dst) = (table_name("dv_wait_src"), table_name("dv_wait_dst"));
+    keyed_table(&c, &src).await;
+    drop_table(&c, &dst).await;
+    let items = 3000;
+    put_all(&c, &src, (0..items).map(every_type).collect()).await;
+    // One segment at a time, 300 read units per second: a lookup of 100 keys costs 100, so
+    // the validation takes about 10 s per pass.
+    let yaml = job(
+        (server, &src),
+        (server, &dst),
+        "  scanSegments: 3\n  maxMapTasks: 1\n  readThroughput: 300\n",
+        "",
+        "",
+    );
+    let (code, stderr) = migrate(&yaml).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let url = server.url();
+    let proxy = Proxy::start(url.trim_start_matches("http://").to_string()).await;
+    let (_, port) = server.endpoint();
+    let through_proxy = {
+        // The target's endpoint is the second one.
+        let at = yaml.rfind(&format!("port: {port}\n")).unwrap();
+        let mut y = yaml.clone();
+        y.replace_range(
+            at..at + format!("port: {port}\n").len(),
+            &format!("port: {}\n", proxy.port),
+        );
+        y
+    };
+    let daemon = Daemon::fresh("").await;
+    let id = daemon.submit_job(VALIDATIONS, &through_proxy).await;
+    let url = format!("{VALIDATIONS}/{id}");
+    daemon
+        .wait_for(&url, WAIT, |j| {
+            j["progress"]["sourceRows"].as_u64() > Some(0)
+        })
+        .await;
+    proxy.set_cut(true);
+    let waiting = daemon
+        .wait_for(&url, WAIT, |j| {
+            j["state"] != "RUNNING"
+                || j["phase"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("waiting: "))
+        })
+        .await;
+    assert_eq!(waiting["state"], "RUNNING", "{waiting}");
+    let phase = waiting["phase"].as_str().unwrap();
+    assert!(
+        phase.contains("target") && phase.contains(&dst),
+        "the phase names the failing request: {phase}"
+    );
+    assert!(
+        waiting["progress"]["retries"].as_u64() > Some(0),
+        "{waiting}"
+    );
+    eprintln!("phase while the target is away: {phase}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    proxy.set_cut(false);
+    let done = daemon.wait_for(&url, WAIT, test_support::ended).await;
+    assert_eq!(done["state"], "SUCCEEDED", "{done}\n{}", daemon.logs());
+    let report = &done["result"];
+    assert_eq!(report["rowsCompared"], items, "{report:#}");
+    assert_eq!(report["rowsMatched"], items, "{report:#}");
+    assert_eq!(report["rowsWithDifferences"], 0, "{report:#}");
+    drop_table(&c, &src).await;
+    drop_table(&c, &dst).await;
+}
+
 #[tokio::test]
 async fn moto_damage_is_reported_by_key_and_missing_items_copied() {
     damage_is_reported_and_missing_items_copied(Server::Moto, 300).await;
