@@ -50,7 +50,8 @@ pub async fn migrate(path: &Path) -> u8 {
     display.abort();
     let snapshot = progress.snapshot();
     let mut summary = format!(
-        "{} rows ({}) written in {:.1}s, {} units ({} skipped), {} retries",
+        "{} rows read, {} rows ({}) written in {:.1}s, {} units ({} skipped), {} retries",
+        snapshot.rows_read,
         snapshot.rows_written,
         bytesize::ByteSize(snapshot.bytes_written),
         started.elapsed().as_secs_f64(),

@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::report::ColumnDifference;
-use crate::connectors::seam::{Request, Sink};
+use crate::connectors::seam::{Pushed, Request, Sink};
 use crate::migrate::EngineError;
 use crate::migrate::retry::{Retries, retry};
 
@@ -72,6 +72,27 @@ pub trait Repair<Row>: Send + Sync {
         retries: &'a Retries,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<(), EngineError>>;
+
+    /// Writes `rows`, read at `read_at`, to the target; returns how many were written (the
+    /// target's writer may leave some out on purpose, as a copy would). One by one unless the
+    /// repair batches them.
+    fn copy_all<'a>(
+        &'a self,
+        rows: &'a [Row],
+        read_at: Instant,
+        retries: &'a Retries,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<u64, EngineError>>
+    where
+        Row: Sync,
+    {
+        Box::pin(async move {
+            for row in rows {
+                self.copy(row, read_at, retries, cancel).await?;
+            }
+            Ok(rows.len() as u64)
+        })
+    }
 }
 
 /// The repair through the target's [`Sink`]: the writes a copy would make of the row, sent at
@@ -87,31 +108,71 @@ impl<R: Sync, T: Sink<R>> Repair<R> for SinkRepair<T> {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<(), EngineError>> {
         Box::pin(async move {
-            let failed = |e: &dyn std::fmt::Display| {
-                if cancel.is_cancelled() {
-                    EngineError::Stopped
-                } else {
-                    EngineError::Failed(format!("target: copying a row: {e}"))
-                }
-            };
-            let sink = &self.0;
-            let mut batcher = T::Batcher::default();
-            let mut requests = Vec::new();
-            sink.push(&mut batcher, row, read_at, &mut requests)
-                .map_err(|e| failed(&e))?;
-            sink.flush(&mut batcher, &mut requests);
-            for request in &requests {
-                retry(
-                    retries,
-                    cancel,
-                    "copying a row to the target",
-                    request.idempotent(),
-                    || sink.send(request),
-                )
+            self.write(std::slice::from_ref(row), read_at, retries, cancel)
                 .await
-                .map_err(|e| failed(&e))?;
-            }
-            Ok(())
+                .map(|_| ())
         })
+    }
+
+    fn copy_all<'a>(
+        &'a self,
+        rows: &'a [R],
+        read_at: Instant,
+        retries: &'a Retries,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<u64, EngineError>>
+    where
+        R: Sync,
+    {
+        Box::pin(self.write(rows, read_at, retries, cancel))
+    }
+}
+
+impl<T> SinkRepair<T> {
+    /// The requests a copy would make of `rows` (batched as a copy batches them), sent one
+    /// after the other, each retried as a copy's would be; returns the rows written.
+    async fn write<R>(
+        &self,
+        rows: &[R],
+        read_at: Instant,
+        retries: &Retries,
+        cancel: &CancellationToken,
+    ) -> Result<u64, EngineError>
+    where
+        T: Sink<R>,
+    {
+        let failed = |e: &dyn std::fmt::Display| {
+            if cancel.is_cancelled() {
+                EngineError::Stopped
+            } else {
+                EngineError::Failed(format!("target: copying a row: {e}"))
+            }
+        };
+        let sink = &self.0;
+        let mut batcher = T::Batcher::default();
+        let mut requests = Vec::new();
+        let mut written = 0;
+        for row in rows {
+            if sink
+                .push(&mut batcher, row, read_at, &mut requests)
+                .map_err(|e| failed(&e))?
+                == Pushed::Written
+            {
+                written += 1;
+            }
+        }
+        sink.flush(&mut batcher, &mut requests);
+        for request in &requests {
+            retry(
+                retries,
+                cancel,
+                "copying a row to the target",
+                request.idempotent(),
+                || sink.send(request),
+            )
+            .await
+            .map_err(|e| failed(&e))?;
+        }
+        Ok(written)
     }
 }

@@ -24,6 +24,10 @@ const REPORT_KEY: &str = "validationReport";
 /// Key marking the savepoint written when a validation ended: it is not resumed (a new run
 /// compares again from the start).
 const COMPLETE_KEY: &str = "validationComplete";
+/// Key of the target's units looked up in the source so far (validations that look rows up by
+/// key, `lookup.rs`), in the progress keys' own terms (`skipSegments`, ...). The source's
+/// units are the savepoint's own progress keys.
+const REVERSE_KEY: &str = "validationTargetUnits";
 
 /// A checked validation, with its savepoints and what it resumes from.
 pub struct Launch {
@@ -58,6 +62,11 @@ impl Savepoints {
                 serde_json::to_value(&state.report).expect("a report serializes"),
             );
             map.insert(COMPLETE_KEY.into(), complete.into());
+            if !state.reverse.is_empty() {
+                let mut reverse = serde_json::json!({});
+                state.reverse.into_document(&mut reverse);
+                map.insert(REVERSE_KEY.into(), reverse);
+            }
         }
         let store = self.store.clone();
         let info = tokio::task::spawn_blocking(move || store.write(&doc))
@@ -65,8 +74,13 @@ impl Savepoints {
             .expect("writing a savepoint does not panic")?;
         tracing::info!(
             savepoint = %self.store.dir().join(&info.name).display(),
-            ranges = state.done.token_ranges.ranges().len(),
-            "created a validation savepoint due to {why}"
+            "created a validation savepoint due to {why}; compared: {}{}",
+            state.done,
+            if state.reverse.is_empty() {
+                String::new()
+            } else {
+                format!("; target looked up in the source: {}", state.reverse)
+            }
         );
         Ok(())
     }
@@ -138,23 +152,34 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
                     .get(REPORT_KEY)
                     .cloned()
                     .map(serde_json::from_value::<Report>)
-                    .transpose();
-                match report {
-                    Ok(report) => {
+                    .transpose()
+                    .map_err(|e| format!("unreadable validation report ({e})"));
+                let reverse = match savepoint.document.get(REVERSE_KEY) {
+                    None => Ok(savepoints::Progress::default()),
+                    Some(doc) => savepoints::Progress::from_document(doc)
+                        .map_err(|e| format!("unreadable {REVERSE_KEY} ({e})")),
+                };
+                match report.and_then(|r| reverse.map(|rev| (r, rev))) {
+                    Ok((report, reverse)) => {
                         tracing::info!(
                             savepoint = %savepoint.info.name,
-                            ranges = progress.token_ranges.ranges().len(),
-                            "resuming the validation from its newest savepoint"
+                            "resuming the validation from its newest savepoint; compared: {progress}{}",
+                            if reverse.is_empty() {
+                                String::new()
+                            } else {
+                                format!("; target looked up in the source: {reverse}")
+                            }
                         );
                         initial = State {
                             done: progress,
+                            reverse,
                             report: report.unwrap_or_default(),
                         };
                         resumed_from = Some(savepoint.info.name);
                     }
                     Err(e) => tracing::warn!(
                         savepoint = %savepoint.info.name,
-                        "unreadable validation report ({e}); validating from the start"
+                        "{e}; validating from the start"
                     ),
                 }
             }

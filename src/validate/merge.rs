@@ -252,7 +252,7 @@ impl<C: Comparator> Merge<'_, C> {
             report.examples.push(super::report::Example {
                 kind,
                 key: self.comparator.key(row),
-                token: self.comparator.token(row),
+                token: Some(self.comparator.token(row)),
                 columns,
             });
         }

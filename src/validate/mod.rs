@@ -7,11 +7,14 @@
 //! [`Scan`](crate::connectors::seam::Scan) and orders and compares their rows through
 //! [`compare::Comparator`]; the validator runs the source's units with the engine's unit
 //! driver, merges the two scans of each (`merge`), and repairs through the target's
-//! [`Sink`](crate::connectors::seam::Sink).
+//! [`Sink`](crate::connectors::seam::Sink). A connector whose scans are not in key order
+//! (DynamoDB) implements [`lookup::Lookup`] instead: each page of one table is looked up by key
+//! in the other, the source's units first, then the target's (`lookup`).
 
 pub mod compare;
 pub mod job;
 pub mod kind;
+pub mod lookup;
 pub(crate) mod merge;
 mod plan;
 pub mod progress;

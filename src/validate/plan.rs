@@ -1,8 +1,9 @@
 //! Planning a validation: the connectors of the job open both tables and the comparator of
-//! their rows; the source's scan plans the units when the validation runs.
+//! their rows (CQL: merged scans) or their lookups (DynamoDB); the scans plan the units when
+//! the validation runs.
 
 use super::run::Validation;
-use crate::connectors::cql;
+use crate::connectors::{cql, dynamodb};
 use crate::migrate::EngineError;
 use crate::migrate::config::{JobConfig, SourceConfig, TargetConfig};
 
@@ -16,6 +17,10 @@ impl Validation {
             (SourceConfig::Cql(src), TargetConfig::Cql(dst)) => {
                 let sides = cql::compare::prepare(src, dst, &config.renames, v).await?;
                 Self::new(sides, v.failures_to_fetch)
+            }
+            (SourceConfig::Dynamo(src), TargetConfig::Dynamo(dst)) => {
+                let sides = dynamodb::compare::prepare(src, dst, &config.renames, v).await?;
+                Self::lookup(sides, v.failures_to_fetch)
             }
             (source, target) => {
                 return Err(EngineError::Config(crate::jobfile::JobConfigError {

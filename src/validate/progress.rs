@@ -64,8 +64,11 @@ impl Progress {
 /// savepoint never records a range without its findings.
 #[derive(Debug, Default, Clone)]
 pub struct State {
-    /// Units compared completely, in the job file's terms.
+    /// Units of the source compared completely, in the job file's terms.
     pub done: savepoints::Progress,
-    /// Findings of those ranges.
+    /// Units of the target looked up in the source completely, for validations that look rows
+    /// up by key (`lookup`); empty for merged validations, whose units cover both tables.
+    pub reverse: savepoints::Progress,
+    /// Findings of those units.
     pub report: Report,
 }

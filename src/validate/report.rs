@@ -23,8 +23,10 @@ pub struct Report {
     pub differences: Differences,
     /// Rows written again from the source (`copyMissingRows`).
     pub rows_copied: u64,
-    /// Source rows with a null primary key column (from a `where` on a view, say), which a
-    /// migration skips with `dropNullPrimaryKeys`; not compared.
+    /// Rows left out of the comparison because a migration leaves them out too: CQL source
+    /// rows with a null primary key column (from a `where` on a view, say), which
+    /// `dropNullPrimaryKeys` skips; DynamoDB items whose TTL has passed (the copy does not copy
+    /// them, the server deletes them).
     pub rows_skipped: u64,
     /// Up to `failuresToFetch` differences, in the order they were found.
     pub examples: Vec<Example>,
@@ -80,10 +82,12 @@ impl Differences {
 pub struct Example {
     /// `missingRow`, `extraRow` or `differentRow`.
     pub kind: ExampleKind,
-    /// The primary key as a CQL condition on the source table (`id = 5 AND ck = 'a'`).
+    /// The primary key as a condition on the source table: CQL (`id = 5 AND ck = 'a'`), or
+    /// PartiQL for DynamoDB (`"id" = 'abc' AND "sort" = 5`).
     pub key: String,
-    /// The partition's token.
-    pub token: i64,
+    /// The partition's token (CQL tables only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<i64>,
     /// The cells that differ (for `differentRow`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub columns: Vec<ColumnDifference>,
@@ -198,7 +202,7 @@ impl Report {
         if self.rows_skipped > 0 {
             let _ = writeln!(
                 s,
-                "  source rows skipped for a null primary key column: {}",
+                "  rows not compared, as a migration skips them (null primary key column, TTL passed): {}",
                 self.rows_skipped
             );
         }
@@ -241,7 +245,7 @@ mod tests {
         let example = |key: &str| Example {
             kind: ExampleKind::MissingRow,
             key: key.into(),
-            token: 0,
+            token: Some(0),
             columns: vec![],
         };
         // Every count differs from every other, so a count added to the wrong field shows.
@@ -319,7 +323,7 @@ mod tests {
             "rows with different writetimes: 1111",
             "rows with different TTLs: 1212",
             "rows copied again (copyMissingRows): 1313",
-            "source rows skipped for a null primary key column: 1414",
+            "rows not compared, as a migration skips them (null primary key column, TTL passed): 1414",
             "- missing row: id = 2",
         ] {
             assert!(text.contains(line), "{line:?} not in\n{text}");

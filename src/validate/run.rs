@@ -1,6 +1,7 @@
 //! Running a planned validation: the engine's unit driver compares the source's units
 //! concurrently; each unit is read from both tables at once through the seam's [`Scan`] and
-//! merged, and the unit's findings are recorded with it.
+//! merged, and the unit's findings are recorded with it. Tables whose scans are not in key
+//! order are compared by lookups instead (`lookup.rs`), behind the same [`Validation`].
 
 use std::sync::atomic::Ordering as AtomicOrdering;
 use std::sync::{Arc, Mutex};
@@ -10,6 +11,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::compare::{Comparator, Repair};
+use super::lookup::{Lookup, LookupSides};
 use super::merge::{Cursor, Feed, Merge};
 use super::progress::{Progress, State};
 use super::report::Report;
@@ -47,7 +49,7 @@ struct Context<C: Comparator, S: Scan<Row = C::Row>> {
 }
 
 /// A validation with its connector types erased, so that jobs need not name them.
-trait RunValidation: Send {
+pub(super) trait RunValidation: Send {
     fn run(
         self: Box<Self>,
         progress: Arc<Progress>,
@@ -68,6 +70,18 @@ impl Validation {
         C: Comparator,
         S: Scan<Row = C::Row>,
         S::Row: Clone,
+    {
+        Self {
+            run: Box::new((sides, max_examples)),
+        }
+    }
+
+    /// A validation of `sides` that looks rows up by key (`lookup.rs`), keeping
+    /// `max_examples` examples.
+    pub(crate) fn lookup<L, S>(sides: LookupSides<L, S>, max_examples: usize) -> Self
+    where
+        L: Lookup,
+        S: Scan<Row = L::Row>,
     {
         Self {
             run: Box::new((sides, max_examples)),

@@ -11,6 +11,7 @@ mod dynamodb_migrator;
 mod dynamodb_stream;
 mod dynamodb_tables;
 mod dynamodb_types;
+mod dynamodb_validations;
 mod health;
 mod jobs;
 mod live_migration;

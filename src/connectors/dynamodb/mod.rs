@@ -1,11 +1,13 @@
 //! DynamoDB and ScyllaDB Alternator: a table read by parallel scan segments
 //! (`Segment`/`TotalSegments`, each a unit of progress recorded as `skipSegments`) and written
 //! with `BatchWriteItem`; the target table created from the source's description; the
-//! source's stream applied after the snapshot.
+//! source's stream applied after the snapshot; the validation of a copy by lookups of each
+//! table's items in the other (`compare`).
 //!
 //! Items stay in the SDK's `AttributeValue` form from the scan to the write, so every type
 //! (numbers of 38 digits, binary sets, deep nesting) round-trips without conversion.
 
+pub mod compare;
 pub mod config;
 pub mod item;
 pub mod retry;

@@ -35,6 +35,51 @@ impl Unit for Segment {
     }
 }
 
+/// The read capacity the reads of one table may consume, and what they consumed. Cloned, it
+/// is shared: the validator's lookups of a table draw on the budget of that table's scan.
+#[derive(Clone, Default)]
+pub struct ReadBudget {
+    /// Read capacity units consumed, as the server reports them (×10, to count halves).
+    consumed_tenths: Arc<AtomicU64>,
+    /// Read capacity units per second, at most, and that rate.
+    limiter: Option<(Arc<DefaultDirectRateLimiter>, NonZeroU32)>,
+}
+
+impl ReadBudget {
+    /// A budget of `units_per_second` read capacity units (unset: no bound).
+    pub fn new(units_per_second: Option<u32>) -> Self {
+        Self {
+            consumed_tenths: Arc::default(),
+            limiter: units_per_second
+                .and_then(NonZeroU32::new)
+                .map(|r| (Arc::new(RateLimiter::direct(Quota::per_second(r))), r)),
+        }
+    }
+
+    /// Charges a read that returned `bytes` of items: `reported` units when the server
+    /// reports them, else an estimate (a unit is 4 KB read strongly consistent, half of that
+    /// eventually consistent). The next read waits until the rate allows it, so the rate holds
+    /// over time, measured by what was read.
+    pub async fn charge(&self, reported: Option<f64>, bytes: usize, consistent: bool) {
+        let units = reported.unwrap_or_else(|| {
+            let units = (bytes as f64 / 4096.0).ceil();
+            if consistent { units } else { units / 2.0 }
+        });
+        self.consumed_tenths
+            .fetch_add((units * 10.0).round() as u64, Ordering::Relaxed);
+        if let Some((limiter, rate)) = &self.limiter {
+            let n = NonZeroU32::new(units.ceil().max(1.0) as u32).expect("at least 1");
+            // `until_n_ready` refuses more than a second's budget; a bigger read takes it all.
+            let _ = limiter.until_n_ready(n.min(*rate)).await;
+        }
+    }
+
+    /// Read capacity units consumed so far.
+    pub fn consumed(&self) -> u64 {
+        self.consumed_tenths.load(Ordering::Relaxed) / 10
+    }
+}
+
 /// The parallel scan of one table.
 pub struct SegmentScan {
     client: aws_sdk_dynamodb::Client,
@@ -44,10 +89,7 @@ pub struct SegmentScan {
     page_items: i32,
     consistent: bool,
     report_capacity: bool,
-    /// Read capacity units consumed, as the server reports them (×10, to count halves).
-    pub consumed_tenths: Arc<AtomicU64>,
-    /// Read capacity units per second, at most, and that rate.
-    limiter: Option<(Arc<DefaultDirectRateLimiter>, NonZeroU32)>,
+    budget: ReadBudget,
 }
 
 impl SegmentScan {
@@ -67,10 +109,7 @@ impl SegmentScan {
             page_items: 1000,
             consistent: false,
             report_capacity,
-            consumed_tenths: Arc::default(),
-            limiter: read_units_per_second
-                .and_then(NonZeroU32::new)
-                .map(|r| (Arc::new(RateLimiter::direct(Quota::per_second(r))), r)),
+            budget: ReadBudget::new(read_units_per_second),
         }
     }
 
@@ -85,14 +124,9 @@ impl SegmentScan {
         self.segments
     }
 
-    /// Charges a page of `units` read capacity units to the budget: the next read waits
-    /// until the rate allows it, so the rate holds over time, measured by what was read.
-    async fn charge(&self, units: f64) {
-        if let Some((limiter, rate)) = &self.limiter {
-            let n = NonZeroU32::new(units.ceil().max(1.0) as u32).expect("at least 1");
-            // `until_n_ready` refuses more than a second's budget; a bigger page takes it all.
-            let _ = limiter.until_n_ready(n.min(*rate)).await;
-        }
+    /// The read budget of the table, to share with other reads of it.
+    pub fn budget(&self) -> &ReadBudget {
+        &self.budget
     }
 }
 
@@ -143,19 +177,9 @@ impl Scan for SegmentScan {
         let next = out.last_evaluated_key().map(|k| Some(k.clone()));
         let reported = out.consumed_capacity().and_then(|c| c.capacity_units());
         let rows = out.items.unwrap_or_default();
-        let units = match reported {
-            Some(units) => units,
-            // Not reported (Alternator, `removeConsumedCapacity`): a read unit is 4 KB read
-            // strongly consistent, half of that eventually consistent.
-            None => {
-                let bytes: usize = rows.iter().map(item_size).sum();
-                let units = (bytes as f64 / 4096.0).ceil();
-                if self.consistent { units } else { units / 2.0 }
-            }
-        };
-        self.consumed_tenths
-            .fetch_add((units * 10.0).round() as u64, Ordering::Relaxed);
-        self.charge(units).await;
+        // Not reported (Alternator, `removeConsumedCapacity`): estimated from the items' size.
+        let bytes: usize = rows.iter().map(item_size).sum();
+        self.budget.charge(reported, bytes, self.consistent).await;
         Ok(Page { rows, next })
     }
 
@@ -164,9 +188,6 @@ impl Scan for SegmentScan {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        vec![(
-            "readCapacityUnits",
-            self.consumed_tenths.load(Ordering::Relaxed) / 10,
-        )]
+        vec![("readCapacityUnits", self.budget.consumed())]
     }
 }

@@ -136,15 +136,7 @@ pub async fn ensure_target(
     billing: Option<config::BillingMode>,
 ) -> Result<Described, DynamoError> {
     if let Some(existing) = describe(client, c).await? {
-        let (want, have) = (source.key(), existing.key());
-        if want != have {
-            return Err(DynamoError::fatal(format!(
-                "target {} exists with key {} but the source's key is {}; drop it or choose another target table",
-                super::describe(c),
-                show_key(&have),
-                show_key(&want)
-            )));
-        }
+        same_key(c, source, &existing)?;
         return Ok(existing);
     }
     create(client, c, source, billing).await?;
@@ -156,6 +148,37 @@ pub async fn ensure_target(
         ttl_attribute: source.ttl_attribute.clone(),
         ..created
     })
+}
+
+/// The target table of a validation, which must exist with the source's key: nothing is
+/// created or changed.
+pub async fn existing_target(
+    client: &Client,
+    c: &Connection,
+    source: &Described,
+) -> Result<Described, DynamoError> {
+    let existing = describe(client, c).await?.ok_or_else(|| {
+        DynamoError::fatal(format!(
+            "target {} does not exist: there is nothing to validate (run the migration first)",
+            super::describe(c)
+        ))
+    })?;
+    same_key(c, source, &existing)?;
+    Ok(existing)
+}
+
+/// Refuses a target whose key (names and types) is not the source's.
+fn same_key(c: &Connection, source: &Described, target: &Described) -> Result<(), DynamoError> {
+    let (want, have) = (source.key(), target.key());
+    if want != have {
+        return Err(DynamoError::fatal(format!(
+            "target {} exists with key {} but the source's key is {}; drop it or choose another target table",
+            super::describe(c),
+            show_key(&have),
+            show_key(&want)
+        )));
+    }
+    Ok(())
 }
 
 /// Enables TTL on `attr` of the created target, as on the source. A server without TTL

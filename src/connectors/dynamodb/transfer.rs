@@ -28,7 +28,7 @@ const BATCH_BYTES: usize = 16 * 1024 * 1024;
 /// `skipSegments` of a savepoint only mean something for the same number of segments.
 pub const DEFAULT_SEGMENTS: u32 = 16;
 /// Segments read at once when the job names no `maxMapTasks`.
-const DEFAULT_PARALLEL_SEGMENTS: u32 = 16;
+pub const DEFAULT_PARALLEL_SEGMENTS: u32 = 16;
 /// Tries of the items a batch left unprocessed (throttled) before the request fails and the
 /// engine retries it whole.
 const UNPROCESSED_TRIES: u32 = 8;
@@ -105,18 +105,12 @@ pub async fn open_copy(
         .max_map_tasks
         .unwrap_or(DEFAULT_PARALLEL_SEGMENTS)
         .min(segments);
-    let sink = BatchSink {
-        client: target.client,
-        table: dst.connection.table.clone(),
-        renames: renames
-            .iter()
-            .map(|r| (r.from.clone(), r.to.clone()))
-            .collect(),
-        ttl_attribute: source.described.ttl_attribute.clone(),
-        report_capacity: !dst.connection.remove_consumed_capacity,
-        expired: Arc::default(),
-        consumed_tenths: Arc::default(),
-    };
+    let sink = BatchSink::new(
+        target.client,
+        dst,
+        renames,
+        source.described.ttl_attribute.clone(),
+    );
     tracing::info!(
         source = %super::describe(&src.connection),
         target = %super::describe(&dst.connection),
@@ -162,16 +156,7 @@ pub async fn open_tables(
     let source = table::source(&source_client, &src.connection)
         .await
         .map_err(|e| e.on("source"))?;
-    let key = source.key_names();
-    if let Some(r) = renames.iter().find(|r| key.contains(&r.from)) {
-        return Err(EngineError::Config(JobConfigError {
-            message: format!(
-                "renames: {:?} is a key attribute of the source table; key attributes cannot be renamed",
-                r.from
-            ),
-            line: None,
-        }));
-    }
+    key_not_renamed(&source, renames)?;
     let target = table::ensure_target(&target_client, &dst.connection, &source, dst.billing_mode)
         .await
         .map_err(|e| e.on("target"))?;
@@ -187,8 +172,23 @@ pub async fn open_tables(
     ))
 }
 
+/// Refuses `renames` of a key attribute of the source: items are matched by their key.
+pub fn key_not_renamed(source: &Described, renames: &[Rename]) -> Result<(), EngineError> {
+    let key = source.key_names();
+    if let Some(r) = renames.iter().find(|r| key.contains(&r.from)) {
+        return Err(EngineError::Config(JobConfigError {
+            message: format!(
+                "renames: {:?} is a key attribute of the source table; key attributes cannot be renamed",
+                r.from
+            ),
+            line: None,
+        }));
+    }
+    Ok(())
+}
+
 /// Capacity units per second from a throughput and the share of it to use.
-fn rate(units: Option<i64>, percent: Option<f32>) -> Option<u32> {
+pub fn rate(units: Option<i64>, percent: Option<f32>) -> Option<u32> {
     let units = units.filter(|&u| u > 0)? as f64 * f64::from(percent.unwrap_or(1.0));
     Some((units.round() as u32).max(1))
 }
@@ -236,6 +236,28 @@ impl Request for PutBatch {
 }
 
 impl BatchSink {
+    /// A writer to the table of `dst`, renaming attributes by `renames` and leaving out items
+    /// whose `ttl_attribute` (the source's) has passed.
+    pub fn new(
+        client: Client,
+        dst: &DynamoTarget,
+        renames: &[Rename],
+        ttl_attribute: Option<String>,
+    ) -> Self {
+        Self {
+            client,
+            table: dst.connection.table.clone(),
+            renames: renames
+                .iter()
+                .map(|r| (r.from.clone(), r.to.clone()))
+                .collect(),
+            ttl_attribute,
+            report_capacity: !dst.connection.remove_consumed_capacity,
+            expired: Arc::default(),
+            consumed_tenths: Arc::default(),
+        }
+    }
+
     fn take(batch: &mut Batch) -> PutBatch {
         PutBatch {
             items: std::mem::take(&mut batch.items),
