@@ -50,6 +50,11 @@ impl Server {
         client(&self.url())
     }
 
+    /// A client of it in `region` (both servers keep each region's tables apart).
+    pub fn client_in(self, region: &str) -> Client {
+        client_in(&self.url(), region)
+    }
+
     /// Its name, for table names and messages.
     pub fn name(self) -> &'static str {
         match self {
@@ -67,9 +72,14 @@ fn split_url(url: &str) -> (String, u16) {
 
 /// A client of the DynamoDB API at `url`, with the dummy credentials the servers accept.
 pub fn client(url: &str) -> Client {
+    client_in(url, "us-east-1")
+}
+
+/// A client of the DynamoDB API at `url` in `region`.
+pub fn client_in(url: &str, region: &str) -> Client {
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
+        .region(Region::new(region.to_string()))
         .endpoint_url(url)
         .credentials_provider(Credentials::new("dummy", "dummy", None, None, "tests"))
         .build();
@@ -82,9 +92,29 @@ pub fn table_name(base: &str) -> String {
     format!("{base}_p{}", std::process::id())
 }
 
-/// Drops `table` if it exists.
+/// Drops `table` if it exists, and waits until it is gone: dynalite deletes tables in the
+/// background (`DELETING`), and a table of the same name created or used meanwhile would be
+/// the old one, about to vanish.
 pub async fn drop_table(c: &Client, table: &str) {
     let _ = c.delete_table().table_name(table).send().await;
+    crate::poll(std::time::Duration::from_secs(60), async || {
+        match c.describe_table().table_name(table).send().await {
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_resource_not_found_exception()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(format!("{e:?}")),
+            Ok(d) => {
+                // A table still being created cannot be deleted yet: try again.
+                let _ = c.delete_table().table_name(table).send().await;
+                Err(format!("{:?}", d.table.and_then(|t| t.table_status)))
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|last| panic!("table {table} not gone in 60 s: {last}"));
 }
 
 /// Creates `table` fresh (dropped first) with a string hash key `id` and, when `range` is set,

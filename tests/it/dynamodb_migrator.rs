@@ -183,6 +183,25 @@ pub(crate) fn adapt(
     out
 }
 
+/// The `region` of a fixture's `side` (`source` or `target`). Migrator's tests run against
+/// DynamoDB Local and Alternator, which ignore it; moto keeps each region's tables apart (and
+/// is started with `MOTO_ALLOW_NONEXISTENT_REGION` for names such as `dummy`), and so does
+/// dynalite, so a test
+/// makes its tables in the region the file names, leaving the file unchanged.
+fn region_of(name: &str, side: &str) -> String {
+    let doc: yaml_serde::Value = yaml_serde::from_str(&fixture(name)).expect("fixture parses");
+    doc.get(side)
+        .and_then(|s| s.get("region"))
+        .and_then(|r| r.as_str())
+        .unwrap_or("us-east-1")
+        .to_string()
+}
+
+/// A client of `server` in the region the fixture `name` gives its `side`.
+fn client_for(server: Server, name: &str, side: &str) -> Client {
+    server.client_in(&region_of(name, side))
+}
+
 /// `drover migrate --config` of `yaml`: exit code and stderr.
 pub async fn migrate(yaml: &str) -> (Option<i32>, String) {
     let path = test_support::cql::write_job(yaml);
@@ -340,8 +359,6 @@ async fn assert_schema_migrated(src: &Client, src_table: &str, dst: &Client, dst
 /// schema created from the source's, with the billing mode the file asks for.
 #[tokio::test]
 async fn basic_migration_files_copy_the_item_and_create_the_schema() {
-    let (src, dst) = (Server::Moto.client(), Server::Dynalite.client());
-    let sp = tempfile::tempdir().unwrap();
     for (file, want) in [
         (
             "dynamodb-to-alternator-basic.yaml",
@@ -355,6 +372,11 @@ async fn basic_migration_files_copy_the_item_and_create_the_schema() {
         ("tutorial-spark-data-config.yaml", BillingMode::Provisioned),
     ] {
         let table = table_name("mg_basic");
+        // A savepoints directory per job: the files of one scenario describe the same
+        // migration, and a later one would resume from an earlier one's savepoint.
+        let sp = tempfile::tempdir().unwrap();
+        let src = client_for(Server::Moto, file, "source");
+        let dst = client_for(Server::Dynalite, file, "target");
         migrator_table(&src, &table).await;
         drop_table(&dst, &table).await;
         let data = item(&[("id", s("12345")), ("foo", s("bar"))]);
@@ -377,12 +399,15 @@ async fn basic_migration_files_copy_the_item_and_create_the_schema() {
 /// RenamedItemsTest: `foo` becomes `quux`, other attributes as they were.
 #[tokio::test]
 async fn renames_files_rename_the_attribute() {
-    let (src, dst) = (Server::Moto.client(), Server::Dynalite.client());
-    let sp = tempfile::tempdir().unwrap();
     for file in [
         "dynamodb-to-alternator-renames.yaml",
         "dynamodb-to-alternator-renames-provisioned.yaml",
     ] {
+        // A savepoints directory per job: the files of one scenario describe the same
+        // migration, and a later one would resume from an earlier one's savepoint.
+        let sp = tempfile::tempdir().unwrap();
+        let src = client_for(Server::Moto, file, "source");
+        let dst = client_for(Server::Dynalite, file, "target");
         let table = table_name("mg_renames");
         migrator_table(&src, &table).await;
         drop_table(&dst, &table).await;
@@ -428,12 +453,15 @@ async fn renames_files_rename_the_attribute() {
 /// Issue103Test: items of different shapes (a map among them), 10 segments, 2 at once.
 #[tokio::test]
 async fn issue_103_files_copy_items_of_any_shape() {
-    let (src, dst) = (Server::Moto.client(), Server::Dynalite.client());
-    let sp = tempfile::tempdir().unwrap();
     for file in [
         "dynamodb-to-alternator-issue-103.yaml",
         "dynamodb-to-alternator-issue-103-provisioned.yaml",
     ] {
+        // A savepoints directory per job: the files of one scenario describe the same
+        // migration, and a later one would resume from an earlier one's savepoint.
+        let sp = tempfile::tempdir().unwrap();
+        let src = client_for(Server::Moto, file, "source");
+        let dst = client_for(Server::Dynalite, file, "target");
         let table = table_name("mg_issue103");
         migrator_table(&src, &table).await;
         drop_table(&dst, &table).await;
@@ -464,8 +492,6 @@ async fn issue_103_files_copy_items_of_any_shape() {
 /// items into a target it creates; part 2 (`skipSegments: [0]`) the rest.
 #[tokio::test]
 async fn part1_and_part2_files_copy_complementary_segments() {
-    let (src, dst) = (Server::Moto.client(), Server::Dynalite.client());
-    let sp = tempfile::tempdir().unwrap();
     for (part1, part2) in [
         (
             "dynamodb-to-alternator-part1.yaml",
@@ -476,6 +502,9 @@ async fn part1_and_part2_files_copy_complementary_segments() {
             "dynamodb-to-alternator-part2-provisioned.yaml",
         ),
     ] {
+        let src = client_for(Server::Moto, part1, "source");
+        let dst = client_for(Server::Dynalite, part1, "target");
+        assert_eq!(region_of(part2, "source"), region_of(part1, "source"));
         let table = table_name("mg_segments");
         migrator_table(&src, &table).await;
         drop_table(&dst, &table).await;
@@ -493,18 +522,15 @@ async fn part1_and_part2_files_copy_complementary_segments() {
             })
             .collect();
         put_all(&src, &table, items).await;
-        let adapted = |f| {
-            adapt(
-                f,
-                (Server::Moto, &table),
-                (Server::Dynalite, &table),
-                sp.path(),
-            )
-        };
-        migrate_ok(&adapted(part1)).await;
+        // Two jobs of one migration, as Migrator runs them (it resumes only from a savepoint
+        // named in the job file): each keeps its savepoints apart.
+        let (sp1, sp2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let adapted =
+            |f, sp: &Path| adapt(f, (Server::Moto, &table), (Server::Dynalite, &table), sp);
+        migrate_ok(&adapted(part1, sp1.path())).await;
         let first = count(&dst, &table).await;
         assert!(first > 50 && first < 150, "{part1}: {first} items copied");
-        migrate_ok(&adapted(part2)).await;
+        migrate_ok(&adapted(part2, sp2.path())).await;
         assert_eq!(scan_all(&dst, &table).await, scan_all(&src, &table).await);
         drop_table(&src, &table).await;
         drop_table(&dst, &table).await;
@@ -515,12 +541,14 @@ async fn part1_and_part2_files_copy_complementary_segments() {
 /// the created target expires items by the same attribute.
 #[tokio::test]
 async fn ttl_files_skip_expired_items_and_keep_the_ttl_setting() {
-    let c = Server::Moto.client();
-    let sp = tempfile::tempdir().unwrap();
     for file in [
         "dynamodb-to-alternator-ttl.yaml",
         "dynamodb-to-alternator-ttl-provisioned.yaml",
     ] {
+        // Both tables on moto, in the one region both sides of the file name.
+        let sp = tempfile::tempdir().unwrap();
+        let c = client_for(Server::Moto, file, "source");
+        assert_eq!(region_of(file, "target"), region_of(file, "source"));
         let (src_table, dst_table) = (table_name("mg_ttl_src"), table_name("mg_ttl_dst"));
         migrator_table(&c, &src_table).await;
         drop_table(&c, &dst_table).await;
@@ -567,7 +595,6 @@ async fn ttl_files_skip_expired_items_and_keep_the_ttl_setting() {
 /// SecondaryIndexesTest: the local and global indexes of the source are created on the target.
 #[tokio::test]
 async fn secondary_indexes_files_create_the_indexes() {
-    let sp = tempfile::tempdir().unwrap();
     for (file, dst, want) in [
         (
             "dynamodb-to-alternator-secondary-indexes.yaml",
@@ -580,8 +607,11 @@ async fn secondary_indexes_files_create_the_indexes() {
             BillingMode::Provisioned,
         ),
     ] {
-        let src = Server::Moto.client();
-        let dst_client = dst.client();
+        // A savepoints directory per job: the files of one scenario describe the same
+        // migration, and a later one would resume from an earlier one's savepoint.
+        let sp = tempfile::tempdir().unwrap();
+        let src = client_for(Server::Moto, file, "source");
+        let dst_client = client_for(dst, file, "target");
         let (src_table, dst_table) = (table_name("mg_indexes_src"), table_name("mg_indexes_dst"));
         indexed_table(&src, &src_table).await;
         drop_table(&dst_client, &dst_table).await;
