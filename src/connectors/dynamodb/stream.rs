@@ -334,15 +334,7 @@ impl Replication {
                             "a record of shard {shard} has no sequence number"
                         ))
                     })?;
-                if let Some(p) = ctx
-                    .done
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .stream
-                    .as_mut()
-                {
-                    p.applied(shard, &seq);
-                }
+                update_positions(ctx, |p| p.applied(shard, &seq));
                 let age = last
                     .dynamodb
                     .as_ref()
@@ -581,15 +573,7 @@ impl Replication {
                 active.remove(&shard);
                 match r {
                     Ok(()) => {
-                        if let Some(p) = ctx
-                            .done
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .stream
-                            .as_mut()
-                        {
-                            p.finished(&shard);
-                        }
+                        update_positions(&ctx, |p| p.finished(&shard));
                         self.counters.finished.fetch_add(1, Ordering::Relaxed);
                         tracing::info!(shard = %shard, "stream shard closed and applied to its end");
                     }
@@ -600,15 +584,8 @@ impl Replication {
         // Stop the other shards after their page in flight, so positions stay exact.
         ctx.cancel.cancel();
         while let Some(joined) = running.join_next().await {
-            if let Ok((shard, Ok(()))) = joined
-                && let Some(p) = ctx
-                    .done
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .stream
-                    .as_mut()
-            {
-                p.finished(&shard);
+            if let Ok((shard, Ok(()))) = joined {
+                update_positions(&ctx, |p| p.finished(&shard));
             }
         }
         self.counters.active.store(0, Ordering::Relaxed);
@@ -667,6 +644,19 @@ fn startable(
         ready.push((id.to_string(), positions.shards.get(id).cloned()));
     }
     Ok(ready)
+}
+
+/// Moves the stream positions of the run's completed work.
+fn update_positions(ctx: &FollowContext, update: impl FnOnce(&mut StreamPositions)) {
+    if let Some(p) = ctx
+        .done
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .stream
+        .as_mut()
+    {
+        update(p);
+    }
 }
 
 /// A gap: changes of the source that can no longer be applied.
