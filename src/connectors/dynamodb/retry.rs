@@ -18,6 +18,8 @@ pub struct DynamoError {
     /// The job asks for something that cannot work (a missing table, a refused request, a
     /// key that differs): the operator must change the job, not wait for the server.
     pub invalid: bool,
+    /// The server did not answer in time (it may be slow rather than down).
+    pub timed_out: bool,
 }
 
 impl RequestError for DynamoError {
@@ -96,6 +98,7 @@ impl DynamoError {
             retry,
             code,
             invalid,
+            timed_out: matches!(e, SdkError::TimeoutError(_)),
         }
     }
 
@@ -106,6 +109,7 @@ impl DynamoError {
             retry: Retry::Never,
             code: None,
             invalid: true,
+            timed_out: false,
         }
     }
 
@@ -175,6 +179,7 @@ mod tests {
         assert_eq!(e.retry, Retry::IfIdempotent, "{e}");
         assert!(!e.invalid);
         assert!(e.message.contains("no answer in time"), "{e}");
+        assert!(e.timed_out);
         // A connection that cannot even be opened in time was never sent.
         let connect = ConnectorError::timeout("connect timeout".into());
         let e: WriteError = SdkError::dispatch_failure(connect);

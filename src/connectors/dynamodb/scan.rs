@@ -4,7 +4,7 @@
 use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -80,13 +80,19 @@ impl ReadBudget {
     }
 }
 
+/// Items asked for per page when the server keeps up.
+const PAGE_ITEMS: i32 = 1000;
+/// The smallest page asked for after timeouts.
+const MIN_PAGE_ITEMS: i32 = 10;
+
 /// The parallel scan of one table.
 pub struct SegmentScan {
     client: aws_sdk_dynamodb::Client,
     table: String,
     segments: u32,
-    /// Items per page (`Limit`); DynamoDB also ends a page at 1 MB.
-    page_items: i32,
+    /// Items per page (`Limit`) asked for now, at most [`PAGE_ITEMS`]; DynamoDB also ends a
+    /// page at 1 MB. Shared by the segments, since they load the same server.
+    page_items: AtomicI32,
     consistent: bool,
     report_capacity: bool,
     budget: ReadBudget,
@@ -106,7 +112,7 @@ impl SegmentScan {
             client,
             table: table.to_string(),
             segments: segments.max(1),
-            page_items: 1000,
+            page_items: AtomicI32::new(PAGE_ITEMS),
             consistent: false,
             report_capacity,
             budget: ReadBudget::new(read_units_per_second),
@@ -127,6 +133,37 @@ impl SegmentScan {
     /// The read budget of the table, to share with other reads of it.
     pub fn budget(&self) -> &ReadBudget {
         &self.budget
+    }
+}
+
+impl SegmentScan {
+    /// A page went unanswered in time: a server that is slow rather than down (a small
+    /// DynamoDB-compatible server under parallel scans) answers smaller pages in time, and
+    /// asking for the same large page again would time out again, for ever.
+    fn shrink_pages(&self) {
+        let before = self
+            .page_items
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some((n / 2).max(MIN_PAGE_ITEMS))
+            })
+            .unwrap_or(PAGE_ITEMS);
+        if before > MIN_PAGE_ITEMS {
+            tracing::warn!(
+                table = %self.table,
+                "a scan page of {before} items was not answered in time; asking for pages of {} items",
+                (before / 2).max(MIN_PAGE_ITEMS)
+            );
+        }
+    }
+
+    /// A page was answered: grow the pages back towards [`PAGE_ITEMS`], slowly, so that a
+    /// server at its limit is not pushed straight back past it.
+    fn grow_pages(&self) {
+        let _ = self
+            .page_items
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < PAGE_ITEMS).then(|| (n + n / 16 + 1).min(PAGE_ITEMS))
+            });
     }
 }
 
@@ -164,16 +201,23 @@ impl Scan for SegmentScan {
             .table_name(&self.table)
             .segment(unit.index as i32)
             .total_segments(unit.total as i32)
-            .limit(self.page_items)
+            .limit(self.page_items.load(Ordering::Relaxed))
             .consistent_read(self.consistent)
             .set_exclusive_start_key(cursor.clone());
         if self.report_capacity {
             req = req.return_consumed_capacity(ReturnConsumedCapacity::Total);
         }
-        let out = req
-            .send()
-            .await
-            .map_err(|e| DynamoError::from_sdk(&format!("scan of {unit}"), e))?;
+        let out = match req.send().await {
+            Ok(out) => out,
+            Err(e) => {
+                let e = DynamoError::from_sdk(&format!("scan of {unit}"), e);
+                if e.timed_out {
+                    self.shrink_pages();
+                }
+                return Err(e);
+            }
+        };
+        self.grow_pages();
         let next = out.last_evaluated_key().map(|k| Some(k.clone()));
         let reported = out.consumed_capacity().and_then(|c| c.capacity_units());
         let rows = out.items.unwrap_or_default();
@@ -189,5 +233,43 @@ impl Scan for SegmentScan {
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![("readCapacityUnits", self.budget.consumed())]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan() -> SegmentScan {
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+            .build();
+        SegmentScan::new(
+            aws_sdk_dynamodb::Client::from_conf(config),
+            "t",
+            4,
+            None,
+            false,
+        )
+    }
+
+    #[test]
+    fn pages_shrink_on_timeouts_and_grow_back_slowly() {
+        let s = scan();
+        let now = || s.page_items.load(Ordering::Relaxed);
+        s.shrink_pages();
+        assert_eq!(now(), 500);
+        for _ in 0..20 {
+            s.shrink_pages();
+        }
+        assert_eq!(now(), MIN_PAGE_ITEMS);
+        s.grow_pages();
+        assert_eq!(now(), MIN_PAGE_ITEMS + 1);
+        // Back to full pages after a few dozen answered pages, never beyond.
+        for _ in 0..200 {
+            s.grow_pages();
+        }
+        assert_eq!(now(), PAGE_ITEMS);
     }
 }

@@ -379,5 +379,6 @@ pub async fn write_batch(
         retry: Retry::Safe,
         code: Some("UnprocessedItems".into()),
         invalid: false,
+        timed_out: false,
     })
 }

@@ -217,6 +217,7 @@ impl DynamoLookup {
             retry: Retry::Safe,
             code: Some("UnprocessedKeys".into()),
             invalid: false,
+            timed_out: false,
         })
     }
 }
