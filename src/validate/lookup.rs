@@ -407,20 +407,15 @@ where
         key: &L::Key,
         columns: Vec<ColumnDifference>,
     ) {
-        report.rows_compared += 1;
-        report.rows_with_differences += 1;
         self.progress
             .rows_with_differences
             .fetch_add(1, AtomicOrdering::Relaxed);
-        // Examples beyond the limit of the whole job are cut when units are merged.
-        if report.examples.len() < self.max_examples {
-            report.examples.push(Example {
-                kind,
-                key: self.lookup.render_key(key),
-                token: None,
-                columns,
-            });
-        }
+        report.differing(self.max_examples, || Example {
+            kind,
+            key: self.lookup.render_key(key),
+            token: None,
+            columns,
+        });
     }
 
     /// A read of `side` that failed for good, or stopped.

@@ -241,21 +241,15 @@ impl<C: Comparator> Merge<'_, C> {
         row: &C::Row,
         columns: Vec<ColumnDifference>,
     ) {
-        report.rows_compared += 1;
-        report.rows_with_differences += 1;
         self.progress
             .rows_with_differences
             .fetch_add(1, AtomicOrdering::Relaxed);
-        // Examples beyond the limit of the whole job are cut when units are merged; a unit
-        // never needs more than the limit.
-        if report.examples.len() < self.max_examples {
-            report.examples.push(super::report::Example {
-                kind,
-                key: self.comparator.key(row),
-                token: Some(self.comparator.token(row)),
-                columns,
-            });
-        }
+        report.differing(self.max_examples, || super::report::Example {
+            kind,
+            key: self.comparator.key(row),
+            token: Some(self.comparator.token(row)),
+            columns,
+        });
     }
 
     /// With `copyMissingRows`, writes a source row to the target again.

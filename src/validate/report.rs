@@ -139,6 +139,17 @@ pub enum ColumnDifferenceKind {
 }
 
 impl Report {
+    /// Counts a row found different, keeping the example `make` builds while the unit holds
+    /// fewer than `max_examples` (examples beyond the whole job's limit are cut when units are
+    /// merged; a unit never needs more than the limit).
+    pub fn differing(&mut self, max_examples: usize, make: impl FnOnce() -> Example) {
+        self.rows_compared += 1;
+        self.rows_with_differences += 1;
+        if self.examples.len() < max_examples {
+            self.examples.push(make());
+        }
+    }
+
     /// True when the target holds exactly the source's rows.
     pub fn is_clean(&self) -> bool {
         self.rows_with_differences == 0
