@@ -692,7 +692,10 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     // A source that stops answering (frozen): tasks waiting on it still end when cancelled.
     source.signal("STOP");
     let (url, _) = start_verify(&dst).await;
-    let (_, running) = dst.get(&url).await;
+    // A task is QUEUED until its worker picks it up; on a loaded machine that can take a moment.
+    let running = dst
+        .wait_for(&url, Duration::from_secs(10), |t| t["state"] != "QUEUED")
+        .await;
     assert_eq!(running["state"], "RUNNING", "{running:#}");
     let (_, list) = dst.get(VERIFY_TASKS).await;
     assert_eq!(list["tasks"][3]["state"], "RUNNING", "{list:#}");
