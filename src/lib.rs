@@ -3,6 +3,7 @@
 //! The library holds everything; `main.rs` only parses the command line. Only `api` knows
 //! HTTP; everything else is engine, testable without a server:
 //!
+//! - [`auth`]: identities (tokens, JWTs, client certificates) and roles, checked at the edge.
 //! - [`api`]: the HTTP edge — one route table, handlers that only translate, the one error
 //!   shape, middleware.
 //! - [`jobs`]: the job framework — registry, lifecycle, persistence, cancellation, retention,
@@ -21,6 +22,7 @@
 //!   [`telemetry`], [`fsutil`]: the daemon around them.
 
 pub mod api;
+pub mod auth;
 pub mod cassandra;
 pub mod cli;
 pub mod config;
