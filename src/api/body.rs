@@ -50,11 +50,27 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8], yaml_body: bool) -> Result<T, Ap
     if yaml_body {
         let text = std::str::from_utf8(bytes)
             .map_err(|e| ApiError::bad_request(format!("body: not UTF-8: {e}")))?;
+        // As for JSON below: only a mapping is a body (a sequence would fill a struct by order).
+        if matches!(
+            yaml_serde::from_str::<yaml_serde::Value>(text),
+            Ok(value) if !value.is_mapping()
+        ) {
+            return Err(ApiError::bad_request(
+                "body: expected a YAML mapping".to_string(),
+            ));
+        }
         return yaml_serde::from_str(text).map_err(|e| {
             let (message, line) = yaml::describe_error(&e);
             let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
             ApiError::bad_request(format!("body: {message}{at}"))
         });
+    }
+    // serde reads a struct from a sequence of its fields in order, so `[false]` would be taken
+    // for `{"enabled": false}`: every body of this API is an object, and is refused otherwise.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::bad_request(
+            "body: expected a JSON object".to_string(),
+        ));
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
@@ -126,6 +142,21 @@ mod tests {
 
     fn message(r: Result<Req, ApiError>) -> String {
         r.unwrap_err().message
+    }
+
+    #[test]
+    fn a_body_is_an_object_never_a_sequence_of_fields() {
+        // serde would fill the struct in field order from these.
+        assert_eq!(
+            message(parse(b"[1]", false)),
+            "body: expected a JSON object"
+        );
+        assert_eq!(
+            message(parse(b"- 1\n", true)),
+            "body: expected a YAML mapping"
+        );
+        assert!(parse::<Req>(b" {\"durationSeconds\": 1}", false).is_ok());
+        assert!(parse::<Req>(b"durationSeconds: 1\n", true).is_ok());
     }
 
     #[test]

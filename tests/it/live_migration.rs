@@ -62,7 +62,7 @@ fn coreutils_digest(tool: &str, text: &str) -> String {
         .to_string()
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -19,4 +19,5 @@ mod migrations;
 mod openapi;
 mod resume;
 mod router;
+mod schemathesis;
 mod validations;
