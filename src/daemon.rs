@@ -166,30 +166,16 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
     })?;
     tracing::info!(addr = %bound, state_dir = %state_dir.display(), version = env!("CARGO_PKG_VERSION"), "drover listening on http://{bound}");
 
-    // Without TCP_NODELAY, a small response's last segment waits for the client's delayed ACK
-    // (milliseconds per request): file serving slowed to ~100 small files a second.
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
-    let server = axum::serve(listener, api::router(state))
-        .with_graceful_shutdown(stop.clone().cancelled_owned());
-    let mut server = tokio::spawn(server.into_future());
-    tokio::select! {
-        result = &mut server => {
-            // The server ended without being asked: stop the jobs before reporting why.
-            jobs.shutdown(config.server.shutdown_timeout).await;
-            let _ = std::fs::remove_file(&addr_file);
-            return match result {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(DaemonError::Serve(e)),
-                Err(join) => Err(DaemonError::Serve(std::io::Error::other(join))),
-            };
-        }
-        _ = stop.cancelled() => {}
-    }
+    let server = tokio::spawn(accept_loop(
+        listener,
+        api::router(state),
+        Limits {
+            header_read_timeout: config.server.header_read_timeout,
+            max_connections: config.server.max_connections.get(),
+        },
+        stop.clone(),
+    ));
+    stop.cancelled().await;
 
     let timeout = config.server.shutdown_timeout;
     let (left, server_result) = tokio::join!(
@@ -208,6 +194,77 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
     let _ = std::fs::remove_file(&addr_file);
     tracing::info!("drover stopped");
     Ok(())
+}
+
+/// What a connection may cost the daemon.
+struct Limits {
+    header_read_timeout: std::time::Duration,
+    max_connections: usize,
+}
+
+/// Serves connections until `stop` fires, then asks each open connection to finish its request
+/// and close; returns once all are closed. Its own loop rather than `axum::serve`, which cannot
+/// set a header read timeout nor cap connections.
+async fn accept_loop(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: Limits,
+    stop: CancellationToken,
+) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let connections = tokio_util::task::TaskTracker::new();
+    loop {
+        // Taking the slot before accepting leaves connections beyond the cap in the kernel's
+        // backlog instead of holding them here.
+        let slot = tokio::select! {
+            _ = stop.cancelled() => break,
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+        };
+        let tcp = tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    // Out of file descriptors and the like: pause rather than spin.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        // Without TCP_NODELAY, a small response's last segment waits for the client's delayed
+        // ACK (milliseconds per request): file serving slowed to ~100 small files a second.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let stop = stop.clone();
+        let header_read_timeout = limits.header_read_timeout;
+        connections.spawn(async move {
+            let _slot = slot;
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_read_timeout)
+                .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                .with_upgrades();
+            tokio::pin!(conn);
+            tokio::select! {
+                result = conn.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                    return;
+                }
+                _ = stop.cancelled() => {}
+            }
+            // Stopping: the request in flight finishes, no new one is read.
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    connections.close();
+    connections.wait().await;
 }
 
 async fn wait_for_signal() {

@@ -29,6 +29,15 @@ pub struct ServerConfig {
     /// the job lifecycle (progress, cancel, shutdown, restart) of a deployment without touching
     /// data. Off by default.
     pub diagnostics: bool,
+    /// Time a client gets to send a request's complete headers (the first request and each
+    /// later one on a kept-alive connection); a connection that trickles them slower is closed,
+    /// so slow clients cannot hold connections open for ever. Default `10s`.
+    #[serde(with = "humantime_serde")]
+    pub header_read_timeout: Duration,
+    /// Most connections served at once. Beyond it the daemon stops accepting: new connections
+    /// wait in the kernel's listen backlog until one closes (nothing is refused, no memory is
+    /// spent on them). Default `1024`.
+    pub max_connections: std::num::NonZeroUsize,
 }
 
 impl Default for ServerConfig {
@@ -39,6 +48,8 @@ impl Default for ServerConfig {
             request_timeout: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(30),
             diagnostics: false,
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: std::num::NonZeroUsize::new(1024).expect("1024 is not zero"),
         }
     }
 }

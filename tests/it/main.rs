@@ -14,6 +14,7 @@ mod dynamodb_types;
 mod dynamodb_validations;
 mod health;
 mod jobs;
+mod limits;
 mod live_migration;
 mod migrations;
 mod openapi;
