@@ -156,7 +156,8 @@ pub const REDACTED: &str = "<redacted>";
 /// savepoints may hold. Keys are judged by name, so secrets in keys drover does not know yet
 /// (a new connector's `secretKey`, say) are caught too.
 pub fn redacted_json(text: &str) -> serde_json::Value {
-    let value: serde_json::Value = yaml_serde::from_str(text).unwrap_or(serde_json::Value::Null);
+    let value: serde_json::Value =
+        crate::config::yaml::from_str(text).unwrap_or(serde_json::Value::Null);
     redact(value)
 }
 

@@ -50,7 +50,7 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8], yaml_body: bool) -> Result<T, Ap
     if yaml_body {
         let text = std::str::from_utf8(bytes)
             .map_err(|e| ApiError::bad_request(format!("body: not UTF-8: {e}")))?;
-        return yaml_serde::from_str(text).map_err(|e| {
+        return yaml::from_str(text).map_err(|e| {
             let (message, line) = yaml::describe_error(&e);
             let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
             ApiError::bad_request(format!("body: {message}{at}"))

@@ -1,0 +1,76 @@
+//! Hostile input at the API edge: documents built to exhaust memory, oversized values and
+//! headers. Each test is the regression test of a case measured against an earlier drover.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use test_support::{Daemon, drover_bin, error_message, listener_pid};
+
+/// A thousand scalars under four levels of ten aliases each: ten million nodes from 2 KB.
+fn laughs() -> String {
+    let mut text = format!("a0: &a0 [{}]\n", vec!["x"; 1000].join(", "));
+    for level in 1..5 {
+        let prev = format!("*a{}", level - 1);
+        text.push_str(&format!(
+            "a{level}: &a{level} [{}]\n",
+            vec![prev.as_str(); 10].join(", ")
+        ));
+    }
+    text
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+#[tokio::test]
+async fn an_alias_bomb_job_is_refused_quickly_without_growing_the_daemon() {
+    let daemon = Daemon::fresh("").await;
+    let pid = listener_pid(&daemon.addr.to_string());
+    for resource in ["/api/v1/migrations", "/api/v1/validations"] {
+        let started = Instant::now();
+        let (status, body) = daemon
+            .post_raw(resource, "application/yaml", laughs())
+            .await;
+        assert_eq!(status, 400, "{body}");
+        let message = error_message(status, &body);
+        assert!(
+            message.contains("more than 250000 nodes once its aliases are expanded"),
+            "{message}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+    let rss = rss_kib(pid);
+    assert!(
+        rss < 200 * 1024,
+        "daemon RSS {rss} KiB after the alias bomb"
+    );
+    let (status, _) = daemon.get("/api/v1/__health").await;
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn a_daemon_config_built_as_an_alias_bomb_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("drover.yaml");
+    std::fs::write(
+        &path,
+        format!("server:\n  listen: 127.0.0.1:0\n{}", laughs()),
+    )
+    .unwrap();
+    let out = Command::new(drover_bin())
+        .args(["serve", "--config", path.to_str().unwrap()])
+        .env_remove("DROVER_LISTEN")
+        .env_remove("DROVER_STATE_DIR")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("once its aliases are expanded"), "{stderr}");
+}
