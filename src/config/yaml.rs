@@ -197,7 +197,7 @@ mod tests {
         let mut text = format!("a0: &a0 [{}]\n", vec!["x"; 1000].join(", "));
         for level in 1..5 {
             let prev = format!("*a{}", level - 1);
-            let items = vec![prev.as_str(); 10].join(", ");
+            let items = [prev.as_str(); 10].join(", ");
             text.push_str(&format!("a{level}: &a{level} [{items}]\n"));
         }
         text

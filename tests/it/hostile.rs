@@ -13,7 +13,7 @@ fn laughs() -> String {
         let prev = format!("*a{}", level - 1);
         text.push_str(&format!(
             "a{level}: &a{level} [{}]\n",
-            vec![prev.as_str(); 10].join(", ")
+            [prev.as_str(); 10].join(", ")
         ));
     }
     text
