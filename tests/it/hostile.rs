@@ -74,3 +74,56 @@ fn a_daemon_config_built_as_an_alias_bomb_is_refused_at_start() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("once its aliases are expanded"), "{stderr}");
 }
+
+#[tokio::test]
+async fn odd_methods_do_not_grow_metrics_and_a_huge_request_id_is_replaced() {
+    let daemon = Daemon::fresh("").await;
+    for i in 0..1000 {
+        let method =
+            reqwest::Method::from_bytes(format!("M{i}XYZ{}", "Q".repeat(50)).as_bytes()).unwrap();
+        daemon
+            .client()
+            .request(method, daemon.url(&format!("/nowhere/{i}")))
+            .send()
+            .await
+            .unwrap();
+    }
+    let metrics = daemon.get_text("/metrics").await;
+    assert!(
+        metrics.len() < 64 * 1024,
+        "/metrics is {} bytes",
+        metrics.len()
+    );
+    assert!(!metrics.contains("XYZ"), "a method name became a label");
+    assert!(metrics.contains("method=\"other\""), "{metrics}");
+
+    let huge = "r".repeat(300 * 1024);
+    let res = daemon
+        .client()
+        .get(daemon.url("/api/v1/__health"))
+        .header("x-request-id", &huge)
+        .send()
+        .await
+        .unwrap();
+    let echoed = res.headers()["x-request-id"].to_str().unwrap().to_string();
+    assert!(
+        echoed.len() <= 128 && !echoed.contains("rrrr"),
+        "the {} byte request id was echoed",
+        echoed.len()
+    );
+    let res = daemon
+        .client()
+        .get(daemon.url("/api/v1/__health"))
+        .header("x-request-id", "client-id-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["x-request-id"], "client-id-42");
+    let logs = daemon.logs();
+    assert!(
+        !logs.contains(&"r".repeat(200)),
+        "the huge request id was logged"
+    );
+    assert!(!logs.contains("XYZ"), "a method name was logged whole");
+    assert!(logs.contains("client-id-42"));
+}
