@@ -18,6 +18,26 @@ pub struct JobConfigError {
 }
 
 impl JobConfigError {
+    /// Refuses `value` of `key` outside `min..=max`, naming the key and the allowed range. The
+    /// bounds are generous for any real job but keep a typo (or an attack) from sizing an
+    /// allocation: `splitCount: 1000000000000` once made the unit plan abort the whole daemon.
+    pub(crate) fn check_range(
+        text: &str,
+        key: &str,
+        value: Option<u64>,
+        min: u64,
+        max: u64,
+    ) -> Result<(), Self> {
+        match value {
+            Some(v) if v < min || v > max => Err(Self::at(
+                text,
+                key,
+                format!("must be {min} to {max}, not {v}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     pub(crate) fn at(text: &str, key: &str, message: impl std::fmt::Display) -> Self {
         Self {
             message: format!("{key}: {message}"),

@@ -127,3 +127,21 @@ async fn odd_methods_do_not_grow_metrics_and_a_huge_request_id_is_replaced() {
     assert!(!logs.contains("XYZ"), "a method name was logged whole");
     assert!(logs.contains("client-id-42"));
 }
+
+#[tokio::test]
+async fn a_huge_split_count_is_refused_and_the_daemon_keeps_serving() {
+    let daemon = Daemon::fresh("").await;
+    let job = include_str!("../../config/job-cql.yaml")
+        .replace("splitCount: 256", "splitCount: 1000000000000");
+    let (status, body) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", job)
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let message = error_message(status, &body);
+    assert!(
+        message.contains("source.splitCount: must be 1 to 1000000, not 1000000000000"),
+        "{message}"
+    );
+    let (status, _) = daemon.get("/api/v1/__health").await;
+    assert_eq!(status, 200);
+}
