@@ -145,3 +145,32 @@ async fn a_huge_split_count_is_refused_and_the_daemon_keeps_serving() {
     let (status, _) = daemon.get("/api/v1/__health").await;
     assert_eq!(status, 200);
 }
+
+#[tokio::test]
+async fn errors_cap_what_they_echo_and_never_quote_a_numeric_password() {
+    let daemon = Daemon::fresh("").await;
+    let example = include_str!("../../config/job-cql.yaml");
+    let huge = "k".repeat(5 * 1024 * 1024);
+    let job = example.replacen("keyspace: shop", &format!("keyspace: {huge}"), 1);
+    let res = daemon
+        .client()
+        .post(daemon.url("/api/v1/migrations"))
+        .header("content-type", "application/yaml")
+        .body(job)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    assert!((400..500).contains(&status), "{status}");
+    assert!(text.len() < 4096, "a {} byte error response", text.len());
+
+    let job = example.replacen("password: change-me ", "password: 9081726354 ", 1);
+    assert_ne!(job, example);
+    let (status, body) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", job)
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(!body.to_string().contains("9081726354"), "{body}");
+    assert!(!daemon.logs().contains("9081726354"));
+}
