@@ -18,6 +18,26 @@ pub struct JobConfigError {
 }
 
 impl JobConfigError {
+    /// Refuses `value` of `key` outside `min..=max`, naming the key and the allowed range. The
+    /// bounds are generous for any real job but keep a typo (or an attack) from sizing an
+    /// allocation: `splitCount: 1000000000000` once made the unit plan abort the whole daemon.
+    pub(crate) fn check_range(
+        text: &str,
+        key: &str,
+        value: Option<u64>,
+        min: u64,
+        max: u64,
+    ) -> Result<(), Self> {
+        match value {
+            Some(v) if v < min || v > max => Err(Self::at(
+                text,
+                key,
+                format!("must be {min} to {max}, not {v}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     pub(crate) fn at(text: &str, key: &str, message: impl std::fmt::Display) -> Self {
         Self {
             message: format!("{key}: {message}"),
@@ -142,11 +162,39 @@ pub fn section<T: DeserializeOwned>(
         } else {
             line_key.clone()
         };
+        // serde quotes the value it refused (`invalid type: integer `12345``): for a secret
+        // key that would echo a password, so only what was expected is said.
+        let last = path.rsplit('.').next().unwrap_or("");
+        let inner = if is_secret_key(last) {
+            let expected = inner
+                .find(", expected")
+                .map_or("", |i| &inner[i..])
+                .to_string();
+            format!("invalid value (not shown: it is a secret){expected}")
+        } else {
+            inner
+        };
         JobConfigError {
             message: format!("{shown}: {inner}"),
             line: yaml::line_of(text, &line_key).or_else(|| yaml::line_of(text, &shown)),
         }
     })
+}
+
+/// The longest text echoed back whole in an error message.
+pub const MAX_ECHO: usize = 1000;
+
+/// `text` cut to [`MAX_ECHO`] bytes (on a character boundary) with the full size said: errors
+/// quote what they refuse, and a 5 MB keyspace name made a 5 MB response.
+pub fn cap(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= MAX_ECHO {
+        return text.into();
+    }
+    let mut end = MAX_ECHO;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len()).into()
 }
 
 /// Marker written in place of every secret in stored configs (savepoints, job records).
@@ -156,7 +204,8 @@ pub const REDACTED: &str = "<redacted>";
 /// savepoints may hold. Keys are judged by name, so secrets in keys drover does not know yet
 /// (a new connector's `secretKey`, say) are caught too.
 pub fn redacted_json(text: &str) -> serde_json::Value {
-    let value: serde_json::Value = yaml_serde::from_str(text).unwrap_or(serde_json::Value::Null);
+    let value: serde_json::Value =
+        crate::config::yaml::from_str(text).unwrap_or(serde_json::Value::Null);
     redact(value)
 }
 
@@ -190,5 +239,39 @@ pub fn redact(value: serde_json::Value) -> serde_json::Value {
             serde_json::Value::Array(items.into_iter().map(redact).collect())
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod echo_tests {
+    use super::*;
+
+    #[test]
+    fn long_text_is_capped_and_short_text_kept() {
+        assert_eq!(cap("short"), "short");
+        let long = "é".repeat(3_000_000);
+        let capped = cap(&long);
+        assert!(capped.len() < MAX_ECHO + 40, "{}", capped.len());
+        assert!(capped.ends_with("… (6000000 bytes)"), "{capped}");
+    }
+
+    #[test]
+    fn a_secret_value_is_not_quoted_in_a_type_error() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Creds {
+            username: String,
+            password: String,
+        }
+        let value: yaml_serde::Value =
+            yaml_serde::from_str("username: u\npassword: 987654321\n").unwrap();
+        let e = section::<Creds>("source:\n  password: 987654321\n", "source", value)
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("987654321"), "{e}");
+        assert!(
+            e.starts_with("source.password: invalid value (not shown"),
+            "{e}"
+        );
     }
 }

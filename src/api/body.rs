@@ -52,14 +52,14 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8], yaml_body: bool) -> Result<T, Ap
             .map_err(|e| ApiError::bad_request(format!("body: not UTF-8: {e}")))?;
         // As for JSON below: only a mapping is a body (a sequence would fill a struct by order).
         if matches!(
-            yaml_serde::from_str::<yaml_serde::Value>(text),
+            yaml::from_str::<yaml_serde::Value>(text),
             Ok(value) if !value.is_mapping()
         ) {
             return Err(ApiError::bad_request(
                 "body: expected a YAML mapping".to_string(),
             ));
         }
-        return yaml_serde::from_str(text).map_err(|e| {
+        return yaml::from_str(text).map_err(|e| {
             let (message, line) = yaml::describe_error(&e);
             let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
             ApiError::bad_request(format!("body: {message}{at}"))

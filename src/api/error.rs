@@ -36,10 +36,12 @@ pub struct ApiError {
 impl ApiError {
     /// An error with any status.
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            message: message.into(),
-        }
+        let message = message.into();
+        let message = match crate::jobfile::cap(&message) {
+            std::borrow::Cow::Borrowed(_) => message,
+            std::borrow::Cow::Owned(capped) => capped,
+        };
+        Self { status, message }
     }
 
     /// 400.

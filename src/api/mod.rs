@@ -168,12 +168,30 @@ pub fn openapi_yaml() -> String {
     format!("{header}{body}")
 }
 
+/// The longest client-chosen `x-request-id` kept; it is logged with every line of the request.
+const MAX_REQUEST_ID: usize = 128;
+
+/// Removes a client's `x-request-id` that is too long or not visible ASCII, so the id layer
+/// generates one instead: a client must not choose what fills the log (a 300 KB id was logged
+/// whole on every line).
+async fn drop_unfit_request_id(mut req: Request<axum::body::Body>) -> Request<axum::body::Body> {
+    let fit = |v: &axum::http::HeaderValue| {
+        let b = v.as_bytes();
+        !b.is_empty() && b.len() <= MAX_REQUEST_ID && b.iter().all(|c| c.is_ascii_graphic())
+    };
+    if req.headers().get("x-request-id").is_some_and(|v| !fit(v)) {
+        req.headers_mut().remove("x-request-id");
+    }
+    req
+}
+
 /// The whole HTTP application.
 pub fn router(state: AppState) -> Router {
     let config = state.config.server.clone();
     let (routes, _) = routes().split_for_parts();
     let body_limit = usize::try_from(config.request_body_limit.as_u64()).unwrap_or(usize::MAX);
     let middleware = ServiceBuilder::new()
+        .layer(axum::middleware::map_request(drop_unfit_request_id))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(
             TraceLayer::new_for_http()
@@ -183,7 +201,7 @@ pub fn router(state: AppState) -> Router {
                         .get("x-request-id")
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or("");
-                    tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+                    tracing::info_span!("request", method = metrics::method_label(req.method()), path = %req.uri().path(), request_id = %id)
                 })
                 .on_request(())
                 .on_response(|res: &Response<_>, latency: Duration, _: &Span| {

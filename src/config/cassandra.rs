@@ -74,7 +74,7 @@ impl CassandraConfig {
         let key = "cassandra.cassandra_yaml".to_string();
         let text = std::fs::read_to_string(&path)
             .map_err(|e| (key.clone(), format!("cannot read {}: {e}", path.display())))?;
-        let node: NodeYaml = yaml_serde::from_str(&text).map_err(|e| {
+        let node: NodeYaml = super::yaml::from_str(&text).map_err(|e| {
             let (message, line) = super::yaml::describe_error(&e);
             let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
             (key.clone(), format!("{}: {message}{at}", path.display()))

@@ -123,7 +123,7 @@ impl DaemonConfig {
         let mut config: DaemonConfig = if text.trim().is_empty() {
             yaml_serde::from_str("{}")
         } else {
-            yaml_serde::from_str(text)
+            yaml::from_str(text)
         }
         .map_err(|e| {
             let (message, line) = yaml::describe_error(&e);

@@ -1,5 +1,110 @@
 //! YAML helpers shared by every config format drover reads (daemon config now, job files later):
-//! error messages that name the key path and the line, the way an operator looks for them.
+//! error messages that name the key path and the line, the way an operator looks for them, and
+//! a bound on what aliases may expand to.
+
+use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+/// The most nodes (scalars, sequences, mappings) a YAML document may hold once its aliases are
+/// expanded. A real job file or daemon config holds a few hundred; a "billion laughs" document
+/// of nested aliases holds millions from a few kilobytes, and building them as values took 2 GB.
+/// At this bound a document's values stay in the tens of megabytes.
+pub const MAX_NODES: usize = 250_000;
+
+/// Parses YAML as `T` after checking, without building any value, that the document holds at
+/// most [`MAX_NODES`] nodes with every alias expanded. Every YAML input drover reads goes
+/// through here rather than `yaml_serde::from_str`.
+pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, yaml_serde::Error> {
+    let mut left = MAX_NODES;
+    Budget(&mut left).deserialize(yaml_serde::Deserializer::from_str(text))?;
+    yaml_serde::from_str(text)
+}
+
+/// Walks a document node by node (the parser replays an alias's events rather than copying
+/// them, so memory stays that of the text) and fails once the budget is spent.
+struct Budget<'a>(&'a mut usize);
+
+impl<'de> DeserializeSeed<'de> for Budget<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl Budget<'_> {
+    fn spend<E: serde::de::Error>(&mut self) -> Result<(), E> {
+        match self.0.checked_sub(1) {
+            Some(left) => {
+                *self.0 = left;
+                Ok(())
+            }
+            None => Err(E::custom(format!(
+                "the document holds more than {MAX_NODES} nodes once its aliases are expanded; \
+                 drover refuses it rather than build it"
+            ))),
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for Budget<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any YAML node")
+    }
+    fn visit_bool<E: serde::de::Error>(mut self, _: bool) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_i64<E: serde::de::Error>(mut self, _: i64) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_i128<E: serde::de::Error>(mut self, _: i128) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_u64<E: serde::de::Error>(mut self, _: u64) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_u128<E: serde::de::Error>(mut self, _: u128) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_f64<E: serde::de::Error>(mut self, _: f64) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_str<E: serde::de::Error>(mut self, _: &str) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_bytes<E: serde::de::Error>(mut self, _: &[u8]) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_unit<E: serde::de::Error>(mut self) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_none<E: serde::de::Error>(mut self) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        self.spend()?;
+        while seq.next_element_seed(Budget(&mut *self.0))?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        self.spend()?;
+        while map.next_key_seed(Budget(&mut *self.0))?.is_some() {
+            map.next_value_seed(Budget(&mut *self.0))?;
+        }
+        Ok(())
+    }
+    fn visit_enum<A: serde::de::EnumAccess<'de>>(mut self, data: A) -> Result<(), A::Error> {
+        use serde::de::VariantAccess;
+        self.spend()?;
+        let ((), variant) = data.variant_seed(Budget(&mut *self.0))?;
+        variant.newtype_variant_seed(Budget(&mut *self.0))
+    }
+}
 
 /// Deserializes a string through `parse`. Going through a visitor (instead of deserializing a
 /// `String` and checking it afterwards) makes the YAML parser attach the key path and line of
@@ -84,6 +189,29 @@ mod tests {
         assert_eq!(line_of(SRC, "cassandra.data_file_directories[1]"), Some(7));
         assert_eq!(line_of(SRC, "cassandra.listen"), Some(10));
         assert_eq!(line_of(SRC, "cassandra.missing"), None);
+    }
+
+    /// A thousand scalars under four levels of ten aliases each: ten million nodes from 2 KB
+    /// (few enough alias uses that the parser's own repetition limit does not catch it).
+    fn laughs() -> String {
+        let mut text = format!("a0: &a0 [{}]\n", vec!["x"; 1000].join(", "));
+        for level in 1..5 {
+            let prev = format!("*a{}", level - 1);
+            let items = [prev.as_str(); 10].join(", ");
+            text.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+        }
+        text
+    }
+
+    #[test]
+    fn alias_expansion_is_bounded_before_values_are_built() {
+        let started = std::time::Instant::now();
+        let err = from_str::<yaml_serde::Value>(&laughs()).unwrap_err();
+        assert!(err.to_string().contains("more than 250000 nodes"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        // Ordinary aliases, as operators use them to share a block, still work.
+        let ok: yaml_serde::Value = from_str("a: &x {k: 1}\nb: *x\nc: [1, 2]\n").unwrap();
+        assert_eq!(ok["b"]["k"], 1);
     }
 
     #[test]

@@ -70,7 +70,7 @@ impl JobConfig {
                     .map(|i| i + 1),
             });
         }
-        let raw: RawJob = yaml_serde::from_str(text).map_err(|e| {
+        let raw: RawJob = yaml::from_str(text).map_err(|e| {
             let (message, line) = yaml::describe_error(&e);
             JobConfigError { message, line }
         })?;

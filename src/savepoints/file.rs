@@ -164,7 +164,7 @@ impl SavepointStore for FileStore {
         let text =
             std::fs::read_to_string(&path).map_err(|source| SavepointError::Io { path, source })?;
         let document: serde_json::Value =
-            yaml_serde::from_str(&text).map_err(|e| SavepointError::Corrupt {
+            crate::config::yaml::from_str(&text).map_err(|e| SavepointError::Corrupt {
                 name: info.name.clone(),
                 message: e.to_string(),
             })?;

@@ -13,6 +13,7 @@ mod dynamodb_tables;
 mod dynamodb_types;
 mod dynamodb_validations;
 mod health;
+mod hostile;
 mod jobs;
 mod limits;
 mod live_migration;

@@ -148,6 +148,18 @@ impl From<Consistency> for scylla::statement::Consistency {
     }
 }
 
+/// The most token-range units a table is split into: the plan holds one entry per unit, and a
+/// million is far finer than any cluster needs.
+pub const MAX_SPLIT_COUNT: u64 = 1_000_000;
+/// The most rows asked for per page; each page is held in memory while written.
+pub const MAX_FETCH_SIZE: u64 = 100_000;
+/// The most units read at once.
+pub const MAX_CONCURRENCY: u64 = 1024;
+/// The most writes in flight at once.
+pub const MAX_IN_FLIGHT: u64 = 100_000;
+/// The most connections per node.
+pub const MAX_CONNECTIONS: u64 = 64;
+
 impl CqlSource {
     /// Reads and checks a `source` section.
     pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
@@ -171,27 +183,28 @@ impl CqlSource {
             max_concurrent_units: s.max_concurrent_units,
         };
         source.endpoint.validate(text, "source")?;
-        if source.split_count == Some(0) {
-            return Err(JobConfigError::at(
-                text,
-                "source.splitCount",
-                "must be at least 1",
-            ));
-        }
-        if source.fetch_size == 0 {
-            return Err(JobConfigError::at(
-                text,
-                "source.fetchSize",
-                "must be at least 1",
-            ));
-        }
-        if source.max_concurrent_units == Some(0) {
-            return Err(JobConfigError::at(
-                text,
-                "source.maxConcurrentUnits",
-                "must be at least 1",
-            ));
-        }
+        let as_u64 = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        JobConfigError::check_range(
+            text,
+            "source.splitCount",
+            source.split_count.map(as_u64),
+            1,
+            MAX_SPLIT_COUNT,
+        )?;
+        JobConfigError::check_range(
+            text,
+            "source.fetchSize",
+            Some(as_u64(source.fetch_size)),
+            1,
+            MAX_FETCH_SIZE,
+        )?;
+        JobConfigError::check_range(
+            text,
+            "source.maxConcurrentUnits",
+            source.max_concurrent_units.map(as_u64),
+            1,
+            MAX_CONCURRENCY,
+        )?;
         Ok(source)
     }
 }
@@ -221,13 +234,13 @@ impl CqlTarget {
             bytes_per_second: t.bytes_per_second,
         };
         target.endpoint.validate(text, "target")?;
-        if target.max_in_flight == 0 {
-            return Err(JobConfigError::at(
-                text,
-                "target.maxInFlight",
-                "must be at least 1",
-            ));
-        }
+        JobConfigError::check_range(
+            text,
+            "target.maxInFlight",
+            Some(u64::try_from(target.max_in_flight).unwrap_or(u64::MAX)),
+            1,
+            MAX_IN_FLIGHT,
+        )?;
         if target.rows_per_second == Some(0) || target.bytes_per_second == Some(0) {
             return Err(JobConfigError::at(
                 text,
@@ -277,13 +290,13 @@ impl CqlEndpoint {
                 "must be 1 to 65535",
             ));
         }
-        if e.connections == Some(0) {
-            return Err(JobConfigError::at(
-                text,
-                &format!("{side}.connections"),
-                "must be at least 1",
-            ));
-        }
+        JobConfigError::check_range(
+            text,
+            &format!("{side}.connections"),
+            e.connections.map(|c| u64::try_from(c).unwrap_or(u64::MAX)),
+            1,
+            MAX_CONNECTIONS,
+        )?;
         if let Some(ssl) = &e.ssl_options
             && ssl.client_auth_enabled
             && (ssl.cert_path.is_none() || ssl.key_path.is_none())

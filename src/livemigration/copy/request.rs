@@ -26,18 +26,25 @@ pub struct CopyRequest {
     pub max_bytes_per_second: Option<u64>,
 }
 
+/// The most passes of a data-copy task.
+pub const MAX_ITERATIONS: u32 = 100;
+/// The most files a data-copy task downloads at once.
+pub const MAX_CONCURRENCY: usize = 256;
+
 impl CopyRequest {
     /// Checks the values; the message names the field.
     pub fn check(&self) -> Result<Option<Algorithm>, LiveMigrationError> {
         let bad = |m: &str| Err(LiveMigrationError::InvalidRequest(m.into()));
-        if self.max_iterations == 0 {
-            return bad("maxIterations: must be at least 1");
+        // Upper bounds too: each iteration lists the whole node and each unit of concurrency
+        // holds a connection and a buffer, so these numbers must not size the daemon's memory.
+        if !(1..=MAX_ITERATIONS).contains(&self.max_iterations) {
+            return bad(&format!("maxIterations: must be 1 to {MAX_ITERATIONS}"));
         }
         if !(0.0..=1.0).contains(&self.success_threshold) {
             return bad("successThreshold: must be between 0 and 1");
         }
-        if self.max_concurrency == 0 {
-            return bad("maxConcurrency: must be at least 1");
+        if !(1..=MAX_CONCURRENCY).contains(&self.max_concurrency) {
+            return bad(&format!("maxConcurrency: must be 1 to {MAX_CONCURRENCY}"));
         }
         if self.max_bytes_per_second == Some(0) {
             return bad("maxBytesPerSecond: must be at least 1 (leave it out for no limit)");

@@ -100,8 +100,41 @@ fn errors_name_key_and_line() {
     );
     assert_eq!(
         err(&GOOD.replace("  splitCount: 256", "  splitCount: 0")),
-        "source.splitCount: must be at least 1 (line 13)"
+        "source.splitCount: must be 1 to 1000000, not 0 (line 13)"
     );
+}
+
+/// Every count and size of the CQL sections is bounded, the message naming key and range.
+#[test]
+fn counts_and_sizes_are_bounded() {
+    for (from, to, expected) in [
+        (
+            "  splitCount: 256",
+            "  splitCount: 1000000000000",
+            "source.splitCount: must be 1 to 1000000, not 1000000000000 (line 13)",
+        ),
+        (
+            "  fetchSize: 1000",
+            "  fetchSize: 100001",
+            "source.fetchSize: must be 1 to 100000, not 100001",
+        ),
+        (
+            "  splitCount: 256",
+            "  splitCount: 256\n  maxConcurrentUnits: 5000",
+            "source.maxConcurrentUnits: must be 1 to 1024, not 5000",
+        ),
+        (
+            "  connections: 8\n",
+            "  connections: 65\n",
+            "source.connections: must be 1 to 64, not 65",
+        ),
+    ] {
+        let text = GOOD.replace(from, to);
+        assert_ne!(text, GOOD, "{from} not in the example");
+        let e = err(&text);
+        assert!(e.starts_with(expected), "{e}");
+    }
+    assert!(JobConfig::parse(&GOOD.replace("  splitCount: 256", "  splitCount: 1000000")).is_ok());
 }
 
 #[test]

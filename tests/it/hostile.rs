@@ -1,0 +1,176 @@
+//! Hostile input at the API edge: documents built to exhaust memory, oversized values and
+//! headers. Each test is the regression test of a case measured against an earlier drover.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use test_support::{Daemon, drover_bin, error_message, listener_pid};
+
+/// A thousand scalars under four levels of ten aliases each: ten million nodes from 2 KB.
+fn laughs() -> String {
+    let mut text = format!("a0: &a0 [{}]\n", vec!["x"; 1000].join(", "));
+    for level in 1..5 {
+        let prev = format!("*a{}", level - 1);
+        text.push_str(&format!(
+            "a{level}: &a{level} [{}]\n",
+            [prev.as_str(); 10].join(", ")
+        ));
+    }
+    text
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+#[tokio::test]
+async fn an_alias_bomb_job_is_refused_quickly_without_growing_the_daemon() {
+    let daemon = Daemon::fresh("").await;
+    let pid = listener_pid(&daemon.addr.to_string());
+    for resource in ["/api/v1/migrations", "/api/v1/validations"] {
+        let started = Instant::now();
+        let (status, body) = daemon
+            .post_raw(resource, "application/yaml", laughs())
+            .await;
+        assert_eq!(status, 400, "{body}");
+        let message = error_message(status, &body);
+        assert!(
+            message.contains("more than 250000 nodes once its aliases are expanded"),
+            "{message}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+    let rss = rss_kib(pid);
+    assert!(
+        rss < 200 * 1024,
+        "daemon RSS {rss} KiB after the alias bomb"
+    );
+    let (status, _) = daemon.get("/api/v1/__health").await;
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn a_daemon_config_built_as_an_alias_bomb_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("drover.yaml");
+    std::fs::write(
+        &path,
+        format!("server:\n  listen: 127.0.0.1:0\n{}", laughs()),
+    )
+    .unwrap();
+    let out = Command::new(drover_bin())
+        .args(["serve", "--config", path.to_str().unwrap()])
+        .env_remove("DROVER_LISTEN")
+        .env_remove("DROVER_STATE_DIR")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("once its aliases are expanded"), "{stderr}");
+}
+
+#[tokio::test]
+async fn odd_methods_do_not_grow_metrics_and_a_huge_request_id_is_replaced() {
+    let daemon = Daemon::fresh("").await;
+    for i in 0..1000 {
+        let method =
+            reqwest::Method::from_bytes(format!("M{i}XYZ{}", "Q".repeat(50)).as_bytes()).unwrap();
+        daemon
+            .client()
+            .request(method, daemon.url(&format!("/nowhere/{i}")))
+            .send()
+            .await
+            .unwrap();
+    }
+    let metrics = daemon.get_text("/metrics").await;
+    assert!(
+        metrics.len() < 64 * 1024,
+        "/metrics is {} bytes",
+        metrics.len()
+    );
+    assert!(!metrics.contains("XYZ"), "a method name became a label");
+    assert!(metrics.contains("method=\"other\""), "{metrics}");
+
+    let huge = "r".repeat(300 * 1024);
+    let res = daemon
+        .client()
+        .get(daemon.url("/api/v1/__health"))
+        .header("x-request-id", &huge)
+        .send()
+        .await
+        .unwrap();
+    let echoed = res.headers()["x-request-id"].to_str().unwrap().to_string();
+    assert!(
+        echoed.len() <= 128 && !echoed.contains("rrrr"),
+        "the {} byte request id was echoed",
+        echoed.len()
+    );
+    let res = daemon
+        .client()
+        .get(daemon.url("/api/v1/__health"))
+        .header("x-request-id", "client-id-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["x-request-id"], "client-id-42");
+    let logs = daemon.logs();
+    assert!(
+        !logs.contains(&"r".repeat(200)),
+        "the huge request id was logged"
+    );
+    assert!(!logs.contains("XYZ"), "a method name was logged whole");
+    assert!(logs.contains("client-id-42"));
+}
+
+#[tokio::test]
+async fn a_huge_split_count_is_refused_and_the_daemon_keeps_serving() {
+    let daemon = Daemon::fresh("").await;
+    let job = include_str!("../../config/job-cql.yaml")
+        .replace("splitCount: 256", "splitCount: 1000000000000");
+    let (status, body) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", job)
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let message = error_message(status, &body);
+    assert!(
+        message.contains("source.splitCount: must be 1 to 1000000, not 1000000000000"),
+        "{message}"
+    );
+    let (status, _) = daemon.get("/api/v1/__health").await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn errors_cap_what_they_echo_and_never_quote_a_numeric_password() {
+    let daemon = Daemon::fresh("").await;
+    let example = include_str!("../../config/job-cql.yaml");
+    let huge = "k".repeat(5 * 1024 * 1024);
+    let job = example.replacen("keyspace: shop", &format!("keyspace: {huge}"), 1);
+    let res = daemon
+        .client()
+        .post(daemon.url("/api/v1/migrations"))
+        .header("content-type", "application/yaml")
+        .body(job)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    assert!((400..500).contains(&status), "{status}");
+    assert!(text.len() < 4096, "a {} byte error response", text.len());
+
+    let job = example.replacen("password: change-me ", "password: 9081726354 ", 1);
+    assert_ne!(job, example);
+    let (status, body) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", job)
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(!body.to_string().contains("9081726354"), "{body}");
+    assert!(!daemon.logs().contains("9081726354"));
+}
