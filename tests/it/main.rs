@@ -15,6 +15,7 @@ mod dynamodb_validations;
 mod health;
 mod jobs;
 mod live_migration;
+mod live_migration_hostile;
 mod migrations;
 mod openapi;
 mod resume;
