@@ -3,10 +3,17 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
 use serde::Deserialize;
 
 use super::LiveMigrationError;
 use super::digest::Algorithm;
+
+/// How much of a source's error body is read.
+pub const ERROR_BODY_READ: usize = 4096;
+
+/// How much of a source's error message is kept (and so logged and shown in a task's status).
+pub const ERROR_MESSAGE_CHARS: usize = 512;
 
 /// A file of the source as its listing shows it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -63,6 +70,9 @@ impl PeerClient {
         Self {
             http: reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(10))
+                // A source answers from its own routes; a redirect could point the
+                // destination's requests anywhere, so a 3xx is an error like any other.
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .expect("an HTTP client builds"),
             base: format!("http://{address}"),
@@ -71,12 +81,31 @@ impl PeerClient {
 
     /// The error a non-success answer stands for: the message of drover's JSON error body,
     /// else the body as it is.
+    /// Only the first [`ERROR_BODY_READ`] bytes of the body are read and the first
+    /// [`ERROR_MESSAGE_CHARS`] characters kept: a hostile or broken source must not make the
+    /// destination hold, or log, a body of any size.
     pub async fn error_of(response: reqwest::Response, what: &str) -> LiveMigrationError {
         let status = response.status();
-        let body = response.text().await.unwrap_or_default();
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        while body.len() < ERROR_BODY_READ {
+            match stream.next().await {
+                Some(Ok(chunk)) => {
+                    let room = ERROR_BODY_READ - body.len();
+                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                }
+                _ => break,
+            }
+        }
+        let body = String::from_utf8_lossy(&body).into_owned();
         let message = serde_json::from_str::<RemoteErrorBody>(&body)
             .map(|b| b.message)
             .unwrap_or(body);
+        let mut chars = message.chars();
+        let mut message: String = chars.by_ref().take(ERROR_MESSAGE_CHARS).collect();
+        if chars.next().is_some() {
+            message.push('…');
+        }
         LiveMigrationError::Peer(format!("{what}: {status}: {message}"))
     }
 

@@ -17,6 +17,7 @@ mod hostile;
 mod jobs;
 mod limits;
 mod live_migration;
+mod live_migration_hostile;
 mod migrations;
 mod openapi;
 mod resume;

@@ -180,6 +180,19 @@ impl Downloader<'_> {
             let chunk = chunk.map_err(|e| {
                 LiveMigrationError::Peer(format!("downloading {}: {e}", file.file_url))
             })?;
+            // The listing is the contract: a source sending more than the listed size could
+            // fill the destination's disk, so reading stops before a byte beyond it is kept.
+            let total = have
+                .checked_add(got)
+                .and_then(|n| n.checked_add(chunk.len() as u64));
+            if total.is_none_or(|n| n > file.size) {
+                drop(out);
+                let _ = tokio::fs::remove_file(&staging).await;
+                return Err(LiveMigrationError::Invalid(format!(
+                    "{}: the source sent more than the {} bytes it listed",
+                    file.file_url, file.size
+                )));
+            }
             self.pace(chunk.len()).await;
             out.write_all(&chunk).await.map_err(local(&staging))?;
             if let Some(h) = hasher.as_mut() {
@@ -193,6 +206,16 @@ impl Downloader<'_> {
         out.flush().await.map_err(local(&staging))?;
         out.get_ref().sync_all().await.map_err(local(&staging))?;
         drop(out);
+        // A body that ends early (a source restarting, a file listed longer than it is) is
+        // retried from where it stopped; it is never renamed into place short.
+        if have + got != file.size {
+            return Err(LiveMigrationError::Peer(format!(
+                "{}: the source sent {} of the {} bytes it listed",
+                file.file_url,
+                have + got,
+                file.size
+            )));
+        }
         self.finish(file, &staging, final_path, hasher).await?;
         Ok(got)
     }
