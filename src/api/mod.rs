@@ -1,6 +1,7 @@
 //! The HTTP edge: one route table, error translation, middleware. Everything below `api`
 //! knows nothing about HTTP.
 
+mod auth;
 pub mod body;
 mod diagnostics;
 pub mod error;
@@ -217,6 +218,10 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             live_migration::filter,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authorize,
         ))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,

@@ -10,3 +10,177 @@
 /// over plain TCP or without a client certificate.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientCertNames(pub Vec<String>);
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::config::AuthConfig;
+
+/// What a caller may do. Roles do not imply one another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Reads status, lists, reports, savepoints and metrics.
+    Reader,
+    /// Starts, cancels, resumes and deletes work: migrations, validations, jobs, diagnostics,
+    /// live-migration data copies and file verifications.
+    Operator,
+    /// A destination drover reading its source's files, lists and digests.
+    Peer,
+    /// Switches live migration and changes its status.
+    Admin,
+}
+
+impl Role {
+    /// The name used in the config and in error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Reader => "reader",
+            Role::Operator => "operator",
+            Role::Peer => "peer",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+/// An authenticated caller, attached to the request's extensions for handlers and logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The token id or certificate name; never a secret.
+    pub name: String,
+    /// Its roles.
+    pub roles: Vec<Role>,
+    /// Whether it is in `auth.admin_identities` and so holds every role.
+    pub all_roles: bool,
+}
+
+impl Identity {
+    /// Whether it may act as `role`.
+    pub fn has(&self, role: Role) -> bool {
+        self.all_roles || self.roles.contains(&role)
+    }
+
+    fn new(config: &AuthConfig, name: &str, roles: Vec<Role>) -> Self {
+        Self {
+            all_roles: config.admin_identities.iter().any(|a| a == name),
+            name: name.to_string(),
+            roles,
+        }
+    }
+}
+
+/// The identity a bearer token proves, if it is one of `auth.tokens`.
+pub fn identify_token(config: &AuthConfig, token: &str) -> Option<Identity> {
+    let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+    // Every entry is compared, in constant time, so the answer's timing does not tell how
+    // much of a guess was right or which entry it was close to.
+    let mut found = None;
+    for entry in &config.tokens {
+        if bool::from(entry.sha256.0.ct_eq(&digest)) {
+            found = Some(entry);
+        }
+    }
+    found.map(|entry| Identity::new(config, &entry.id, entry.roles.clone()))
+}
+
+/// The identity of a verified client certificate: its first name that some
+/// `auth.certificates` entry (or `auth.admin_identities`) names, with the roles of every entry
+/// that matches that name.
+pub fn identify_certificate(config: &AuthConfig, names: &ClientCertNames) -> Option<Identity> {
+    names.0.iter().find_map(|name| {
+        let mut roles: Vec<Role> = Vec::new();
+        let mut known = config.admin_identities.iter().any(|a| a == name);
+        for entry in &config.certificates {
+            if entry.identity.matches(name) {
+                known = true;
+                for role in &entry.roles {
+                    if !roles.contains(role) {
+                        roles.push(*role);
+                    }
+                }
+            }
+        }
+        known.then(|| Identity::new(config, name, roles))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(yaml: &str) -> AuthConfig {
+        yaml_serde::from_str(yaml).expect("auth config")
+    }
+
+    fn sha(token: &str) -> String {
+        Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    #[test]
+    fn a_token_is_known_by_its_hash_only() {
+        let auth = config(&format!(
+            "tokens:\n  - {{id: ci, sha256: {}, roles: [reader, operator]}}\n  - {{id: boss, sha256: {}}}\nadmin_identities: [boss]\n",
+            sha("s3cret"),
+            sha("b0ss")
+        ));
+        assert!(auth.is_enabled());
+        let ci = identify_token(&auth, "s3cret").expect("ci");
+        assert_eq!(ci.name, "ci");
+        assert!(ci.has(Role::Reader) && ci.has(Role::Operator) && !ci.has(Role::Admin));
+        let boss = identify_token(&auth, "b0ss").expect("boss");
+        assert!(boss.has(Role::Admin) && boss.has(Role::Peer));
+        assert_eq!(identify_token(&auth, "s3cre"), None);
+        assert_eq!(identify_token(&auth, &sha("s3cret")), None);
+    }
+
+    #[test]
+    fn a_bad_hash_is_refused_when_the_config_is_read() {
+        let err = yaml_serde::from_str::<AuthConfig>("tokens: [{id: x, sha256: abc}]")
+            .expect_err("short hash");
+        assert!(err.to_string().contains("64 hex digits"), "{err}");
+    }
+
+    #[test]
+    fn certificate_names_map_to_roles_by_exact_name_or_glob() {
+        let auth = config(
+            "certificates:\n  - {identity: 'spiffe://example.org/ns/prod/*', roles: [reader]}\n  - {identity: 'spiffe://example.org/ns/prod/dst', roles: [peer]}\n  - {identity: 'ops.example.org', roles: [operator]}\nadmin_identities: [root.example.org]\n",
+        );
+        assert!(auth.is_enabled());
+        let names = |n: &[&str]| ClientCertNames(n.iter().map(|s| s.to_string()).collect());
+
+        // URI SANs come first; a name no entry matches is skipped for the next one.
+        let dst = identify_certificate(
+            &auth,
+            &names(&[
+                "spiffe://other/x",
+                "spiffe://example.org/ns/prod/dst",
+                "ops.example.org",
+            ]),
+        )
+        .expect("dst");
+        assert_eq!(dst.name, "spiffe://example.org/ns/prod/dst");
+        assert_eq!(dst.roles, vec![Role::Reader, Role::Peer]);
+
+        // `*` stays within one segment.
+        assert_eq!(
+            identify_certificate(&auth, &names(&["spiffe://example.org/ns/prod/a/b"])),
+            None
+        );
+        let ops = identify_certificate(&auth, &names(&["ops.example.org"])).expect("ops");
+        assert_eq!(ops.roles, vec![Role::Operator]);
+        let root = identify_certificate(&auth, &names(&["root.example.org"])).expect("root");
+        assert!(root.has(Role::Admin));
+        assert_eq!(identify_certificate(&auth, &names(&[])), None);
+    }
+
+    #[test]
+    fn without_tokens_or_certificates_auth_is_off() {
+        assert!(!AuthConfig::default().is_enabled());
+        assert!(AuthConfig::default().health_open);
+        assert!(!config("admin_identities: [x]\nhealth_open: false\n").is_enabled());
+    }
+}

@@ -5,6 +5,7 @@
 //! deployment without editing the file; they are read through an injectable lookup so tests do
 //! not touch the process environment.
 
+mod auth;
 mod cassandra;
 mod jobs;
 mod live_migration;
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+pub use auth::{AuthConfig, CertificateConfig, IdentityPattern, TokenConfig, TokenHash};
 pub use cassandra::{CassandraConfig, DEFAULT_NATIVE_ADDRESS};
 pub use jobs::JobsConfig;
 pub use live_migration::{LiveMigrationConfig, Role};
@@ -57,6 +59,9 @@ pub struct DaemonConfig {
     /// Live instance migration (off by default).
     #[serde(default)]
     pub live_migration: LiveMigrationConfig,
+    /// Who may call the API (off unless tokens or certificate mappings are configured).
+    #[serde(default)]
+    pub auth: AuthConfig,
 }
 
 fn default_state_dir() -> PathBuf {

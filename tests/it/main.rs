@@ -4,6 +4,7 @@
 //! in the `test-support` crate.
 
 mod api_errors;
+mod auth;
 mod cli;
 mod copy_semantics;
 mod daemon;
