@@ -30,6 +30,11 @@ pub struct LiveMigrationConfig {
     /// Most file requests (downloads and digests) served at once; more get 503 with
     /// `Retry-After`. Default 20.
     pub max_concurrent_file_requests: usize,
+    /// On a destination: a file holding the bearer token it sends with every request to its
+    /// source (whose `auth` must give that token the `peer` role). Read once at start; the
+    /// token is never logged. A relative path is taken from the working directory. Default:
+    /// no token.
+    pub peer_token_file: Option<std::path::PathBuf>,
 }
 
 impl Default for LiveMigrationConfig {
@@ -41,6 +46,7 @@ impl Default for LiveMigrationConfig {
             files_to_exclude: Vec::new(),
             dirs_to_exclude: Vec::new(),
             max_concurrent_file_requests: 20,
+            peer_token_file: None,
         }
     }
 }

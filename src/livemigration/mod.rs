@@ -38,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{DaemonConfig, LiveMigrationConfig, Role};
 use exclusions::Exclusions;
 use files::Roots;
+use peer::PeerClient;
 
 /// Whether the migration of this node is over (Sidecar's `/live-migration/status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -81,6 +82,8 @@ pub struct LiveMigration {
     pub exclusions: Exclusions,
     /// File requests served at once.
     pub file_requests: Arc<tokio::sync::Semaphore>,
+    /// The bearer token this destination sends to its source (`peer_token_file`).
+    peer_token: Option<secrecy::SecretString>,
     /// Held while a data-copy task is checked for admission and submitted.
     copy_admission: tokio::sync::Mutex<()>,
     enabled: AtomicBool,
@@ -110,7 +113,13 @@ impl LiveMigration {
                 });
             }
         };
+        let peer_token = lm
+            .peer_token_file
+            .as_ref()
+            .map(|path| read_token(path))
+            .transpose()?;
         Ok(Self {
+            peer_token,
             role: lm.role(&me),
             roots,
             exclusions,
@@ -121,6 +130,15 @@ impl LiveMigration {
             state_file,
             config: lm,
         })
+    }
+
+    /// A client of this destination's source daemon; `None` on a node that is no
+    /// destination.
+    pub fn peer(&self) -> Option<PeerClient> {
+        match &self.role {
+            Role::Destination { source } => Some(PeerClient::new(source, self.peer_token.clone())),
+            _ => None,
+        }
     }
 
     /// Whether the routes answer.
@@ -190,4 +208,30 @@ impl LiveMigration {
         *p = next;
         Ok(())
     }
+}
+
+/// The token of `live_migration.peer_token_file`, trimmed; an empty file is refused, since it
+/// would send no credentials while the operator believes it does.
+fn read_token(path: &std::path::Path) -> Result<secrecy::SecretString, LiveMigrationError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        LiveMigrationError::Config(format!(
+            "live_migration.peer_token_file: cannot read {}: {e}",
+            path.display()
+        ))
+    })?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(LiveMigrationError::Config(format!(
+            "live_migration.peer_token_file: {} is empty, expected a token",
+            path.display()
+        )));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(LiveMigrationError::Config(format!(
+            "live_migration.peer_token_file: {} holds characters a bearer token cannot have \
+             (expected visible ASCII, no spaces)",
+            path.display()
+        )));
+    }
+    Ok(secrecy::SecretString::from(token.to_string()))
 }

@@ -66,9 +66,20 @@ pub struct PeerClient {
 
 impl PeerClient {
     /// The source daemon at `host:port`.
-    pub fn new(address: &str) -> Self {
+    pub fn new(address: &str, token: Option<secrecy::SecretString>) -> Self {
+        use secrecy::ExposeSecret;
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(token) = token
+            && let Ok(mut value) =
+                reqwest::header::HeaderValue::from_str(&format!("Bearer {}", token.expose_secret()))
+        {
+            // Kept out of reqwest's and hyper's debug output.
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
         Self {
             http: reqwest::Client::builder()
+                .default_headers(headers)
                 .connect_timeout(Duration::from_secs(10))
                 // A source answers from its own routes; a redirect could point the
                 // destination's requests anywhere, so a 3xx is an error like any other.

@@ -1289,3 +1289,54 @@ async fn concurrent_data_copy_submissions_admit_one_task() {
     assert_eq!(task["state"], "CANCELLED", "{task:#}");
     drop(silent);
 }
+
+/// A source with `auth` serves its files only to a destination that sends a token with the
+/// `peer` role, which the destination reads from `live_migration.peer_token_file` and never logs.
+#[tokio::test]
+async fn a_destination_sends_its_peer_token_to_a_source_with_auth() {
+    use sha2::Digest;
+    let token = "peer-token-4f1c9a0e7b2d";
+    let hash = hex_of(&sha2::Sha256::digest(token.as_bytes()));
+    let src = SourceNode::new(&format!(
+        "auth:\n  tokens:\n    - id: destination\n      sha256: {hash}\n      roles: [peer]\n"
+    ));
+    let files = fill_source(src.root());
+    let source = src.start().await;
+    let (status, _) = source.get("/api/v1/live-migration/files").await;
+    assert_eq!(status, 401, "the source's files need credentials");
+
+    // Without the token: the source refuses, and the task says so.
+    let home = Home::new();
+    let dst = destination(&home, &src.addr, "").await;
+    let task = copy_to_end(
+        &dst,
+        json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2}),
+    )
+    .await;
+    assert_eq!(task["state"], "FAILED", "{task:#}");
+    assert!(task["error"].as_str().unwrap().contains("401"), "{task:#}");
+    drop(dst);
+
+    let home = Home::new();
+    let token_file = home.path().join("peer-token");
+    write(&token_file, format!("{token}\n").as_bytes());
+    let dst = destination(
+        &home,
+        &src.addr,
+        &format!("  peer_token_file: {}\n", token_file.display()),
+    )
+    .await;
+    let task = copy_to_end(
+        &dst,
+        json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2}),
+    )
+    .await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
+    same_tree(src.root(), home.path(), &files);
+    assert!(!dst.logs().contains(token), "the token reached the log");
+    assert!(!source.logs().contains(token), "the token reached the log");
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -16,7 +16,6 @@ pub use jobs::{run_copy, run_verify};
 use super::copy::{CopyReport, CopyRequest, IterationStatus};
 use super::kinds::{DataCopyKind, VerificationKind};
 use super::local::LocalFiles;
-use super::peer::PeerClient;
 use super::verify::VerifyReport;
 use super::{LiveMigration, LiveMigrationError};
 use crate::config::Role;
@@ -150,15 +149,6 @@ impl LiveMigration {
             roots: self.roots.clone(),
             exclusions: self.exclusions.clone(),
         })
-    }
-
-    /// A client of this destination's source daemon; `None` on a node that is no
-    /// destination.
-    pub fn peer(&self) -> Option<PeerClient> {
-        match &self.role {
-            Role::Destination { source } => Some(PeerClient::new(source)),
-            _ => None,
-        }
     }
 
     /// The source daemon's host and port, as task views show them (`("", 0)` when unknown).
