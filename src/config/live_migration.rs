@@ -35,6 +35,28 @@ pub struct LiveMigrationConfig {
     /// token is never logged. A relative path is taken from the working directory. Default:
     /// no token.
     pub peer_token_file: Option<std::path::PathBuf>,
+    /// On a destination: talk HTTPS to the source, verifying its certificate against `ca` and
+    /// the source's name in `migration_map` (a host name or IP address the certificate must
+    /// carry), and present `cert` when the source asks for a client certificate. Default:
+    /// plain HTTP.
+    pub peer_tls: Option<PeerTlsConfig>,
+}
+
+/// `live_migration.peer_tls`: how a destination reaches its source over TLS. The files are
+/// read again when they change, for the next connection.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerTlsConfig {
+    /// PEM file with the CA certificates the source's certificate must chain to (the
+    /// system's roots are not used). A relative path is taken from the working directory.
+    pub ca: std::path::PathBuf,
+    /// PEM file with this destination's client certificate and its intermediates, for a
+    /// source with `server.tls.client_ca`. Needs `key`. Default: none.
+    #[serde(default)]
+    pub cert: Option<std::path::PathBuf>,
+    /// PEM file with the private key of `cert`. Default: none.
+    #[serde(default)]
+    pub key: Option<std::path::PathBuf>,
 }
 
 impl Default for LiveMigrationConfig {
@@ -47,6 +69,7 @@ impl Default for LiveMigrationConfig {
             dirs_to_exclude: Vec::new(),
             max_concurrent_file_requests: 20,
             peer_token_file: None,
+            peer_tls: None,
         }
     }
 }
@@ -113,6 +136,14 @@ impl LiveMigrationConfig {
                 crate::livemigration::exclusions::check_pattern(p)
                     .map_err(|e| (format!("{key}[{i}]"), e.to_string()))?;
             }
+        }
+        if let Some(tls) = &self.peer_tls
+            && tls.cert.is_some() != tls.key.is_some()
+        {
+            return Err((
+                "live_migration.peer_tls".into(),
+                "cert and key go together: set both or neither".into(),
+            ));
         }
         for (source, destination) in &self.migration_map {
             if source.trim().is_empty() || destination.trim().is_empty() {

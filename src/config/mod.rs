@@ -20,9 +20,9 @@ use serde::Deserialize;
 pub use auth::{AuthConfig, CertificateConfig, IdentityPattern, TokenConfig, TokenHash};
 pub use cassandra::{CassandraConfig, DEFAULT_NATIVE_ADDRESS};
 pub use jobs::JobsConfig;
-pub use live_migration::{LiveMigrationConfig, Role};
+pub use live_migration::{LiveMigrationConfig, PeerTlsConfig, Role};
 pub use logging::{LogFormat, LoggingConfig};
-pub use server::ServerConfig;
+pub use server::{ClientAuth, ServerConfig, TlsConfig};
 
 /// The configuration used when `drover serve` is given no `--config`.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/drover.yaml");
@@ -202,6 +202,7 @@ impl DaemonConfig {
                 format!("invalid filter {:?}: {e}", self.logging.level),
             )
         })?;
+        self.server.validate(self.auth.is_enabled())?;
         self.jobs.validate()?;
         self.cassandra.validate()?;
         self.live_migration.validate()

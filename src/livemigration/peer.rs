@@ -15,6 +15,24 @@ pub const ERROR_BODY_READ: usize = 4096;
 /// How much of a source's error message is kept (and so logged and shown in a task's status).
 pub const ERROR_MESSAGE_CHARS: usize = 512;
 
+/// An error with its causes: reqwest's own message says only that a request failed, while
+/// the reason (a refused connection, a certificate not valid for the source's name) is in
+/// the chain below it.
+fn causes(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        // hyper and reqwest repeat their inner error in their own message at times.
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// A file of the source as its listing shows it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -65,8 +83,13 @@ pub struct PeerClient {
 }
 
 impl PeerClient {
-    /// The source daemon at `host:port`.
-    pub fn new(address: &str, token: Option<secrecy::SecretString>) -> Self {
+    /// The source daemon at `host:port`: over HTTPS when `tls` is given (the source's
+    /// certificate must then chain to its roots and name `host`), else plain HTTP.
+    pub fn new(
+        address: &str,
+        token: Option<secrecy::SecretString>,
+        tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    ) -> Self {
         use secrecy::ExposeSecret;
         let mut headers = reqwest::header::HeaderMap::new();
         if let Some(token) = token
@@ -77,8 +100,13 @@ impl PeerClient {
             value.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        // Always a config of ours, so that building the client never depends on a crypto
+        // provider installed for the whole process.
+        let tls = tls.map_or_else(crate::tls::plain_client_config, |c| (*c).clone());
         Self {
             http: reqwest::Client::builder()
+                .use_preconfigured_tls(tls)
                 .default_headers(headers)
                 .connect_timeout(Duration::from_secs(10))
                 // A source answers from its own routes; a redirect could point the
@@ -86,7 +114,7 @@ impl PeerClient {
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .expect("an HTTP client builds"),
-            base: format!("http://{address}"),
+            base: format!("{scheme}://{address}"),
         }
     }
 
@@ -123,8 +151,9 @@ impl PeerClient {
     /// The source's files.
     pub async fn list(&self) -> Result<Vec<RemoteFile>, LiveMigrationError> {
         let url = format!("{}/api/v1/live-migration/files", self.base);
-        let failed =
-            |e: reqwest::Error| LiveMigrationError::Peer(format!("listing files at {url}: {e}"));
+        let failed = |e: reqwest::Error| {
+            LiveMigrationError::Peer(format!("listing files at {url}: {}", causes(&e)))
+        };
         let response = self.http.get(&url).send().await.map_err(failed)?;
         if !response.status().is_success() {
             return Err(Self::error_of(response, "listing files").await);
@@ -145,8 +174,9 @@ impl PeerClient {
             self.base,
             algorithm.name()
         );
-        let failed =
-            |e: reqwest::Error| LiveMigrationError::Peer(format!("digest of {file_url}: {e}"));
+        let failed = |e: reqwest::Error| {
+            LiveMigrationError::Peer(format!("digest of {file_url}: {}", causes(&e)))
+        };
         let response = self.http.get(&url).send().await.map_err(failed)?;
         if response.status() == reqwest::StatusCode::NOT_FOUND {
             return Err(LiveMigrationError::Gone(format!(
@@ -176,9 +206,8 @@ impl PeerClient {
         if from > 0 {
             request = request.header(reqwest::header::RANGE, format!("bytes={from}-"));
         }
-        request
-            .send()
-            .await
-            .map_err(|e| LiveMigrationError::Peer(format!("downloading {file_url}: {e}")))
+        request.send().await.map_err(|e| {
+            LiveMigrationError::Peer(format!("downloading {file_url}: {}", causes(&e)))
+        })
     }
 }

@@ -20,13 +20,13 @@ pub(crate) fn node_dirs(root: &Path) -> String {
     )
 }
 
-fn write(path: &Path, bytes: &[u8]) {
+pub(crate) fn write(path: &Path, bytes: &[u8]) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, bytes).unwrap();
 }
 
 /// Deterministic bytes that differ from file to file.
-fn content(seed: u64, len: usize) -> Vec<u8> {
+pub(crate) fn content(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
         .map(|_| {
@@ -112,7 +112,7 @@ async fn destination(home: &Home, source: &str, extra: &str) -> Daemon {
 }
 
 /// A node's files: tables in two data directories, a snapshot, a commit log, hints.
-fn fill_source(root: &Path) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn fill_source(root: &Path) -> Vec<(String, Vec<u8>)> {
     let files = vec![
         ("data0/ks/t-1/nb-1-big-Data.db", content(1, 3_000_000)),
         ("data0/ks/t-1/nb-1-big-Index.db", content(2, 40_000)),
@@ -137,7 +137,7 @@ fn fill_source(root: &Path) -> Vec<(String, Vec<u8>)> {
     files.into_iter().map(|(p, c)| (p.to_string(), c)).collect()
 }
 
-fn url_of(rel: &str) -> String {
+pub(crate) fn url_of(rel: &str) -> String {
     let (dir, rest) = rel.split_once('/').unwrap();
     let (t, i) = match dir {
         "data0" => ("data", 0),
@@ -436,7 +436,7 @@ async fn start_copy(dst: &Daemon, body: &Value) -> (String, String) {
 }
 
 /// Runs a data-copy task on `dst` until it ends, however it ends.
-async fn copy_to_end(dst: &Daemon, body: Value) -> Value {
+pub(crate) async fn copy_to_end(dst: &Daemon, body: Value) -> Value {
     let (url, _) = start_copy(dst, &body).await;
     dst.wait_for(&url, WAIT, ended).await
 }
@@ -452,7 +452,7 @@ async fn verify_to_end(dst: &Daemon) -> (String, Value) {
     (id, dst.wait_for(&url, WAIT, ended).await)
 }
 
-fn same_tree(src: &Path, dst: &Path, files: &[(String, Vec<u8>)]) {
+pub(crate) fn same_tree(src: &Path, dst: &Path, files: &[(String, Vec<u8>)]) {
     for (p, c) in files {
         let got = std::fs::read(dst.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
         assert!(got == *c, "{p}: content differs");
