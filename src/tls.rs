@@ -349,3 +349,81 @@ pub fn client_cert_names(der: &[u8]) -> ClientCertNames {
     );
     ClientCertNames(uris)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cert(cn: Option<&str>, sans: Vec<rcgen::SanType>) -> Vec<u8> {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        // rcgen gives a certificate a CN of its own unless told otherwise.
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        if let Some(cn) = cn {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, cn);
+        }
+        params.subject_alt_names = sans;
+        let key = rcgen::KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn names_come_uri_sans_first_then_dns_sans_then_the_cn() {
+        use rcgen::SanType::{DnsName, IpAddress, URI};
+        let der = cert(
+            Some("node-1"),
+            vec![
+                DnsName("node-1.example.org".try_into().unwrap()),
+                IpAddress("10.0.0.1".parse().unwrap()),
+                URI("spiffe://example.org/ns/prod/sa/drover".try_into().unwrap()),
+            ],
+        );
+        assert_eq!(
+            client_cert_names(&der).0,
+            [
+                "spiffe://example.org/ns/prod/sa/drover",
+                "node-1.example.org",
+                "node-1"
+            ]
+        );
+        assert_eq!(
+            client_cert_names(&cert(Some("only-cn"), vec![])).0,
+            ["only-cn"]
+        );
+        assert!(client_cert_names(&cert(None, vec![])).0.is_empty());
+        assert!(client_cert_names(b"not a certificate").0.is_empty());
+    }
+
+    #[test]
+    fn a_failed_reload_keeps_the_material_in_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let config = TlsConfig {
+            cert: dir.path().join("c.pem"),
+            key: dir.path().join("k.pem"),
+            client_ca: None,
+            client_auth: ClientAuth::Required,
+            handshake_timeout: std::time::Duration::from_secs(1),
+            reload_interval: std::time::Duration::from_secs(1),
+        };
+        std::fs::write(&config.cert, cert.pem()).unwrap();
+        std::fs::write(&config.key, key.serialize_pem()).unwrap();
+        let tls = ServerTls::load(&config).unwrap();
+        let before = tls.current.read().unwrap().clone();
+        assert!(!tls.reload_if_changed().unwrap(), "nothing changed");
+
+        std::fs::write(&config.key, "garbage, and longer than before").unwrap();
+        let err = tls.reload_if_changed().unwrap_err().to_string();
+        assert!(err.starts_with("server.tls.key: "), "{err}");
+        assert!(Arc::ptr_eq(&before, &tls.current.read().unwrap()));
+        // One error per change: the same broken files are not tried again.
+        assert!(!tls.reload_if_changed().unwrap());
+
+        std::fs::write(&config.key, key.serialize_pem()).unwrap();
+        assert!(tls.reload_if_changed().unwrap());
+        assert!(!Arc::ptr_eq(&before, &tls.current.read().unwrap()));
+    }
+}
