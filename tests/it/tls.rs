@@ -657,3 +657,31 @@ async fn a_connection_that_goes_quiet_is_closed_after_the_idle_timeout() {
         .expect("the quiet connection was not closed");
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
 }
+
+/// A client that opens a connection to the TLS listener and never says hello is dropped after
+/// `server.tls.handshake_timeout`; the listener goes on serving.
+#[tokio::test]
+async fn a_silent_client_is_dropped_at_the_handshake_timeout() {
+    use tokio::io::AsyncReadExt;
+    let home = Home::new();
+    let ca = Ca::new("drover test CA");
+    let (cert, key) = write_leaf(home.path(), "server", &ca.issue("drover", &["127.0.0.1"]));
+    let config = config_with_server(
+        &home,
+        &format!(
+            "  idle_timeout: 10m\n  header_read_timeout: 10m\n{}",
+            tls_keys(&cert, &key, "    handshake_timeout: 1s\n")
+        ),
+        "",
+    );
+    let daemon = Daemon::start_with(&home, &config).await;
+    let mut silent = tokio::net::TcpStream::connect(daemon.addr).await.unwrap();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(120), silent.read(&mut buf))
+        .await
+        .expect("the silent connection was not closed");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    let health = format!("https://{}/api/v1/__health", daemon.addr);
+    let (status, _) = get(&client(&[&ca], None), &health).await.unwrap();
+    assert_eq!(status, 200);
+}
