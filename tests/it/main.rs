@@ -15,6 +15,7 @@ mod dynamodb_types;
 mod dynamodb_validations;
 mod health;
 mod hostile;
+mod hostile_jobs;
 mod jobs;
 mod limits;
 mod live_migration;
