@@ -25,4 +25,5 @@ mod openapi;
 mod resume;
 mod router;
 mod schemathesis;
+mod secrets;
 mod validations;

@@ -106,8 +106,10 @@ fn split_scheme(host: &str) -> Option<(&'static str, &str)> {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AwsCredentials {
-    /// Access key id.
-    pub access_key: String,
+    /// Access key id. Not a secret by AWS's rules, but half of a credential pair and redacted
+    /// everywhere like the other half (job records and savepoints already drop it): wrapped so
+    /// that no debug print of a config shows it either.
+    pub access_key: Secret,
     /// Secret access key; never logged, stored or returned.
     pub secret_key: Secret,
     /// A role to assume with these credentials (not with `type: alternator`).
