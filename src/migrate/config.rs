@@ -244,4 +244,6 @@ fn as_u64(v: usize) -> u64 {
 }
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;

@@ -57,11 +57,7 @@ struct Api<'a> {
 
 impl Api<'_> {
     async fn send(&self, request: reqwest::RequestBuilder, what: String) -> (u16, Value) {
-        let res = request
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .expect("request");
+        let res = request.bearer_auth(TOKEN).send().await.expect("request");
         let status = res.status().as_u16();
         let text = res.text().await.expect("body");
         self.seen.borrow_mut().0.push((what, text.clone()));
@@ -186,7 +182,10 @@ async fn planted_secrets_appear_nowhere_but_in_the_kept_job_file() {
     drop(fixture.daemon);
     let server = Server::Dynalite;
     let client = server.client();
-    let (src_table, dst_table) = (ddb::table_name("secrets_src"), ddb::table_name("secrets_dst"));
+    let (src_table, dst_table) = (
+        ddb::table_name("secrets_src"),
+        ddb::table_name("secrets_dst"),
+    );
     ddb::fresh_table(&client, &src_table, None).await;
     ddb::fresh_table(&client, &dst_table, None).await;
     let items = (0..30)
@@ -361,7 +360,10 @@ async fn planted_secrets_appear_nowhere_but_in_the_kept_job_file() {
     for dir in ["cql", "dynamo", "slow"] {
         assert!(
             files.iter().any(|f| f.starts_with(sp(dir))
-                && f.file_name().unwrap().to_string_lossy().starts_with("savepoint_")),
+                && f.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("savepoint_")),
             "no savepoint in {dir}: {files:?}"
         );
     }
