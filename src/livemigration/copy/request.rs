@@ -46,8 +46,14 @@ impl CopyRequest {
         if !(1..=MAX_CONCURRENCY).contains(&self.max_concurrency) {
             return bad(&format!("maxConcurrency: must be 1 to {MAX_CONCURRENCY}"));
         }
-        if self.max_bytes_per_second == Some(0) {
-            return bad("maxBytesPerSecond: must be at least 1 (leave it out for no limit)");
+        // The rate limiter counts in 32-bit cells: a larger value would be cut silently.
+        if let Some(rate) = self.max_bytes_per_second
+            && !(1..=u64::from(u32::MAX)).contains(&rate)
+        {
+            return bad(&format!(
+                "maxBytesPerSecond: must be 1 to {} (leave it out for no limit), not {rate}",
+                u32::MAX
+            ));
         }
         match self.verify_digest.as_deref() {
             None | Some("none") => Ok(None),
@@ -160,5 +166,15 @@ mod tests {
         assert!(bad(&|r| r.success_threshold = 1.5).starts_with("successThreshold"));
         assert!(bad(&|r| r.max_concurrency = 0).starts_with("maxConcurrency"));
         assert!(bad(&|r| r.verify_digest = Some("md5".into())).starts_with("verifyDigest"));
+        for rate in [0, u64::from(u32::MAX) + 1, u64::MAX] {
+            let e = bad(&|r| r.max_bytes_per_second = Some(rate));
+            assert!(
+                e.starts_with("maxBytesPerSecond: must be 1 to 4294967295"),
+                "{e}"
+            );
+        }
+        let mut top = ok.clone();
+        top.max_bytes_per_second = Some(u64::from(u32::MAX));
+        assert!(top.check().is_ok());
     }
 }
