@@ -2,7 +2,9 @@
 //! source drover (Apache Cassandra Sidecar's live instance migration).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
+use bytesize::ByteSize;
 use serde::Deserialize;
 
 /// Live instance migration. Off unless `enabled` (or switched on at runtime through
@@ -35,6 +37,31 @@ pub struct LiveMigrationConfig {
     /// token is never logged. A relative path is taken from the working directory. Default:
     /// no token.
     pub peer_token_file: Option<std::path::PathBuf>,
+    /// On a destination: how long connecting to the source may take before the attempt
+    /// fails. Default 10s.
+    #[serde(with = "humantime_serde")]
+    pub peer_connect_timeout: Duration,
+    /// On a destination: the longest wait for the next bytes from the source (answer
+    /// headers, a listing, a file's body). A source that stops sending fails the download
+    /// (retried within its bounds) instead of holding the task. Default 30s.
+    #[serde(with = "humantime_serde")]
+    pub peer_read_timeout: Duration,
+    /// On a destination: the largest file listing read from the source; a longer one fails
+    /// the task. Default 256 MiB.
+    pub max_listing_bytes: ByteSize,
+    /// On a destination: the most entries (files and directories) a source's listing may
+    /// hold; more fail the task. Default 1000000.
+    pub max_listed_files: usize,
+    /// On a destination: free space each file system must keep after an iteration's
+    /// downloads; a plan that would leave less is refused before anything is downloaded.
+    /// Default 1 GiB.
+    pub min_free_disk: ByteSize,
+    /// On a destination: the largest share (0 to 1) of its existing files one iteration may
+    /// delete because the source no longer lists them, or lists them otherwise; a plan that
+    /// deletes more — or every file — fails unless the task's request says
+    /// `allowMassDeletion: true`. It guards against an empty or truncated listing wiping the
+    /// node. Default 0.5.
+    pub max_delete_share: f64,
 }
 
 impl Default for LiveMigrationConfig {
@@ -47,6 +74,12 @@ impl Default for LiveMigrationConfig {
             dirs_to_exclude: Vec::new(),
             max_concurrent_file_requests: 20,
             peer_token_file: None,
+            peer_connect_timeout: Duration::from_secs(10),
+            peer_read_timeout: Duration::from_secs(30),
+            max_listing_bytes: ByteSize::mib(256),
+            max_listed_files: 1_000_000,
+            min_free_disk: ByteSize::gib(1),
+            max_delete_share: 0.5,
         }
     }
 }
@@ -103,6 +136,35 @@ impl LiveMigrationConfig {
             return Err((
                 "live_migration.max_concurrent_file_requests".into(),
                 "must be at least 1".into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.max_delete_share) {
+            return Err((
+                "live_migration.max_delete_share".into(),
+                format!("must be between 0 and 1, not {}", self.max_delete_share),
+            ));
+        }
+        for (key, value) in [
+            (
+                "live_migration.peer_connect_timeout",
+                self.peer_connect_timeout,
+            ),
+            ("live_migration.peer_read_timeout", self.peer_read_timeout),
+        ] {
+            if value.is_zero() {
+                return Err((key.into(), "must be more than 0".into()));
+            }
+        }
+        if self.max_listed_files == 0 {
+            return Err((
+                "live_migration.max_listed_files".into(),
+                "must be at least 1".into(),
+            ));
+        }
+        if self.max_listing_bytes.as_u64() == 0 {
+            return Err((
+                "live_migration.max_listing_bytes".into(),
+                "must be at least 1 byte".into(),
             ));
         }
         for (key, patterns) in [

@@ -136,7 +136,11 @@ impl LiveMigration {
     /// destination.
     pub fn peer(&self) -> Option<PeerClient> {
         match &self.role {
-            Role::Destination { source } => Some(PeerClient::new(source, self.peer_token.clone())),
+            Role::Destination { source } => Some(PeerClient::new(
+                source,
+                self.peer_token.clone(),
+                peer::PeerLimits::from(&self.config),
+            )),
             _ => None,
         }
     }

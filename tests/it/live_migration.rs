@@ -1175,6 +1175,7 @@ async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
 fn listed_as(path: &Path) -> drover::livemigration::copy::RemoteFile {
     let meta = std::fs::metadata(path).unwrap();
     drover::livemigration::copy::RemoteFile {
+        mode: None,
         file_url: String::new(),
         size: meta.len(),
         file_type: "FILE".into(),

@@ -161,7 +161,7 @@ pub async fn cancel_copy(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<DataCopyTaskView>, ApiError> {
-    let task = tasks::cancel_copy(&state.jobs, &id)?;
+    let task = tasks::cancel_copy(&state.jobs, &id).await?;
     Ok(Json(copy_view(&state, task)))
 }
 
