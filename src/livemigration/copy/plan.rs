@@ -218,3 +218,42 @@ pub async fn differing(
     }
     Ok(stale)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::livemigration::files::{DirType, Entry};
+
+    fn files(n: usize) -> Vec<Entry> {
+        (0..n)
+            .map(|i| Entry {
+                dir_type: DirType::Data,
+                dir_index: 0,
+                path: format!("ks/t-1/nb-{i}-big-Data.db"),
+                size: 1,
+                is_dir: false,
+                modified_ms: 0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn mass_deletions_need_the_flag() {
+        let limits = PlanLimits::default();
+        let allowed = PlanLimits {
+            allow_mass_deletion: true,
+            ..limits
+        };
+        // Half of ten is allowed; more is not, nor every file, however few.
+        assert!(check_deletions(&files(10), 5, limits).is_ok());
+        assert!(check_deletions(&files(10), 6, limits).is_err());
+        assert!(check_deletions(&files(1), 1, limits).is_err());
+        assert!(check_deletions(&files(1), 1, allowed).is_ok());
+        assert!(check_deletions(&files(0), 0, limits).is_ok());
+        let strict = PlanLimits {
+            max_delete_share: 0.0,
+            ..limits
+        };
+        assert!(check_deletions(&files(100), 1, strict).is_err());
+    }
+}
