@@ -486,6 +486,13 @@ fn staging_files(root: &Path) -> Vec<PathBuf> {
 async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     let src = SourceNode::new("");
     let mut files = fill_source(src.root());
+    use std::os::unix::fs::PermissionsExt;
+    let private = "hints/node-1.hints";
+    std::fs::set_permissions(
+        src.root().join(private),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
     let source = src.start().await;
     let home = Home::new();
     let dst = destination(&home, &src.addr, "").await;
@@ -528,6 +535,13 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     assert_eq!(iterations[0]["filesDownloaded"], files.len());
     assert_eq!(iterations.last().unwrap()["state"], "SUCCESS");
     same_tree(src.root(), home.path(), &files);
+    // File modes come with the files (the source lists them).
+    let mode = |p: std::path::PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(home.path().join(private)), 0o600);
+    assert_eq!(
+        mode(home.path().join(&files[0].0)),
+        mode(src.root().join(&files[0].0))
+    );
     assert!(!home.path().join("data0/ks/t-1/snapshots").exists());
     assert!(home.path().join("saved_caches").is_dir());
 

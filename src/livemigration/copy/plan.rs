@@ -233,6 +233,7 @@ mod tests {
                 size: 1,
                 is_dir: false,
                 modified_ms: 0,
+                mode: 0o644,
             })
             .collect()
     }
