@@ -220,4 +220,30 @@ mod tests {
         );
         assert_eq!(config.role("127.0.0.2:9043"), Role::None);
     }
+
+    #[test]
+    fn destination_bounds_are_checked() {
+        assert!(LiveMigrationConfig::default().validate().is_ok());
+        let key = |f: &dyn Fn(&mut LiveMigrationConfig)| {
+            let mut c = LiveMigrationConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err().0
+        };
+        assert_eq!(
+            key(&|c| c.max_delete_share = 1.5),
+            "live_migration.max_delete_share"
+        );
+        assert_eq!(
+            key(&|c| c.peer_read_timeout = Duration::ZERO),
+            "live_migration.peer_read_timeout"
+        );
+        assert_eq!(
+            key(&|c| c.max_listed_files = 0),
+            "live_migration.max_listed_files"
+        );
+        assert_eq!(
+            key(&|c| c.max_listing_bytes = ByteSize::b(0)),
+            "live_migration.max_listing_bytes"
+        );
+    }
 }

@@ -463,6 +463,7 @@ async fn an_empty_listing_deletes_nothing_without_allow_mass_deletion() {
     // Asked explicitly: the destination follows its source.
     let task = run_task(&dst, json!({"allowMassDeletion": true})).await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}");
+    assert_eq!(task["allowMassDeletion"], true, "{task:#}");
     for name in mine {
         assert!(!dir.join(name).exists(), "{name} was kept");
     }
