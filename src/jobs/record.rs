@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// `QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED`; a job that was queued or running when
 /// the daemon stopped (shutdown, crash, `kill -9`) is `INTERRUPTED`, and resuming it makes it
-/// `QUEUED` again.
+/// `QUEUED` again — unless an operator had cancelled it: then it is `CANCELLED`.
 #[derive(
     Debug,
     Clone,
