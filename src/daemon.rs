@@ -173,6 +173,7 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
     if live.enabled() && live.role != crate::config::Role::None {
         tracing::info!(role = ?live.role, "live migration enabled");
     }
+    crate::livemigration::tasks::sweep_staging(&jobs, &live).await;
     let state = app_state(config.clone(), jobs.clone(), live);
     if config.jobs.resume_interrupted {
         crate::kinds::resume_interrupted(&state.services());

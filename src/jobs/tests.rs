@@ -313,3 +313,55 @@ async fn delete_forgets_ended_jobs_only() {
     let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
     assert!(reg.list(None).is_empty());
 }
+
+/// Waits until job `id` runs (however loaded the machine is).
+async fn until_running(reg: &JobRegistry, id: &str) {
+    while reg.get(id).unwrap().state != JobState::Running {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A job that does not stop when asked (a call stuck on a silent peer).
+async fn stubborn(_: JobHandle) -> JobResult {
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_cancel_answered_is_not_lost_when_the_process_ends_first() {
+    let dir = tempfile::tempdir().unwrap();
+    // Killed (no shutdown) while a cancelled job has not stopped yet.
+    let killed = {
+        let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+        let job = reg
+            .submit("test", serde_json::Value::Null, stubborn)
+            .await
+            .unwrap();
+        until_running(&reg, &job.id).await;
+        let cancelled = reg.cancel_recorded(&job.id).await.unwrap();
+        assert_eq!(cancelled.state, JobState::Running);
+        assert!(read_record(dir.path(), &job.id).cancel_requested);
+        std::mem::forget(reg);
+        job.id
+    };
+    // Shut down while a cancelled job has not stopped within the timeout.
+    let timed_out = {
+        let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+        let job = reg
+            .submit("test", serde_json::Value::Null, stubborn)
+            .await
+            .unwrap();
+        until_running(&reg, &job.id).await;
+        reg.cancel(&job.id).unwrap();
+        assert_eq!(reg.shutdown(Duration::from_millis(200)).await, 1);
+        assert_eq!(reg.get(&job.id).unwrap().state, JobState::Cancelled);
+        job.id
+    };
+    let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+    for id in [&killed, &timed_out] {
+        assert_eq!(reg.get(id).unwrap().state, JobState::Cancelled, "{id}");
+        assert_eq!(read_record(dir.path(), id).state, JobState::Cancelled);
+        let again = reg.resume(id, |_| async { Ok(()) }).await.unwrap_err();
+        assert!(matches!(again, JobError::WrongState { .. }));
+    }
+}

@@ -151,6 +151,7 @@ impl LiveMigration {
                 self.peer_tls
                     .as_ref()
                     .map(crate::tls::PeerTls::client_config),
+                peer::PeerLimits::from(&self.config),
             )),
             _ => None,
         }

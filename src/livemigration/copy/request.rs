@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use crate::livemigration::LiveMigrationError;
 use crate::livemigration::digest::Algorithm;
 
-/// A data-copy task request (Sidecar's fields, plus drover's `verifyDigest` and
-/// `maxBytesPerSecond`).
+/// A data-copy task request (Sidecar's fields, plus drover's `verifyDigest`,
+/// `maxBytesPerSecond` and `allowMassDeletion`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CopyRequest {
@@ -24,6 +24,11 @@ pub struct CopyRequest {
     /// drover: most bytes per second downloaded, all files together (unset: no limit).
     #[serde(default)]
     pub max_bytes_per_second: Option<u64>,
+    /// drover: let an iteration delete more than `live_migration.max_delete_share` of the
+    /// destination's files, or all of them (default false: such a plan fails the task, since
+    /// an empty or truncated listing from the source would otherwise wipe the node).
+    #[serde(default)]
+    pub allow_mass_deletion: bool,
 }
 
 /// The most passes of a data-copy task.
@@ -155,6 +160,7 @@ mod tests {
             max_concurrency: 4,
             verify_digest: Some("xxh3".into()),
             max_bytes_per_second: None,
+            allow_mass_deletion: false,
         };
         assert_eq!(ok.check().unwrap(), Some(Algorithm::Xxh3));
         let bad = |f: &dyn Fn(&mut CopyRequest)| {
