@@ -16,6 +16,19 @@ async fn until_cancelled(h: JobHandle) -> JobResult {
     Err(JobFailure::Stopped)
 }
 
+/// The record on disk once it satisfies `ok`: the registry writes in the background, so what a
+/// test expects reaches the disk a moment after memory, later still on a loaded machine.
+async fn record_on_disk(dir: &Path, id: &str, ok: impl Fn(&JobRecord) -> bool) -> JobRecord {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let record = read_record(dir, id);
+        if ok(&record) || tokio::time::Instant::now() > deadline {
+            return record;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn read_record(dir: &Path, id: &str) -> JobRecord {
     let bytes = std::fs::read(dir.join(format!("{id}.json"))).unwrap();
     serde_json::from_slice(&bytes).unwrap()
@@ -43,7 +56,7 @@ async fn successful_job_records_progress_and_end() {
     assert_eq!(done.attempts, 1);
     assert!(done.started_at.is_some() && done.ended_at.is_some());
     // What is on disk is what the API shows.
-    assert_eq!(read_record(dir.path(), &job.id), done);
+    assert_eq!(record_on_disk(dir.path(), &job.id, |r| *r == done).await, done);
 }
 
 #[tokio::test]
@@ -116,8 +129,11 @@ async fn a_process_that_dies_leaves_interrupted_jobs_that_can_resume() {
             .await
             .unwrap();
         // Let the progress flush reach the disk, then vanish without any shutdown, as kill -9.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(read_record(dir.path(), &job.id).state, JobState::Running);
+        let on_disk = record_on_disk(dir.path(), &job.id, |r| {
+            r.state == JobState::Running && r.progress.get("rows").is_some()
+        })
+        .await;
+        assert_eq!(on_disk.state, JobState::Running);
         std::mem::forget(reg);
         job.id
     };
