@@ -2,9 +2,11 @@
 //! listing (minus [`Exclusions`]), and the resolution of a requested path that never leaves its
 //! directory.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 use std::time::UNIX_EPOCH;
 
+use super::LiveMigrationError;
+use super::beneath::{self, BeneathError};
 use super::exclusions::Exclusions;
 pub use super::roots::{DirType, Roots};
 
@@ -134,15 +136,16 @@ pub enum PathError {
     NotFound(String),
 }
 
-/// The file a request names, checked: it exists, is a regular file inside its directory once
-/// every link is resolved, and is not excluded. Blocking.
+/// The file a request names, opened: a regular file inside its directory reached through no
+/// symbolic link (see [`super::beneath`]: the open is the check, so swapping a directory
+/// for a link meanwhile cannot redirect it), not excluded. Blocking.
 pub fn resolve(
     roots: &Roots,
     exclusions: &Exclusions,
     dir_type: &str,
     dir_index: &str,
     path: &str,
-) -> Result<PathBuf, PathError> {
+) -> Result<std::fs::File, LiveMigrationError> {
     let t = DirType::parse(dir_type).ok_or_else(|| {
         PathError::Invalid(format!(
             "unknown directory type {dir_type:?}; expected data, commitlog, hints, saved_caches, cdc_raw or local_system_data"
@@ -157,19 +160,21 @@ pub fn resolve(
         ))
     })?;
     check_relative(path)?;
-    let full = root.join(path);
     let not_found = || PathError::NotFound(format!("no file {dir_type}/{index}/{path}"));
-    let real = full.canonicalize().map_err(|_| not_found())?;
-    let real_root = root.canonicalize().map_err(|_| not_found())?;
-    if !real.starts_with(&real_root) {
-        return Err(PathError::Outside(format!(
-            "{dir_type}/{index}/{path} leads outside its directory"
-        )));
+    // With no link below the root, the lexical path is the real one: exclusions match it.
+    let full = root.join(path);
+    if path.ends_with(PART_SUFFIX) || exclusions.excludes_file(&full, root) {
+        return Err(not_found().into());
     }
-    if !real.is_file() || path.ends_with(PART_SUFFIX) || exclusions.excludes_file(&full, root) {
-        return Err(not_found());
+    match beneath::open_file(root, path) {
+        Ok(file) => Ok(file),
+        Err(BeneathError::NotFound) => Err(not_found().into()),
+        Err(BeneathError::Outside) => Err(PathError::Outside(format!(
+            "{dir_type}/{index}/{path} leads through a symbolic link or outside its directory"
+        ))
+        .into()),
+        Err(BeneathError::Io(e)) => Err(LiveMigrationError::reading(e)),
     }
-    Ok(real)
 }
 
 /// Checks a path below a directory: relative, no `..`, no empty or `.` segments.
@@ -180,6 +185,12 @@ pub fn check_relative(path: &str) -> Result<(), PathError> {
     }
     if p.is_absolute() || path.starts_with('/') {
         return Err(PathError::Invalid(format!("{path:?} is absolute")));
+    }
+    // `Path::components` would quietly drop empty and `.` segments: look at the text.
+    if path.split('/').any(|c| c.is_empty() || c == ".") {
+        return Err(PathError::Invalid(format!(
+            "{path:?} is not a plain relative path"
+        )));
     }
     for c in p.components() {
         match c {
@@ -228,9 +239,14 @@ mod tests {
             .unwrap();
         std::os::unix::fs::symlink(tmp.path().join("data0/ks"), tmp.path().join("data1/inner"))
             .unwrap();
-        let ok = resolve(&r, &x, "data", "0", "ks/t-1/nb-1-big-Data.db").unwrap();
-        assert!(ok.ends_with("nb-1-big-Data.db"));
-        let err = |t: &str, i: &str, p: &str| resolve(&r, &x, t, i, p).unwrap_err();
+        let mut ok = resolve(&r, &x, "data", "0", "ks/t-1/nb-1-big-Data.db").unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut ok, &mut text).unwrap();
+        assert_eq!(text, "data");
+        let err = |t: &str, i: &str, p: &str| match resolve(&r, &x, t, i, p) {
+            Err(LiveMigrationError::Path(e)) => e,
+            other => panic!("{t}/{i}/{p}: {other:?}"),
+        };
         assert!(matches!(
             err("data", "0", "../secret"),
             PathError::Invalid(_)
@@ -299,11 +315,11 @@ mod tests {
         );
         assert!(matches!(
             resolve(&r, &x, "data", "0", "ks/t-1/snapshots/s1/nb-1-big-Data.db"),
-            Err(PathError::NotFound(_))
+            Err(LiveMigrationError::Path(PathError::NotFound(_)))
         ));
         assert!(matches!(
             resolve(&r, &x, "commitlog", "0", "heapdump.hprof"),
-            Err(PathError::NotFound(_))
+            Err(LiveMigrationError::Path(PathError::NotFound(_)))
         ));
         assert!(check_pattern("glob:${NOPE}/x").is_err());
         assert!(check_pattern("find:x").is_err());

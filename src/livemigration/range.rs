@@ -1,6 +1,8 @@
 //! Single byte ranges of `Range` request headers (RFC 9110): `bytes=a-b`, `bytes=a-`,
 //! `bytes=-n`. Several ranges in one request are not served (the whole file is sent instead, as
-//! the RFC allows).
+//! the RFC allows). And the validators that `If-Range` compares.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// What a `Range` header asks of a file of a given length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +69,69 @@ pub fn parse(header: Option<&str>, len: u64) -> RangeRequest {
             _ => RangeRequest::Whole,
         },
         (true, true) => RangeRequest::Whole,
+    }
+}
+
+/// What tells one version of a file from another, for `ETag`, `Last-Modified` and
+/// `If-Range`: the entity tag is made of the size and the modification time to the
+/// nanosecond (SSTables are written once, so either changes when the content does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Validator {
+    /// The strong entity tag, quotes included.
+    pub etag: String,
+    /// The modification time, kept between the epoch and the year 9999 (what an HTTP date
+    /// can say).
+    pub modified: SystemTime,
+}
+
+/// The latest time an HTTP date can name: 9999-12-31T23:59:59Z.
+const LAST_HTTP_DATE: Duration = Duration::from_secs(253_402_300_799);
+
+impl Validator {
+    /// The validator of a file of `len` bytes modified at `modified`.
+    pub fn new(len: u64, modified: SystemTime) -> Self {
+        let since = modified
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .min(LAST_HTTP_DATE);
+        Self {
+            etag: format!(
+                "\"{len:x}-{:x}.{:x}\"",
+                since.as_secs(),
+                since.subsec_nanos()
+            ),
+            modified: UNIX_EPOCH + since,
+        }
+    }
+
+    /// The validator of a file as its metadata describes it.
+    pub fn of(meta: &std::fs::Metadata) -> Self {
+        Self::new(meta.len(), meta.modified().unwrap_or(UNIX_EPOCH))
+    }
+
+    /// `Last-Modified`, an HTTP date (whole seconds).
+    pub fn last_modified(&self) -> String {
+        httpdate::fmt_http_date(self.modified)
+    }
+
+    /// Whether an `If-Range` value names this version, `now` being the current time. An
+    /// entity tag must be equal (a weak one never matches, RFC 9110 §13.1.5). A date must be
+    /// this `Last-Modified` exactly, and the file must have been modified over a second ago:
+    /// a date has whole seconds, so a change within that second would go unseen.
+    pub fn matches(&self, if_range: &str, now: SystemTime) -> bool {
+        let value = if_range.trim();
+        if value.starts_with('"') {
+            return value == self.etag;
+        }
+        if value.starts_with("W/") {
+            return false;
+        }
+        let Ok(date) = httpdate::parse_http_date(value) else {
+            return false;
+        };
+        let modified = self.modified.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let whole_seconds = UNIX_EPOCH + Duration::from_secs(modified.as_secs());
+        date == whole_seconds && now >= whole_seconds + Duration::from_secs(1)
     }
 }
 

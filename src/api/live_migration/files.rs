@@ -12,6 +12,7 @@ use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorBody};
 use crate::livemigration::LiveMigrationError;
 use crate::livemigration::digest::Algorithm;
+use crate::livemigration::range::Validator;
 use crate::livemigration::serve::{self, FileBytes, ServedBytes};
 
 /// One file or directory of the node.
@@ -84,8 +85,11 @@ pub struct DigestResponse {
 }
 
 /// Streams one file of the node, or its digest with `?digestAlgorithm=`. A single `Range`
-/// (`bytes=a-b`, `bytes=a-`, `bytes=-n`) gets 206, an unsatisfiable one 416. Source only;
-/// refused once the migration is COMPLETED.
+/// (`bytes=a-b`, `bytes=a-`, `bytes=-n`) gets 206, an unsatisfiable one 416. With
+/// `If-Range` (the `ETag` or `Last-Modified` this route sent), the range is served only if
+/// the file has not changed since; otherwise the whole file comes with 200. A symbolic link
+/// anywhere in the path is refused (403). Source only; refused once the migration is
+/// COMPLETED.
 #[utoipa::path(
     get,
     path = "/api/v1/live-migration/files/{dirType}/{dirIndex}/{*path}",
@@ -95,13 +99,16 @@ pub struct DigestResponse {
         ("dirIndex" = usize, Path, description = "Index of the directory among those of its type"),
         ("path" = String, Path, description = "Path below the directory"),
         ("Range" = Option<String>, Header, description = "One byte range"),
+        ("If-Range" = Option<String>, Header, description = "An `ETag` or `Last-Modified` value: the range only if the file is still that version, else the whole file"),
         DigestQuery,
     ),
     responses(
-        (status = 200, description = "The file", content_type = "application/octet-stream"),
-        (status = 206, description = "The range", content_type = "application/octet-stream"),
+        (status = 200, description = "The file", content_type = "application/octet-stream",
+            headers(("ETag" = String, description = "The file's version: size and modification time"), ("Last-Modified" = String, description = "The file's modification time"))),
+        (status = 206, description = "The range", content_type = "application/octet-stream",
+            headers(("ETag" = String, description = "The file's version: size and modification time"), ("Last-Modified" = String, description = "The file's modification time"))),
         (status = 400, description = "Bad type, index or path (`..`, absolute)", body = ErrorBody),
-        (status = 403, description = "The path leads outside its directory", body = ErrorBody),
+        (status = 403, description = "The path leads through a symbolic link or outside its directory", body = ErrorBody),
         (status = 404, description = "Missing or excluded", body = ErrorBody),
         (status = 409, description = "The migration is COMPLETED", body = ErrorBody),
         (status = 416, description = "Range not satisfiable", body = ErrorBody),
@@ -133,26 +140,36 @@ pub async fn file(
         })
         .into_response());
     }
-    let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
     let FileBytes {
         reader,
         start,
         count,
         len,
         whole,
+        validator,
         permit,
-    } = match served.read(range).await? {
+    } = match served
+        .read(text(header::RANGE), text(header::IF_RANGE))
+        .await?
+    {
         ServedBytes::Bytes(bytes) => bytes,
-        ServedBytes::Unsatisfiable { len } => {
+        ServedBytes::Unsatisfiable { len, validator } => {
             let mut response = ApiError::new(
                 StatusCode::RANGE_NOT_SATISFIABLE,
                 format!("the range lies outside the file ({len} bytes)"),
             )
             .into_response();
-            response.headers_mut().insert(
+            let h = response.headers_mut();
+            h.insert(
                 header::CONTENT_RANGE,
                 HeaderValue::from_str(&format!("bytes */{len}")).expect("ascii"),
             );
+            insert_validator(h, &validator);
             return Ok(response);
         }
     };
@@ -171,7 +188,9 @@ pub async fn file(
         .status(status)
         .header(header::CONTENT_TYPE, "application/octet-stream")
         .header(header::CONTENT_LENGTH, count)
-        .header(header::ACCEPT_RANGES, "bytes");
+        .header(header::ACCEPT_RANGES, "bytes")
+        .header(header::ETAG, &validator.etag)
+        .header(header::LAST_MODIFIED, validator.last_modified());
     if status == StatusCode::PARTIAL_CONTENT {
         response = response.header(
             header::CONTENT_RANGE,
@@ -179,6 +198,12 @@ pub async fn file(
         );
     }
     Ok(response.body(body).expect("valid response"))
+}
+
+fn insert_validator(headers: &mut HeaderMap, validator: &Validator) {
+    let value = |s: &str| HeaderValue::from_str(s).expect("validators are ASCII");
+    headers.insert(header::ETAG, value(&validator.etag));
+    headers.insert(header::LAST_MODIFIED, value(&validator.last_modified()));
 }
 
 /// One digest over the node's file list.
