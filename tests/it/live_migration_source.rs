@@ -2,28 +2,33 @@
 //! daemon while it serves (directories swapped for links), `If-Range` validators, the bound
 //! on concurrent listings, and the switch that closes the routes by itself.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use futures::StreamExt;
-use serde_json::Value;
+use serde_json::{Value, json};
 use test_support::{Daemon, Home};
 
 use crate::live_migration::{free_port, node_dirs};
 
-/// A source daemon serving the directories under its home, with `extra` appended to its
-/// `live_migration` section.
-async fn source(home: &Home, extra: &str) -> Daemon {
+/// The config of a source daemon serving the directories under its home, live migration on
+/// at start or not, with `extra` appended to its `live_migration` section.
+fn source_config(home: &Home, enabled: bool, extra: &str) -> PathBuf {
     let addr = format!("127.0.0.1:{}", free_port());
-    let config = home.write_config_at(
+    home.write_config_at(
         &addr,
         &format!(
-            "{}live_migration:\n  enabled: true\n  migration_map:\n    \"{addr}\": \"destination:1\"\n{extra}",
+            "{}live_migration:\n  enabled: {enabled}\n  migration_map:\n    \"{addr}\": \"destination:1\"\n{extra}",
             node_dirs(home.path())
         ),
-    );
-    Daemon::start_with(home, &config).await
+    )
+}
+
+/// A source daemon with live migration on.
+async fn source(home: &Home, extra: &str) -> Daemon {
+    Daemon::start_with(home, &source_config(home, true, extra)).await
 }
 
 fn write(path: &Path, bytes: &[u8]) {
@@ -258,4 +263,111 @@ async fn if_range_serves_the_range_only_for_the_same_version() {
     // Without If-Range a range is a range.
     let (status, _, body) = get_range(&daemon, "bytes=0-9", None).await;
     assert_eq!((status, body), (206, v2[..10].to_vec()));
+}
+
+async fn switch(daemon: &Daemon, body: Value) -> (u16, Value) {
+    let res = daemon
+        .client()
+        .put(daemon.url(ADMIN))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    test_support::json_of(res).await
+}
+
+const ADMIN: &str = "/api/v1/admin/live-migration";
+const LIST: &str = "/api/v1/live-migration/files";
+
+/// An operator opens a node for a while: the routes close by themselves at the expiry (also
+/// across a restart), the admin view shows it, and expiries in the past, too far ahead or
+/// malformed are refused without changing anything.
+#[tokio::test]
+async fn a_switch_with_an_expiry_closes_the_routes_by_itself() {
+    let home = Home::new();
+    write(&home.path().join("data0/ks/t-1/nb-1-big-Data.db"), b"x");
+    let config = source_config(&home, false, "");
+    let daemon = Daemon::start_with(&home, &config).await;
+    assert_eq!(daemon.get(LIST).await.0, 404);
+
+    let past = (chrono::Utc::now() - chrono::Duration::minutes(1)).to_rfc3339();
+    let far = (chrono::Utc::now() + chrono::Duration::days(8)).to_rfc3339();
+    for body in [
+        json!({"enabled": true, "until": past}),
+        json!({"enabled": true, "until": far}),
+        json!({"enabled": true, "until": "tomorrow"}),
+        json!({"enabled": true, "for": "8days"}),
+        json!({"enabled": true, "for": "0s"}),
+        json!({"enabled": true, "for": "soon"}),
+        json!({"enabled": true, "for": "1h", "until": far}),
+        json!({"enabled": false, "for": "1h"}),
+    ] {
+        let (status, e) = switch(&daemon, body.clone()).await;
+        assert_eq!(
+            (status, e["code"].clone()),
+            (400, json!(400)),
+            "{body}: {e}"
+        );
+        assert_eq!(daemon.get(LIST).await.0, 404, "{body} changed nothing");
+    }
+
+    // Open for an hour: the routes answer, the view names the expiry.
+    let hour = chrono::Utc::now() + chrono::Duration::hours(1);
+    let (status, view) = switch(
+        &daemon,
+        json!({"enabled": true, "until": hour.to_rfc3339()}),
+    )
+    .await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["enabled"], true, "{view}");
+    let until: chrono::DateTime<chrono::Utc> = view["until"].as_str().unwrap().parse().unwrap();
+    assert_eq!(until.timestamp_millis(), hour.timestamp_millis());
+    assert_eq!(daemon.get(LIST).await.0, 200);
+
+    // Open for 2 seconds: closed by itself afterwards.
+    let (status, view) = switch(&daemon, json!({"enabled": true, "for": "2s"})).await;
+    assert_eq!(status, 200, "{view}");
+    let until: chrono::DateTime<chrono::Utc> = view["until"].as_str().unwrap().parse().unwrap();
+    assert!(
+        until > chrono::Utc::now() - chrono::Duration::seconds(2),
+        "{view}"
+    );
+    let closed = test_support::poll(Duration::from_secs(60), async || {
+        match daemon.get(LIST).await {
+            (404, body) => Ok(body),
+            other => Err(other),
+        }
+    })
+    .await
+    .expect("the routes close after the expiry");
+    assert!(chrono::Utc::now() >= until, "closed before {until}");
+    assert_eq!(closed["code"], 404, "{closed}");
+    for path in [
+        "/api/v1/live-migration/status",
+        "/api/v1/live-migration/files-digest",
+        FILE,
+    ] {
+        assert_eq!(daemon.get(path).await.0, 404, "{path}");
+    }
+    let (_, view) = daemon.get(ADMIN).await;
+    assert_eq!(view["enabled"], false, "{view}");
+    assert_eq!(
+        view["until"],
+        until.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+    );
+
+    // A restart does not reopen them.
+    drop(daemon);
+    let daemon = Daemon::start_with(&home, &config).await;
+    assert_eq!(daemon.get(LIST).await.0, 404);
+    let (_, view) = daemon.get(ADMIN).await;
+    assert_eq!(view["enabled"], false, "{view}");
+    // Switched on without expiry: open until switched off, the expiry gone.
+    let (status, view) = switch(&daemon, json!({"enabled": true})).await;
+    assert_eq!(
+        (status, view["until"].clone()),
+        (200, Value::Null),
+        "{view}"
+    );
+    assert_eq!(daemon.get(LIST).await.0, 200);
 }
