@@ -35,6 +35,14 @@ pub struct LiveMigrationConfig {
     /// token is never logged. A relative path is taken from the working directory. Default:
     /// no token.
     pub peer_token_file: Option<std::path::PathBuf>,
+    /// Most file listings (`GET /api/v1/live-migration/files` and `/files-digest`) built at
+    /// once: each walks every directory and holds one entry per file, so a burst of them
+    /// must not take the daemon's memory. Default 4, at most 256.
+    pub max_concurrent_listings: usize,
+    /// How long a listing beyond `max_concurrent_listings` waits for a turn before it is
+    /// answered 503 with `Retry-After`. Default `10s`, at most `5m`.
+    #[serde(with = "humantime_serde")]
+    pub listing_wait: std::time::Duration,
 }
 
 impl Default for LiveMigrationConfig {
@@ -47,6 +55,8 @@ impl Default for LiveMigrationConfig {
             dirs_to_exclude: Vec::new(),
             max_concurrent_file_requests: 20,
             peer_token_file: None,
+            max_concurrent_listings: 4,
+            listing_wait: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -103,6 +113,21 @@ impl LiveMigrationConfig {
             return Err((
                 "live_migration.max_concurrent_file_requests".into(),
                 "must be at least 1".into(),
+            ));
+        }
+        if !(1..=256).contains(&self.max_concurrent_listings) {
+            return Err((
+                "live_migration.max_concurrent_listings".into(),
+                format!(
+                    "must be between 1 and 256, not {}",
+                    self.max_concurrent_listings
+                ),
+            ));
+        }
+        if self.listing_wait > std::time::Duration::from_secs(300) {
+            return Err((
+                "live_migration.listing_wait".into(),
+                "must be at most 5m".into(),
             ));
         }
         for (key, patterns) in [

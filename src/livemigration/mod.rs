@@ -86,6 +86,8 @@ pub struct LiveMigration {
     pub exclusions: Exclusions,
     /// File requests served at once.
     pub file_requests: Arc<tokio::sync::Semaphore>,
+    /// Listings built at once.
+    pub listings: Arc<tokio::sync::Semaphore>,
     /// The bearer token this destination sends to its source (`peer_token_file`).
     peer_token: Option<secrecy::SecretString>,
     /// Held while a data-copy task is checked for admission and submitted.
@@ -131,6 +133,7 @@ impl LiveMigration {
             roots,
             exclusions,
             file_requests: Arc::new(tokio::sync::Semaphore::new(lm.max_concurrent_file_requests)),
+            listings: Arc::new(tokio::sync::Semaphore::new(lm.max_concurrent_listings)),
             copy_admission: tokio::sync::Mutex::new(()),
             enabled: AtomicBool::new(persisted.enabled.unwrap_or(lm.enabled)),
             enabled_until_ms: AtomicI64::new(until_ms(persisted.enabled_until)),

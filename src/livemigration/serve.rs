@@ -45,14 +45,28 @@ impl LiveMigration {
             }
     }
 
-    /// Every file and directory of the node's configured directories, minus exclusions.
-    pub async fn list_files(&self) -> Result<Vec<Entry>, LiveMigrationError> {
+    /// Every file and directory of the node's configured directories, minus exclusions, once
+    /// a listing slot is free (waiting at most `listing_wait`). The slot comes with the
+    /// entries: whoever sends them keeps it until the last is sent, so that at most
+    /// `max_concurrent_listings` lists are in memory at once.
+    pub async fn list_files(&self) -> Result<Listing, LiveMigrationError> {
+        let busy = || LiveMigrationError::TooManyListings {
+            limit: self.config.max_concurrent_listings,
+        };
+        let permit = tokio::time::timeout(
+            self.config.listing_wait,
+            self.listings.clone().acquire_owned(),
+        )
+        .await
+        .map_err(|_| busy())?
+        .map_err(|_| busy())?;
         let roots = self.roots.clone();
         let exclusions = self.exclusions.clone();
-        tokio::task::spawn_blocking(move || files::list(&roots, &exclusions))
+        let entries = tokio::task::spawn_blocking(move || files::list(&roots, &exclusions))
             .await
             .expect("listing does not panic")
-            .map_err(LiveMigrationError::Listing)
+            .map_err(LiveMigrationError::Listing)?;
+        Ok(Listing { entries, permit })
     }
 
     /// Admits a request for one file (`dirType`, `dirIndex`, path as the URL has them): the
@@ -81,6 +95,14 @@ impl LiveMigration {
         .expect("resolving does not panic")?;
         Ok(ServedFile { file, permit })
     }
+}
+
+/// The node's files, with the listing slot they hold.
+pub struct Listing {
+    /// Sorted by type, index and path.
+    pub entries: Vec<Entry>,
+    /// The slot; to be kept until the entries are sent.
+    pub permit: OwnedSemaphorePermit,
 }
 
 /// A file admitted for serving, already open (it is never opened again by name, so what was

@@ -371,3 +371,139 @@ async fn a_switch_with_an_expiry_closes_the_routes_by_itself() {
     );
     assert_eq!(daemon.get(LIST).await.0, 200);
 }
+
+/// An in-process source whose node directories are under `dir`, with `extra` appended to its
+/// `live_migration` section.
+async fn source_app(dir: &Path, extra: &str) -> test_support::App {
+    test_support::App::new(&format!(
+        "{}live_migration:\n  enabled: true\n  advertise: \"source:1\"\n  migration_map:\n    \"source:1\": \"destination:1\"\n{extra}",
+        node_dirs(dir)
+    ))
+    .await
+}
+
+fn get(path: &str) -> axum::http::Request<axum::body::Body> {
+    axum::http::Request::get(path)
+        .body(axum::body::Body::empty())
+        .unwrap()
+}
+
+/// With every listing slot taken, a listing (or a list digest) waits at most
+/// `listing_wait`, then gets 503 with `Retry-After` in the error shape; one freed within the
+/// wait is taken; health does not queue behind them.
+#[tokio::test]
+async fn listings_beyond_the_limit_wait_then_get_503() {
+    let dir = tempfile::tempdir().unwrap();
+    write(&dir.path().join("data0/ks/t-1/nb-1-big-Data.db"), b"x");
+    let app = source_app(
+        dir.path(),
+        "  max_concurrent_listings: 1\n  listing_wait: 0s\n",
+    )
+    .await;
+    let held = app.live().listings.clone().acquire_owned().await.unwrap();
+    for path in [LIST, "/api/v1/live-migration/files-digest"] {
+        let res = app.response(get(path)).await;
+        assert_eq!(res.status(), 503, "{path}");
+        assert_eq!(res.headers()["retry-after"], "1", "{path}");
+        let body = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let e: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(e["code"], 503, "{e}");
+        assert!(
+            e["message"]
+                .as_str()
+                .unwrap()
+                .contains("max_concurrent_listings"),
+            "{e}"
+        );
+    }
+    assert_eq!(app.get("/api/v1/__health").await.0, 200);
+    drop(held);
+    let (status, list) = app.get(LIST).await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["totalSize"], 1, "{list}");
+
+    // A slot freed while a listing waits goes to it.
+    let app = source_app(
+        dir.path(),
+        "  max_concurrent_listings: 1\n  listing_wait: 5m\n",
+    )
+    .await;
+    let held = app.live().listings.clone().acquire_owned().await.unwrap();
+    let app = Arc::new(app);
+    let waiting = tokio::spawn({
+        let app = app.clone();
+        async move { app.get(LIST).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(held);
+    let (status, list) = waiting.await.unwrap();
+    assert_eq!(status, 200, "{list}");
+}
+
+/// A burst of listings of a node with many files: each is the whole list, byte for byte the
+/// same, or a 503 with `Retry-After`; health answers meanwhile; the slots all come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_of_listings_is_bounded_and_health_still_answers() {
+    let home = Home::new();
+    let files = 10_000;
+    for i in 0..files {
+        write(
+            &home
+                .path()
+                .join(format!("data0/ks/t-{}/nb-{i}-big-Data.db", i % 50)),
+            b"0123456789",
+        );
+    }
+    let daemon = source(&home, "  max_concurrent_listings: 2\n  listing_wait: 0s\n").await;
+    let res = daemon.client().get(daemon.url(LIST)).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let reference = res.bytes().await.unwrap();
+    let list: Value = serde_json::from_slice(&reference).unwrap();
+    assert_eq!(list["totalSize"], files * 10);
+    let listed = list["files"].as_array().unwrap();
+    assert_eq!(
+        listed.iter().filter(|f| f["fileType"] == "FILE").count(),
+        files
+    );
+
+    let burst = futures::stream::iter(0..60)
+        .map(|_| async {
+            let res = daemon.client().get(daemon.url(LIST)).send().await.unwrap();
+            let status = res.status().as_u16();
+            let retry = res.headers().get("retry-after").cloned();
+            (status, retry, res.bytes().await.unwrap())
+        })
+        .buffer_unordered(60)
+        .collect::<Vec<_>>();
+    let health = async {
+        let mut answers = Vec::new();
+        for _ in 0..5 {
+            answers.push(daemon.get("/api/v1/__health").await.0);
+        }
+        answers
+    };
+    let (results, health) = tokio::join!(burst, health);
+    assert_eq!(health, vec![200; 5]);
+    let mut whole = 0;
+    for (status, retry, body) in &results {
+        match status {
+            200 => {
+                assert!(body == &reference, "a listing differs from the others");
+                whole += 1;
+            }
+            503 => {
+                assert_eq!(retry.as_ref().unwrap(), "1");
+                let e: Value = serde_json::from_slice(body).unwrap();
+                assert_eq!(e["code"], 503, "{e}");
+            }
+            other => panic!("unexpected {other}: {}", String::from_utf8_lossy(body)),
+        }
+    }
+    eprintln!("{whole} of {} listings served whole", results.len());
+    // Every slot came back: as many listings as the limit can be held at once again.
+    let res = daemon.client().get(daemon.url(LIST)).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(res.bytes().await.unwrap() == reference);
+}
