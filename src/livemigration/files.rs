@@ -326,4 +326,77 @@ mod tests {
         assert!(check_pattern("regex:(").is_err());
         assert!(check_pattern("glob:${DATA_FILE_DIR}/**/*.tmp").is_ok());
     }
+
+    /// Requests for random paths made of plain names, `..`, `.`, empty segments and links
+    /// (to a file outside, to a directory outside, to a sibling, to a parent) over a real
+    /// tree: whatever resolves is one of the regular files below the root, never reached
+    /// through a link. Both the `openat2` and the component walk are exercised.
+    #[test]
+    fn random_paths_never_leave_the_root() {
+        use proptest::prelude::*;
+        use std::os::unix::fs::{MetadataExt, symlink};
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("data0");
+        touch(&root.join("ks/t/f"), b"in");
+        touch(&root.join("ks/f"), b"in");
+        touch(&tmp.path().join("out/f"), b"out");
+        touch(&tmp.path().join("out/t/f"), b"out");
+        symlink(tmp.path().join("out/f"), root.join("ks/t/link")).unwrap();
+        symlink(tmp.path().join("out"), root.join("ks/dir")).unwrap();
+        symlink("f", root.join("ks/sib")).unwrap();
+        symlink("..", root.join("ks/t/up")).unwrap();
+        symlink("../../..", root.join("ks/t/upup")).unwrap();
+        let inside: std::collections::HashSet<(u64, u64)> =
+            [root.join("ks/t/f"), root.join("ks/f")]
+                .iter()
+                .map(|p| {
+                    let m = std::fs::symlink_metadata(p).unwrap();
+                    (m.dev(), m.ino())
+                })
+                .collect();
+        let r = roots(tmp.path());
+        let x = Exclusions::new(&[], &[], &r).unwrap();
+        let segment = prop_oneof![
+            Just("ks"),
+            Just("t"),
+            Just("f"),
+            Just(".."),
+            Just("."),
+            Just(""),
+            Just("link"),
+            Just("dir"),
+            Just("sib"),
+            Just("up"),
+            Just("upup"),
+            Just("out"),
+        ];
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(2000));
+        runner
+            .run(&proptest::collection::vec(segment, 1..6), |segments| {
+                let path = segments.join("/");
+                if let Ok(file) = resolve(&r, &x, "data", "0", &path) {
+                    let m = file.metadata().unwrap();
+                    prop_assert!(inside.contains(&(m.dev(), m.ino())), "{path} left the root");
+                    prop_assert!(
+                        !segments
+                            .iter()
+                            .any(
+                                |s| ["link", "dir", "sib", "up", "upup", "..", ".", ""].contains(s)
+                            ),
+                        "{path} resolved"
+                    );
+                }
+                for method in [beneath::Method::Openat2, beneath::Method::Walk] {
+                    if let Ok(file) = beneath::open_file_with(&root, &path, method) {
+                        let m = file.metadata().unwrap();
+                        prop_assert!(
+                            inside.contains(&(m.dev(), m.ino())),
+                            "{path} {method:?} left the root"
+                        );
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
 }

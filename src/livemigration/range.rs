@@ -201,4 +201,52 @@ mod tests {
             }
         }
     }
+
+    proptest! {
+        /// Any header at all: no panic, and whatever is accepted lies inside the file.
+        #[test]
+        fn any_header_is_safe(header in "\\PC{0,40}", prefixed in "(bytes=)?[0-9 ,+-]{0,30}", len in 0u64..1_000_000) {
+            for h in [header.as_str(), prefixed.as_str()] {
+                if let RangeRequest::Part { start, end } = parse(Some(h), len) {
+                    prop_assert!(start <= end && end < len, "{h:?} on {len}: {start}-{end}");
+                }
+            }
+        }
+
+        /// A range inside the file, written as a header, reads back as itself; with the
+        /// file's whole length as the end, as the rest of the file.
+        #[test]
+        fn ranges_round_trip(len in 1u64..u64::MAX, a in any::<u64>(), b in any::<u64>()) {
+            let (start, end) = ((a.min(b)) % len, (a.max(b)) % len);
+            let (start, end) = (start.min(end), start.max(end));
+            prop_assert_eq!(
+                parse(Some(&format!("bytes={start}-{end}")), len),
+                RangeRequest::Part { start, end }
+            );
+            prop_assert_eq!(
+                parse(Some(&format!("bytes={start}-")), len),
+                RangeRequest::Part { start, end: len - 1 }
+            );
+            prop_assert_eq!(
+                parse(Some(&format!("bytes=-{}", len - start)), len),
+                RangeRequest::Part { start, end: len - 1 }
+            );
+        }
+
+        /// A validator matches its own ETag and Last-Modified (once over a second old), and
+        /// no other version's tag.
+        #[test]
+        fn validators_match_only_their_version(len in any::<u64>(), secs in 0u64..253_402_300_799, nanos in 0u32..1_000_000_000, other in any::<u64>()) {
+            let modified = UNIX_EPOCH + Duration::new(secs, nanos);
+            let v = Validator::new(len, modified);
+            let later = modified + Duration::from_secs(2);
+            prop_assert!(v.matches(&v.etag, later));
+            prop_assert!(v.matches(&v.last_modified(), later));
+            let weak = format!("W/{}", v.etag);
+            prop_assert!(!v.matches(&weak, later));
+            if other != len {
+                prop_assert!(!v.matches(&Validator::new(other, modified).etag, later));
+            }
+        }
+    }
 }
