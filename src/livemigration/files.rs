@@ -2,8 +2,12 @@
 //! listing (minus [`Exclusions`]), and the resolution of a requested path that never leaves its
 //! directory.
 
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path};
 use std::time::UNIX_EPOCH;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 
 use super::LiveMigrationError;
 use super::beneath::{self, BeneathError};
@@ -58,59 +62,104 @@ pub fn modified_ms(meta: &std::fs::Metadata) -> u64 {
 
 /// Every file and directory below the roots, minus exclusions, symbolic links and downloads in
 /// progress, sorted by type, index and path. Files that vanish while listed (compaction) are
-/// left out. Blocking.
+/// left out. Each directory is opened from its parent's handle without following links, so a
+/// directory swapped for a link while the walk runs is not walked into. Blocking.
 pub fn list(roots: &Roots, exclusions: &Exclusions) -> std::io::Result<Vec<Entry>> {
     let mut out = Vec::new();
     for (dir_type, dir_index, root) in roots.iter() {
-        if !root.is_dir() {
-            continue;
-        }
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            let entries = match std::fs::read_dir(&dir) {
-                Ok(e) => e,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
-            };
-            for entry in entries {
-                let entry = entry?;
-                let path = entry.path();
-                let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                    continue;
-                };
-                let name = entry.file_name();
-                if meta.file_type().is_symlink() || name.to_string_lossy().ends_with(PART_SUFFIX) {
-                    continue;
-                }
-                let rel = relative(root, &path);
-                if meta.is_dir() {
-                    if exclusions.excludes_dir(&path) {
-                        continue;
-                    }
-                    stack.push(path);
-                    out.push(Entry {
-                        dir_type,
-                        dir_index,
-                        path: rel,
-                        size: 0,
-                        is_dir: true,
-                        modified_ms: modified_ms(&meta),
-                    });
-                } else if meta.is_file() && !exclusions.matches_file_pattern(&path) {
-                    out.push(Entry {
-                        dir_type,
-                        dir_index,
-                        path: rel,
-                        size: meta.len(),
-                        is_dir: false,
-                        modified_ms: modified_ms(&meta),
-                    });
-                }
-            }
-        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = match rustix::fs::open(root, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT | Errno::NOTDIR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let mut walk = Walk {
+            root,
+            dir_type,
+            dir_index,
+            exclusions,
+            out: &mut out,
+        };
+        walk.visit(&fd, root)?;
     }
     out.sort_by(|a, b| (a.dir_type, a.dir_index, &a.path).cmp(&(b.dir_type, b.dir_index, &b.path)));
     Ok(out)
+}
+
+/// One root being listed. Directories are visited depth first, so only the handles of the
+/// current path are open at once (not one per pending directory).
+struct Walk<'a> {
+    root: &'a Path,
+    dir_type: DirType,
+    dir_index: usize,
+    exclusions: &'a Exclusions,
+    out: &'a mut Vec<Entry>,
+}
+
+impl Walk<'_> {
+    fn visit(&mut self, fd: &OwnedFd, dir: &Path) -> std::io::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let mut entries = match rustix::fs::Dir::read_from(fd) {
+            Ok(d) => d,
+            Err(Errno::NOENT) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        while let Some(entry) = entries.read() {
+            let entry = entry?;
+            let name = entry.file_name();
+            let bytes = name.to_bytes();
+            if bytes == b"." || bytes == b".." || bytes.ends_with(PART_SUFFIX.as_bytes()) {
+                continue;
+            }
+            let path = dir.join(std::ffi::OsStr::from_bytes(bytes));
+            let Ok(st) = rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            let (size, modified_ms) = size_and_mtime(&st);
+            let entry = |is_dir: bool, size: u64| Entry {
+                dir_type: self.dir_type,
+                dir_index: self.dir_index,
+                path: relative(self.root, &path),
+                size,
+                is_dir,
+                modified_ms,
+            };
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory => {
+                    if self.exclusions.excludes_dir(&path) {
+                        continue;
+                    }
+                    let flags =
+                        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                    let sub = match rustix::fs::openat(fd, name, flags, Mode::empty()) {
+                        Ok(sub) => sub,
+                        // Gone, or replaced by a link or a file since it was looked at.
+                        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => continue,
+                        Err(e) => return Err(e.into()),
+                    };
+                    let e = entry(true, 0);
+                    self.out.push(e);
+                    self.visit(&sub, &path)?;
+                }
+                FileType::RegularFile if !self.exclusions.matches_file_pattern(&path) => {
+                    let e = entry(false, size);
+                    self.out.push(e);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Size and modification time (milliseconds since the epoch) of a `stat`.
+// The field types of `stat` differ between architectures: the casts are needed on some.
+#[allow(clippy::unnecessary_cast)]
+fn size_and_mtime(st: &rustix::fs::Stat) -> (u64, u64) {
+    let secs = st.st_mtime as i64;
+    let nanos = st.st_mtime_nsec as i64;
+    let ms = secs.saturating_mul(1000).saturating_add(nanos / 1_000_000);
+    (st.st_size as u64, u64::try_from(ms).unwrap_or(0))
 }
 
 fn relative(root: &Path, path: &Path) -> String {

@@ -40,8 +40,8 @@ const FILE: &str = "/api/v1/live-migration/files/data/0/ks/t-1/nb-1-big-Data.db"
 
 /// The race the issue measured (4,916 of 20,000 requests served a file outside the tree): a
 /// thread swaps a table directory for a link to a directory outside, and back, as fast as it
-/// can, while requests for a file below it (its bytes and its digest) run concurrently. No
-/// response may carry the outside file.
+/// can, while requests for a file below it (its bytes and its digest) and listings run
+/// concurrently. No response may carry the outside file, nor list a file of the outside.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_directory_swapped_for_a_link_never_serves_the_outside_file() {
     let home = Home::new();
@@ -50,6 +50,7 @@ async fn a_directory_swapped_for_a_link_never_serves_the_outside_file() {
     let table = home.path().join("data0/ks/t-1");
     write(&table.join("nb-1-big-Data.db"), &inside);
     write(&home.path().join("secret/nb-1-big-Data.db"), &outside);
+    write(&home.path().join("secret/OUTSIDE-only-Data.db"), &outside);
     let daemon = source(&home, "  max_concurrent_file_requests: 200\n").await;
     let sha = |b: &[u8]| {
         use sha2::Digest;
@@ -81,15 +82,16 @@ async fn a_directory_swapped_for_a_link_never_serves_the_outside_file() {
     };
 
     let digest_url = format!("{FILE}?digestAlgorithm=sha256");
-    let results: Vec<(u16, Vec<u8>, bool)> = futures::stream::iter(0..4000)
+    // Each request asks for the bytes, the digest (0, 1) or the listing (2) of the tree.
+    let results: Vec<(u16, Vec<u8>, u32)> = futures::stream::iter(0..4500u32)
         .map(|i| {
             let (daemon, digest_url) = (&daemon, &digest_url);
             async move {
-                let digest = i % 2 == 1;
-                let url = if digest { digest_url.as_str() } else { FILE };
+                let kind = i % 3;
+                let url = [FILE, digest_url.as_str(), LIST][kind as usize];
                 let res = daemon.client().get(daemon.url(url)).send().await.unwrap();
                 let status = res.status().as_u16();
-                (status, res.bytes().await.unwrap().to_vec(), digest)
+                (status, res.bytes().await.unwrap().to_vec(), kind)
             }
         })
         .buffer_unordered(48)
@@ -100,26 +102,31 @@ async fn a_directory_swapped_for_a_link_never_serves_the_outside_file() {
     assert!(swaps.load(Ordering::Relaxed) > 0, "the tree never changed");
 
     let mut served = 0;
-    for (status, body, digest) in &results {
+    for (status, body, kind) in &results {
         let text = String::from_utf8_lossy(body);
         assert!(
             !text.contains("OUTSIDE") && !text.contains(&outside_sha),
-            "served the outside file: {status} {text}"
+            "served or listed the outside: {status} {text}"
         );
-        match (status, digest) {
-            (200, false) => assert_eq!(body, &inside),
-            (200, true) => {
+        match (status, kind) {
+            (200, 0) => assert_eq!(body, &inside),
+            (200, 1) => {
                 let d: Value = serde_json::from_slice(body).unwrap();
                 assert_eq!(d["digest"], inside_sha.as_str(), "{d}");
             }
-            // The link was met (403), or the directory was away (404): the error shape.
-            (403 | 404, _) => {
+            (200, _) => {
+                let list: Value = serde_json::from_slice(body).unwrap();
+                assert!(list["files"].is_array(), "{list}");
+            }
+            // The link was met (403), the directory was away (404), or every listing slot
+            // was taken (503): the error shape.
+            (403 | 404, 0 | 1) | (503, 2) => {
                 let e: Value = serde_json::from_slice(body).unwrap();
                 assert_eq!(e["code"], *status, "{e}");
             }
             other => panic!("unexpected {other:?}: {text}"),
         }
-        served += usize::from(*status == 200);
+        served += usize::from(*status == 200 && *kind != 2);
     }
     eprintln!(
         "{served} of {} served, {} swaps",
