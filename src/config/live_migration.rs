@@ -183,4 +183,25 @@ mod tests {
         );
         assert_eq!(config.role("127.0.0.2:9043"), Role::None);
     }
+
+    #[test]
+    fn listing_bounds_are_checked() {
+        let key = |c: LiveMigrationConfig| c.validate().err().map(|(k, _)| k);
+        assert_eq!(key(LiveMigrationConfig::default()), None);
+        for n in [0, 257] {
+            let c = LiveMigrationConfig {
+                max_concurrent_listings: n,
+                ..Default::default()
+            };
+            assert_eq!(
+                key(c).as_deref(),
+                Some("live_migration.max_concurrent_listings")
+            );
+        }
+        let c = LiveMigrationConfig {
+            listing_wait: std::time::Duration::from_secs(301),
+            ..Default::default()
+        };
+        assert_eq!(key(c).as_deref(), Some("live_migration.listing_wait"));
+    }
 }
