@@ -62,6 +62,14 @@ pub struct LiveMigrationConfig {
     /// `allowMassDeletion: true`. It guards against an empty or truncated listing wiping the
     /// node. Default 0.5.
     pub max_delete_share: f64,
+    /// Most file listings (`GET /api/v1/live-migration/files` and `/files-digest`) built at
+    /// once: each walks every directory and holds one entry per file, so a burst of them
+    /// must not take the daemon's memory. Default 4, at most 256.
+    pub max_concurrent_listings: usize,
+    /// How long a listing beyond `max_concurrent_listings` waits for a turn before it is
+    /// answered 503 with `Retry-After`. Default `10s`, at most `5m`.
+    #[serde(with = "humantime_serde")]
+    pub listing_wait: std::time::Duration,
     /// On a destination: talk HTTPS to the source, verifying its certificate against `ca` and
     /// the source's name in `migration_map` (a host name or IP address the certificate must
     /// carry), and present `cert` when the source asks for a client certificate. Default:
@@ -103,6 +111,8 @@ impl Default for LiveMigrationConfig {
             max_listed_files: 1_000_000,
             min_free_disk: ByteSize::gib(1),
             max_delete_share: 0.5,
+            max_concurrent_listings: 4,
+            listing_wait: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -188,6 +198,21 @@ impl LiveMigrationConfig {
             return Err((
                 "live_migration.max_listing_bytes".into(),
                 "must be at least 1 byte".into(),
+            ));
+        }
+        if !(1..=256).contains(&self.max_concurrent_listings) {
+            return Err((
+                "live_migration.max_concurrent_listings".into(),
+                format!(
+                    "must be between 1 and 256, not {}",
+                    self.max_concurrent_listings
+                ),
+            ));
+        }
+        if self.listing_wait > std::time::Duration::from_secs(300) {
+            return Err((
+                "live_migration.listing_wait".into(),
+                "must be at most 5m".into(),
             ));
         }
         for (key, patterns) in [
@@ -276,5 +301,26 @@ mod tests {
             key(&|c| c.max_listing_bytes = ByteSize::b(0)),
             "live_migration.max_listing_bytes"
         );
+    }
+
+    #[test]
+    fn listing_bounds_are_checked() {
+        let key = |c: LiveMigrationConfig| c.validate().err().map(|(k, _)| k);
+        assert_eq!(key(LiveMigrationConfig::default()), None);
+        for n in [0, 257] {
+            let c = LiveMigrationConfig {
+                max_concurrent_listings: n,
+                ..Default::default()
+            };
+            assert_eq!(
+                key(c).as_deref(),
+                Some("live_migration.max_concurrent_listings")
+            );
+        }
+        let c = LiveMigrationConfig {
+            listing_wait: std::time::Duration::from_secs(301),
+            ..Default::default()
+        };
+        assert_eq!(key(c).as_deref(), Some("live_migration.listing_wait"));
     }
 }

@@ -103,7 +103,12 @@ fn hex(bytes: &[u8]) -> String {
 
 /// The digest of a file's content (blocking; 1 MiB reads).
 pub fn of_file(path: &Path, algorithm: Algorithm) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
+    of_reader(std::fs::File::open(path)?, algorithm)
+}
+
+/// The digest of everything `reader` gives (blocking; 1 MiB reads): a file already opened
+/// safely is hashed without being opened again by name.
+pub fn of_reader(mut file: impl Read, algorithm: Algorithm) -> std::io::Result<String> {
     let mut hasher = algorithm.hasher();
     let mut buf = vec![0u8; 1 << 20];
     loop {

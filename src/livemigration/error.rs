@@ -45,6 +45,15 @@ pub enum LiveMigrationError {
         /// The configured limit.
         limit: usize,
     },
+    /// As many listings as `max_concurrent_listings` were being built for all of
+    /// `listing_wait`.
+    #[error(
+        "more than {limit} file listings at once (live_migration.max_concurrent_listings); retry later"
+    )]
+    TooManyListings {
+        /// The configured limit.
+        limit: usize,
+    },
     /// A task needs a destination, and this node is not one.
     #[error("this node is not a live-migration destination")]
     NotDestination,

@@ -2,10 +2,15 @@
 //! listing (minus [`Exclusions`]), and the resolution of a requested path that never leaves its
 //! directory.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Component, Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path};
 use std::time::UNIX_EPOCH;
 
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use super::LiveMigrationError;
+use super::beneath::{self, BeneathError};
 use super::exclusions::Exclusions;
 pub use super::roots::{DirType, Roots};
 
@@ -59,61 +64,105 @@ pub fn modified_ms(meta: &std::fs::Metadata) -> u64 {
 
 /// Every file and directory below the roots, minus exclusions, symbolic links and downloads in
 /// progress, sorted by type, index and path. Files that vanish while listed (compaction) are
-/// left out. Blocking.
+/// left out. Each directory is opened from its parent's handle without following links, so a
+/// directory swapped for a link while the walk runs is not walked into. Blocking.
 pub fn list(roots: &Roots, exclusions: &Exclusions) -> std::io::Result<Vec<Entry>> {
     let mut out = Vec::new();
     for (dir_type, dir_index, root) in roots.iter() {
-        if !root.is_dir() {
-            continue;
-        }
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            let entries = match std::fs::read_dir(&dir) {
-                Ok(e) => e,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
-            };
-            for entry in entries {
-                let entry = entry?;
-                let path = entry.path();
-                let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                    continue;
-                };
-                let name = entry.file_name();
-                if meta.file_type().is_symlink() || name.to_string_lossy().ends_with(PART_SUFFIX) {
-                    continue;
-                }
-                let rel = relative(root, &path);
-                if meta.is_dir() {
-                    if exclusions.excludes_dir(&path) {
-                        continue;
-                    }
-                    stack.push(path);
-                    out.push(Entry {
-                        dir_type,
-                        dir_index,
-                        path: rel,
-                        size: 0,
-                        is_dir: true,
-                        modified_ms: modified_ms(&meta),
-                        mode: meta.permissions().mode() & 0o777,
-                    });
-                } else if meta.is_file() && !exclusions.matches_file_pattern(&path) {
-                    out.push(Entry {
-                        dir_type,
-                        dir_index,
-                        path: rel,
-                        size: meta.len(),
-                        is_dir: false,
-                        modified_ms: modified_ms(&meta),
-                        mode: meta.permissions().mode() & 0o777,
-                    });
-                }
-            }
-        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = match rustix::fs::open(root, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT | Errno::NOTDIR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let mut walk = Walk {
+            root,
+            dir_type,
+            dir_index,
+            exclusions,
+            out: &mut out,
+        };
+        walk.visit(&fd, root)?;
     }
     out.sort_by(|a, b| (a.dir_type, a.dir_index, &a.path).cmp(&(b.dir_type, b.dir_index, &b.path)));
     Ok(out)
+}
+
+/// One root being listed. Directories are visited depth first, so only the handles of the
+/// current path are open at once (not one per pending directory).
+struct Walk<'a> {
+    root: &'a Path,
+    dir_type: DirType,
+    dir_index: usize,
+    exclusions: &'a Exclusions,
+    out: &'a mut Vec<Entry>,
+}
+
+impl Walk<'_> {
+    fn visit(&mut self, fd: &OwnedFd, dir: &Path) -> std::io::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let mut entries = match rustix::fs::Dir::read_from(fd) {
+            Ok(d) => d,
+            Err(Errno::NOENT) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        while let Some(entry) = entries.read() {
+            let entry = entry?;
+            let name = entry.file_name();
+            let bytes = name.to_bytes();
+            if bytes == b"." || bytes == b".." || bytes.ends_with(PART_SUFFIX.as_bytes()) {
+                continue;
+            }
+            let path = dir.join(std::ffi::OsStr::from_bytes(bytes));
+            let Ok(st) = rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            let (size, modified_ms) = size_and_mtime(&st);
+            let entry = |is_dir: bool, size: u64| Entry {
+                dir_type: self.dir_type,
+                dir_index: self.dir_index,
+                path: relative(self.root, &path),
+                size,
+                is_dir,
+                modified_ms,
+                mode: u32::from(st.st_mode) & 0o777,
+            };
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory => {
+                    if self.exclusions.excludes_dir(&path) {
+                        continue;
+                    }
+                    let flags =
+                        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                    let sub = match rustix::fs::openat(fd, name, flags, Mode::empty()) {
+                        Ok(sub) => sub,
+                        // Gone, or replaced by a link or a file since it was looked at.
+                        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => continue,
+                        Err(e) => return Err(e.into()),
+                    };
+                    let e = entry(true, 0);
+                    self.out.push(e);
+                    self.visit(&sub, &path)?;
+                }
+                FileType::RegularFile if !self.exclusions.matches_file_pattern(&path) => {
+                    let e = entry(false, size);
+                    self.out.push(e);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Size and modification time (milliseconds since the epoch) of a `stat`.
+// The field types of `stat` differ between architectures: the casts are needed on some.
+#[allow(clippy::unnecessary_cast)]
+fn size_and_mtime(st: &rustix::fs::Stat) -> (u64, u64) {
+    let secs = st.st_mtime as i64;
+    let nanos = st.st_mtime_nsec as i64;
+    let ms = secs.saturating_mul(1000).saturating_add(nanos / 1_000_000);
+    (st.st_size as u64, u64::try_from(ms).unwrap_or(0))
 }
 
 fn relative(root: &Path, path: &Path) -> String {
@@ -139,15 +188,16 @@ pub enum PathError {
     NotFound(String),
 }
 
-/// The file a request names, checked: it exists, is a regular file inside its directory once
-/// every link is resolved, and is not excluded. Blocking.
+/// The file a request names, opened: a regular file inside its directory reached through no
+/// symbolic link (see [`super::beneath`]: the open is the check, so swapping a directory
+/// for a link meanwhile cannot redirect it), not excluded. Blocking.
 pub fn resolve(
     roots: &Roots,
     exclusions: &Exclusions,
     dir_type: &str,
     dir_index: &str,
     path: &str,
-) -> Result<PathBuf, PathError> {
+) -> Result<std::fs::File, LiveMigrationError> {
     let t = DirType::parse(dir_type).ok_or_else(|| {
         PathError::Invalid(format!(
             "unknown directory type {dir_type:?}; expected data, commitlog, hints, saved_caches, cdc_raw or local_system_data"
@@ -162,19 +212,21 @@ pub fn resolve(
         ))
     })?;
     check_relative(path)?;
-    let full = root.join(path);
     let not_found = || PathError::NotFound(format!("no file {dir_type}/{index}/{path}"));
-    let real = full.canonicalize().map_err(|_| not_found())?;
-    let real_root = root.canonicalize().map_err(|_| not_found())?;
-    if !real.starts_with(&real_root) {
-        return Err(PathError::Outside(format!(
-            "{dir_type}/{index}/{path} leads outside its directory"
-        )));
+    // With no link below the root, the lexical path is the real one: exclusions match it.
+    let full = root.join(path);
+    if path.ends_with(PART_SUFFIX) || exclusions.excludes_file(&full, root) {
+        return Err(not_found().into());
     }
-    if !real.is_file() || path.ends_with(PART_SUFFIX) || exclusions.excludes_file(&full, root) {
-        return Err(not_found());
+    match beneath::open_file(root, path) {
+        Ok(file) => Ok(file),
+        Err(BeneathError::NotFound) => Err(not_found().into()),
+        Err(BeneathError::Outside) => Err(PathError::Outside(format!(
+            "{dir_type}/{index}/{path} leads through a symbolic link or outside its directory"
+        ))
+        .into()),
+        Err(BeneathError::Io(e)) => Err(LiveMigrationError::reading(e)),
     }
-    Ok(real)
 }
 
 /// Checks a path below a directory: relative, no `..`, no empty or `.` segments.
@@ -185,6 +237,12 @@ pub fn check_relative(path: &str) -> Result<(), PathError> {
     }
     if p.is_absolute() || path.starts_with('/') {
         return Err(PathError::Invalid(format!("{path:?} is absolute")));
+    }
+    // `Path::components` would quietly drop empty and `.` segments: look at the text.
+    if path.split('/').any(|c| c.is_empty() || c == ".") {
+        return Err(PathError::Invalid(format!(
+            "{path:?} is not a plain relative path"
+        )));
     }
     for c in p.components() {
         match c {
@@ -233,9 +291,14 @@ mod tests {
             .unwrap();
         std::os::unix::fs::symlink(tmp.path().join("data0/ks"), tmp.path().join("data1/inner"))
             .unwrap();
-        let ok = resolve(&r, &x, "data", "0", "ks/t-1/nb-1-big-Data.db").unwrap();
-        assert!(ok.ends_with("nb-1-big-Data.db"));
-        let err = |t: &str, i: &str, p: &str| resolve(&r, &x, t, i, p).unwrap_err();
+        let mut ok = resolve(&r, &x, "data", "0", "ks/t-1/nb-1-big-Data.db").unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut ok, &mut text).unwrap();
+        assert_eq!(text, "data");
+        let err = |t: &str, i: &str, p: &str| match resolve(&r, &x, t, i, p) {
+            Err(LiveMigrationError::Path(e)) => e,
+            other => panic!("{t}/{i}/{p}: {other:?}"),
+        };
         assert!(matches!(
             err("data", "0", "../secret"),
             PathError::Invalid(_)
@@ -304,15 +367,88 @@ mod tests {
         );
         assert!(matches!(
             resolve(&r, &x, "data", "0", "ks/t-1/snapshots/s1/nb-1-big-Data.db"),
-            Err(PathError::NotFound(_))
+            Err(LiveMigrationError::Path(PathError::NotFound(_)))
         ));
         assert!(matches!(
             resolve(&r, &x, "commitlog", "0", "heapdump.hprof"),
-            Err(PathError::NotFound(_))
+            Err(LiveMigrationError::Path(PathError::NotFound(_)))
         ));
         assert!(check_pattern("glob:${NOPE}/x").is_err());
         assert!(check_pattern("find:x").is_err());
         assert!(check_pattern("regex:(").is_err());
         assert!(check_pattern("glob:${DATA_FILE_DIR}/**/*.tmp").is_ok());
+    }
+
+    /// Requests for random paths made of plain names, `..`, `.`, empty segments and links
+    /// (to a file outside, to a directory outside, to a sibling, to a parent) over a real
+    /// tree: whatever resolves is one of the regular files below the root, never reached
+    /// through a link. Both the `openat2` and the component walk are exercised.
+    #[test]
+    fn random_paths_never_leave_the_root() {
+        use proptest::prelude::*;
+        use std::os::unix::fs::{MetadataExt, symlink};
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("data0");
+        touch(&root.join("ks/t/f"), b"in");
+        touch(&root.join("ks/f"), b"in");
+        touch(&tmp.path().join("out/f"), b"out");
+        touch(&tmp.path().join("out/t/f"), b"out");
+        symlink(tmp.path().join("out/f"), root.join("ks/t/link")).unwrap();
+        symlink(tmp.path().join("out"), root.join("ks/dir")).unwrap();
+        symlink("f", root.join("ks/sib")).unwrap();
+        symlink("..", root.join("ks/t/up")).unwrap();
+        symlink("../../..", root.join("ks/t/upup")).unwrap();
+        let inside: std::collections::HashSet<(u64, u64)> =
+            [root.join("ks/t/f"), root.join("ks/f")]
+                .iter()
+                .map(|p| {
+                    let m = std::fs::symlink_metadata(p).unwrap();
+                    (m.dev(), m.ino())
+                })
+                .collect();
+        let r = roots(tmp.path());
+        let x = Exclusions::new(&[], &[], &r).unwrap();
+        let segment = prop_oneof![
+            Just("ks"),
+            Just("t"),
+            Just("f"),
+            Just(".."),
+            Just("."),
+            Just(""),
+            Just("link"),
+            Just("dir"),
+            Just("sib"),
+            Just("up"),
+            Just("upup"),
+            Just("out"),
+        ];
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(2000));
+        runner
+            .run(&proptest::collection::vec(segment, 1..6), |segments| {
+                let path = segments.join("/");
+                if let Ok(file) = resolve(&r, &x, "data", "0", &path) {
+                    let m = file.metadata().unwrap();
+                    prop_assert!(inside.contains(&(m.dev(), m.ino())), "{path} left the root");
+                    prop_assert!(
+                        !segments
+                            .iter()
+                            .any(
+                                |s| ["link", "dir", "sib", "up", "upup", "..", ".", ""].contains(s)
+                            ),
+                        "{path} resolved"
+                    );
+                }
+                for method in [beneath::Method::Openat2, beneath::Method::Walk] {
+                    if let Ok(file) = beneath::open_file_with(&root, &path, method) {
+                        let m = file.metadata().unwrap();
+                        prop_assert!(
+                            inside.contains(&(m.dev(), m.ino())),
+                            "{path} {method:?} left the root"
+                        );
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
     }
 }

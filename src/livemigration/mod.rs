@@ -12,6 +12,7 @@
 //! - [`tasks`]: those tasks as jobs — admission, records, resume after a restart;
 //! - [`error`]: the one error type.
 
+pub mod beneath;
 pub mod copy;
 pub mod digest;
 pub mod error;
@@ -29,7 +30,7 @@ pub mod verify;
 pub use error::LiveMigrationError;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -66,6 +67,9 @@ pub struct Status {
 struct Persisted {
     /// The runtime switch, when it was ever used (it then wins over the config).
     enabled: Option<bool>,
+    /// When a switch on closes by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    enabled_until: Option<DateTime<Utc>>,
     /// The status.
     status: Option<Status>,
 }
@@ -82,6 +86,8 @@ pub struct LiveMigration {
     pub exclusions: Exclusions,
     /// File requests served at once.
     pub file_requests: Arc<tokio::sync::Semaphore>,
+    /// Listings built at once.
+    pub listings: Arc<tokio::sync::Semaphore>,
     /// The bearer token this destination sends to its source (`peer_token_file`).
     peer_token: Option<secrecy::SecretString>,
     /// How this destination reaches its source over TLS (`peer_tls`).
@@ -89,6 +95,9 @@ pub struct LiveMigration {
     /// Held while a data-copy task is checked for admission and submitted.
     copy_admission: tokio::sync::Mutex<()>,
     enabled: AtomicBool,
+    /// `enabled_until` in milliseconds since the epoch (`i64::MAX`: no expiry), read on
+    /// every request without a lock.
+    enabled_until_ms: AtomicI64,
     persisted: Mutex<Persisted>,
     state_file: PathBuf,
 }
@@ -133,8 +142,10 @@ impl LiveMigration {
             roots,
             exclusions,
             file_requests: Arc::new(tokio::sync::Semaphore::new(lm.max_concurrent_file_requests)),
+            listings: Arc::new(tokio::sync::Semaphore::new(lm.max_concurrent_listings)),
             copy_admission: tokio::sync::Mutex::new(()),
             enabled: AtomicBool::new(persisted.enabled.unwrap_or(lm.enabled)),
+            enabled_until_ms: AtomicI64::new(until_ms(persisted.enabled_until)),
             persisted: Mutex::new(persisted),
             state_file,
             config: lm,
@@ -157,14 +168,58 @@ impl LiveMigration {
         }
     }
 
-    /// Whether the routes answer.
+    /// Whether the routes answer: switched on, and the switch has not expired.
     pub fn enabled(&self) -> bool {
         self.enabled.load(Ordering::Relaxed)
+            && Utc::now().timestamp_millis() < self.enabled_until_ms.load(Ordering::Relaxed)
     }
 
-    /// Switches the routes on or off, and remembers it across restarts.
+    /// When the routes close by themselves, if the switch that opened them said so (past
+    /// once they have closed).
+    pub fn enabled_until(&self) -> Option<DateTime<Utc>> {
+        self.lock().enabled_until
+    }
+
+    /// Switches the routes on or off, without expiry, and remembers it across restarts.
     pub fn set_enabled(&self, on: bool) -> Result<(), LiveMigrationError> {
-        self.update(|p| p.enabled = Some(on))?;
+        self.switch(on, None)
+    }
+
+    /// Switches the routes on or off, and remembers it across restarts; switched on with
+    /// `until`, they close by themselves then (checked on every request, so no timer is
+    /// needed and a restart does not reopen them). `until` must lie in the future, at most
+    /// [`MAX_SWITCH_EXPIRY`] ahead: an operator opening a node for a migration should not
+    /// leave it open for months by a typo.
+    pub fn switch(&self, on: bool, until: Option<DateTime<Utc>>) -> Result<(), LiveMigrationError> {
+        if let Some(until) = until {
+            if !on {
+                return Err(LiveMigrationError::InvalidRequest(
+                    "until/for: an expiry only goes with \"enabled\": true".into(),
+                ));
+            }
+            let now = Utc::now();
+            if until <= now {
+                return Err(LiveMigrationError::InvalidRequest(format!(
+                    "until/for: {} is not in the future",
+                    until.to_rfc3339()
+                )));
+            }
+            let max = chrono::Duration::from_std(MAX_SWITCH_EXPIRY).expect("a week fits");
+            if until > now + max {
+                return Err(LiveMigrationError::InvalidRequest(format!(
+                    "until/for: {} is more than {} ahead; switch again later to extend",
+                    until.to_rfc3339(),
+                    humantime::format_duration(MAX_SWITCH_EXPIRY)
+                )));
+            }
+        }
+        self.update(|p| {
+            p.enabled = Some(on);
+            p.enabled_until = until;
+        })?;
+        // The expiry first: a switch on must never be seen without its expiry.
+        self.enabled_until_ms
+            .store(until_ms(until), Ordering::Relaxed);
         self.enabled.store(on, Ordering::Relaxed);
         Ok(())
     }
@@ -224,6 +279,13 @@ impl LiveMigration {
         *p = next;
         Ok(())
     }
+}
+
+/// The longest a runtime switch on may last (`until` or `for`).
+pub const MAX_SWITCH_EXPIRY: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+fn until_ms(until: Option<DateTime<Utc>>) -> i64 {
+    until.map_or(i64::MAX, |u| u.timestamp_millis())
 }
 
 /// The token of `live_migration.peer_token_file`, trimmed; an empty file is refused, since it

@@ -2,13 +2,11 @@
 //! and admission of file requests (not once the migration is COMPLETED, not beyond
 //! `max_concurrent_file_requests` at once).
 
-use std::path::PathBuf;
-
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::digest::{self, Algorithm};
 use super::files::{self, Entry};
-use super::range::{self, RangeRequest};
+use super::range::{self, RangeRequest, Validator};
 use super::{LiveMigration, LiveMigrationError, MigrationState};
 use crate::config::Role;
 
@@ -47,14 +45,28 @@ impl LiveMigration {
             }
     }
 
-    /// Every file and directory of the node's configured directories, minus exclusions.
-    pub async fn list_files(&self) -> Result<Vec<Entry>, LiveMigrationError> {
+    /// Every file and directory of the node's configured directories, minus exclusions, once
+    /// a listing slot is free (waiting at most `listing_wait`). The slot comes with the
+    /// entries: whoever sends them keeps it until the last is sent, so that at most
+    /// `max_concurrent_listings` lists are in memory at once.
+    pub async fn list_files(&self) -> Result<Listing, LiveMigrationError> {
+        let busy = || LiveMigrationError::TooManyListings {
+            limit: self.config.max_concurrent_listings,
+        };
+        let permit = tokio::time::timeout(
+            self.config.listing_wait,
+            self.listings.clone().acquire_owned(),
+        )
+        .await
+        .map_err(|_| busy())?
+        .map_err(|_| busy())?;
         let roots = self.roots.clone();
         let exclusions = self.exclusions.clone();
-        tokio::task::spawn_blocking(move || files::list(&roots, &exclusions))
+        let entries = tokio::task::spawn_blocking(move || files::list(&roots, &exclusions))
             .await
             .expect("listing does not panic")
-            .map_err(LiveMigrationError::Listing)
+            .map_err(LiveMigrationError::Listing)?;
+        Ok(Listing { entries, permit })
     }
 
     /// Admits a request for one file (`dirType`, `dirIndex`, path as the URL has them): the
@@ -76,19 +88,28 @@ impl LiveMigration {
         };
         let roots = self.roots.clone();
         let exclusions = self.exclusions.clone();
-        let path = tokio::task::spawn_blocking(move || {
+        let file = tokio::task::spawn_blocking(move || {
             files::resolve(&roots, &exclusions, &dir_type, &dir_index, &path)
         })
         .await
         .expect("resolving does not panic")?;
-        Ok(ServedFile { path, permit })
+        Ok(ServedFile { file, permit })
     }
 }
 
-/// A file admitted for serving; it holds a file-request slot until dropped.
+/// The node's files, with the listing slot they hold.
+pub struct Listing {
+    /// Sorted by type, index and path.
+    pub entries: Vec<Entry>,
+    /// The slot; to be kept until the entries are sent.
+    pub permit: OwnedSemaphorePermit,
+}
+
+/// A file admitted for serving, already open (it is never opened again by name, so what was
+/// checked is what is sent); it holds a file-request slot until dropped.
 pub struct ServedFile {
-    /// The file, every link resolved.
-    pub path: PathBuf,
+    /// The open file.
+    pub file: std::fs::File,
     /// The slot; kept while the bytes are being sent.
     pub permit: OwnedSemaphorePermit,
 }
@@ -97,7 +118,7 @@ impl ServedFile {
     /// The file's digest; the slot is given back once it is computed.
     pub async fn digest(self, algorithm: Algorithm) -> Result<String, LiveMigrationError> {
         tokio::task::spawn_blocking(move || {
-            let d = digest::of_file(&self.path, algorithm);
+            let d = digest::of_reader(&self.file, algorithm);
             drop(self.permit);
             d
         })
@@ -108,17 +129,32 @@ impl ServedFile {
 }
 
 impl ServedFile {
-    /// Opens the file for the bytes a `Range` header asks for (one range: `bytes=a-b`,
-    /// `bytes=a-`, `bytes=-n`; none or a malformed one means the whole file).
-    pub async fn read(self, range: Option<&str>) -> Result<ServedBytes, LiveMigrationError> {
+    /// Prepares the bytes a `Range` header asks for (one range: `bytes=a-b`, `bytes=a-`,
+    /// `bytes=-n`; none or a malformed one means the whole file). With `If-Range`, the range
+    /// is served only if the validator matches the file as it is now; otherwise the whole
+    /// file is (RFC 9110 §13.1.5), so a client resuming a download of a file that changed
+    /// meanwhile does not glue two versions together.
+    pub async fn read(
+        self,
+        range: Option<&str>,
+        if_range: Option<&str>,
+    ) -> Result<ServedBytes, LiveMigrationError> {
         use tokio::io::{AsyncReadExt, AsyncSeekExt};
         let io = LiveMigrationError::reading;
-        let mut file = tokio::fs::File::open(&self.path).await.map_err(io)?;
-        let len = file.metadata().await.map_err(io)?.len();
+        let mut file = tokio::fs::File::from_std(self.file);
+        let meta = file.metadata().await.map_err(io)?;
+        let len = meta.len();
+        let validator = Validator::of(&meta);
+        let range = match if_range {
+            Some(v) if !validator.matches(v, std::time::SystemTime::now()) => None,
+            _ => range,
+        };
         let (start, count, whole) = match range::parse(range, len) {
             RangeRequest::Whole => (0, len, true),
             RangeRequest::Part { start, end } => (start, end - start + 1, false),
-            RangeRequest::Unsatisfiable => return Ok(ServedBytes::Unsatisfiable { len }),
+            RangeRequest::Unsatisfiable => {
+                return Ok(ServedBytes::Unsatisfiable { len, validator });
+            }
         };
         if start > 0 {
             file.seek(std::io::SeekFrom::Start(start))
@@ -131,6 +167,7 @@ impl ServedFile {
             count,
             len,
             whole,
+            validator,
             permit: self.permit,
         }))
     }
@@ -144,6 +181,8 @@ pub enum ServedBytes {
     Unsatisfiable {
         /// The file's size.
         len: u64,
+        /// The file's validators.
+        validator: Validator,
     },
 }
 
@@ -157,8 +196,11 @@ pub struct FileBytes {
     pub count: u64,
     /// The file's size.
     pub len: u64,
-    /// The whole file (no range asked, or a malformed one).
+    /// The whole file (no range asked, a malformed one, or an `If-Range` that did not
+    /// match).
     pub whole: bool,
+    /// The file's validators, sent as `ETag` and `Last-Modified`.
+    pub validator: Validator,
     /// The file-request slot; to be kept until the last byte is sent.
     pub permit: OwnedSemaphorePermit,
 }

@@ -18,6 +18,7 @@ use crate::daemon::Home;
 pub struct App {
     router: Router,
     home: Home,
+    live: Arc<LiveMigration>,
 }
 
 impl App {
@@ -40,9 +41,24 @@ impl App {
             .expect("live migration state");
         let state = drover::daemon::app_state(Arc::new(config), jobs, live);
         Self {
+            live: state.live.clone(),
             router: api::router(state),
             home: home.clone(),
         }
+    }
+
+    /// Its live migration (a test can hold its limits' slots).
+    pub fn live(&self) -> &Arc<LiveMigration> {
+        &self.live
+    }
+
+    /// Sends one request; returns the whole response (headers, and the body unread).
+    pub async fn response(&self, request: Request<Body>) -> axum::response::Response {
+        self.router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("the router never fails")
     }
 
     /// Where its state is kept.

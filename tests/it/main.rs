@@ -20,6 +20,7 @@ mod jobs;
 mod limits;
 mod live_migration;
 mod live_migration_hostile;
+mod live_migration_source;
 mod migrations;
 mod openapi;
 mod resume;

@@ -12,6 +12,8 @@ use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorBody};
 use crate::livemigration::LiveMigrationError;
 use crate::livemigration::digest::Algorithm;
+use crate::livemigration::files::Entry;
+use crate::livemigration::range::Validator;
 use crate::livemigration::serve::{self, FileBytes, ServedBytes};
 
 /// One file or directory of the node.
@@ -43,28 +45,104 @@ pub struct FileList {
 
 /// Lists every file and directory of the node's configured directories (`data` with an index
 /// per data directory, `commitlog`, `hints`, `saved_caches`, `cdc_raw`, `local_system_data`),
-/// minus exclusions (snapshots and backups always). Source only.
+/// minus exclusions (snapshots and backups always). Source only. At most
+/// `live_migration.max_concurrent_listings` are built at once; the body is streamed.
 #[utoipa::path(
     get,
     path = "/api/v1/live-migration/files",
     tag = "live-migration",
-    responses((status = 200, body = FileList), (status = 404, description = "Not a source, or live migration off", body = ErrorBody))
+    responses(
+        (status = 200, body = FileList),
+        (status = 404, description = "Not a source, or live migration off", body = ErrorBody),
+        (status = 503, description = "Too many listings at once (`live_migration.max_concurrent_listings`); see Retry-After", body = ErrorBody),
+    )
 )]
-pub async fn list(State(state): State<AppState>) -> Result<Json<FileList>, ApiError> {
-    let entries = state.live.list_files().await?;
-    Ok(Json(FileList {
-        total_size: entries.iter().map(|e| e.size).sum(),
-        files: entries
-            .iter()
-            .map(|e| FileInfo {
+pub async fn list(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let listing = match state.live.list_files().await {
+        Ok(listing) => listing,
+        Err(e) => return Ok(busy_or_error(e)),
+    };
+    Ok(Response::builder()
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(futures::stream::iter(ListingBody::new(
+            listing,
+        ))))
+        .expect("valid response"))
+}
+
+/// A 503 for a full limit gets `Retry-After`; other errors are answered as they are.
+fn busy_or_error(e: LiveMigrationError) -> Response {
+    let busy = matches!(
+        e,
+        LiveMigrationError::TooManyFileRequests { .. } | LiveMigrationError::TooManyListings { .. }
+    );
+    let mut response = ApiError::from(e).into_response();
+    if busy {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
+}
+
+/// The JSON of a [`FileList`], written as it is sent, a chunk at a time: the entries are held
+/// once (the walk's), never as a second list of [`FileInfo`] nor as one whole document. The
+/// bytes are those `serde_json` writes for the `FileList` itself.
+struct ListingBody {
+    total_size: Option<u64>,
+    entries: std::vec::IntoIter<Entry>,
+    first: bool,
+    done: bool,
+    /// The listing slot, given back once the last chunk is sent (or the client leaves).
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// About how many bytes each chunk of a listing holds.
+const LISTING_CHUNK: usize = 64 * 1024;
+
+impl ListingBody {
+    fn new(listing: serve::Listing) -> Self {
+        Self {
+            total_size: Some(listing.entries.iter().map(|e| e.size).sum()),
+            entries: listing.entries.into_iter(),
+            first: true,
+            done: false,
+            _permit: listing.permit,
+        }
+    }
+}
+
+impl Iterator for ListingBody {
+    type Item = Result<bytes::Bytes, std::convert::Infallible>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let mut buf = Vec::with_capacity(LISTING_CHUNK + 512);
+        if let Some(total) = self.total_size.take() {
+            buf.extend_from_slice(format!("{{\"totalSize\":{total},\"files\":[").as_bytes());
+        }
+        while buf.len() < LISTING_CHUNK {
+            let Some(e) = self.entries.next() else {
+                buf.extend_from_slice(b"]}");
+                self.done = true;
+                break;
+            };
+            if !std::mem::take(&mut self.first) {
+                buf.push(b',');
+            }
+            let info = FileInfo {
                 file_url: e.url(),
                 size: e.size,
                 file_type: e.file_type().into(),
                 last_modified_time: e.modified_ms,
                 mode: e.mode,
-            })
-            .collect(),
-    }))
+            };
+            serde_json::to_writer(&mut buf, &info).expect("a FileInfo serializes");
+        }
+        Some(Ok(bytes::Bytes::from(buf)))
+    }
 }
 
 /// `?digestAlgorithm=`.
@@ -88,8 +166,11 @@ pub struct DigestResponse {
 }
 
 /// Streams one file of the node, or its digest with `?digestAlgorithm=`. A single `Range`
-/// (`bytes=a-b`, `bytes=a-`, `bytes=-n`) gets 206, an unsatisfiable one 416. Source only;
-/// refused once the migration is COMPLETED.
+/// (`bytes=a-b`, `bytes=a-`, `bytes=-n`) gets 206, an unsatisfiable one 416. With
+/// `If-Range` (the `ETag` or `Last-Modified` this route sent), the range is served only if
+/// the file has not changed since; otherwise the whole file comes with 200. A symbolic link
+/// anywhere in the path is refused (403). Source only; refused once the migration is
+/// COMPLETED.
 #[utoipa::path(
     get,
     path = "/api/v1/live-migration/files/{dirType}/{dirIndex}/{*path}",
@@ -99,13 +180,16 @@ pub struct DigestResponse {
         ("dirIndex" = usize, Path, description = "Index of the directory among those of its type"),
         ("path" = String, Path, description = "Path below the directory"),
         ("Range" = Option<String>, Header, description = "One byte range"),
+        ("If-Range" = Option<String>, Header, description = "An `ETag` or `Last-Modified` value: the range only if the file is still that version, else the whole file"),
         DigestQuery,
     ),
     responses(
-        (status = 200, description = "The file", content_type = "application/octet-stream"),
-        (status = 206, description = "The range", content_type = "application/octet-stream"),
+        (status = 200, description = "The file", content_type = "application/octet-stream",
+            headers(("ETag" = String, description = "The file's version: size and modification time"), ("Last-Modified" = String, description = "The file's modification time"))),
+        (status = 206, description = "The range", content_type = "application/octet-stream",
+            headers(("ETag" = String, description = "The file's version: size and modification time"), ("Last-Modified" = String, description = "The file's modification time"))),
         (status = 400, description = "Bad type, index or path (`..`, absolute)", body = ErrorBody),
-        (status = 403, description = "The path leads outside its directory", body = ErrorBody),
+        (status = 403, description = "The path leads through a symbolic link or outside its directory", body = ErrorBody),
         (status = 404, description = "Missing or excluded", body = ErrorBody),
         (status = 409, description = "The migration is COMPLETED", body = ErrorBody),
         (status = 416, description = "Range not satisfiable", body = ErrorBody),
@@ -121,14 +205,7 @@ pub async fn file(
     let algorithm = serve::digest_algorithm(query.digest_algorithm.as_deref())?;
     let served = match state.live.open_file(dir_type, dir_index, path).await {
         Ok(served) => served,
-        Err(e @ LiveMigrationError::TooManyFileRequests { .. }) => {
-            let mut response = ApiError::from(e).into_response();
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return Ok(response);
-        }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Ok(busy_or_error(e)),
     };
     if let Some(algorithm) = algorithm {
         return Ok(Json(DigestResponse {
@@ -137,26 +214,36 @@ pub async fn file(
         })
         .into_response());
     }
-    let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
     let FileBytes {
         reader,
         start,
         count,
         len,
         whole,
+        validator,
         permit,
-    } = match served.read(range).await? {
+    } = match served
+        .read(text(header::RANGE), text(header::IF_RANGE))
+        .await?
+    {
         ServedBytes::Bytes(bytes) => bytes,
-        ServedBytes::Unsatisfiable { len } => {
+        ServedBytes::Unsatisfiable { len, validator } => {
             let mut response = ApiError::new(
                 StatusCode::RANGE_NOT_SATISFIABLE,
                 format!("the range lies outside the file ({len} bytes)"),
             )
             .into_response();
-            response.headers_mut().insert(
+            let h = response.headers_mut();
+            h.insert(
                 header::CONTENT_RANGE,
                 HeaderValue::from_str(&format!("bytes */{len}")).expect("ascii"),
             );
+            insert_validator(h, &validator);
             return Ok(response);
         }
     };
@@ -175,7 +262,9 @@ pub async fn file(
         .status(status)
         .header(header::CONTENT_TYPE, "application/octet-stream")
         .header(header::CONTENT_LENGTH, count)
-        .header(header::ACCEPT_RANGES, "bytes");
+        .header(header::ACCEPT_RANGES, "bytes")
+        .header(header::ETAG, &validator.etag)
+        .header(header::LAST_MODIFIED, validator.last_modified());
     if status == StatusCode::PARTIAL_CONTENT {
         response = response.header(
             header::CONTENT_RANGE,
@@ -183,6 +272,12 @@ pub async fn file(
         );
     }
     Ok(response.body(body).expect("valid response"))
+}
+
+fn insert_validator(headers: &mut HeaderMap, validator: &Validator) {
+    let value = |s: &str| HeaderValue::from_str(s).expect("validators are ASCII");
+    headers.insert(header::ETAG, value(&validator.etag));
+    headers.insert(header::LAST_MODIFIED, value(&validator.last_modified()));
 }
 
 /// One digest over the node's file list.
@@ -206,20 +301,79 @@ pub struct FilesDigest {
     path = "/api/v1/live-migration/files-digest",
     tag = "live-migration",
     params(DigestQuery),
-    responses((status = 200, body = FilesDigest), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody))
+    responses(
+        (status = 200, body = FilesDigest),
+        (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 503, description = "Too many listings at once; see Retry-After", body = ErrorBody),
+    )
 )]
 pub async fn files_digest(
     State(state): State<AppState>,
     Query(query): Query<DigestQuery>,
-) -> Result<Json<FilesDigest>, ApiError> {
+) -> Result<Response, ApiError> {
     let algorithm =
         serve::digest_algorithm(query.digest_algorithm.as_deref())?.unwrap_or(Algorithm::Sha256);
-    let entries = state.live.list_files().await?;
-    let d = serve::list_digest(&entries, algorithm);
+    let listing = match state.live.list_files().await {
+        Ok(listing) => listing,
+        Err(e) => return Ok(busy_or_error(e)),
+    };
+    let d = serve::list_digest(&listing.entries, algorithm);
     Ok(Json(FilesDigest {
         digest: d.digest,
         digest_algorithm: d.algorithm.name().into(),
         files: d.files,
         total_size: d.total_size,
-    }))
+    })
+    .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::livemigration::files::DirType;
+
+    /// The streamed listing is byte for byte what serializing the whole `FileList` gives,
+    /// whatever the number of entries (none, one, several chunks).
+    #[tokio::test]
+    async fn a_streamed_listing_is_the_serialized_file_list() {
+        for n in [0usize, 1, 2, 3_000] {
+            let entries: Vec<Entry> = (0..n)
+                .map(|i| Entry {
+                    dir_type: if i % 3 == 0 {
+                        DirType::Data
+                    } else {
+                        DirType::Hints
+                    },
+                    dir_index: i % 2,
+                    path: format!("ks/t-{i}/nb-{i}-big-\"Data\".db"),
+                    size: i as u64 * 7,
+                    is_dir: i % 5 == 0,
+                    modified_ms: 1_700_000_000_000 + i as u64,
+                    mode: 0o600 + (i as u32 % 0o100),
+                })
+                .collect();
+            let whole = serde_json::to_vec(&FileList {
+                total_size: entries.iter().map(|e| e.size).sum(),
+                files: entries
+                    .iter()
+                    .map(|e| FileInfo {
+                        file_url: e.url(),
+                        size: e.size,
+                        file_type: e.file_type().into(),
+                        last_modified_time: e.modified_ms,
+                        mode: e.mode,
+                    })
+                    .collect(),
+            })
+            .unwrap();
+            let permit = std::sync::Arc::new(tokio::sync::Semaphore::new(1))
+                .try_acquire_owned()
+                .unwrap();
+            let body = ListingBody::new(serve::Listing { entries, permit });
+            let chunks: Vec<bytes::Bytes> = body.map(|c| c.unwrap()).collect();
+            assert!(n < 3_000 || chunks.len() > 2, "{} chunks", chunks.len());
+            assert_eq!(chunks.concat(), whole, "{n} entries");
+        }
+    }
 }

@@ -33,7 +33,9 @@ impl From<LiveMigrationError> for ApiError {
             | E::NotDestination
             | E::NoSuchTask { .. } => StatusCode::NOT_FOUND,
             E::NoMoreFiles | E::CopyTaskActive { .. } => StatusCode::CONFLICT,
-            E::TooManyFileRequests { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            E::TooManyFileRequests { .. } | E::TooManyListings { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             E::Config(_)
             | E::Pattern(_)
             | E::State { .. }

@@ -2,6 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -54,6 +55,9 @@ pub struct AdminView {
     pub role: String,
     /// The peer daemon (`host:port`), for a source or a destination.
     pub peer: Option<String>,
+    /// When the routes close by themselves (set by a switch with `until` or `for`); in the
+    /// past once they have closed; null when the switch has no expiry.
+    pub until: Option<DateTime<Utc>>,
 }
 
 /// A switch of the live-migration routes.
@@ -62,6 +66,33 @@ pub struct AdminView {
 pub struct AdminChange {
     /// On or off.
     pub enabled: bool,
+    /// With `enabled: true`: close the routes by themselves at this time (RFC 3339, in the
+    /// future, at most 7 days ahead).
+    #[serde(default)]
+    pub until: Option<DateTime<Utc>>,
+    /// With `enabled: true`: close the routes by themselves after this long (`30m`, `2h`,
+    /// `1day`; at most 7 days). Not together with `until`.
+    #[serde(default, rename = "for", with = "humantime_serde")]
+    #[schema(value_type = Option<String>, example = "30m")]
+    pub for_: Option<std::time::Duration>,
+}
+
+impl AdminChange {
+    /// The expiry the change asks for.
+    fn expiry(&self) -> Result<Option<DateTime<Utc>>, ApiError> {
+        match (self.until, self.for_) {
+            (Some(_), Some(_)) => Err(ApiError::bad_request(
+                "body: give either until or for, not both",
+            )),
+            (until, None) => Ok(until),
+            (None, Some(d)) => {
+                // Beyond the bound anyway; kept from overflowing chrono.
+                let d = d.min(crate::livemigration::MAX_SWITCH_EXPIRY * 2);
+                let d = chrono::Duration::from_std(d).expect("two weeks fit");
+                Ok(Some(Utc::now() + d))
+            }
+        }
+    }
 }
 
 fn admin_view(state: &AppState) -> AdminView {
@@ -70,6 +101,7 @@ fn admin_view(state: &AppState) -> AdminView {
         enabled: state.live.enabled(),
         role: role.into(),
         peer: peer.map(str::to_string),
+        until: state.live.enabled_until(),
     }
 }
 
@@ -85,8 +117,10 @@ pub async fn admin(State(state): State<AppState>) -> Json<AdminView> {
 }
 
 /// Switches the live-migration routes on or off at runtime, without a restart; the choice is
-/// kept in the state directory and wins over `live_migration.enabled`. (An admin call: the
-/// security layer guards it.)
+/// kept in the state directory and wins over `live_migration.enabled`. Switched on with
+/// `until` (RFC 3339) or `for` (a duration such as `30m`), the routes close by themselves at
+/// that time, also across restarts; at most 7 days ahead. (An admin call: the security
+/// layer guards it.)
 #[utoipa::path(
     put,
     path = "/api/v1/admin/live-migration",
@@ -98,7 +132,12 @@ pub async fn admin_set(
     State(state): State<AppState>,
     Payload(change): Payload<AdminChange>,
 ) -> Result<Json<AdminView>, ApiError> {
-    state.live.set_enabled(change.enabled)?;
-    tracing::info!(enabled = change.enabled, "live migration switched");
+    let until = change.expiry()?;
+    state.live.switch(change.enabled, until)?;
+    tracing::info!(
+        enabled = change.enabled,
+        until = until.map(|u| u.to_rfc3339()),
+        "live migration switched"
+    );
     Ok(Json(admin_view(&state)))
 }
