@@ -1,11 +1,13 @@
 //! The HTTP edge: one route table, error translation, middleware. Everything below `api`
 //! knows nothing about HTTP.
 
+mod audit;
 mod auth;
 pub mod body;
 mod diagnostics;
 pub mod error;
 mod health;
+mod hosts;
 pub mod jobs;
 pub mod live_migration;
 mod metrics;
@@ -216,13 +218,18 @@ pub fn router(state: AppState) -> Router {
             metrics::track,
         ))
         .layer(axum::middleware::from_fn_with_state(
+            Arc::new(hosts::HostPolicy::new(&state.config)),
+            hosts::check,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             live_migration::filter,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            auth::Guard::new(&state),
             auth::authorize,
         ))
+        .layer(axum::middleware::from_fn(body::require_media_type))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             config.request_timeout,

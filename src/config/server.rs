@@ -38,6 +38,17 @@ pub struct ServerConfig {
     /// wait in the kernel's listen backlog until one closes (nothing is refused, no memory is
     /// spent on them). Default `1024`.
     pub max_connections: std::num::NonZeroUsize,
+    /// Host names a request's `Host` may carry, besides those always accepted: `localhost`,
+    /// any IP address, the host of `server.listen` and of `live_migration.advertise`, and the
+    /// hosts of `live_migration.migration_map`. Matched without the port, case-insensitively;
+    /// `"*"` accepts any. Another `Host` gets 421: a web page that an attacker's DNS name
+    /// points at the daemon (DNS rebinding) sends its own name. Default: none.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`, as browsers send them) whose requests are served. A
+    /// request carrying any other `Origin` gets 403: drover serves no web pages, so a request
+    /// with an `Origin` is a page of another site calling it from a browser. `"*"` accepts
+    /// any. Default: none.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -50,6 +61,8 @@ impl Default for ServerConfig {
             diagnostics: false,
             header_read_timeout: Duration::from_secs(10),
             max_connections: std::num::NonZeroUsize::new(1024).expect("1024 is not zero"),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
         }
     }
 }
