@@ -51,7 +51,7 @@ pub async fn object_of(request: &mut Request) -> String {
     }
 }
 
-/// The `id` of what a successful call without a path object created, read from its small
+/// The id (`jobId`, `taskId` or `id`) of what a successful call without a path object created, read from its small
 /// JSON body; the response is rebuilt unchanged.
 async fn created_id(response: Response) -> (String, Response) {
     use axum::body::HttpBody as _;
@@ -73,7 +73,11 @@ async fn created_id(response: Response) -> (String, Response) {
     };
     let id = serde_json::from_slice::<serde_json::Value>(&bytes)
         .ok()
-        .and_then(|v| v.get("id").and_then(|id| id.as_str()).map(capped))
+        .and_then(|v| {
+            ["jobId", "taskId", "id"]
+                .iter()
+                .find_map(|k| v.get(k).and_then(|id| id.as_str()).map(capped))
+        })
         .unwrap_or_default();
     (id, Response::from_parts(parts, Body::from(bytes)))
 }

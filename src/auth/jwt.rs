@@ -165,15 +165,15 @@ impl Verifier {
         if !self.config.algorithms.contains(&header.alg) {
             return Err(describe(&ErrorKind::InvalidAlgorithm));
         }
+        // jsonwebtoken refuses a validation listing algorithms of another family than the
+        // key's, so each check lists only the token's own (already known to be accepted).
+        let mut validation = self.validation.clone();
+        validation.algorithms = vec![header.alg];
         let keys = self.keys.get();
         let mut error = ErrorKind::InvalidSignature;
         let mut claims = None;
         for key in keys.candidates(&header) {
-            match jsonwebtoken::decode::<serde_json::Map<String, Value>>(
-                token,
-                key,
-                &self.validation,
-            ) {
+            match jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, key, &validation) {
                 Ok(data) => {
                     claims = Some(data.claims);
                     break;

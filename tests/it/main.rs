@@ -24,4 +24,5 @@ mod openapi;
 mod resume;
 mod router;
 mod schemathesis;
+mod security;
 mod validations;
