@@ -263,6 +263,117 @@ pub async fn authorize(State(guard): State<Guard>, mut request: Request, next: N
     .await
 }
 
+/// Declares in the OpenAPI document how callers authenticate (a bearer token — opaque or a
+/// JWT — or a client certificate; the empty requirement stands for a daemon without an `auth`
+/// section) and the refusals every operation can answer, which no handler's own description
+/// lists: 401, 403, 421, 429, and 415 where a body is read.
+pub fn document(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::security::{
+        HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+    };
+    use utoipa::openapi::{
+        ContentBuilder, HeaderBuilder, Ref, ResponseBuilder, Type, schema::ObjectBuilder,
+    };
+
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .bearer_format("opaque token or JWT")
+                .description(Some(
+                    "`Authorization: Bearer <token>`: a token whose SHA-256 is in `auth.tokens` or `auth.tokens_file`, or a JWT checked against `auth.jwt`",
+                ))
+                .build(),
+        ),
+    );
+    components.add_security_scheme(
+        "mutualTLS",
+        SecurityScheme::MutualTls {
+            description: Some(
+                "A client certificate that chains to `server.tls.client_ca`, its names mapped to roles by `auth.certificates`".into(),
+            ),
+            extensions: None,
+        },
+    );
+    let error = |description: &str| {
+        ResponseBuilder::new().description(description).content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+    };
+    let seconds = || {
+        HeaderBuilder::new()
+            .schema(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(1)),
+            )
+            .description(Some("Seconds to wait before trying again"))
+            .build()
+    };
+    let security = vec![
+        SecurityRequirement::default(),
+        SecurityRequirement::new("bearer", Vec::<String>::new()),
+        SecurityRequirement::new("mutualTLS", Vec::<String>::new()),
+    ];
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let health = path.ends_with("__health");
+        for op in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let mut add = |code: &str, response: utoipa::openapi::Response| {
+                op.responses
+                    .responses
+                    .entry(code.to_string())
+                    .or_insert(response.into());
+            };
+            add(
+                "401",
+                error("Credentials are missing or not valid (when `auth` is configured; health only when `auth.health_open` is false)")
+                    .header("WWW-Authenticate", HeaderBuilder::new().schema(ObjectBuilder::new().schema_type(Type::String)).build())
+                    .build(),
+            );
+            add(
+                "403",
+                error("The caller does not hold the operation's role, or the request carries an `Origin` not in `server.allowed_origins`").build(),
+            );
+            add(
+                "421",
+                error("The `Host` is not a name of this daemon (`server.allowed_hosts`)").build(),
+            );
+            if !health {
+                add(
+                    "429",
+                    error("Over the caller's `auth.rate_limit`")
+                        .header("Retry-After", seconds())
+                        .build(),
+                );
+            }
+            if op.request_body.is_some() {
+                add(
+                    "415",
+                    error("The body has no `Content-Type`, or one that is neither JSON nor YAML")
+                        .build(),
+                );
+            }
+            if !health {
+                op.security = Some(security.clone());
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

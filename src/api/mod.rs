@@ -140,6 +140,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .into_iter()
         .map(|(path, item)| (path.replace("{*", "{"), item))
         .collect();
+    auth::document(&mut doc);
     // utoipa names an operation after its handler, and several modules have a `list` or a
     // `get`; OpenAPI requires operation ids to be unique (client generators key on them), so
     // each is qualified by its tag, the resource the handler belongs to.

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::auth::Role;
 
 /// Authentication and authorization of the HTTP API. Off (every caller may do everything, as
-/// before this section existed) unless at least one token or certificate mapping is
+/// before this section existed) unless tokens, a tokens file, JWTs or certificate mappings are
 /// configured.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
