@@ -51,6 +51,9 @@ pub enum DaemonError {
     /// The server failed while running.
     #[error("server error: {0}")]
     Serve(std::io::Error),
+    /// The TLS material of `server.tls` cannot be used.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     /// Live migration cannot start (its state file is unreadable).
     #[error(transparent)]
     LiveMigration(#[from] crate::livemigration::LiveMigrationError),
@@ -141,6 +144,22 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
     let jobs = open_jobs(&config).await?;
     crate::kinds::sweep_kept_files(&jobs, &state_dir);
     let config = Arc::new(config);
+    if config.server.insecure {
+        tracing::warn!(
+            listen = %config.server.listen,
+            tls = config.server.tls.is_some(),
+            auth = config.auth.is_enabled(),
+            "server.insecure is on: the API may be served off loopback without TLS or authentication"
+        );
+    }
+    // Read before binding: a bad file is a config error, and nothing listens meanwhile.
+    let tls = config
+        .server
+        .tls
+        .as_ref()
+        .map(crate::tls::ServerTls::load)
+        .transpose()?
+        .map(Arc::new);
     let listen = config.server.listen;
     let listener = TcpListener::bind(listen)
         .await
@@ -154,6 +173,7 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
     if live.enabled() && live.role != crate::config::Role::None {
         tracing::info!(role = ?live.role, "live migration enabled");
     }
+    crate::livemigration::tasks::sweep_staging(&jobs, &live).await;
     let state = app_state(config.clone(), jobs.clone(), live);
     if config.jobs.resume_interrupted {
         crate::kinds::resume_interrupted(&state.services());
@@ -164,7 +184,11 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
             source,
         }
     })?;
-    tracing::info!(addr = %bound, state_dir = %state_dir.display(), version = env!("CARGO_PKG_VERSION"), "drover listening on http://{bound}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(addr = %bound, state_dir = %state_dir.display(), version = env!("CARGO_PKG_VERSION"), "drover listening on {scheme}://{bound}");
+    if let Some(tls) = &tls {
+        tokio::spawn(tls.clone().watch(stop.clone()));
+    }
 
     let server = tokio::spawn(accept_loop(
         listener,
@@ -172,7 +196,9 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
         Limits {
             header_read_timeout: config.server.header_read_timeout,
             max_connections: config.server.max_connections.get(),
+            idle_timeout: config.server.idle_timeout,
         },
+        tls,
         stop.clone(),
     ));
     stop.cancelled().await;
@@ -197,18 +223,21 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
 }
 
 /// What a connection may cost the daemon.
+#[derive(Clone, Copy)]
 struct Limits {
     header_read_timeout: std::time::Duration,
     max_connections: usize,
+    idle_timeout: std::time::Duration,
 }
 
 /// Serves connections until `stop` fires, then asks each open connection to finish its request
 /// and close; returns once all are closed. Its own loop rather than `axum::serve`, which cannot
-/// set a header read timeout nor cap connections.
+/// set a header read timeout nor cap connections, nor serve TLS.
 async fn accept_loop(
     listener: TcpListener,
     router: axum::Router,
     limits: Limits,
+    tls: Option<Arc<crate::tls::ServerTls>>,
     stop: CancellationToken,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
@@ -220,10 +249,10 @@ async fn accept_loop(
             _ = stop.cancelled() => break,
             slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
         };
-        let tcp = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: pause rather than spin.
                     tracing::warn!(error = %e, "cannot accept a connection");
@@ -237,34 +266,191 @@ async fn accept_loop(
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let router = router.clone();
         let stop = stop.clone();
-        let header_read_timeout = limits.header_read_timeout;
+        let tls = tls.clone();
         connections.spawn(async move {
             let _slot = slot;
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(header_read_timeout)
-                .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
-                .with_upgrades();
-            tokio::pin!(conn);
-            tokio::select! {
-                result = conn.as_mut() => {
-                    if let Err(e) = result {
-                        tracing::debug!(error = %e, "connection ended with an error");
+            let Some(tls) = tls else {
+                return serve_connection(tcp, router, None, limits, stop).await;
+            };
+            // Taken now, so that a reload during the handshake cannot mix old and new.
+            let acceptor = tls.acceptor();
+            let handshake = tokio::time::timeout(tls.handshake_timeout(), acceptor.accept(tcp));
+            let stream = tokio::select! {
+                _ = stop.cancelled() => return,
+                done = handshake => match done {
+                    Ok(Ok(stream)) => stream,
+                    // A client without a valid certificate, or not speaking TLS: nothing to
+                    // answer, and at debug level so that scanners cannot fill the log.
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
                     }
-                    return;
-                }
-                _ = stop.cancelled() => {}
-            }
-            // Stopping: the request in flight finishes, no new one is read.
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                },
+            };
+            // rustls only lets a handshake through with a certificate that chains to
+            // client_ca, so the names are those of a verified certificate.
+            let names = tls
+                .verifies_clients()
+                .then(|| stream.get_ref().1.peer_certificates())
+                .flatten()
+                .and_then(|chain| chain.first())
+                .map(|leaf| crate::tls::client_cert_names(leaf));
+            serve_connection(stream, router, names, limits, stop).await
         });
     }
     drop(listener);
     connections.close();
     connections.wait().await;
+}
+
+/// Serves HTTP/1.1 on one connection until the client closes it, it stays idle beyond
+/// `limits.idle_timeout`, or `stop` fires (then the request in flight finishes first).
+async fn serve_connection<I>(
+    io: I,
+    router: axum::Router,
+    names: Option<crate::auth::ClientCertNames>,
+    limits: Limits,
+    stop: CancellationToken,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use tower::ServiceExt;
+    let activity = Activity::new();
+    let io = ActivityIo {
+        inner: io,
+        activity: activity.clone(),
+    };
+    let service = router.map_request(move |mut request: axum::http::Request<_>| {
+        if let Some(names) = &names {
+            request.extensions_mut().insert(names.clone());
+        }
+        request
+    });
+    let service = hyper_util::service::TowerToHyperService::new(service);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service)
+        .with_upgrades();
+    tokio::pin!(conn);
+    loop {
+        let idle = activity.idle_for();
+        if idle >= limits.idle_timeout {
+            tracing::debug!(idle = ?idle, "closing a connection on which nothing moved");
+            return;
+        }
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(limits.idle_timeout - idle) => {}
+        }
+    }
+    // Stopping: the request in flight finishes, no new one is read.
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
+}
+
+/// When bytes last moved on a connection, in milliseconds since it opened.
+#[derive(Clone)]
+struct Activity {
+    opened: std::time::Instant,
+    last: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            opened: std::time::Instant::now(),
+            last: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        }
+    }
+
+    fn touch(&self) {
+        let now = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last.store(now, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> std::time::Duration {
+        let last =
+            std::time::Duration::from_millis(self.last.load(std::sync::atomic::Ordering::Relaxed));
+        self.opened.elapsed().saturating_sub(last)
+    }
+}
+
+/// A connection's stream that notes in [`Activity`] when bytes move.
+struct ActivityIo<I> {
+    inner: I,
+    activity: Activity,
+}
+
+impl<I: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for ActivityIo<I> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.touch();
+        }
+        polled
+    }
+}
+
+impl<I: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for ActivityIo<I> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(polled, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(polled, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 async fn wait_for_signal() {

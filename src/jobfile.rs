@@ -46,6 +46,17 @@ impl JobConfigError {
     }
 }
 
+/// The most differing rows reported with their values (`validation.failuresToFetch`): each is
+/// held in memory and repeated in every savepoint of the validation.
+pub const MAX_FAILURES_TO_FETCH: u64 = 100_000;
+/// The largest tolerance in milliseconds (`validation.*ToleranceMillis`,
+/// `timestampMsTolerance`): a hundred years, wider than any TTL or clock skew.
+pub const MAX_TOLERANCE_MILLIS: u64 = 100 * 365 * 24 * 3600 * 1000;
+/// The longest time between savepoints (`savepoints.intervalSeconds`): a week.
+pub const MAX_INTERVAL_SECONDS: u64 = 7 * 24 * 3600;
+/// The most savepoint files kept (`savepoints.keep`).
+pub const MAX_KEEP: u64 = 10_000;
+
 /// `validation`: how the validator compares the target with the source (ScyllaDB Migrator's
 /// keys). Every key is optional; without the section the comparison is exact.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

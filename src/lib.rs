@@ -19,7 +19,7 @@
 //! - [`jobfile`]: the job-file format (ScyllaDB Migrator's), shared by every connector.
 //! - [`diagnostics`]: jobs that touch no data, to check a deployment's job lifecycle.
 //! - [`config`], [`daemon`], [`cli`], [`cassandra`] (the local node), [`metrics`],
-//!   [`telemetry`], [`fsutil`]: the daemon around them.
+//!   [`telemetry`], [`tls`], [`fsutil`]: the daemon around them.
 
 pub mod api;
 pub mod auth;
@@ -38,4 +38,5 @@ pub mod metrics;
 pub mod migrate;
 pub mod savepoints;
 pub mod telemetry;
+pub mod tls;
 pub mod validate;

@@ -2,7 +2,9 @@
 //! source drover (Apache Cassandra Sidecar's live instance migration).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
+use bytesize::ByteSize;
 use serde::Deserialize;
 
 /// Live instance migration. Off unless `enabled` (or switched on at runtime through
@@ -35,6 +37,53 @@ pub struct LiveMigrationConfig {
     /// token is never logged. A relative path is taken from the working directory. Default:
     /// no token.
     pub peer_token_file: Option<std::path::PathBuf>,
+    /// On a destination: how long connecting to the source may take before the attempt
+    /// fails. Default 10s.
+    #[serde(with = "humantime_serde")]
+    pub peer_connect_timeout: Duration,
+    /// On a destination: the longest wait for the next bytes from the source (answer
+    /// headers, a listing, a file's body). A source that stops sending fails the download
+    /// (retried within its bounds) instead of holding the task. Default 30s.
+    #[serde(with = "humantime_serde")]
+    pub peer_read_timeout: Duration,
+    /// On a destination: the largest file listing read from the source; a longer one fails
+    /// the task. Default 256 MiB.
+    pub max_listing_bytes: ByteSize,
+    /// On a destination: the most entries (files and directories) a source's listing may
+    /// hold; more fail the task. Default 1000000.
+    pub max_listed_files: usize,
+    /// On a destination: free space each file system must keep after an iteration's
+    /// downloads; a plan that would leave less is refused before anything is downloaded.
+    /// Default 1 GiB.
+    pub min_free_disk: ByteSize,
+    /// On a destination: the largest share (0 to 1) of its existing files one iteration may
+    /// delete because the source no longer lists them, or lists them otherwise; a plan that
+    /// deletes more — or every file — fails unless the task's request says
+    /// `allowMassDeletion: true`. It guards against an empty or truncated listing wiping the
+    /// node. Default 0.5.
+    pub max_delete_share: f64,
+    /// On a destination: talk HTTPS to the source, verifying its certificate against `ca` and
+    /// the source's name in `migration_map` (a host name or IP address the certificate must
+    /// carry), and present `cert` when the source asks for a client certificate. Default:
+    /// plain HTTP.
+    pub peer_tls: Option<PeerTlsConfig>,
+}
+
+/// `live_migration.peer_tls`: how a destination reaches its source over TLS. The files are
+/// read again when they change, for the next connection.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerTlsConfig {
+    /// PEM file with the CA certificates the source's certificate must chain to (the
+    /// system's roots are not used). A relative path is taken from the working directory.
+    pub ca: std::path::PathBuf,
+    /// PEM file with this destination's client certificate and its intermediates, for a
+    /// source with `server.tls.client_ca`. Needs `key`. Default: none.
+    #[serde(default)]
+    pub cert: Option<std::path::PathBuf>,
+    /// PEM file with the private key of `cert`. Default: none.
+    #[serde(default)]
+    pub key: Option<std::path::PathBuf>,
 }
 
 impl Default for LiveMigrationConfig {
@@ -47,6 +96,13 @@ impl Default for LiveMigrationConfig {
             dirs_to_exclude: Vec::new(),
             max_concurrent_file_requests: 20,
             peer_token_file: None,
+            peer_tls: None,
+            peer_connect_timeout: Duration::from_secs(10),
+            peer_read_timeout: Duration::from_secs(30),
+            max_listing_bytes: ByteSize::mib(256),
+            max_listed_files: 1_000_000,
+            min_free_disk: ByteSize::gib(1),
+            max_delete_share: 0.5,
         }
     }
 }
@@ -105,6 +161,35 @@ impl LiveMigrationConfig {
                 "must be at least 1".into(),
             ));
         }
+        if !(0.0..=1.0).contains(&self.max_delete_share) {
+            return Err((
+                "live_migration.max_delete_share".into(),
+                format!("must be between 0 and 1, not {}", self.max_delete_share),
+            ));
+        }
+        for (key, value) in [
+            (
+                "live_migration.peer_connect_timeout",
+                self.peer_connect_timeout,
+            ),
+            ("live_migration.peer_read_timeout", self.peer_read_timeout),
+        ] {
+            if value.is_zero() {
+                return Err((key.into(), "must be more than 0".into()));
+            }
+        }
+        if self.max_listed_files == 0 {
+            return Err((
+                "live_migration.max_listed_files".into(),
+                "must be at least 1".into(),
+            ));
+        }
+        if self.max_listing_bytes.as_u64() == 0 {
+            return Err((
+                "live_migration.max_listing_bytes".into(),
+                "must be at least 1 byte".into(),
+            ));
+        }
         for (key, patterns) in [
             ("live_migration.files_to_exclude", &self.files_to_exclude),
             ("live_migration.dirs_to_exclude", &self.dirs_to_exclude),
@@ -113,6 +198,14 @@ impl LiveMigrationConfig {
                 crate::livemigration::exclusions::check_pattern(p)
                     .map_err(|e| (format!("{key}[{i}]"), e.to_string()))?;
             }
+        }
+        if let Some(tls) = &self.peer_tls
+            && tls.cert.is_some() != tls.key.is_some()
+        {
+            return Err((
+                "live_migration.peer_tls".into(),
+                "cert and key go together: set both or neither".into(),
+            ));
         }
         for (source, destination) in &self.migration_map {
             if source.trim().is_empty() || destination.trim().is_empty() {
@@ -157,5 +250,31 @@ mod tests {
             }
         );
         assert_eq!(config.role("127.0.0.2:9043"), Role::None);
+    }
+
+    #[test]
+    fn destination_bounds_are_checked() {
+        assert!(LiveMigrationConfig::default().validate().is_ok());
+        let key = |f: &dyn Fn(&mut LiveMigrationConfig)| {
+            let mut c = LiveMigrationConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err().0
+        };
+        assert_eq!(
+            key(&|c| c.max_delete_share = 1.5),
+            "live_migration.max_delete_share"
+        );
+        assert_eq!(
+            key(&|c| c.peer_read_timeout = Duration::ZERO),
+            "live_migration.peer_read_timeout"
+        );
+        assert_eq!(
+            key(&|c| c.max_listed_files = 0),
+            "live_migration.max_listed_files"
+        );
+        assert_eq!(
+            key(&|c| c.max_listing_bytes = ByteSize::b(0)),
+            "live_migration.max_listing_bytes"
+        );
     }
 }

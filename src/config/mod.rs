@@ -23,9 +23,9 @@ pub use auth::{
 };
 pub use cassandra::{CassandraConfig, DEFAULT_NATIVE_ADDRESS};
 pub use jobs::JobsConfig;
-pub use live_migration::{LiveMigrationConfig, Role};
+pub use live_migration::{LiveMigrationConfig, PeerTlsConfig, Role};
 pub use logging::{LogFormat, LoggingConfig};
-pub use server::ServerConfig;
+pub use server::{ClientAuth, ServerConfig, TlsConfig};
 
 /// The configuration used when `drover serve` is given no `--config`.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/drover.yaml");
@@ -206,6 +206,7 @@ impl DaemonConfig {
                 format!("invalid filter {:?}: {e}", self.logging.level),
             )
         })?;
+        self.server.validate(self.auth.is_enabled())?;
         self.jobs.validate()?;
         self.cassandra.validate()?;
         self.live_migration.validate()
@@ -292,6 +293,67 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("unknown field `cout`"), "{err}");
+    }
+
+    #[test]
+    fn an_unprotected_listener_off_loopback_is_refused() {
+        for listen in ["0.0.0.0:9043", "[::]:9043", "10.1.2.3:9043"] {
+            let err = parse(&format!("server:\n  listen: \"{listen}\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!(
+                    "server.listen: {listen} is not a loopback address"
+                )) && err.contains("without server.tls and authentication")
+                    && err.ends_with("(line 2)"),
+                "{err}"
+            );
+        }
+        for listen in ["127.0.0.1:9043", "127.0.0.2:0", "[::1]:9043"] {
+            parse(&format!("server:\n  listen: \"{listen}\"\n")).unwrap();
+        }
+        let tokens = "auth:\n  tokens: [{id: a, sha256: 0000000000000000000000000000000000000000000000000000000000000000}]\n";
+        let tls = "  tls: {cert: c.pem, key: k.pem}\n";
+        let err = parse(&format!("server:\n  listen: 0.0.0.0:1\n{tokens}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("without server.tls anyone"), "{err}");
+        let err = parse(&format!("server:\n  listen: 0.0.0.0:1\n{tls}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("without authentication"), "{err}");
+        parse(&format!("server:\n  listen: 0.0.0.0:1\n{tls}{tokens}")).unwrap();
+        parse("server:\n  listen: 0.0.0.0:1\n  insecure: true\n").unwrap();
+        // The environment's address is checked too.
+        let env = |k: &str| (k == "DROVER_LISTEN").then(|| "0.0.0.0:9043".to_string());
+        assert!(DaemonConfig::parse("t", "", Path::new("."), env).is_err());
+    }
+
+    #[test]
+    fn tls_keys_are_checked() {
+        let err = parse("server:\n  tls: {cert: c.pem, key: k.pem, client_auth: optional}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("server.tls.client_auth: needs server.tls.client_ca"),
+            "{err}"
+        );
+        let err = parse("server:\n  tls: {cert: c.pem}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("missing field `key`"), "{err}");
+        let err = parse("live_migration:\n  peer_tls: {ca: ca.pem, cert: c.pem}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("live_migration.peer_tls: cert and key go together"),
+            "{err}"
+        );
+        let config =
+            parse("server:\n  tls: {cert: c.pem, key: k.pem, client_ca: ca.pem}\n").unwrap();
+        let tls = config.server.tls.unwrap();
+        assert_eq!(tls.client_auth, ClientAuth::Required);
+        assert_eq!(tls.handshake_timeout, std::time::Duration::from_secs(10));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `server`: the HTTP listener.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use bytesize::ByteSize;
@@ -38,6 +39,23 @@ pub struct ServerConfig {
     /// wait in the kernel's listen backlog until one closes (nothing is refused, no memory is
     /// spent on them). Default `1024`.
     pub max_connections: std::num::NonZeroUsize,
+    /// A connection on which no byte moves in either direction for this long is closed, even
+    /// in the middle of a request: a client that stops reading a download or stops sending a
+    /// body cannot hold its connection for ever. A kept-alive connection waiting for its next
+    /// request is already closed after `header_read_timeout` (hyper starts that timer when it
+    /// begins waiting for a request's headers, not at their first byte), so between requests
+    /// the shorter of the two applies. Keep it above `request_timeout`, since a handler
+    /// preparing its answer moves no bytes. Default `120s`.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Serve HTTPS (and optionally verify client certificates) instead of plain HTTP.
+    /// Default: plain HTTP.
+    pub tls: Option<TlsConfig>,
+    /// Allows `listen` to be a non-loopback address without both `tls` and authentication
+    /// (`auth.tokens` or `auth.certificates`): anyone who reaches the port could then read
+    /// every file of the node and start migrations. A warning is logged at every start while
+    /// it is on. Default false (such a config is refused).
+    pub insecure: bool,
     /// Host names a request's `Host` may carry, besides those always accepted: `localhost`,
     /// any IP address, the host of `server.listen` and of `live_migration.advertise`, and the
     /// hosts of `live_migration.migration_map`. Matched without the port, case-insensitively;
@@ -51,6 +69,107 @@ pub struct ServerConfig {
     pub allowed_origins: Vec<String>,
 }
 
+/// `server.tls`: the certificate the daemon presents, and whom it asks for one.
+///
+/// The files are watched: when one changes (its modification time or size), all are read
+/// again and new connections get the new material; connections already open keep theirs. A
+/// reload that fails (a half-written file, a key that does not match) is logged and the old
+/// material stays in use.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM file with the server certificate, then its intermediates. A relative path is taken
+    /// from the working directory.
+    pub cert: PathBuf,
+    /// PEM file with the certificate's private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// PEM file with the CA certificates that client certificates must chain to. When set,
+    /// clients are asked for a certificate, and a verified one identifies the caller through
+    /// `auth.certificates`. Default: no client certificates.
+    #[serde(default)]
+    pub client_ca: Option<PathBuf>,
+    /// With `client_ca`: `required` refuses a TLS handshake without a valid client
+    /// certificate; `optional` lets a client without one in (it can then authenticate with a
+    /// bearer token), while a certificate that does not verify is still refused. Default
+    /// `required`.
+    #[serde(default)]
+    pub client_auth: ClientAuth,
+    /// Time a new connection gets to complete its TLS handshake. Default `10s`.
+    #[serde(default = "default_handshake_timeout", with = "humantime_serde")]
+    pub handshake_timeout: Duration,
+    /// How often the files are checked for changes. Default `5s`.
+    #[serde(default = "default_reload_interval", with = "humantime_serde")]
+    pub reload_interval: Duration,
+}
+
+fn default_handshake_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_reload_interval() -> Duration {
+    Duration::from_secs(5)
+}
+
+/// Whether a client certificate is required (`server.tls.client_auth`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    /// A handshake without a valid client certificate fails.
+    #[default]
+    Required,
+    /// A client may come without a certificate.
+    Optional,
+}
+
+impl ServerConfig {
+    /// Checks values that serde cannot check alone; `auth_enabled` tells whether callers must
+    /// authenticate.
+    pub(crate) fn validate(&self, auth_enabled: bool) -> Result<(), (String, String)> {
+        if let Some(tls) = &self.tls {
+            for (key, value) in [
+                ("server.tls.handshake_timeout", tls.handshake_timeout),
+                ("server.tls.reload_interval", tls.reload_interval),
+            ] {
+                if value.is_zero() {
+                    return Err((key.into(), "must be more than 0s".into()));
+                }
+            }
+            if tls.client_auth == ClientAuth::Optional && tls.client_ca.is_none() {
+                return Err((
+                    "server.tls.client_auth".into(),
+                    "needs server.tls.client_ca, the CA client certificates are verified against"
+                        .into(),
+                ));
+            }
+        }
+        if self.idle_timeout.is_zero() {
+            return Err(("server.idle_timeout".into(), "must be more than 0s".into()));
+        }
+        if !self.listen.ip().is_loopback() && !self.insecure {
+            let missing = match (self.tls.is_some(), auth_enabled) {
+                (true, true) => None,
+                (false, true) => Some("server.tls"),
+                (true, false) => Some("authentication (auth.tokens or auth.certificates)"),
+                (false, false) => {
+                    Some("server.tls and authentication (auth.tokens or auth.certificates)")
+                }
+            };
+            if let Some(missing) = missing {
+                return Err((
+                    "server.listen".into(),
+                    format!(
+                        "{} is not a loopback address, and without {missing} anyone who reaches \
+                         it could read every file of this node and start migrations; configure \
+                         them, listen on 127.0.0.1, or set server.insecure: true to accept the risk",
+                        self.listen
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
@@ -61,6 +180,9 @@ impl Default for ServerConfig {
             diagnostics: false,
             header_read_timeout: Duration::from_secs(10),
             max_connections: std::num::NonZeroUsize::new(1024).expect("1024 is not zero"),
+            idle_timeout: Duration::from_secs(120),
+            tls: None,
+            insecure: false,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
         }

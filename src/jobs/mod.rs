@@ -285,9 +285,16 @@ impl JobRegistry {
         let (store, records) = tokio::task::spawn_blocking(move || {
             let store = Store::open(&dir)?;
             let mut records = store.load_all()?;
-            for record in records.iter_mut().filter(|r| r.state.is_active()) {
-                tracing::warn!(job = %record.id, kind = %record.kind, was = %record.state, "job was interrupted by the end of the previous process");
-                record.state = JobState::Interrupted;
+            for record in records.iter_mut().filter(|r| {
+                r.state.is_active() || (r.state == JobState::Interrupted && r.cancel_requested)
+            }) {
+                if record.cancel_requested {
+                    tracing::warn!(job = %record.id, kind = %record.kind, was = %record.state, "job was cancelled before the previous process ended: it stays cancelled");
+                    record.state = JobState::Cancelled;
+                } else {
+                    tracing::warn!(job = %record.id, kind = %record.kind, was = %record.state, "job was interrupted by the end of the previous process");
+                    record.state = JobState::Interrupted;
+                }
                 record.ended_at = Some(record.updated_at);
                 record.updated_at = Utc::now();
                 store.save(record)?;
@@ -370,6 +377,7 @@ impl JobRegistry {
             last_error: None,
             spec,
             result: None,
+            cancel_requested: false,
         };
         let entry = Entry::new(record, 0);
         entry.update(|_| {});
@@ -469,6 +477,25 @@ impl JobRegistry {
             });
         }
         entry.request_cancel(CANCELLED_BY_USER);
+        if entry.cancel_reason.load(Ordering::SeqCst) == CANCELLED_BY_USER {
+            entry.update(|r| r.cancel_requested = true);
+            let inner = self.inner.clone();
+            let written = entry.clone();
+            tokio::spawn(async move {
+                if let Err(e) = inner.persist(&written).await {
+                    tracing::error!(job = %written.id, error = %e, "cannot record a cancel");
+                }
+            });
+        }
+        Ok(entry.snapshot())
+    }
+
+    /// [`cancel`](Self::cancel), returning once the request is on disk: a cancel that was
+    /// answered survives the process ending before the job has stopped.
+    pub async fn cancel_recorded(&self, id: &str) -> Result<JobRecord, JobError> {
+        self.cancel(id)?;
+        let entry = self.entry(id)?;
+        self.inner.persist(&entry).await?;
         Ok(entry.snapshot())
     }
 
@@ -537,8 +564,13 @@ impl JobRegistry {
         let mut left = 0;
         for entry in entries.iter().filter(|e| e.snapshot().state.is_active()) {
             left += 1;
+            let cancelled = entry.cancel_reason.load(Ordering::SeqCst) == CANCELLED_BY_USER;
             entry.update(|r| {
-                r.state = JobState::Interrupted;
+                r.state = if cancelled {
+                    JobState::Cancelled
+                } else {
+                    JobState::Interrupted
+                };
                 r.ended_at = Some(Utc::now());
                 r.error = Some(format!(
                     "did not stop within the shutdown timeout of {}",
@@ -747,6 +779,12 @@ impl JobHandle {
     /// The job should write its checkpoint and return [`JobFailure::Stopped`].
     pub fn cancelled(&self) -> &CancellationToken {
         &self.entry.cancel
+    }
+
+    /// Whether the daemon is shutting down (the job is stopped to be resumed at the next start,
+    /// not cancelled).
+    pub fn shutting_down(&self) -> bool {
+        self.inner.stopping.is_cancelled()
     }
 
     /// Names what the job is doing now.

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// `QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED`; a job that was queued or running when
 /// the daemon stopped (shutdown, crash, `kill -9`) is `INTERRUPTED`, and resuming it makes it
-/// `QUEUED` again.
+/// `QUEUED` again — unless an operator had cancelled it: then it is `CANCELLED`.
 #[derive(
     Debug,
     Clone,
@@ -123,4 +123,9 @@ pub struct JobRecord {
     /// What the job found or produced (a validation's report), kept with the record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
+    /// An operator asked the job to stop. Kept on disk so that a cancel is not lost when the
+    /// process ends before the job has stopped: such a job is `CANCELLED` at the next start,
+    /// not `INTERRUPTED` (and resumed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel_requested: bool,
 }

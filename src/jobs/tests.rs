@@ -16,6 +16,19 @@ async fn until_cancelled(h: JobHandle) -> JobResult {
     Err(JobFailure::Stopped)
 }
 
+/// The record on disk once it satisfies `ok`: the registry writes in the background, so what a
+/// test expects reaches the disk a moment after memory, later still on a loaded machine.
+async fn record_on_disk(dir: &Path, id: &str, ok: impl Fn(&JobRecord) -> bool) -> JobRecord {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let record = read_record(dir, id);
+        if ok(&record) || tokio::time::Instant::now() > deadline {
+            return record;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn read_record(dir: &Path, id: &str) -> JobRecord {
     let bytes = std::fs::read(dir.join(format!("{id}.json"))).unwrap();
     serde_json::from_slice(&bytes).unwrap()
@@ -43,7 +56,10 @@ async fn successful_job_records_progress_and_end() {
     assert_eq!(done.attempts, 1);
     assert!(done.started_at.is_some() && done.ended_at.is_some());
     // What is on disk is what the API shows.
-    assert_eq!(read_record(dir.path(), &job.id), done);
+    assert_eq!(
+        record_on_disk(dir.path(), &job.id, |r| *r == done).await,
+        done
+    );
 }
 
 #[tokio::test]
@@ -116,8 +132,11 @@ async fn a_process_that_dies_leaves_interrupted_jobs_that_can_resume() {
             .await
             .unwrap();
         // Let the progress flush reach the disk, then vanish without any shutdown, as kill -9.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(read_record(dir.path(), &job.id).state, JobState::Running);
+        let on_disk = record_on_disk(dir.path(), &job.id, |r| {
+            r.state == JobState::Running && r.progress.contains_key("rows")
+        })
+        .await;
+        assert_eq!(on_disk.state, JobState::Running);
         std::mem::forget(reg);
         job.id
     };
@@ -312,4 +331,56 @@ async fn delete_forgets_ended_jobs_only() {
     drop(reg);
     let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
     assert!(reg.list(None).is_empty());
+}
+
+/// Waits until job `id` runs (however loaded the machine is).
+async fn until_running(reg: &JobRegistry, id: &str) {
+    while reg.get(id).unwrap().state != JobState::Running {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A job that does not stop when asked (a call stuck on a silent peer).
+async fn stubborn(_: JobHandle) -> JobResult {
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_cancel_answered_is_not_lost_when_the_process_ends_first() {
+    let dir = tempfile::tempdir().unwrap();
+    // Killed (no shutdown) while a cancelled job has not stopped yet.
+    let killed = {
+        let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+        let job = reg
+            .submit("test", serde_json::Value::Null, stubborn)
+            .await
+            .unwrap();
+        until_running(&reg, &job.id).await;
+        let cancelled = reg.cancel_recorded(&job.id).await.unwrap();
+        assert_eq!(cancelled.state, JobState::Running);
+        assert!(read_record(dir.path(), &job.id).cancel_requested);
+        std::mem::forget(reg);
+        job.id
+    };
+    // Shut down while a cancelled job has not stopped within the timeout.
+    let timed_out = {
+        let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+        let job = reg
+            .submit("test", serde_json::Value::Null, stubborn)
+            .await
+            .unwrap();
+        until_running(&reg, &job.id).await;
+        reg.cancel(&job.id).unwrap();
+        assert_eq!(reg.shutdown(Duration::from_millis(200)).await, 1);
+        assert_eq!(reg.get(&job.id).unwrap().state, JobState::Cancelled);
+        job.id
+    };
+    let reg = JobRegistry::open(dir.path(), options()).await.unwrap();
+    for id in [&killed, &timed_out] {
+        assert_eq!(reg.get(id).unwrap().state, JobState::Cancelled, "{id}");
+        assert_eq!(read_record(dir.path(), id).state, JobState::Cancelled);
+        let again = reg.resume(id, |_| async { Ok(()) }).await.unwrap_err();
+        assert!(matches!(again, JobError::WrongState { .. }));
+    }
 }

@@ -2,6 +2,7 @@
 //! listing (minus [`Exclusions`]), and the resolution of a requested path that never leaves its
 //! directory.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -27,6 +28,8 @@ pub struct Entry {
     pub is_dir: bool,
     /// Last modification, milliseconds since the epoch.
     pub modified_ms: u64,
+    /// Permission bits (drover's listings carry them so a destination keeps them).
+    pub mode: u32,
 }
 
 impl Entry {
@@ -93,6 +96,7 @@ pub fn list(roots: &Roots, exclusions: &Exclusions) -> std::io::Result<Vec<Entry
                         size: 0,
                         is_dir: true,
                         modified_ms: modified_ms(&meta),
+                        mode: meta.permissions().mode() & 0o777,
                     });
                 } else if meta.is_file() && !exclusions.matches_file_pattern(&path) {
                     out.push(Entry {
@@ -102,6 +106,7 @@ pub fn list(roots: &Roots, exclusions: &Exclusions) -> std::io::Result<Vec<Entry
                         size: meta.len(),
                         is_dir: false,
                         modified_ms: modified_ms(&meta),
+                        mode: meta.permissions().mode() & 0o777,
                     });
                 }
             }

@@ -44,6 +44,7 @@ impl JobKind for DataCopyKind {
             request,
             peer,
             local: services.live.local_files(),
+            limits: (&services.live.config).into(),
         })
     }
 

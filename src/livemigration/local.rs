@@ -27,6 +27,41 @@ impl LocalFiles {
         Ok(root.join(p))
     }
 
+    /// Removes every staging file (`*.drover-part`) below the roots, symbolic links not
+    /// followed; returns how many. Blocking.
+    pub fn remove_staging(&self) -> usize {
+        let mut removed = 0;
+        for (_, _, root) in self.roots.iter() {
+            let mut stack = vec![root.to_path_buf()];
+            while let Some(dir) = stack.pop() {
+                let Ok(entries) = std::fs::read_dir(&dir) else {
+                    continue;
+                };
+                for entry in entries.flatten() {
+                    let Ok(kind) = entry.file_type() else {
+                        continue;
+                    };
+                    if kind.is_dir() {
+                        stack.push(entry.path());
+                    } else if kind.is_file()
+                        && entry
+                            .file_name()
+                            .to_string_lossy()
+                            .ends_with(files::PART_SUFFIX)
+                    {
+                        match std::fs::remove_file(entry.path()) {
+                            Ok(()) => removed += 1,
+                            Err(e) => {
+                                tracing::warn!(file = %entry.path().display(), error = %e, "cannot remove a staging file");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        removed
+    }
+
     /// The files and directories here, as a source would list them. Blocking.
     pub fn list(&self) -> Result<Vec<Entry>, LiveMigrationError> {
         files::list(&self.roots, &self.exclusions).map_err(|source| LiveMigrationError::Local {

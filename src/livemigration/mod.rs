@@ -84,6 +84,8 @@ pub struct LiveMigration {
     pub file_requests: Arc<tokio::sync::Semaphore>,
     /// The bearer token this destination sends to its source (`peer_token_file`).
     peer_token: Option<secrecy::SecretString>,
+    /// How this destination reaches its source over TLS (`peer_tls`).
+    peer_tls: Option<crate::tls::PeerTls>,
     /// Held while a data-copy task is checked for admission and submitted.
     copy_admission: tokio::sync::Mutex<()>,
     enabled: AtomicBool,
@@ -118,8 +120,15 @@ impl LiveMigration {
             .as_ref()
             .map(|path| read_token(path))
             .transpose()?;
+        let peer_tls = lm
+            .peer_tls
+            .as_ref()
+            .map(crate::tls::PeerTls::load)
+            .transpose()
+            .map_err(|e| LiveMigrationError::Config(e.to_string()))?;
         Ok(Self {
             peer_token,
+            peer_tls,
             role: lm.role(&me),
             roots,
             exclusions,
@@ -136,7 +145,14 @@ impl LiveMigration {
     /// destination.
     pub fn peer(&self) -> Option<PeerClient> {
         match &self.role {
-            Role::Destination { source } => Some(PeerClient::new(source, self.peer_token.clone())),
+            Role::Destination { source } => Some(PeerClient::new(
+                source,
+                self.peer_token.clone(),
+                self.peer_tls
+                    .as_ref()
+                    .map(crate::tls::PeerTls::client_config),
+                peer::PeerLimits::from(&self.config),
+            )),
             _ => None,
         }
     }

@@ -1,6 +1,7 @@
 //! The HTTP client a destination uses to talk to its source drover: the source's file list,
 //! the digest of one of its files, and the bytes of one file from an offset on.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -15,8 +16,26 @@ pub const ERROR_BODY_READ: usize = 4096;
 /// How much of a source's error message is kept (and so logged and shown in a task's status).
 pub const ERROR_MESSAGE_CHARS: usize = 512;
 
+/// An error with its causes: reqwest's own message says only that a request failed, while
+/// the reason (a refused connection, a certificate not valid for the source's name) is in
+/// the chain below it.
+fn causes(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        // hyper and reqwest repeat their inner error in their own message at times.
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// A file of the source as its listing shows it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RemoteFile {
     /// Where to download it.
@@ -27,6 +46,10 @@ pub struct RemoteFile {
     pub file_type: String,
     /// Milliseconds since the epoch.
     pub last_modified_time: u64,
+    /// drover: the file's permission bits at the source (Sidecar's listing has none; a
+    /// download without them gets 0644).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<u32>,
 }
 
 impl RemoteFile {
@@ -57,16 +80,55 @@ struct RemoteErrorBody {
     message: String,
 }
 
+/// How far a destination trusts its source: timeouts and the bounds of a listing
+/// (`live_migration.peer_*`, `max_listing_bytes`, `max_listed_files`).
+#[derive(Debug, Clone)]
+pub struct PeerLimits {
+    /// Longest wait for a connection.
+    pub connect_timeout: Duration,
+    /// Longest wait for the next bytes of an answer.
+    pub read_timeout: Duration,
+    /// Largest listing body.
+    pub max_listing_bytes: u64,
+    /// Most entries of a listing.
+    pub max_listed_files: usize,
+}
+
+impl Default for PeerLimits {
+    fn default() -> Self {
+        let config = crate::config::LiveMigrationConfig::default();
+        Self::from(&config)
+    }
+}
+
+impl From<&crate::config::LiveMigrationConfig> for PeerLimits {
+    fn from(c: &crate::config::LiveMigrationConfig) -> Self {
+        Self {
+            connect_timeout: c.peer_connect_timeout,
+            read_timeout: c.peer_read_timeout,
+            max_listing_bytes: c.max_listing_bytes.as_u64(),
+            max_listed_files: c.max_listed_files,
+        }
+    }
+}
+
 /// A client of the source daemon of a destination.
 #[derive(Clone)]
 pub struct PeerClient {
     http: reqwest::Client,
     base: String,
+    limits: Arc<PeerLimits>,
 }
 
 impl PeerClient {
-    /// The source daemon at `host:port`.
-    pub fn new(address: &str, token: Option<secrecy::SecretString>) -> Self {
+    /// The source daemon at `host:port`: over HTTPS when `tls` is given (the source's
+    /// certificate must then chain to its roots and name `host`), else plain HTTP.
+    pub fn new(
+        address: &str,
+        token: Option<secrecy::SecretString>,
+        tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+        limits: PeerLimits,
+    ) -> Self {
         use secrecy::ExposeSecret;
         let mut headers = reqwest::header::HeaderMap::new();
         if let Some(token) = token
@@ -77,16 +139,42 @@ impl PeerClient {
             value.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        // Always a config of ours, so that building the client never depends on a crypto
+        // provider installed for the whole process.
+        let tls = tls.map_or_else(crate::tls::plain_client_config, |c| (*c).clone());
         Self {
             http: reqwest::Client::builder()
+                .use_preconfigured_tls(tls)
                 .default_headers(headers)
-                .connect_timeout(Duration::from_secs(10))
+                .connect_timeout(limits.connect_timeout)
+                // Per read, not per request: a large file may take hours, but a source that
+                // stops sending (headers or body) must not hold a task, nor its job slot.
+                .read_timeout(limits.read_timeout)
                 // A source answers from its own routes; a redirect could point the
                 // destination's requests anywhere, so a 3xx is an error like any other.
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .expect("an HTTP client builds"),
-            base: format!("http://{address}"),
+            base: format!("{scheme}://{address}"),
+            limits: Arc::new(limits),
+        }
+    }
+
+    /// What a failed request or body read means, naming the setting when it timed out.
+    pub fn describe(&self, e: &reqwest::Error) -> String {
+        if e.is_connect() && e.is_timeout() {
+            format!(
+                "no connection within {} (live_migration.peer_connect_timeout)",
+                humantime::format_duration(self.limits.connect_timeout)
+            )
+        } else if e.is_timeout() {
+            format!(
+                "nothing received for {} (live_migration.peer_read_timeout)",
+                humantime::format_duration(self.limits.read_timeout)
+            )
+        } else {
+            causes(e)
         }
     }
 
@@ -120,16 +208,46 @@ impl PeerClient {
         LiveMigrationError::Peer(format!("{what}: {status}: {message}"))
     }
 
-    /// The source's files.
+    /// The source's files. The body is read up to `max_listing_bytes` and may hold up to
+    /// `max_listed_files` entries: past either, the listing is refused rather than held.
     pub async fn list(&self) -> Result<Vec<RemoteFile>, LiveMigrationError> {
         let url = format!("{}/api/v1/live-migration/files", self.base);
-        let failed =
-            |e: reqwest::Error| LiveMigrationError::Peer(format!("listing files at {url}: {e}"));
+        let failed = |e: reqwest::Error| {
+            LiveMigrationError::Peer(format!("listing files at {url}: {}", self.describe(&e)))
+        };
         let response = self.http.get(&url).send().await.map_err(failed)?;
         if !response.status().is_success() {
             return Err(Self::error_of(response, "listing files").await);
         }
-        let list: RemoteList = response.json().await.map_err(failed)?;
+        let limit = self.limits.max_listing_bytes;
+        let too_long = || {
+            LiveMigrationError::Invalid(format!(
+                "the source's file listing is longer than {} (live_migration.max_listing_bytes)",
+                bytesize::ByteSize::b(limit)
+            ))
+        };
+        if response.content_length().is_some_and(|n| n > limit) {
+            return Err(too_long());
+        }
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(failed)?;
+            if (body.len() as u64).saturating_add(chunk.len() as u64) > limit {
+                return Err(too_long());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let list: RemoteList = serde_json::from_slice(&body).map_err(|e| {
+            LiveMigrationError::Peer(format!("listing files at {url}: not a file listing: {e}"))
+        })?;
+        if list.files.len() > self.limits.max_listed_files {
+            return Err(LiveMigrationError::Invalid(format!(
+                "the source lists {} files and directories, more than {} (live_migration.max_listed_files)",
+                list.files.len(),
+                self.limits.max_listed_files
+            )));
+        }
         Ok(list.files)
     }
 
@@ -145,8 +263,9 @@ impl PeerClient {
             self.base,
             algorithm.name()
         );
-        let failed =
-            |e: reqwest::Error| LiveMigrationError::Peer(format!("digest of {file_url}: {e}"));
+        let failed = |e: reqwest::Error| {
+            LiveMigrationError::Peer(format!("digest of {file_url}: {}", self.describe(&e)))
+        };
         let response = self.http.get(&url).send().await.map_err(failed)?;
         if response.status() == reqwest::StatusCode::NOT_FOUND {
             return Err(LiveMigrationError::Gone(format!(
@@ -176,9 +295,8 @@ impl PeerClient {
         if from > 0 {
             request = request.header(reqwest::header::RANGE, format!("bytes={from}-"));
         }
-        request
-            .send()
-            .await
-            .map_err(|e| LiveMigrationError::Peer(format!("downloading {file_url}: {e}")))
+        request.send().await.map_err(|e| {
+            LiveMigrationError::Peer(format!("downloading {file_url}: {}", self.describe(&e)))
+        })
     }
 }

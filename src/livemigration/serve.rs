@@ -211,6 +211,7 @@ mod tests {
 
     fn entry(path: &str, size: u64, is_dir: bool) -> Entry {
         Entry {
+            mode: 0o644,
             dir_type: DirType::Data,
             dir_index: 0,
             path: path.into(),

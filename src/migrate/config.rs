@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use crate::config::yaml;
 pub use crate::connectors::{SourceConfig, TargetConfig};
+use crate::jobfile;
 pub use crate::jobfile::{
     JobConfigError, REDACTED, Rename, SavepointsConfig, ValidationConfig, is_secret_key, redact,
     redacted_json,
@@ -138,36 +139,53 @@ impl JobConfig {
                     "savepoints.path is required (the directory of savepoint files)",
                 ));
             }
-            match sp.interval_seconds {
-                None => {
-                    return Err(JobConfigError::at(
-                        text,
-                        "savepoints",
-                        "savepoints.intervalSeconds is required with savepoint files (seconds between savepoints)",
-                    ));
-                }
-                Some(0) => {
-                    return Err(JobConfigError::at(
-                        text,
-                        "savepoints.intervalSeconds",
-                        "must be at least 1",
-                    ));
-                }
-                Some(_) => {}
-            }
-            if sp.keep == 0 {
+            if sp.interval_seconds.is_none() {
                 return Err(JobConfigError::at(
                     text,
-                    "savepoints.keep",
-                    "must be at least 1",
+                    "savepoints",
+                    "savepoints.intervalSeconds is required with savepoint files (seconds between savepoints)",
                 ));
             }
+            // A timer of u64::MAX seconds overflows the clock it is added to.
+            JobConfigError::check_range(
+                text,
+                "savepoints.intervalSeconds",
+                sp.interval_seconds,
+                1,
+                jobfile::MAX_INTERVAL_SECONDS,
+            )?;
+            JobConfigError::check_range(
+                text,
+                "savepoints.keep",
+                Some(as_u64(sp.keep)),
+                1,
+                jobfile::MAX_KEEP,
+            )?;
         }
         Ok(config)
     }
 
     fn validate(&self, text: &str) -> Result<(), JobConfigError> {
         let v = &self.validation;
+        // Examples are held in memory and in every savepoint; tolerances are scaled to
+        // microseconds. Beyond these bounds a value is a typo, not a tolerance.
+        JobConfigError::check_range(
+            text,
+            "validation.failuresToFetch",
+            Some(as_u64(v.failures_to_fetch)),
+            0,
+            jobfile::MAX_FAILURES_TO_FETCH,
+        )?;
+        for (key, value) in [
+            ("validation.ttlToleranceMillis", v.ttl_tolerance_millis),
+            (
+                "validation.writetimeToleranceMillis",
+                v.writetime_tolerance_millis,
+            ),
+            ("validation.timestampMsTolerance", v.timestamp_ms_tolerance),
+        ] {
+            JobConfigError::check_range(text, key, Some(value), 0, jobfile::MAX_TOLERANCE_MILLIS)?;
+        }
         if !v.floating_point_tolerance.is_finite() || v.floating_point_tolerance < 0.0 {
             return Err(JobConfigError::at(
                 text,
@@ -221,5 +239,11 @@ impl JobConfig {
     }
 }
 
+fn as_u64(v: usize) -> u64 {
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 mod tests;

@@ -77,21 +77,17 @@ impl Savepoints {
 }
 
 /// Parses, checks and plans a job; with `savepoints.autoResume` (the default), merges the
-/// progress of the newest savepoint of the same migration. Nothing is written to the target.
+/// progress of the newest savepoint of the same migration. Nothing is written to the target,
+/// and nothing to `savepoints.path` until the job is accepted: a job refused for its config or
+/// for clusters it cannot reach creates no directory and leaves the files in it alone.
 pub async fn launch(text: &str) -> Result<Launch, EngineError> {
     let config = JobConfig::parse(text)?;
     let base = redacted_json(text);
-    let mut savepoints = None;
+    let mut pending = None;
     let mut complete = config.skip_progress();
     let mut resumed_from = None;
     if let Some(sp) = &config.savepoints {
         let dir = sp.path.clone().expect("validated");
-        let keep = sp.keep;
-        let store = Arc::new(
-            tokio::task::spawn_blocking(move || FileStore::open(&dir, keep))
-                .await
-                .expect("opening savepoints does not panic")?,
-        );
         let mut initial = savepoints::Progress::from_document(&base).unwrap_or_else(|e| {
             // JobConfig::parse checked skipTokenRanges; only the skip lists of other
             // connectors, which do not apply to this job, can be unreadable here. They must
@@ -101,11 +97,16 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
         });
         if sp.auto_resume {
             let identity = savepoints::identity(&base);
-            let lookup = store.clone();
-            let savepoints::Lookup { found, warnings } =
-                tokio::task::spawn_blocking(move || lookup.newest_usable(&identity))
-                    .await
-                    .expect("reading savepoints does not panic")?;
+            let lookup = dir.clone();
+            let savepoints::Lookup { found, warnings } = tokio::task::spawn_blocking(move || {
+                // Read only: the directory is created (and swept) once the job is accepted.
+                if !lookup.is_dir() {
+                    return Ok(savepoints::Lookup::default());
+                }
+                FileStore::reader(&lookup).newest_usable(&identity)
+            })
+            .await
+            .expect("reading savepoints does not panic")?;
             for w in warnings {
                 tracing::warn!("{w}");
             }
@@ -119,15 +120,28 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
             }
         }
         complete = initial.clone();
-        savepoints = Some(Savepoints {
-            store,
-            base,
-            interval: Duration::from_secs(sp.interval_seconds.expect("validated")),
-            previous: Mutex::new(initial.clone()),
+        pending = Some((
+            dir,
+            sp.keep,
+            Duration::from_secs(sp.interval_seconds.expect("validated")),
             initial,
-        });
+        ));
     }
     let migration = Migration::prepare(&config, complete).await?;
+    let savepoints = match pending {
+        None => None,
+        Some((dir, keep, interval, initial)) => Some(Savepoints {
+            store: Arc::new(
+                tokio::task::spawn_blocking(move || FileStore::open(&dir, keep))
+                    .await
+                    .expect("opening savepoints does not panic")?,
+            ),
+            base,
+            interval,
+            previous: Mutex::new(initial.clone()),
+            initial,
+        }),
+    };
     Ok(Launch {
         state_dir: None,
         migration,

@@ -26,6 +26,7 @@ const TUNING: &[&str] = &[
     "throughputWritePercent",
     "removeConsumedCapacity",
     "billingMode",
+    "allowSystemKeyspace",
 ];
 
 /// The identity of a migration: its `source`, `target` and `renames`, without tuning keys and

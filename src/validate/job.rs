@@ -104,7 +104,8 @@ fn same_validation(base: &serde_json::Value, doc: &serde_json::Value) -> Result<
 }
 
 /// Parses, checks and plans a validation; with `savepoints` and `autoResume` (the default),
-/// continues an unfinished validation of the same job. Nothing is written.
+/// continues an unfinished validation of the same job. Nothing is written, and nothing created
+/// under `savepoints.path` until the validation is accepted.
 pub async fn launch(text: &str) -> Result<Launch, EngineError> {
     let config = JobConfig::parse(text)?;
     let mut base = redacted_json(text);
@@ -113,21 +114,19 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
         map.remove("skipTokenRanges");
     }
     let mut initial = State::default();
-    let mut savepoints = None;
+    let mut pending = None;
     let mut resumed_from = None;
     if let Some(sp) = &config.savepoints {
         let dir = sp.path.clone().expect("validated").join("validation");
-        let keep = sp.keep;
-        let store = Arc::new(
-            tokio::task::spawn_blocking(move || FileStore::open(&dir, keep))
-                .await
-                .expect("opening savepoints does not panic")?,
-        );
         if sp.auto_resume {
-            let lookup = store.clone();
+            let lookup = dir.clone();
             let wanted = base.clone();
             let savepoints::Lookup { found, warnings } = tokio::task::spawn_blocking(move || {
-                lookup.newest_matching(&|doc| same_validation(&wanted, doc))
+                // Read only: the directory is created (and swept) once the job is accepted.
+                if !lookup.is_dir() {
+                    return Ok(savepoints::Lookup::default());
+                }
+                FileStore::reader(&lookup).newest_matching(&|doc| same_validation(&wanted, doc))
             })
             .await
             .expect("reading savepoints does not panic")?;
@@ -184,13 +183,26 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
                 }
             }
         }
-        savepoints = Some(Savepoints {
-            store,
-            base,
-            interval: Duration::from_secs(sp.interval_seconds.expect("validated")),
-        });
+        pending = Some((
+            dir,
+            sp.keep,
+            Duration::from_secs(sp.interval_seconds.expect("validated")),
+        ));
     }
     let validation = Validation::prepare(&config).await?;
+    // Created (and swept of stale temporary files) only now that the job is accepted.
+    let savepoints = match pending {
+        None => None,
+        Some((dir, keep, interval)) => Some(Savepoints {
+            store: Arc::new(
+                tokio::task::spawn_blocking(move || FileStore::open(&dir, keep))
+                    .await
+                    .expect("opening savepoints does not panic")?,
+            ),
+            base,
+            interval,
+        }),
+    };
     Ok(Launch {
         validation,
         savepoints,

@@ -31,6 +31,13 @@ pub fn drover_bin() -> PathBuf {
         .expect("the drover binary (run the tests through cargo test)")
 }
 
+/// A plain HTTP client. reqwest is built with rustls (for the daemon's TLS client), and then
+/// needs a process-wide crypto provider even for plain HTTP.
+pub fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    reqwest::Client::new()
+}
+
 /// Where a daemon keeps its files; survives restarts of the daemon within one test. A daemon
 /// holds on to its home, so the directory outlives every daemon started in it.
 #[derive(Clone)]
@@ -142,7 +149,7 @@ impl Daemon {
             child: Some(child),
             addr: "0.0.0.0:0".parse().unwrap(),
             log,
-            client: reqwest::Client::new(),
+            client: http_client(),
             home: home.clone(),
         };
         let listening = poll(Duration::from_secs(30), async || {

@@ -10,6 +10,7 @@ mod poll;
 
 pub use app::App;
 pub use daemon::{
-    Daemon, Home, cassandra_src, drover_bin, ended, error_message, json_of, listener_pid,
+    Daemon, Home, cassandra_src, drover_bin, ended, error_message, http_client, json_of,
+    listener_pid,
 };
 pub use poll::{poll, wait_until};

@@ -20,13 +20,13 @@ pub(crate) fn node_dirs(root: &Path) -> String {
     )
 }
 
-fn write(path: &Path, bytes: &[u8]) {
+pub(crate) fn write(path: &Path, bytes: &[u8]) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, bytes).unwrap();
 }
 
 /// Deterministic bytes that differ from file to file.
-fn content(seed: u64, len: usize) -> Vec<u8> {
+pub(crate) fn content(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
         .map(|_| {
@@ -112,7 +112,7 @@ async fn destination(home: &Home, source: &str, extra: &str) -> Daemon {
 }
 
 /// A node's files: tables in two data directories, a snapshot, a commit log, hints.
-fn fill_source(root: &Path) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn fill_source(root: &Path) -> Vec<(String, Vec<u8>)> {
     let files = vec![
         ("data0/ks/t-1/nb-1-big-Data.db", content(1, 3_000_000)),
         ("data0/ks/t-1/nb-1-big-Index.db", content(2, 40_000)),
@@ -137,7 +137,7 @@ fn fill_source(root: &Path) -> Vec<(String, Vec<u8>)> {
     files.into_iter().map(|(p, c)| (p.to_string(), c)).collect()
 }
 
-fn url_of(rel: &str) -> String {
+pub(crate) fn url_of(rel: &str) -> String {
     let (dir, rest) = rel.split_once('/').unwrap();
     let (t, i) = match dir {
         "data0" => ("data", 0),
@@ -436,7 +436,7 @@ async fn start_copy(dst: &Daemon, body: &Value) -> (String, String) {
 }
 
 /// Runs a data-copy task on `dst` until it ends, however it ends.
-async fn copy_to_end(dst: &Daemon, body: Value) -> Value {
+pub(crate) async fn copy_to_end(dst: &Daemon, body: Value) -> Value {
     let (url, _) = start_copy(dst, &body).await;
     dst.wait_for(&url, WAIT, ended).await
 }
@@ -452,7 +452,7 @@ async fn verify_to_end(dst: &Daemon) -> (String, Value) {
     (id, dst.wait_for(&url, WAIT, ended).await)
 }
 
-fn same_tree(src: &Path, dst: &Path, files: &[(String, Vec<u8>)]) {
+pub(crate) fn same_tree(src: &Path, dst: &Path, files: &[(String, Vec<u8>)]) {
     for (p, c) in files {
         let got = std::fs::read(dst.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
         assert!(got == *c, "{p}: content differs");
@@ -486,6 +486,13 @@ fn staging_files(root: &Path) -> Vec<PathBuf> {
 async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     let src = SourceNode::new("");
     let mut files = fill_source(src.root());
+    use std::os::unix::fs::PermissionsExt;
+    let private = "hints/node-1.hints";
+    std::fs::set_permissions(
+        src.root().join(private),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
     let source = src.start().await;
     let home = Home::new();
     let dst = destination(&home, &src.addr, "").await;
@@ -528,6 +535,13 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     assert_eq!(iterations[0]["filesDownloaded"], files.len());
     assert_eq!(iterations.last().unwrap()["state"], "SUCCESS");
     same_tree(src.root(), home.path(), &files);
+    // File modes come with the files (the source lists them).
+    let mode = |p: std::path::PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(home.path().join(private)), 0o600);
+    assert_eq!(
+        mode(home.path().join(&files[0].0)),
+        mode(src.root().join(&files[0].0))
+    );
     assert!(!home.path().join("data0/ks/t-1/snapshots").exists());
     assert!(home.path().join("saved_caches").is_dir());
 
@@ -752,22 +766,21 @@ async fn downloads_survive_a_cancel_and_a_source_killed_mid_file() {
     // One task at a time.
     let (status, err) = dst.post_json(COPY_TASKS, &slow).await;
     assert_eq!(status, 409, "{err}");
-    // Cancelled: the download stops, nothing is left at the final path, the staging file stays.
+    // Cancelled: the download stops, nothing is left at the final path, and the staging
+    // file goes with the task.
     let (status, task) = patch(&dst, &url).await;
     assert_eq!(status, 200, "{task}");
     let task = dst.wait_for(&url, WAIT, ended).await;
     assert_eq!(task["state"], "CANCELLED", "{task:#}");
     assert!(!target.exists(), "no partial file at the final path");
     let parts = staging_files(home.path());
-    assert_eq!(parts.len(), 1, "{parts:?}");
-    let kept = std::fs::metadata(&parts[0]).unwrap().len();
-    assert!(kept > 0 && kept < big.len() as u64);
+    assert!(parts.is_empty(), "{parts:?}");
 
-    // A new task continues the staging file; the source is killed in the middle and comes
-    // back: the download resumes again, and the file arrives whole.
+    // A new task starts over; the source is killed in the middle and comes back: the
+    // download continues its staging file, and the file arrives whole.
     let (url, _) = start_copy(&dst, &slow).await;
     dst.wait_for(&url, WAIT, |t| {
-        t["status"][0]["bytesDownloaded"].as_u64() > Some(1_000_000)
+        t["status"][0]["bytesDownloaded"].as_u64() > Some(4_000_000)
     })
     .await;
     source.kill9();
@@ -777,16 +790,12 @@ async fn downloads_survive_a_cancel_and_a_source_killed_mid_file() {
     let task = dst.wait_for(&url, WAIT, ended).await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     assert_eq!(std::fs::read(&target).unwrap(), big);
-    // Bytes were fetched once: the cancelled task's and this one's add up to the file (plus
-    // at most what was in flight when the source died).
+    // Bytes were fetched about once: what was buffered but not written when the source died
+    // is fetched again (at most the 1 MiB write buffer), not the 4 MB already on disk.
     let fetched = task["status"][0]["bytesDownloaded"].as_u64().unwrap();
     assert!(
-        fetched + kept <= big.len() as u64 + 1000 + 4_000_000,
-        "{fetched} + {kept}"
-    );
-    assert!(
-        fetched < big.len() as u64,
-        "the resumed task did not start over: {fetched}"
+        fetched < big.len() as u64 + 3_000_000,
+        "the download started over after the source came back: {fetched}"
     );
     assert!(staging_files(home.path()).is_empty());
 
@@ -1175,6 +1184,7 @@ async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
 fn listed_as(path: &Path) -> drover::livemigration::copy::RemoteFile {
     let meta = std::fs::metadata(path).unwrap();
     drover::livemigration::copy::RemoteFile {
+        mode: None,
         file_url: String::new(),
         size: meta.len(),
         file_type: "FILE".into(),

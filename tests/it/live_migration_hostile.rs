@@ -1,9 +1,12 @@
 //! A destination facing a source that lies: a small HTTP server in the test answers the
 //! source routes with crafted responses, and the real destination daemon must not trust them.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::Path;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -114,4 +117,385 @@ async fn a_destination_keeps_exactly_the_listed_bytes_and_follows_no_redirect() 
     assert!(longest > 0, "{logs}");
     assert!(longest < 4096, "an error line of {longest} bytes");
     assert!(logs.contains(&"E".repeat(100)), "{logs}");
+}
+
+/// A source whose answers the test changes as it goes: what the listing says, and files whose
+/// name tells how they are served (`ok-<size>-…`: exactly `size` bytes; `stall-…`: 10 bytes,
+/// then nothing ever again).
+#[derive(Clone, Default)]
+struct Programmable {
+    listing: Arc<Mutex<Listing>>,
+    listings: Arc<AtomicUsize>,
+    file_requests: Arc<AtomicUsize>,
+}
+
+#[derive(Clone, Default)]
+enum Listing {
+    /// `{"files": …}` with these entries.
+    #[default]
+    Empty,
+    Files(Vec<serde_json::Value>),
+    /// A body that starts like a listing and never ends.
+    Endless,
+    /// No answer at all: not even the headers.
+    Stall,
+}
+
+/// A listing entry of a file.
+fn entry(name: &str, size: u64) -> serde_json::Value {
+    json!({"fileUrl": format!("{FILES}/data/0/ks/t-1/{name}"), "size": size, "fileType": "FILE", "lastModifiedTime": 1_700_000_000_000u64})
+}
+
+impl Programmable {
+    async fn start() -> (Self, String) {
+        let source = Self::default();
+        let (s1, s2) = (source.clone(), source.clone());
+        let app = Router::new()
+            .route(
+                FILES,
+                get(move || {
+                    let s = s1.clone();
+                    async move {
+                        s.listings.fetch_add(1, Ordering::SeqCst);
+                        let listing = s.listing.lock().unwrap().clone();
+                        match listing {
+                            Listing::Empty => axum::Json(json!({"files": []})).into_response(),
+                            Listing::Files(files) => {
+                                axum::Json(json!({ "files": files })).into_response()
+                            }
+                            Listing::Endless => {
+                                let start = futures::stream::once(async {
+                                    Ok::<_, std::io::Error>(axum::body::Bytes::from(
+                                        "{\"files\": [",
+                                    ))
+                                });
+                                let padding = futures::stream::repeat_with(|| {
+                                    Ok(axum::body::Bytes::from(" ".repeat(16 << 10)))
+                                });
+                                axum::body::Body::from_stream(start.chain(padding)).into_response()
+                            }
+                            Listing::Stall => futures::future::pending().await,
+                        }
+                    }
+                }),
+            )
+            .route(
+                &format!("{FILES}/data/0/ks/t-1/{{name}}"),
+                get(move |Path(name): Path<String>| {
+                    let s = s2.clone();
+                    async move {
+                        s.file_requests.fetch_add(1, Ordering::SeqCst);
+                        if name.starts_with("stall-") {
+                            let first = futures::stream::once(async {
+                                Ok::<_, std::io::Error>(axum::body::Bytes::from_static(
+                                    b"0123456789",
+                                ))
+                            });
+                            let body = axum::body::Body::from_stream(
+                                first.chain(futures::stream::pending()),
+                            );
+                            return body.into_response();
+                        }
+                        let size: usize = name
+                            .strip_prefix("ok-")
+                            .and_then(|r| r.split('-').next())
+                            .and_then(|n| n.parse().ok())
+                            .unwrap_or(0);
+                        vec![b'o'; size].into_response()
+                    }
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (source, addr)
+    }
+
+    fn list(&self, listing: Listing) {
+        *self.listing.lock().unwrap() = listing;
+    }
+
+    fn file_requests(&self) -> usize {
+        self.file_requests.load(Ordering::SeqCst)
+    }
+}
+
+/// A destination of `source`, with more `live_migration` keys (`  key: value\n` lines).
+async fn destination_of(home: &Home, source: &str, extra: &str) -> Daemon {
+    Daemon::start(home, &destination_config(home, source, extra)).await
+}
+
+fn destination_config(home: &Home, source: &str, extra: &str) -> String {
+    format!(
+        "{}live_migration:\n  enabled: true\n  advertise: \"destination:1\"\n  migration_map:\n    \"{source}\": \"destination:1\"\n{extra}",
+        node_dirs(home.path())
+    )
+}
+
+/// Starts a data-copy task; its status URL.
+async fn start_task(dst: &Daemon, body: serde_json::Value) -> String {
+    let (status, accepted) = dst.post_json(COPY_TASKS, &body).await;
+    assert_eq!(status, 202, "{accepted}");
+    accepted["statusUrl"].as_str().unwrap().to_string()
+}
+
+/// Runs a one-iteration task to its end.
+async fn run_task(dst: &Daemon, extra: serde_json::Value) -> serde_json::Value {
+    let mut body = json!({"maxIterations": 1, "successThreshold": 1.0, "maxConcurrency": 2});
+    body.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    let url = start_task(dst, body).await;
+    dst.wait_for(&url, WAIT, ended).await
+}
+
+async fn cancel(dst: &Daemon, url: &str) {
+    let res = dst.client().patch(dst.url(url)).send().await.unwrap();
+    let (status, body) = test_support::json_of(res).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// The staging files below `root`.
+fn staging_files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.to_string_lossy().ends_with(".drover-part") {
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+const WAIT: Duration = Duration::from_secs(120);
+
+#[tokio::test]
+async fn a_source_that_stops_sending_fails_the_task_instead_of_holding_it() {
+    let (source, addr) = Programmable::start().await;
+    let home = Home::new();
+    // One job slot: a task held by a silent source would keep every later one queued.
+    let config = home.write_config_edited(
+        &destination_config(&home, &addr, "  peer_read_timeout: 300ms\n"),
+        &[("jobs:\n", "jobs:\n  max_running: 1\n")],
+    );
+    let dst = Daemon::start_with(&home, &config).await;
+
+    // The listing never comes.
+    source.list(Listing::Stall);
+    let task = run_task(&dst, json!({})).await;
+    assert_eq!(task["state"], "FAILED", "{task:#}");
+    let error = task["error"].as_str().unwrap();
+    assert!(
+        error.contains("nothing received for 300ms (live_migration.peer_read_timeout)"),
+        "{error}"
+    );
+
+    // A file's bytes stop coming: each attempt times out, the retries are bounded, the task
+    // ends, and its partial download is not left behind.
+    source.list(Listing::Files(vec![entry("stall-Data.db", 130)]));
+    let task = run_task(&dst, json!({})).await;
+    assert_eq!(task["state"], "FAILED", "{task:#}");
+    assert_eq!(task["status"][0]["downloadFailures"], 1, "{task:#}");
+    assert!(
+        dst.logs().contains("live_migration.peer_read_timeout"),
+        "{}",
+        dst.logs()
+    );
+    assert!(source.file_requests() >= 2, "retried");
+    assert!(
+        staging_files(home.path()).is_empty(),
+        "{:?}",
+        staging_files(home.path())
+    );
+    assert!(!home.path().join("data0/ks/t-1/stall-Data.db").exists());
+}
+
+#[tokio::test]
+async fn a_cancel_is_prompt_while_the_source_stalls_and_survives_a_restart() {
+    let (source, addr) = Programmable::start().await;
+    let home = Home::new();
+    // Only a cancel can end these tasks: the read timeout is far away.
+    let extra = "  peer_read_timeout: 1h\n";
+    let mut dst = destination_of(&home, &addr, extra).await;
+    let body = json!({"maxIterations": 3, "successThreshold": 1.0, "maxConcurrency": 1});
+
+    // While the listing hangs.
+    source.list(Listing::Stall);
+    let url = start_task(&dst, body.clone()).await;
+    test_support::wait_until("the listing request", WAIT, || {
+        source.listings.load(Ordering::SeqCst) > 0
+    })
+    .await;
+    cancel(&dst, &url).await;
+    let task = dst.wait_for(&url, WAIT, ended).await;
+    assert_eq!(task["state"], "CANCELLED", "{task:#}");
+
+    // While a download hangs: the task stops, and its staging file goes with it.
+    source.list(Listing::Files(vec![entry("stall-Data.db", 130)]));
+    let url = start_task(&dst, body.clone()).await;
+    dst.wait_for(&url, WAIT, |t| {
+        t["status"][0]["bytesDownloaded"].as_u64() >= Some(10)
+    })
+    .await;
+    assert_eq!(staging_files(home.path()).len(), 1);
+    cancel(&dst, &url).await;
+    let task = dst.wait_for(&url, WAIT, ended).await;
+    assert_eq!(task["state"], "CANCELLED", "{task:#}");
+    assert!(
+        staging_files(home.path()).is_empty(),
+        "{:?}",
+        staging_files(home.path())
+    );
+
+    // Cancelled, and the daemon killed at once: the cancel answered is on disk, so the
+    // restarted daemon does not resume the task.
+    let url = start_task(&dst, body.clone()).await;
+    dst.wait_for(&url, WAIT, |t| {
+        t["status"][0]["bytesDownloaded"].as_u64() >= Some(10)
+    })
+    .await;
+    cancel(&dst, &url).await;
+    dst.kill9();
+    // A staging file left by a crash is swept at start (no interrupted task needs it).
+    let planted = home
+        .path()
+        .join("data0/ks/t-1/.planted-Data.db.5-1.drover-part");
+    std::fs::write(&planted, b"part!").unwrap();
+    let requests = source.file_requests();
+    let dst = destination_of(&home, &addr, extra).await;
+    let task = dst.wait_for(&url, WAIT, ended).await;
+    assert_eq!(task["state"], "CANCELLED", "{task:#}\n{}", dst.logs());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, task) = dst.get(&url).await;
+    assert_eq!(task["state"], "CANCELLED", "{task:#}");
+    assert_eq!(source.file_requests(), requests, "the task was resumed");
+    assert!(
+        staging_files(home.path()).is_empty(),
+        "{:?}",
+        staging_files(home.path())
+    );
+}
+
+#[tokio::test]
+async fn listings_beyond_the_destinations_bounds_are_refused_before_any_download() {
+    let (source, addr) = Programmable::start().await;
+    let home = Home::new();
+    let dst = destination_of(
+        &home,
+        &addr,
+        "  max_listed_files: 10\n  max_listing_bytes: 64 KiB\n",
+    )
+    .await;
+    let failed_with = async |listing: Listing, expected: &str| {
+        source.list(listing);
+        let task = run_task(&dst, json!({})).await;
+        assert_eq!(task["state"], "FAILED", "{task:#}");
+        let error = task["error"].as_str().unwrap_or_default();
+        assert!(error.contains(expected), "{error}");
+    };
+
+    // A file larger than any disk: refused against the free space, nothing fetched.
+    failed_with(
+        Listing::Files(vec![
+            entry("ok-7-Data.db", 7),
+            entry("ok-1-Data.db", 1 << 50),
+        ]),
+        "live_migration.min_free_disk",
+    )
+    .await;
+    // Sizes that add up past 2^64 (they would wrap to a small total).
+    let half = u64::MAX / 2 + 1;
+    failed_with(
+        Listing::Files(vec![
+            entry("ok-1-Data.db", half),
+            entry("ok-2-Data.db", half),
+        ]),
+        "add up to more than 2^64 bytes",
+    )
+    .await;
+    // More entries than max_listed_files.
+    let many = (0..11)
+        .map(|i| entry(&format!("ok-{i}-Data.db"), i))
+        .collect();
+    failed_with(Listing::Files(many), "live_migration.max_listed_files").await;
+    // A listing body that never ends is read up to max_listing_bytes only.
+    failed_with(Listing::Endless, "live_migration.max_listing_bytes").await;
+
+    assert_eq!(source.file_requests(), 0);
+    assert!(
+        std::fs::read_dir(home.path().join("data0/ks/t-1"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true)
+    );
+}
+
+#[tokio::test]
+async fn an_empty_listing_deletes_nothing_without_allow_mass_deletion() {
+    let (source, addr) = Programmable::start().await;
+    let home = Home::new();
+    let dir = home.path().join("data0/ks/t-1");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mine = ["nb-1-big-Data.db", "nb-2-big-Data.db", "nb-3-big-Data.db"];
+    for name in mine {
+        std::fs::write(dir.join(name), b"the destination's own bytes").unwrap();
+    }
+    let dst = destination_of(&home, &addr, "").await;
+
+    source.list(Listing::Empty);
+    let task = run_task(&dst, json!({})).await;
+    assert_eq!(task["state"], "FAILED", "{task:#}");
+    let error = task["error"].as_str().unwrap();
+    assert!(
+        error.contains("would delete 3 of the 3 files")
+            && error.contains("max_delete_share")
+            && error.contains("allowMassDeletion"),
+        "{error}"
+    );
+    for name in mine {
+        assert!(dir.join(name).exists(), "{name} was deleted");
+    }
+
+    // Asked explicitly: the destination follows its source.
+    let task = run_task(&dst, json!({"allowMassDeletion": true})).await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}");
+    assert_eq!(task["allowMassDeletion"], true, "{task:#}");
+    for name in mine {
+        assert!(!dir.join(name).exists(), "{name} was kept");
+    }
+}
+
+#[tokio::test]
+async fn downloaded_files_get_the_mode_the_source_lists() {
+    use std::os::unix::fs::PermissionsExt;
+    let (source, addr) = Programmable::start().await;
+    let home = Home::new();
+    let dst = destination_of(&home, &addr, "").await;
+    let mut private = entry("ok-130-Data.db", 130);
+    private["mode"] = json!(0o600);
+    // Set-user-id and the like are never applied: only the permission bits.
+    let mut setuid = entry("ok-9-Data.db", 9);
+    setuid["mode"] = json!(0o4755);
+    source.list(Listing::Files(vec![
+        private,
+        setuid,
+        // Sidecar's listings carry no mode.
+        entry("ok-7-Data.db", 7),
+    ]));
+    let task = run_task(&dst, json!({})).await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
+    let mode = |name: &str| {
+        std::fs::metadata(home.path().join("data0/ks/t-1").join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(mode("ok-130-Data.db"), 0o600);
+    assert_eq!(mode("ok-9-Data.db"), 0o755);
+    assert_eq!(mode("ok-7-Data.db"), 0o644);
 }

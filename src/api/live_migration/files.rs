@@ -26,6 +26,9 @@ pub struct FileInfo {
     pub file_type: String,
     /// Last modification, milliseconds since the epoch.
     pub last_modified_time: u64,
+    /// drover: the permission bits (`0o644` is 420), which a destination gives the file.
+    /// Sidecar's listings have no such field; its clients ignore it.
+    pub mode: u32,
 }
 
 /// The files of the node.
@@ -58,6 +61,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<FileList>, ApiEr
                 size: e.size,
                 file_type: e.file_type().into(),
                 last_modified_time: e.modified_ms,
+                mode: e.mode,
             })
             .collect(),
     }))

@@ -44,6 +44,9 @@ pub struct DataCopyTaskView {
     pub verify_digest: Option<String>,
     /// drover: bandwidth limit.
     pub max_bytes_per_second: Option<u64>,
+    /// drover: whether the task may delete more than `live_migration.max_delete_share` of the
+    /// destination's files.
+    pub allow_mass_deletion: bool,
     /// drover: the task's job state (`RUNNING`, `SUCCEEDED`, `FAILED`, `CANCELLED`,
     /// `INTERRUPTED`).
     pub state: String,
@@ -72,6 +75,7 @@ fn copy_view(state: &AppState, task: DataCopyTask) -> DataCopyTaskView {
         max_concurrency: request.map_or(0, |q| q.max_concurrency),
         verify_digest: request.and_then(|q| q.verify_digest.clone()),
         max_bytes_per_second: request.and_then(|q| q.max_bytes_per_second),
+        allow_mass_deletion: request.is_some_and(|q| q.allow_mass_deletion),
         state: task.state.to_string(),
         error: task.error,
         status: task.iterations,
@@ -161,7 +165,7 @@ pub async fn cancel_copy(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<DataCopyTaskView>, ApiError> {
-    let task = tasks::cancel_copy(&state.jobs, &id)?;
+    let task = tasks::cancel_copy(&state.jobs, &id).await?;
     Ok(Json(copy_view(&state, task)))
 }
 

@@ -88,6 +88,9 @@ pub struct CqlSource {
     pub where_clause: Option<String>,
     /// drover: units scanned at once.
     pub max_concurrent_units: Option<usize>,
+    /// drover: `allowSystemKeyspace`, read a system keyspace (`system.local`, ...). Off by
+    /// default: copying a node's own tables elsewhere is almost always a mistake.
+    pub allow_system_keyspace: bool,
 }
 
 /// The longest TTL Cassandra accepts, in seconds (20 years).
@@ -159,6 +162,39 @@ pub const MAX_CONCURRENCY: u64 = 1024;
 pub const MAX_IN_FLIGHT: u64 = 100_000;
 /// The most connections per node.
 pub const MAX_CONNECTIONS: u64 = 64;
+/// The most rows written per second (`target.rowsPerSecond`).
+pub const MAX_ROWS_PER_SECOND: u64 = 10_000_000;
+/// The most bytes written per second (`target.bytesPerSecond`): the rate limiter counts in
+/// 32-bit cells, and 4 GiB/s is more than one job can write anyway.
+pub const MAX_BYTES_PER_SECOND: u64 = u32::MAX as u64;
+
+/// Keyspaces that hold a node's or a cluster's own state, in Apache Cassandra, ScyllaDB and
+/// Amazon Keyspaces. Writing into one rewrites the node itself: a copy of `system.local` once
+/// gave a target node the source's cluster name and host id, and the node would not restart.
+pub const SYSTEM_KEYSPACES: &[&str] = &[
+    "system",
+    "system_schema",
+    "system_auth",
+    "system_distributed",
+    "system_traces",
+    "system_views",
+    "system_virtual_schema",
+    "system_cluster_metadata",
+    "system_accord",
+    "system_distributed_everywhere",
+    "system_replicated_keys",
+    "system_auth_v2",
+    "system_schema_mcs",
+    "system_multiregion_info",
+];
+
+/// Whether `keyspace`, as written in a job file, names a system keyspace. Case is compared
+/// after CQL's own resolution and then once more without it: `"System"` is not Cassandra's
+/// `system`, but nothing good comes from copying into a keyspace named like it either.
+pub fn is_system_keyspace(keyspace: &str) -> bool {
+    let name = super::schema::resolve_name(keyspace).to_ascii_lowercase();
+    SYSTEM_KEYSPACES.contains(&name.as_str())
+}
 
 impl CqlSource {
     /// Reads and checks a `source` section.
@@ -181,8 +217,19 @@ impl CqlSource {
             preserve_timestamps: s.preserve_timestamps,
             where_clause: s.where_clause.filter(|w| !w.trim().is_empty()),
             max_concurrent_units: s.max_concurrent_units,
+            allow_system_keyspace: s.allow_system_keyspace,
         };
         source.endpoint.validate(text, "source")?;
+        if !source.allow_system_keyspace && is_system_keyspace(&source.endpoint.keyspace) {
+            return Err(JobConfigError::at(
+                text,
+                "source.keyspace",
+                format!(
+                    "{} is a system keyspace (a node's own state); reading it needs source.allowSystemKeyspace: true",
+                    crate::jobfile::cap(&source.endpoint.keyspace)
+                ),
+            ));
+        }
         let as_u64 = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
         JobConfigError::check_range(
             text,
@@ -230,10 +277,20 @@ impl CqlTarget {
             write_writetimestamp_in_us: t.write_writetimestamp_in_us,
             drop_null_primary_keys: t.drop_null_primary_keys,
             max_in_flight: t.max_in_flight,
-            rows_per_second: t.rows_per_second,
+            rows_per_second: t.rows_per_second.and_then(|r| u32::try_from(r).ok()),
             bytes_per_second: t.bytes_per_second,
         };
         target.endpoint.validate(text, "target")?;
+        if is_system_keyspace(&target.endpoint.keyspace) {
+            return Err(JobConfigError::at(
+                text,
+                "target.keyspace",
+                format!(
+                    "{} is a system keyspace (a node's own state): drover never writes to one",
+                    crate::jobfile::cap(&target.endpoint.keyspace)
+                ),
+            ));
+        }
         JobConfigError::check_range(
             text,
             "target.maxInFlight",
@@ -241,17 +298,21 @@ impl CqlTarget {
             1,
             MAX_IN_FLIGHT,
         )?;
-        if target.rows_per_second == Some(0) || target.bytes_per_second == Some(0) {
-            return Err(JobConfigError::at(
-                text,
-                if target.rows_per_second == Some(0) {
-                    "target.rowsPerSecond"
-                } else {
-                    "target.bytesPerSecond"
-                },
-                "must be at least 1 (leave it out for no limit)",
-            ));
-        }
+        // Unset means no limit, so 0 is refused rather than read as "none".
+        JobConfigError::check_range(
+            text,
+            "target.rowsPerSecond",
+            t.rows_per_second,
+            1,
+            MAX_ROWS_PER_SECOND,
+        )?;
+        JobConfigError::check_range(
+            text,
+            "target.bytesPerSecond",
+            target.bytes_per_second,
+            1,
+            MAX_BYTES_PER_SECOND,
+        )?;
         if target.write_ttl_in_s.is_some_and(|t| t < 0) {
             return Err(JobConfigError::at(
                 text,
@@ -343,6 +404,8 @@ struct RawCqlSource {
     where_clause: Option<String>,
     #[serde(default)]
     max_concurrent_units: Option<usize>,
+    #[serde(default)]
+    allow_system_keyspace: bool,
 }
 
 #[derive(Deserialize)]
@@ -375,8 +438,9 @@ struct RawCqlTarget {
     drop_null_primary_keys: bool,
     #[serde(default = "default_max_in_flight")]
     max_in_flight: usize,
+    // Read wider than stored, so that any integer is refused with the key's range.
     #[serde(default)]
-    rows_per_second: Option<u32>,
+    rows_per_second: Option<u64>,
     #[serde(default)]
     bytes_per_second: Option<u64>,
 }

@@ -106,8 +106,10 @@ fn split_scheme(host: &str) -> Option<(&'static str, &str)> {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AwsCredentials {
-    /// Access key id.
-    pub access_key: String,
+    /// Access key id. Not a secret by AWS's rules, but half of a credential pair and redacted
+    /// everywhere like the other half (job records and savepoints already drop it): wrapped so
+    /// that no debug print of a config shows it either.
+    pub access_key: Secret,
     /// Secret access key; never logged, stored or returned.
     pub secret_key: Secret,
     /// A role to assume with these credentials (not with `type: alternator`).
@@ -313,10 +315,11 @@ struct RawSource {
     region: Option<String>,
     credentials: Option<AwsCredentials>,
     table: String,
-    scan_segments: Option<u32>,
-    read_throughput: Option<u32>,
+    // Read wider than they are stored, so that any integer is refused with its key's range.
+    scan_segments: Option<u64>,
+    read_throughput: Option<u64>,
     throughput_read_percent: Option<f32>,
-    max_map_tasks: Option<u32>,
+    max_map_tasks: Option<u64>,
     remove_consumed_capacity: Option<bool>,
     #[serde(flatten)]
     alternator: RawAlternator,
@@ -332,7 +335,7 @@ struct RawTarget {
     region: Option<String>,
     credentials: Option<AwsCredentials>,
     table: String,
-    write_throughput: Option<u32>,
+    write_throughput: Option<u64>,
     throughput_write_percent: Option<f32>,
     #[serde(default)]
     stream_changes: bool,
@@ -486,6 +489,19 @@ impl DynamoSource {
         strict(text, "source", &value, SOURCE_KEYS, alternator)?;
         let s: RawSource = section(text, "source", value)?;
         let alternator = s.kind == "alternator";
+        let scan_segments = bounded(
+            text,
+            "source.scanSegments",
+            s.scan_segments,
+            MAX_SCAN_SEGMENTS,
+        )?;
+        let read_throughput = bounded(
+            text,
+            "source.readThroughput",
+            s.read_throughput,
+            MAX_THROUGHPUT,
+        )?;
+        let max_map_tasks = bounded(text, "source.maxMapTasks", s.max_map_tasks, MAX_MAP_TASKS)?;
         let source = DynamoSource {
             connection: Connection {
                 endpoint: s.endpoint,
@@ -496,15 +512,12 @@ impl DynamoSource {
                 alternator,
                 alternator_settings: s.alternator.into(),
             },
-            scan_segments: s.scan_segments,
-            read_throughput: s.read_throughput,
+            scan_segments,
+            read_throughput,
             throughput_read_percent: s.throughput_read_percent,
-            max_map_tasks: s.max_map_tasks,
+            max_map_tasks,
         };
         source.connection.validate(text, "source")?;
-        positive(text, "source.scanSegments", source.scan_segments)?;
-        positive(text, "source.readThroughput", source.read_throughput)?;
-        positive(text, "source.maxMapTasks", source.max_map_tasks)?;
         percent(
             text,
             "source.throughputReadPercent",
@@ -522,6 +535,12 @@ impl DynamoTarget {
         strict(text, "target", &value, TARGET_KEYS, alternator)?;
         let t: RawTarget = section(text, "target", value)?;
         let alternator = t.kind == "alternator";
+        let write_throughput = bounded(
+            text,
+            "target.writeThroughput",
+            t.write_throughput,
+            MAX_THROUGHPUT,
+        )?;
         let skip_snapshot = t.skip_initial_snapshot_transfer.unwrap_or(false);
         let target = DynamoTarget {
             connection: Connection {
@@ -533,14 +552,13 @@ impl DynamoTarget {
                 alternator,
                 alternator_settings: t.alternator.into(),
             },
-            write_throughput: t.write_throughput,
+            write_throughput,
             throughput_write_percent: t.throughput_write_percent,
             stream_changes: t.stream_changes,
             skip_initial_snapshot_transfer: skip_snapshot && t.stream_changes,
             billing_mode: t.billing_mode,
         };
         target.connection.validate(text, "target")?;
-        positive(text, "target.writeThroughput", target.write_throughput)?;
         percent(
             text,
             "target.throughputWritePercent",
@@ -553,6 +571,13 @@ impl DynamoTarget {
                 "must be a positive integer",
             ));
         }
+        JobConfigError::check_range(
+            text,
+            "target.maxMapTasks",
+            t.max_map_tasks.and_then(|m| u64::try_from(m).ok()),
+            1,
+            u64::from(MAX_MAP_TASKS),
+        )?;
         let mut unused = Vec::new();
         if t.max_map_tasks.is_some() {
             unused.push((
@@ -657,11 +682,24 @@ impl Connection {
     }
 }
 
-fn positive(text: &str, key: &str, value: Option<u32>) -> Result<(), JobConfigError> {
-    if value == Some(0) {
-        return Err(JobConfigError::at(text, key, "must be a positive integer"));
-    }
-    Ok(())
+/// The most scan segments (`scanSegments`): DynamoDB's own limit of `TotalSegments`. The
+/// plan holds one entry per segment.
+pub const MAX_SCAN_SEGMENTS: u32 = 1_000_000;
+/// The most segments read at once (`maxMapTasks`).
+pub const MAX_MAP_TASKS: u32 = 1024;
+/// The most capacity units per second a job plans for (`readThroughput`, `writeThroughput`):
+/// a hundred times DynamoDB's default table quota, far above what one job can use.
+pub const MAX_THROUGHPUT: u32 = 4_000_000;
+
+/// `value` if it is in `1..=max`; otherwise an error naming the key and the range.
+fn bounded(
+    text: &str,
+    key: &str,
+    value: Option<u64>,
+    max: u32,
+) -> Result<Option<u32>, JobConfigError> {
+    JobConfigError::check_range(text, key, value, 1, u64::from(max))?;
+    Ok(value.and_then(|v| u32::try_from(v).ok()))
 }
 
 fn percent(text: &str, key: &str, value: Option<f32>) -> Result<(), JobConfigError> {

@@ -69,7 +69,7 @@ pub async fn sdk_config(c: &Connection) -> aws_config::SdkConfig {
     }
     if let Some(creds) = &c.credentials {
         let base = Credentials::new(
-            creds.access_key.clone(),
+            creds.access_key.expose_secret().to_string(),
             creds.secret_key.expose_secret().to_string(),
             None,
             None,

@@ -1,9 +1,10 @@
 //! Fetching one file from the source: into a staging file next to its final path
 //! (`.<name>.<size>-<mtime>.drover-part`), continued with a `Range` request after an
 //! interruption, checked against the source's digest when asked, given the source's
-//! modification time, and renamed into place only when complete — so no truncated file is ever
+//! modification time and permission bits, and renamed into place only when complete — so no truncated file is ever
 //! left at a final path. Failed attempts are retried with backoff.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -17,6 +18,9 @@ use crate::livemigration::LiveMigrationError;
 use crate::livemigration::digest::{self, Algorithm, Hasher};
 use crate::livemigration::files::PART_SUFFIX;
 use crate::livemigration::peer::{PeerClient, RemoteFile};
+
+/// The mode of a downloaded file whose source listed none (Sidecar's listings have none).
+pub const DEFAULT_MODE: u32 = 0o644;
 
 /// Live counters of the downloads of one iteration, copied into its status.
 #[derive(Debug, Default)]
@@ -178,7 +182,11 @@ impl Downloader<'_> {
             _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
         } {
             let chunk = chunk.map_err(|e| {
-                LiveMigrationError::Peer(format!("downloading {}: {e}", file.file_url))
+                LiveMigrationError::Peer(format!(
+                    "downloading {}: {}",
+                    file.file_url,
+                    self.peer.describe(&e)
+                ))
             })?;
             // The listing is the contract: a source sending more than the listed size could
             // fill the destination's disk, so reading stops before a byte beyond it is kept.
@@ -270,6 +278,11 @@ impl Downloader<'_> {
             ((file.last_modified_time % 1000) * 1_000_000) as u32,
         );
         filetime::set_file_mtime(staging, mtime).map_err(local(staging))?;
+        // The permission bits only: a source cannot make a file set-user-id here.
+        let mode = file.mode.map_or(DEFAULT_MODE, |m| m & 0o777);
+        tokio::fs::set_permissions(staging, std::fs::Permissions::from_mode(mode))
+            .await
+            .map_err(local(staging))?;
         // The directory is synced once per iteration for all its files (see `sync_dirs`): a
         // rename lost in a crash leaves a complete staging file, which the next pass finishes.
         tokio::fs::rename(staging, final_path)

@@ -8,16 +8,18 @@
 //! - [`request`]: what a task is asked and what it reports;
 //! - [`plan`]: which files to delete, create and download;
 //! - [`fetch`]: one download, resumable, checked, retried;
+//! - [`space`]: whether the downloads fit on the destination's disks;
 //! - [`run`]: the iterations, one step per state.
 
 pub mod fetch;
 pub mod plan;
 pub mod request;
 pub mod run;
+pub mod space;
 
 pub use fetch::staging_path;
 pub use request::{CopyReport, CopyRequest, IterationState, IterationStatus, threshold_met};
-pub use run::{CopyOutcome, CopyTask, run};
+pub use run::{CopyOutcome, CopyTask, TaskLimits, run};
 
 // A source file names its staging file, so it is at hand next to `staging_path`.
 pub use crate::livemigration::peer::RemoteFile;

@@ -41,14 +41,42 @@ impl Plan {
         });
     }
 
-    /// Bytes to download.
+    /// Bytes to download. Cannot wrap: the downloads are some of the listed files, whose
+    /// sum [`plan`] has checked.
     pub fn bytes_to_download(&self) -> u64 {
-        self.download.iter().map(|(f, _)| f.size).sum()
+        self.download
+            .iter()
+            .fold(0u64, |sum, (f, _)| sum.saturating_add(f.size))
     }
 }
 
-/// Compares the source's listing with the local files. Blocking.
-pub fn plan(local: &LocalFiles, remote: &[RemoteFile]) -> Result<Plan, LiveMigrationError> {
+/// What a plan may do to the destination's files.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanLimits {
+    /// The largest share of the existing files one plan may delete
+    /// (`live_migration.max_delete_share`).
+    pub max_delete_share: f64,
+    /// The request's `allowMassDeletion`: no share is enforced.
+    pub allow_mass_deletion: bool,
+}
+
+impl Default for PlanLimits {
+    fn default() -> Self {
+        Self {
+            max_delete_share: crate::config::LiveMigrationConfig::default().max_delete_share,
+            allow_mass_deletion: false,
+        }
+    }
+}
+
+/// Compares the source's listing with the local files. Refused, before anything is deleted,
+/// when the listed sizes overflow or when the plan would delete more of the local files than
+/// `limits` allows. Blocking.
+pub fn plan(
+    local: &LocalFiles,
+    remote: &[RemoteFile],
+    limits: PlanLimits,
+) -> Result<Plan, LiveMigrationError> {
     let mine = local.list()?;
     let mut theirs = HashMap::new();
     let mut plan = Plan::default();
@@ -57,7 +85,13 @@ pub fn plan(local: &LocalFiles, remote: &[RemoteFile]) -> Result<Plan, LiveMigra
         if f.is_dir() {
             plan.mkdirs.push(path.clone());
         } else {
-            plan.total_size += f.size;
+            // A wrapped total would make every later size check meaningless.
+            plan.total_size = plan.total_size.checked_add(f.size).ok_or_else(|| {
+                LiveMigrationError::Invalid(
+                    "the sizes the source lists add up to more than 2^64 bytes: the listing is refused"
+                        .into(),
+                )
+            })?;
             plan.total_files += 1;
         }
         theirs.insert(path, f);
@@ -79,6 +113,7 @@ pub fn plan(local: &LocalFiles, remote: &[RemoteFile]) -> Result<Plan, LiveMigra
             _ => plan.delete.push(path),
         }
     }
+    check_deletions(&mine, plan.delete.len(), limits)?;
     for f in remote {
         if !f.is_file() {
             continue;
@@ -92,6 +127,29 @@ pub fn plan(local: &LocalFiles, remote: &[RemoteFile]) -> Result<Plan, LiveMigra
     }
     plan.order_downloads();
     Ok(plan)
+}
+
+/// Refuses to delete more than `limits` allows of the `mine` files: an empty or truncated
+/// listing, from a broken or hostile source, must not wipe the destination's node.
+fn check_deletions(
+    mine: &[crate::livemigration::files::Entry],
+    deleting: usize,
+    limits: PlanLimits,
+) -> Result<(), LiveMigrationError> {
+    let existing = mine.iter().filter(|e| !e.is_dir).count();
+    if deleting == 0 || limits.allow_mass_deletion {
+        return Ok(());
+    }
+    let share = deleting as f64 / existing.max(1) as f64;
+    if deleting >= existing || share > limits.max_delete_share {
+        return Err(LiveMigrationError::Invalid(format!(
+            "the source's listing would delete {deleting} of the {existing} files here, more than \
+             live_migration.max_delete_share ({}) allows; nothing was deleted. If the source \
+             really has lost those files, start a task with \"allowMassDeletion\": true",
+            limits.max_delete_share
+        )));
+    }
+    Ok(())
 }
 
 /// Carries out the local part of a plan: deletes what differs and creates the node's own
@@ -159,4 +217,44 @@ pub async fn differing(
         }
     }
     Ok(stale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::livemigration::files::{DirType, Entry};
+
+    fn files(n: usize) -> Vec<Entry> {
+        (0..n)
+            .map(|i| Entry {
+                dir_type: DirType::Data,
+                dir_index: 0,
+                path: format!("ks/t-1/nb-{i}-big-Data.db"),
+                size: 1,
+                is_dir: false,
+                modified_ms: 0,
+                mode: 0o644,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn mass_deletions_need_the_flag() {
+        let limits = PlanLimits::default();
+        let allowed = PlanLimits {
+            allow_mass_deletion: true,
+            ..limits
+        };
+        // Half of ten is allowed; more is not, nor every file, however few.
+        assert!(check_deletions(&files(10), 5, limits).is_ok());
+        assert!(check_deletions(&files(10), 6, limits).is_err());
+        assert!(check_deletions(&files(1), 1, limits).is_err());
+        assert!(check_deletions(&files(1), 1, allowed).is_ok());
+        assert!(check_deletions(&files(0), 0, limits).is_ok());
+        let strict = PlanLimits {
+            max_delete_share: 0.0,
+            ..limits
+        };
+        assert!(check_deletions(&files(100), 1, strict).is_err());
+    }
 }

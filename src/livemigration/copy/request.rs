@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use crate::livemigration::LiveMigrationError;
 use crate::livemigration::digest::Algorithm;
 
-/// A data-copy task request (Sidecar's fields, plus drover's `verifyDigest` and
-/// `maxBytesPerSecond`).
+/// A data-copy task request (Sidecar's fields, plus drover's `verifyDigest`,
+/// `maxBytesPerSecond` and `allowMassDeletion`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CopyRequest {
@@ -24,6 +24,11 @@ pub struct CopyRequest {
     /// drover: most bytes per second downloaded, all files together (unset: no limit).
     #[serde(default)]
     pub max_bytes_per_second: Option<u64>,
+    /// drover: let an iteration delete more than `live_migration.max_delete_share` of the
+    /// destination's files, or all of them (default false: such a plan fails the task, since
+    /// an empty or truncated listing from the source would otherwise wipe the node).
+    #[serde(default)]
+    pub allow_mass_deletion: bool,
 }
 
 /// The most passes of a data-copy task.
@@ -46,8 +51,14 @@ impl CopyRequest {
         if !(1..=MAX_CONCURRENCY).contains(&self.max_concurrency) {
             return bad(&format!("maxConcurrency: must be 1 to {MAX_CONCURRENCY}"));
         }
-        if self.max_bytes_per_second == Some(0) {
-            return bad("maxBytesPerSecond: must be at least 1 (leave it out for no limit)");
+        // The rate limiter counts in 32-bit cells: a larger value would be cut silently.
+        if let Some(rate) = self.max_bytes_per_second
+            && !(1..=u64::from(u32::MAX)).contains(&rate)
+        {
+            return bad(&format!(
+                "maxBytesPerSecond: must be 1 to {} (leave it out for no limit), not {rate}",
+                u32::MAX
+            ));
         }
         match self.verify_digest.as_deref() {
             None | Some("none") => Ok(None),
@@ -149,6 +160,7 @@ mod tests {
             max_concurrency: 4,
             verify_digest: Some("xxh3".into()),
             max_bytes_per_second: None,
+            allow_mass_deletion: false,
         };
         assert_eq!(ok.check().unwrap(), Some(Algorithm::Xxh3));
         let bad = |f: &dyn Fn(&mut CopyRequest)| {
@@ -160,5 +172,15 @@ mod tests {
         assert!(bad(&|r| r.success_threshold = 1.5).starts_with("successThreshold"));
         assert!(bad(&|r| r.max_concurrency = 0).starts_with("maxConcurrency"));
         assert!(bad(&|r| r.verify_digest = Some("md5".into())).starts_with("verifyDigest"));
+        for rate in [0, u64::from(u32::MAX) + 1, u64::MAX] {
+            let e = bad(&|r| r.max_bytes_per_second = Some(rate));
+            assert!(
+                e.starts_with("maxBytesPerSecond: must be 1 to 4294967295"),
+                "{e}"
+            );
+        }
+        let mut top = ok.clone();
+        top.max_bytes_per_second = Some(u64::from(u32::MAX));
+        assert!(top.check().is_ok());
     }
 }

@@ -11,8 +11,9 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::fetch::{self, DownloadCounters, Downloader, Limiter};
-use super::plan::{self, Plan};
+use super::plan::{self, Plan, PlanLimits};
 use super::request::{CopyRequest, IterationState, IterationStatus, threshold_met};
+use super::space;
 use crate::livemigration::LiveMigrationError;
 use crate::livemigration::digest::Algorithm;
 use crate::livemigration::local::LocalFiles;
@@ -26,6 +27,27 @@ pub struct CopyTask {
     pub peer: PeerClient,
     /// This node's directories.
     pub local: Arc<LocalFiles>,
+    /// What the configuration bounds.
+    pub limits: TaskLimits,
+}
+
+/// What the configuration bounds in a task: how much of the destination a plan may delete,
+/// and how much free space its downloads must leave.
+#[derive(Debug, Clone, Copy)]
+pub struct TaskLimits {
+    /// `live_migration.max_delete_share`.
+    pub max_delete_share: f64,
+    /// `live_migration.min_free_disk`, in bytes.
+    pub min_free_disk: u64,
+}
+
+impl From<&crate::config::LiveMigrationConfig> for TaskLimits {
+    fn from(c: &crate::config::LiveMigrationConfig) -> Self {
+        Self {
+            max_delete_share: c.max_delete_share,
+            min_free_disk: c.min_free_disk.as_u64(),
+        }
+    }
 }
 
 /// How a task ended: its iterations, and why it stopped without success if it did.
@@ -171,6 +193,7 @@ impl Iteration<'_> {
                 status.files_to_download, status.total_files
             )));
         }
+        self.check_space(&plan).await?;
         log.enter(&mut status, IterationState::Downloading);
         let local_failure = self.downloading(plan.download, &mut status, log).await;
         log.enter(&mut status, IterationState::DownloadComplete);
@@ -194,13 +217,28 @@ impl Iteration<'_> {
     /// creates the directories.
     async fn cleaning(&self, remote: Vec<RemoteFile>) -> Result<Plan, LiveMigrationError> {
         let local = self.task.local.clone();
+        let limits = PlanLimits {
+            max_delete_share: self.task.limits.max_delete_share,
+            allow_mass_deletion: self.task.request.allow_mass_deletion,
+        };
         tokio::task::spawn_blocking(move || {
-            let p = plan::plan(&local, &remote)?;
+            let p = plan::plan(&local, &remote, limits)?;
             plan::clean(&local, &p)?;
             Ok(p)
         })
         .await
         .expect("planning does not panic")
+    }
+
+    /// Before `DOWNLOADING`: refuses downloads that would leave less than
+    /// `live_migration.min_free_disk` free, before a byte is written.
+    async fn check_space(&self, plan: &Plan) -> Result<(), LiveMigrationError> {
+        let local = self.task.local.clone();
+        let download = plan.download.clone();
+        let margin = self.task.limits.min_free_disk;
+        tokio::task::spawn_blocking(move || space::check(&local, &download, margin))
+            .await
+            .expect("checking free space does not panic")
     }
 
     /// `PREPARING`: with `verifyDigest`, files already here are compared by digest too,
@@ -257,6 +295,8 @@ impl Iteration<'_> {
         loop {
             let next = tokio::select! {
                 n = downloads.next() => n,
+                // Downloads not started yet must not start, however long the list.
+                _ = self.cancel.cancelled() => break,
                 _ = ticker.tick() => {
                     copy_counters(&counters, status);
                     log.update(status);

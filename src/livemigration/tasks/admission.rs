@@ -46,6 +46,7 @@ pub async fn start_copy(
         request,
         peer,
         local: live.local_files(),
+        limits: (&live.config).into(),
     };
     Ok(jobs
         .submit(DataCopyKind::NAME, spec, move |h| run_copy(h, task))
@@ -106,6 +107,7 @@ pub async fn resume_interrupted(
             request,
             peer: peer.clone(),
             local: live.local_files(),
+            limits: (&live.config).into(),
         };
         match jobs.resume(&id, move |h| run_copy(h, task)).await {
             Ok(_) => tracing::info!(task = %id, "interrupted data-copy task resumed"),

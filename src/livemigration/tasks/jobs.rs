@@ -35,8 +35,19 @@ pub async fn run_copy(handle: JobHandle, task: CopyTask) -> JobResult {
         handle.set_result(serde_json::to_value(report).expect("a copy report serializes"));
     };
     let cancel = handle.cancelled().clone();
+    let local = task.local.clone();
     let outcome = copy::run(task, cancel, publish).await;
     publish(&outcome.iterations);
+    // Whatever the outcome, partial downloads go: a resumed task continues them only after a
+    // restart, when the daemon stops the task to start it again.
+    if !handle.shutting_down() {
+        let removed = tokio::task::spawn_blocking(move || local.remove_staging())
+            .await
+            .unwrap_or(0);
+        if removed > 0 {
+            tracing::info!(task = %handle.id(), removed, "staging files of the ended data-copy task removed");
+        }
+    }
     match outcome.result {
         Ok(()) => end(&handle, Ending::Done("done".into())),
         Err(e) => end(&handle, ending(e)),

@@ -126,11 +126,30 @@ pub fn verification_task(
         .map(VerificationTask::from_record)
 }
 
-/// Cancels a data-copy task: running downloads stop; their staging files stay, so a next
-/// task continues them.
-pub fn cancel_copy(jobs: &JobRegistry, id: &str) -> Result<DataCopyTask, LiveMigrationError> {
+/// Removes the staging files a previous process left (a crash, a task that ended while its
+/// removal failed), unless an interrupted data-copy task is there to continue them.
+pub async fn sweep_staging(jobs: &JobRegistry, live: &LiveMigration) {
+    let resumable = jobs
+        .list(Some(DataCopyKind::NAME))
+        .iter()
+        .any(|r| r.state == JobState::Interrupted);
+    if resumable {
+        return;
+    }
+    let local = live.local_files();
+    let removed = tokio::task::spawn_blocking(move || local.remove_staging())
+        .await
+        .unwrap_or(0);
+    if removed > 0 {
+        tracing::info!(removed, "staging files left by an earlier run removed");
+    }
+}
+
+/// Cancels a data-copy task: running downloads stop, and its staging files are removed once
+/// it has stopped. Returns once the cancel is on disk, so a restart cannot resume the task.
+pub async fn cancel_copy(jobs: &JobRegistry, id: &str) -> Result<DataCopyTask, LiveMigrationError> {
     copy_task(jobs, id)?;
-    Ok(DataCopyTask::from_record(jobs.cancel(id)?))
+    Ok(DataCopyTask::from_record(jobs.cancel_recorded(id).await?))
 }
 
 /// Cancels a verification task.

@@ -41,7 +41,7 @@ fn migrators_refusals_are_refused_with_key_and_line() {
         (
             "  scanSegments: 0\n",
             "",
-            "source.scanSegments: must be a positive integer",
+            "source.scanSegments: must be 1 to 1000000, not 0",
             5,
         ),
         ("  maxMapTasks: 0\n", "", "source.maxMapTasks", 5),
