@@ -145,7 +145,7 @@ mod tests {
     fn policy(extra: &str) -> HostPolicy {
         let config = DaemonConfig::parse(
             "t",
-            &format!("server:\n  listen: 10.1.2.3:9043\n{extra}"),
+            &format!("server:\n  listen: 10.1.2.3:9043\n  insecure: true\n{extra}"),
             std::path::Path::new("."),
             |_| None,
         )
