@@ -239,3 +239,60 @@ pub async fn validate(path: &Path, json: bool) -> u8 {
         }
     }
 }
+
+/// `drover auth hash-token`: the SHA-256 of a bearer token read from stdin, or of a new random
+/// one with `generate`, and the `auth.tokens` entry that accepts it. The token is printed only
+/// when generated (it is then shown this once); the config only ever holds the hash.
+pub fn hash_token(generate: bool, id: &str, roles: &[String]) -> u8 {
+    use sha2::{Digest, Sha256};
+    for role in roles {
+        if crate::auth::Role::from_name(role).is_none() {
+            eprintln!("drover: unknown role {role:?}: expected reader, operator, peer or admin");
+            return EXIT_CONFIG;
+        }
+    }
+    let token = if generate {
+        let mut bytes = [0u8; 32];
+        if let Err(e) = getrandom::fill(&mut bytes) {
+            eprintln!("drover: no randomness from the operating system: {e}");
+            return 1;
+        }
+        hex(&bytes)
+    } else {
+        let mut text = String::new();
+        if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
+            eprintln!("drover: cannot read the token from stdin: {e}");
+            return 1;
+        }
+        // `echo "$TOKEN" |` adds a newline that is not part of the token.
+        let token = text.trim_end_matches(['\n', '\r']).to_string();
+        if token.is_empty() {
+            eprintln!("drover: no token on stdin (or use --generate for a new one)");
+            return EXIT_CONFIG;
+        }
+        if token.trim() != token {
+            eprintln!(
+                "drover: the token starts or ends with white space, which Authorization headers lose"
+            );
+            return EXIT_CONFIG;
+        }
+        token
+    };
+    let sha = hex(&Sha256::digest(token.as_bytes()));
+    if generate {
+        println!("token: {token}");
+    }
+    println!("sha256: {sha}");
+    // Quoted as JSON, which YAML reads as it is, so any id stays one scalar.
+    let id = serde_json::to_string(id).expect("a string serializes");
+    println!("# an entry of auth.tokens (or of auth.tokens_file):");
+    println!(
+        "- {{id: {id}, sha256: {sha}, roles: [{}]}}",
+        roles.join(", ")
+    );
+    0
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

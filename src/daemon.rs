@@ -272,7 +272,7 @@ async fn accept_loop(
         connections.spawn(async move {
             let _slot = slot;
             let Some(tls) = tls else {
-                return serve_connection(tcp, router, None, limits, stop).await;
+                return serve_connection(tcp, peer, router, None, limits, stop).await;
             };
             // Taken now, so that a reload during the handshake cannot mix old and new.
             let acceptor = tls.acceptor();
@@ -301,7 +301,7 @@ async fn accept_loop(
                 .flatten()
                 .and_then(|chain| chain.first())
                 .map(|leaf| crate::tls::client_cert_names(leaf));
-            serve_connection(stream, router, names, limits, stop).await
+            serve_connection(stream, peer, router, names, limits, stop).await
         });
     }
     drop(listener);
@@ -313,6 +313,7 @@ async fn accept_loop(
 /// `limits.idle_timeout`, or `stop` fires (then the request in flight finishes first).
 async fn serve_connection<I>(
     io: I,
+    peer: std::net::SocketAddr,
     router: axum::Router,
     names: Option<crate::auth::ClientCertNames>,
     limits: Limits,
@@ -330,6 +331,10 @@ async fn serve_connection<I>(
         if let Some(names) = &names {
             request.extensions_mut().insert(names.clone());
         }
+        // The rate limit counts callers without credentials by their address.
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
         request
     });
     let service = hyper_util::service::TowerToHyperService::new(service);

@@ -55,11 +55,33 @@ enum Command {
         #[arg(long, short, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// Credentials of the API.
+    Auth {
+        #[command(subcommand)]
+        command: AuthCommand,
+    },
     /// Print the OpenAPI document of the REST API (YAML, as in openapi/drover.yaml).
     Openapi {
         /// Print JSON instead of YAML.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuthCommand {
+    /// Print the SHA-256 of a bearer token read from stdin (or of a new random token with
+    /// --generate, printed this once) and the auth.tokens entry that accepts it.
+    HashToken {
+        /// Make a new random token (256 bits, hex) instead of reading one from stdin.
+        #[arg(long)]
+        generate: bool,
+        /// The identity the entry gives the token's holder.
+        #[arg(long, default_value = "my-client")]
+        id: String,
+        /// Roles of the entry: reader, operator, peer, admin.
+        #[arg(long, value_delimiter = ',', value_name = "ROLE,...")]
+        roles: Vec<String>,
     },
 }
 
@@ -141,6 +163,14 @@ fn main() -> ExitCode {
             }
             Err(code) => code,
         },
+        Command::Auth {
+            command:
+                AuthCommand::HashToken {
+                    generate,
+                    id,
+                    roles,
+                },
+        } => ExitCode::from(drover::cli::hash_token(generate, &id, &roles)),
         Command::Openapi { json } => {
             if json {
                 let doc = drover::api::openapi();

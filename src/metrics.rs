@@ -43,6 +43,14 @@ struct JobProgressLabels {
     counter: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AuditLabels {
+    /// Method and route template of a mutating call.
+    action: String,
+    /// Its status code.
+    outcome: u16,
+}
+
 type HistogramFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
 
 /// Every metric the daemon exports.
@@ -52,6 +60,7 @@ pub struct Metrics {
     latency: HistogramFamily,
     jobs: Family<JobLabels, Gauge>,
     job_progress: Family<JobProgressLabels, Gauge>,
+    audit: Family<AuditLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -91,8 +100,15 @@ impl Metrics {
             "Progress counters of queued and running jobs (rows, bytes, units, retries...), by job id and counter name",
             job_progress.clone(),
         );
+        let audit = Family::<AuditLabels, Counter>::default();
+        registry.register(
+            "drover_audit_events",
+            "Mutating API calls (served or refused), by action (method and route template) and outcome (status code)",
+            audit.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
+            audit,
             requests,
             latency,
             jobs,
@@ -115,6 +131,17 @@ impl Metrics {
                 route: route.to_string(),
             })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts one audited call. `action` is a method and route template, `outcome` a status
+    /// code: both come from bounded sets, never from the client's text.
+    pub fn audit(&self, action: &str, outcome: u16) {
+        self.audit
+            .get_or_create(&AuditLabels {
+                action: action.to_string(),
+                outcome,
+            })
+            .inc();
     }
 
     /// Renders every metric in the OpenMetrics text format, with job gauges read from `jobs`.

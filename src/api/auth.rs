@@ -1,14 +1,22 @@
-//! Authentication and authorization of every request: who is calling (a bearer token or a
-//! verified client certificate) and whether the route's role is among theirs.
+//! Authentication and authorization of every request: who is calling (a bearer token, a JWT
+//! or a verified client certificate), whether they are within their rate, and whether the
+//! route's role is among theirs.
 
-use axum::extract::{MatchedPath, Request, State};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::api::AppState;
+use crate::api::audit;
 use crate::api::error::ApiError;
-use crate::auth::{ClientCertNames, Identity, Role, identify_certificate, identify_token};
+use crate::auth::rate::Limiter;
+use crate::auth::{Authenticator, ClientCertNames, Identity, Role};
+use crate::metrics::Metrics;
 
 /// What a route needs of its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,68 +93,285 @@ fn unauthorized(message: &str) -> Response {
     response
 }
 
-/// The middleware. It sits behind the live-migration filter, so a disabled live-migration
-/// route answers 404 to anyone, and never tells an unauthenticated caller that it exists.
-pub async fn authorize(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let auth = &state.config.auth;
-    if !auth.is_enabled() {
-        return next.run(request).await;
-    }
-    // No matched route: the fallback answers 404 and reveals nothing.
-    let Some(route) = request.extensions().get::<MatchedPath>().cloned() else {
-        return next.run(request).await;
-    };
-    let access = required(request.method(), route.as_str()).unwrap_or(Access::Role(Role::Admin));
-    let role = match access {
-        Access::Health if auth.health_open => return next.run(request).await,
-        Access::Health => Role::Reader,
-        Access::Role(role) => role,
-    };
+fn too_many_requests(wait: Duration) -> Response {
+    // Whole seconds, rounded up: `Retry-After: 0` would invite an immediate retry.
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let seconds = seconds.max(1);
+    let mut response = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        format!("too many requests: over auth.rate_limit, retry in {seconds}s"),
+    )
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    response
+}
 
-    let identity = match request.headers().get(header::AUTHORIZATION) {
+/// What the authorization middleware keeps across requests: the authenticator (whose token
+/// file and keys follow their files), the rate limiter, and the metrics the audit counts into.
+#[derive(Clone)]
+pub struct Guard {
+    auth: Arc<Authenticator>,
+    limiter: Option<Arc<Limiter>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Guard {
+    /// The guard of `state`'s config.
+    pub fn new(state: &AppState) -> Self {
+        let auth = &state.config.auth;
+        Self {
+            auth: Arc::new(Authenticator::new(auth)),
+            limiter: auth.rate_limit.as_ref().map(|l| Arc::new(Limiter::new(l))),
+            metrics: state.metrics.clone(),
+        }
+    }
+}
+
+/// Who the request's credentials say is calling: `Ok(None)` when it brings none, `Err` with
+/// the reason when they prove nobody.
+fn identify(guard: &Guard, request: &Request) -> Result<Option<Identity>, String> {
+    match request.headers().get(header::AUTHORIZATION) {
         Some(value) => {
             let token = value
                 .to_str()
                 .ok()
                 .and_then(|v| v.strip_prefix("Bearer "))
-                .map(str::trim);
-            match token.and_then(|t| identify_token(auth, t)) {
-                Some(identity) => identity,
-                None => return unauthorized("the bearer token is not valid"),
-            }
+                .map(str::trim)
+                .ok_or_else(|| "the bearer token is not valid".to_string())?;
+            guard.auth.identify_bearer(token).map(Some)
         }
-        None => match request
+        None => Ok(request
             .extensions()
             .get::<ClientCertNames>()
-            .and_then(|names| identify_certificate(auth, names))
-        {
-            Some(identity) => identity,
-            None => {
-                return unauthorized(
+            .and_then(|names| guard.auth.identify_certificate(names))),
+    }
+}
+
+/// The rate-limit bucket of a caller: its identity, or its address when it has none (or one
+/// shared bucket when the listener does not say the address).
+fn bucket(identity: Option<&Identity>, request: &Request) -> String {
+    match identity {
+        Some(identity) => format!("id:{}", identity.name),
+        None => request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or_else(|| "anonymous".to_string(), |c| format!("ip:{}", c.0.ip())),
+    }
+}
+
+/// What becomes of a request.
+enum Decision {
+    /// Served, with its caller's identity (none when auth is off or the route is open).
+    Serve(Option<Identity>),
+    /// Refused with this response; the identity when one was proven.
+    Refuse(Option<Identity>, Response),
+}
+
+/// Decides a request.
+fn check(guard: &Guard, request: &Request, route: &str) -> Decision {
+    let auth = guard.auth.config();
+    let access = required(request.method(), route).unwrap_or(Access::Role(Role::Admin));
+    // Probes poll health; they are neither limited nor, when open, asked for credentials.
+    let role = match access {
+        Access::Health if auth.health_open || !auth.is_enabled() => return Decision::Serve(None),
+        Access::Health => Some(Role::Reader),
+        Access::Role(role) => auth.is_enabled().then_some(role),
+    };
+    let identified = if auth.is_enabled() {
+        identify(guard, request)
+    } else {
+        Ok(None)
+    };
+    let identity = identified.as_ref().ok().and_then(Option::as_ref);
+    // Counted before a bad credential is refused, so guessing tokens is limited too.
+    if let Some(limiter) = &guard.limiter
+        && access != Access::Health
+        && let Err(wait) = limiter.check(&bucket(identity, request))
+    {
+        return Decision::Refuse(identity.cloned(), too_many_requests(wait));
+    }
+    let Some(role) = role else {
+        return Decision::Serve(None);
+    };
+    let identity = match identified {
+        Ok(Some(identity)) => identity,
+        Ok(None) => {
+            return Decision::Refuse(
+                None,
+                unauthorized(
                     "credentials required: Authorization: Bearer <token> or a known client certificate",
-                );
-            }
-        },
+                ),
+            );
+        }
+        Err(reason) => return Decision::Refuse(None, unauthorized(&reason)),
     };
     if !identity.has(role) {
-        return ApiError::new(
+        let response = ApiError::new(
             StatusCode::FORBIDDEN,
             format!(
-                "{} {}: {} does not hold the {} role",
+                "{} {route}: {} does not hold the {} role",
                 request.method(),
-                route.as_str(),
                 identity.name,
                 role.name()
             ),
         )
         .into_response();
+        return Decision::Refuse(Some(identity), response);
     }
-    request.extensions_mut().insert::<Identity>(identity);
-    next.run(request).await
+    Decision::Serve(Some(identity))
+}
+
+/// The middleware. It sits behind the live-migration filter, so a disabled live-migration
+/// route answers 404 to anyone, and never tells an unauthenticated caller that it exists.
+/// Every mutating call it sees, served or refused, leaves one audit record.
+pub async fn authorize(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
+    // No matched route: the fallback answers 404 and reveals nothing.
+    let Some(route) = request.extensions().get::<MatchedPath>().cloned() else {
+        return next.run(request).await;
+    };
+    let method = request.method().clone();
+    let audited = audit::is_mutating(&method);
+    let object = if audited {
+        audit::object_of(&mut request).await
+    } else {
+        String::new()
+    };
+    let (identity, response) = match check(&guard, &request, route.as_str()) {
+        Decision::Serve(identity) => {
+            if let Some(identity) = &identity {
+                request
+                    .extensions_mut()
+                    .insert::<Identity>(identity.clone());
+            }
+            (identity, next.run(request).await)
+        }
+        Decision::Refuse(identity, response) => (identity, response),
+    };
+    if !audited {
+        return response;
+    }
+    audit::record(
+        &guard.metrics,
+        identity.as_ref(),
+        &method,
+        route.as_str(),
+        object,
+        response,
+    )
+    .await
+}
+
+/// Declares in the OpenAPI document how callers authenticate (a bearer token — opaque or a
+/// JWT — or a client certificate; the empty requirement stands for a daemon without an `auth`
+/// section) and the refusals every operation can answer, which no handler's own description
+/// lists: 401, 403, 421, 429, and 415 where a body is read.
+pub fn document(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::security::{
+        HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+    };
+    use utoipa::openapi::{
+        ContentBuilder, HeaderBuilder, Ref, ResponseBuilder, Type, schema::ObjectBuilder,
+    };
+
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .bearer_format("opaque token or JWT")
+                .description(Some(
+                    "`Authorization: Bearer <token>`: a token whose SHA-256 is in `auth.tokens` or `auth.tokens_file`, or a JWT checked against `auth.jwt`",
+                ))
+                .build(),
+        ),
+    );
+    components.add_security_scheme(
+        "mutualTLS",
+        SecurityScheme::MutualTls {
+            description: Some(
+                "A client certificate that chains to `server.tls.client_ca`, its names mapped to roles by `auth.certificates`".into(),
+            ),
+            extensions: None,
+        },
+    );
+    let error = |description: &str| {
+        ResponseBuilder::new().description(description).content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+    };
+    let seconds = || {
+        HeaderBuilder::new()
+            .schema(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(1)),
+            )
+            .description(Some("Seconds to wait before trying again"))
+            .build()
+    };
+    let security = vec![
+        SecurityRequirement::default(),
+        SecurityRequirement::new("bearer", Vec::<String>::new()),
+        SecurityRequirement::new("mutualTLS", Vec::<String>::new()),
+    ];
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let health = path.ends_with("__health");
+        for op in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let mut add = |code: &str, response: utoipa::openapi::Response| {
+                op.responses
+                    .responses
+                    .entry(code.to_string())
+                    .or_insert(response.into());
+            };
+            add(
+                "401",
+                error("Credentials are missing or not valid (when `auth` is configured; health only when `auth.health_open` is false)")
+                    .header("WWW-Authenticate", HeaderBuilder::new().schema(ObjectBuilder::new().schema_type(Type::String)).build())
+                    .build(),
+            );
+            add(
+                "403",
+                error("The caller does not hold the operation's role, or the request carries an `Origin` not in `server.allowed_origins`").build(),
+            );
+            add(
+                "421",
+                error("The `Host` is not a name of this daemon (`server.allowed_hosts`)").build(),
+            );
+            if !health {
+                add(
+                    "429",
+                    error("Over the caller's `auth.rate_limit`")
+                        .header("Retry-After", seconds())
+                        .build(),
+                );
+            }
+            if op.request_body.is_some() {
+                add(
+                    "415",
+                    error("The body has no `Content-Type`, or one that is neither JSON nor YAML")
+                        .build(),
+                );
+            }
+            if !health {
+                op.security = Some(security.clone());
+            }
+        }
+    }
 }
 
 #[cfg(test)]

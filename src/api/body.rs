@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use super::error::ApiError;
 use crate::config::yaml;
 
-/// A body accepted as `application/json` (the default when no type is given) or as YAML
+/// A body accepted as `application/json` or as YAML
 /// (`application/yaml`, `application/x-yaml`, `text/yaml`): operators post their job files as
 /// they are.
 pub struct Payload<T>(pub T);
@@ -20,7 +20,8 @@ pub(crate) enum Format {
     Yaml,
 }
 
-/// The body format named by `Content-Type` (JSON when absent); 415 for anything else.
+/// The body format named by `Content-Type` (JSON when absent, which only an empty body may
+/// be: see [`format_of_body`]); 415 for anything else.
 pub(crate) fn format_of(headers: &axum::http::HeaderMap) -> Result<Format, ApiError> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
         return Ok(Format::Json);
@@ -43,6 +44,50 @@ pub(crate) fn format_of(headers: &axum::http::HeaderMap) -> Result<Format, ApiEr
             ),
         )),
     }
+}
+
+fn no_media_type() -> ApiError {
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "a request body needs a Content-Type: application/json or application/yaml",
+    )
+}
+
+/// The body format of a request with body `bytes`: as [`format_of`], but a body without
+/// `Content-Type` is refused with 415 — the shape of a request a web page can send to another
+/// site without the browser asking that site first.
+pub(crate) fn format_of_body(
+    headers: &axum::http::HeaderMap,
+    bytes: &[u8],
+) -> Result<Format, ApiError> {
+    if !bytes.is_empty() && !headers.contains_key(header::CONTENT_TYPE) {
+        return Err(no_media_type());
+    }
+    format_of(headers)
+}
+
+/// The middleware that refuses, before any handler, a POST, PUT or PATCH whose headers
+/// announce a body but no `Content-Type` (handlers that read a body check it again).
+pub async fn require_media_type(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::Method;
+    use axum::response::IntoResponse;
+    let headers = request.headers();
+    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0");
+    if matches!(
+        *request.method(),
+        Method::POST | Method::PUT | Method::PATCH
+    ) && has_body
+        && !headers.contains_key(header::CONTENT_TYPE)
+    {
+        return no_media_type().into_response();
+    }
+    next.run(request).await
 }
 
 /// Parses `bytes` as `T`; errors start with `body:` and name the field path and line.
@@ -113,10 +158,11 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let format = format_of(req.headers())?;
+        let headers = req.headers().clone();
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(|rejection| ApiError::new(rejection.status(), rejection.body_text()))?;
+        let format = format_of_body(&headers, &bytes)?;
         parse(&bytes, matches!(format, Format::Yaml)).map(Payload)
     }
 }

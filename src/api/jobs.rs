@@ -213,7 +213,7 @@ pub async fn delete(
 
 /// The text of a submitted job file: YAML, and JSON is YAML too.
 fn job_text<'a>(headers: &HeaderMap, body: &'a [u8]) -> Result<&'a str, ApiError> {
-    super::body::format_of(headers)?;
+    super::body::format_of_body(headers, body)?;
     std::str::from_utf8(body)
         .map_err(|e| ApiError::bad_request(format!("job config: not UTF-8: {e}")))
 }

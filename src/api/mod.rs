@@ -1,11 +1,13 @@
 //! The HTTP edge: one route table, error translation, middleware. Everything below `api`
 //! knows nothing about HTTP.
 
+mod audit;
 mod auth;
 pub mod body;
 mod diagnostics;
 pub mod error;
 mod health;
+mod hosts;
 pub mod jobs;
 pub mod live_migration;
 mod metrics;
@@ -138,6 +140,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .into_iter()
         .map(|(path, item)| (path.replace("{*", "{"), item))
         .collect();
+    auth::document(&mut doc);
     // utoipa names an operation after its handler, and several modules have a `list` or a
     // `get`; OpenAPI requires operation ids to be unique (client generators key on them), so
     // each is qualified by its tag, the resource the handler belongs to.
@@ -216,13 +219,18 @@ pub fn router(state: AppState) -> Router {
             metrics::track,
         ))
         .layer(axum::middleware::from_fn_with_state(
+            Arc::new(hosts::HostPolicy::new(&state.config)),
+            hosts::check,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             live_migration::filter,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            auth::Guard::new(&state),
             auth::authorize,
         ))
+        .layer(axum::middleware::from_fn(body::require_media_type))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             config.request_timeout,

@@ -11,11 +11,18 @@
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientCertNames(pub Vec<String>);
 
+pub mod jwt;
+pub mod rate;
+mod watched;
+
+use std::path::Path;
+
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::config::AuthConfig;
+use crate::config::{AuthConfig, TokenConfig};
+use watched::Watched;
 
 /// What a caller may do. Roles do not imply one another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -42,6 +49,13 @@ impl Role {
             Role::Admin => "admin",
         }
     }
+
+    /// The role of a name as the config writes it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Role::Reader, Role::Operator, Role::Peer, Role::Admin]
+            .into_iter()
+            .find(|r| r.name() == name)
+    }
 }
 
 /// An authenticated caller, attached to the request's extensions for handlers and logs.
@@ -61,7 +75,7 @@ impl Identity {
         self.all_roles || self.roles.contains(&role)
     }
 
-    fn new(config: &AuthConfig, name: &str, roles: Vec<Role>) -> Self {
+    pub(crate) fn new(config: &AuthConfig, name: &str, roles: Vec<Role>) -> Self {
         Self {
             all_roles: config.admin_identities.iter().any(|a| a == name),
             name: name.to_string(),
@@ -72,16 +86,87 @@ impl Identity {
 
 /// The identity a bearer token proves, if it is one of `auth.tokens`.
 pub fn identify_token(config: &AuthConfig, token: &str) -> Option<Identity> {
+    identify_token_among(config, &[&config.tokens], token)
+}
+
+/// The identity a bearer token proves, if it is one of the token lists `lists`.
+fn identify_token_among(
+    config: &AuthConfig,
+    lists: &[&[TokenConfig]],
+    token: &str,
+) -> Option<Identity> {
     let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
     // Every entry is compared, in constant time, so the answer's timing does not tell how
     // much of a guess was right or which entry it was close to.
     let mut found = None;
-    for entry in &config.tokens {
+    for entry in lists.iter().flat_map(|list| list.iter()) {
         if bool::from(entry.sha256.0.ct_eq(&digest)) {
             found = Some(entry);
         }
     }
     found.map(|entry| Identity::new(config, &entry.id, entry.roles.clone()))
+}
+
+/// Reads an `auth.tokens_file`: a YAML list of entries shaped as `auth.tokens` ones (an empty
+/// file holds none).
+pub fn read_tokens_file(path: &Path) -> Result<Vec<TokenConfig>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    crate::config::yaml::from_str(&text).map_err(|e| {
+        let (message, line) = crate::config::yaml::describe_error(&e);
+        let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
+        format!("{}: {message}{at}", path.display())
+    })
+}
+
+/// Identifies callers with what the config and its files say, as they are now: the token
+/// lists, the tokens file (re-read when it changes) and the JWT keys.
+pub struct Authenticator {
+    config: AuthConfig,
+    tokens_file: Option<Watched<Vec<TokenConfig>>>,
+    jwt: Option<jwt::Verifier>,
+}
+
+impl Authenticator {
+    /// The authenticator of `config`, whose file paths were resolved when it was loaded.
+    pub fn new(config: &AuthConfig) -> Self {
+        Self {
+            config: config.clone(),
+            tokens_file: config
+                .tokens_file
+                .as_deref()
+                .map(|path| Watched::new(path, "auth.tokens_file", read_tokens_file)),
+            jwt: config.jwt.as_ref().map(jwt::Verifier::new),
+        }
+    }
+
+    /// The config it identifies callers by.
+    pub fn config(&self) -> &AuthConfig {
+        &self.config
+    }
+
+    /// The identity a bearer token proves, or why it proves none (a message for the caller
+    /// that never repeats the token). A JWT-shaped token is checked as a JWT when `auth.jwt`
+    /// is set, and never looked up among the hashes then.
+    pub fn identify_bearer(&self, token: &str) -> Result<Identity, String> {
+        if let Some(verifier) = &self.jwt
+            && jwt::looks_like_jwt(token)
+        {
+            return verifier.verify(&self.config, token);
+        }
+        let file = self.tokens_file.as_ref().map(|w| w.get());
+        let file: &[TokenConfig] = file.as_deref().map_or(&[], |v| v.as_slice());
+        identify_token_among(&self.config, &[&self.config.tokens, file], token)
+            .ok_or_else(|| "the bearer token is not valid".to_string())
+    }
+
+    /// The identity of a verified client certificate, as [`identify_certificate`].
+    pub fn identify_certificate(&self, names: &ClientCertNames) -> Option<Identity> {
+        identify_certificate(&self.config, names)
+    }
 }
 
 /// The identity of a verified client certificate: its first name that some

@@ -2,6 +2,9 @@
 //! and the identities that hold every role.
 
 use std::fmt;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use globset::{GlobBuilder, GlobMatcher};
 use serde::Deserialize;
@@ -9,7 +12,7 @@ use serde::Deserialize;
 use crate::auth::Role;
 
 /// Authentication and authorization of the HTTP API. Off (every caller may do everything, as
-/// before this section existed) unless at least one token or certificate mapping is
+/// before this section existed) unless tokens, a tokens file, JWTs or certificate mappings are
 /// configured.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,6 +37,22 @@ pub struct AuthConfig {
     /// `reader` role. Default true.
     #[serde(default = "default_health_open")]
     pub health_open: bool,
+    /// A YAML file holding more bearer-token entries, a list in the shape of `tokens`. It is
+    /// read again whenever it changes (size, mtime or inode), so token hashes can be added,
+    /// rotated and revoked without a restart; an edit that does not parse is refused with a
+    /// warning and the previous entries stay in force. A relative path is taken from the
+    /// config file's directory. Default: none.
+    #[serde(default)]
+    pub tokens_file: Option<PathBuf>,
+    /// JSON Web Tokens accepted as bearer tokens, signed by an identity provider. Default:
+    /// none.
+    #[serde(default)]
+    pub jwt: Option<JwtConfig>,
+    /// Most requests one identity may make, answered 429 with `Retry-After` beyond it.
+    /// Callers without credentials are counted by their address. Health routes are not
+    /// counted. Default: no limit.
+    #[serde(default)]
+    pub rate_limit: Option<RateLimitConfig>,
 }
 
 fn default_health_open() -> bool {
@@ -47,6 +66,9 @@ impl Default for AuthConfig {
             certificates: Vec::new(),
             admin_identities: Vec::new(),
             health_open: default_health_open(),
+            tokens_file: None,
+            jwt: None,
+            rate_limit: None,
         }
     }
 }
@@ -55,8 +77,142 @@ impl AuthConfig {
     /// Whether requests must be authenticated: some method of identifying a caller is
     /// configured. Without one the API is open, as it was before this section existed.
     pub fn is_enabled(&self) -> bool {
-        !self.tokens.is_empty() || !self.certificates.is_empty()
+        !self.tokens.is_empty()
+            || !self.certificates.is_empty()
+            || self.tokens_file.is_some()
+            || self.jwt.is_some()
     }
+
+    /// Makes the section's file paths absolute from `base` (the config file's directory) and
+    /// reads each file once, so a missing key or an unreadable tokens file stops the daemon at
+    /// start rather than refusing every caller later. Errors name the key.
+    pub fn resolve(&mut self, base: &Path) -> Result<(), (String, String)> {
+        if let Some(path) = &mut self.tokens_file {
+            *path = base.join(&*path);
+            crate::auth::read_tokens_file(path).map_err(|e| ("auth.tokens_file".into(), e))?;
+        }
+        if let Some(jwt) = &mut self.jwt {
+            jwt.resolve(base)?;
+        }
+        Ok(())
+    }
+}
+
+/// `auth.jwt`: bearer tokens that are JWTs (RFC 7519), checked against the identity
+/// provider's public keys. A bearer token shaped like a JWT (three base64url parts, the first
+/// starting `eyJ`) is checked only as one; any other token is looked up among the hashes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtConfig {
+    /// A JWKS file (`{"keys": [...]}`, as an identity provider publishes it) holding the
+    /// signing keys; a token's `kid` picks its key. Read again when it changes, so keys can be
+    /// rotated without a restart. One of `jwks_file` and `public_key_file` is required.
+    #[serde(default)]
+    pub jwks_file: Option<PathBuf>,
+    /// A PEM public key file (`-----BEGIN PUBLIC KEY-----` for EC and Ed25519,
+    /// `BEGIN PUBLIC KEY` or `BEGIN RSA PUBLIC KEY` for RSA), read again when it changes.
+    #[serde(default)]
+    pub public_key_file: Option<PathBuf>,
+    /// The `iss` a token must carry, exactly. Required.
+    pub issuer: String,
+    /// An `aud` a token must carry (one of its audiences, when it has several). Required.
+    pub audience: String,
+    /// The signature algorithms accepted. Only public-key algorithms: `RS256`, `RS384`,
+    /// `RS512`, `PS256`, `PS384`, `PS512`, `ES256`, `ES384`, `EdDSA`. Default
+    /// `[RS256, ES256, EdDSA]`.
+    #[serde(default = "default_algorithms")]
+    pub algorithms: Vec<jsonwebtoken::Algorithm>,
+    /// Clock skew allowed when checking `exp` and `nbf`. Default `30s`.
+    #[serde(default = "default_leeway", with = "humantime_serde")]
+    pub leeway: Duration,
+    /// The claim holding the caller's roles: a list of role names (or one string of names
+    /// separated by spaces); a dotted path reaches into objects, e.g. `realm_access.roles`.
+    /// Names that are not drover roles are ignored. Default `roles`.
+    #[serde(default = "default_roles_claim")]
+    pub roles_claim: String,
+    /// The claim naming the caller, as logged and matched by `admin_identities`. Default
+    /// `sub`.
+    #[serde(default = "default_identity_claim")]
+    pub identity_claim: String,
+}
+
+fn default_algorithms() -> Vec<jsonwebtoken::Algorithm> {
+    use jsonwebtoken::Algorithm::*;
+    vec![RS256, ES256, EdDSA]
+}
+
+fn default_leeway() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_roles_claim() -> String {
+    "roles".into()
+}
+
+fn default_identity_claim() -> String {
+    "sub".into()
+}
+
+impl JwtConfig {
+    fn resolve(&mut self, base: &Path) -> Result<(), (String, String)> {
+        use jsonwebtoken::Algorithm::*;
+        let key = |k: &str| format!("auth.jwt.{k}");
+        match (&mut self.jwks_file, &mut self.public_key_file) {
+            (Some(_), Some(_)) | (None, None) => {
+                return Err((
+                    key("jwks_file"),
+                    "exactly one of jwks_file and public_key_file is required".into(),
+                ));
+            }
+            (Some(path), None) | (None, Some(path)) => *path = base.join(&*path),
+        }
+        if self.algorithms.is_empty() {
+            return Err((key("algorithms"), "must name at least one algorithm".into()));
+        }
+        // A shared secret would have to sit in the config, and a public JWKS holding an
+        // `oct` key would let anyone who reads it sign tokens.
+        if let Some(alg) = self
+            .algorithms
+            .iter()
+            .find(|a| matches!(a, HS256 | HS384 | HS512))
+        {
+            return Err((
+                key("algorithms"),
+                format!(
+                    "{alg:?} is a shared-secret algorithm; only public-key algorithms are accepted"
+                ),
+            ));
+        }
+        for (name, claim) in [
+            ("roles_claim", &self.roles_claim),
+            ("identity_claim", &self.identity_claim),
+        ] {
+            if claim.is_empty() {
+                return Err((key(name), "must not be empty".into()));
+            }
+        }
+        crate::auth::jwt::KeySet::load(self).map_err(|e| {
+            let which = if self.jwks_file.is_some() {
+                "jwks_file"
+            } else {
+                "public_key_file"
+            };
+            (key(which), e)
+        })?;
+        Ok(())
+    }
+}
+
+/// `auth.rate_limit`: a token bucket per identity.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitConfig {
+    /// Requests per second one identity may make in the long run, at least 1. Required.
+    pub per_second: NonZeroU32,
+    /// Requests one identity may make at once after a quiet time, above the long-run rate.
+    /// Default: `per_second`.
+    #[serde(default)]
+    pub burst: Option<NonZeroU32>,
 }
 
 /// One bearer token.

@@ -34,8 +34,9 @@ pub struct LiveMigrationConfig {
     pub max_concurrent_file_requests: usize,
     /// On a destination: a file holding the bearer token it sends with every request to its
     /// source (whose `auth` must give that token the `peer` role). Read once at start; the
-    /// token is never logged. A relative path is taken from the working directory. Default:
-    /// no token.
+    /// token is never logged. A relative path is taken from the working directory. When it is
+    /// not set, the token of the environment variable `DROVER_PEER_TOKEN` is sent, if set.
+    /// Default: no token.
     pub peer_token_file: Option<std::path::PathBuf>,
     /// On a destination: how long connecting to the source may take before the attempt
     /// fails. Default 10s.

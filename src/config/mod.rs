@@ -17,7 +17,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-pub use auth::{AuthConfig, CertificateConfig, IdentityPattern, TokenConfig, TokenHash};
+pub use auth::{
+    AuthConfig, CertificateConfig, IdentityPattern, JwtConfig, RateLimitConfig, TokenConfig,
+    TokenHash,
+};
 pub use cassandra::{CassandraConfig, DEFAULT_NATIVE_ADDRESS};
 pub use jobs::JobsConfig;
 pub use live_migration::{LiveMigrationConfig, PeerTlsConfig, Role};
@@ -148,6 +151,7 @@ impl DaemonConfig {
             .cassandra
             .resolve_from_cassandra_yaml(base)
             .map_err(invalid)?;
+        config.auth.resolve(base).map_err(invalid)?;
         config.validate().map_err(invalid)?;
         Ok(config)
     }

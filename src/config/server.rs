@@ -56,6 +56,17 @@ pub struct ServerConfig {
     /// every file of the node and start migrations. A warning is logged at every start while
     /// it is on. Default false (such a config is refused).
     pub insecure: bool,
+    /// Host names a request's `Host` may carry, besides those always accepted: `localhost`,
+    /// any IP address, the host of `server.listen` and of `live_migration.advertise`, and the
+    /// hosts of `live_migration.migration_map`. Matched without the port, case-insensitively;
+    /// `"*"` accepts any. Another `Host` gets 421: a web page that an attacker's DNS name
+    /// points at the daemon (DNS rebinding) sends its own name. Default: none.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`, as browsers send them) whose requests are served. A
+    /// request carrying any other `Origin` gets 403: drover serves no web pages, so a request
+    /// with an `Origin` is a page of another site calling it from a browser. `"*"` accepts
+    /// any. Default: none.
+    pub allowed_origins: Vec<String>,
 }
 
 /// `server.tls`: the certificate the daemon presents, and whom it asks for one.
@@ -172,6 +183,8 @@ impl Default for ServerConfig {
             idle_timeout: Duration::from_secs(120),
             tls: None,
             insecure: false,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
         }
     }
 }

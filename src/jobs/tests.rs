@@ -56,7 +56,10 @@ async fn successful_job_records_progress_and_end() {
     assert_eq!(done.attempts, 1);
     assert!(done.started_at.is_some() && done.ended_at.is_some());
     // What is on disk is what the API shows.
-    assert_eq!(record_on_disk(dir.path(), &job.id, |r| *r == done).await, done);
+    assert_eq!(
+        record_on_disk(dir.path(), &job.id, |r| *r == done).await,
+        done
+    );
 }
 
 #[tokio::test]
@@ -130,7 +133,7 @@ async fn a_process_that_dies_leaves_interrupted_jobs_that_can_resume() {
             .unwrap();
         // Let the progress flush reach the disk, then vanish without any shutdown, as kill -9.
         let on_disk = record_on_disk(dir.path(), &job.id, |r| {
-            r.state == JobState::Running && r.progress.get("rows").is_some()
+            r.state == JobState::Running && r.progress.contains_key("rows")
         })
         .await;
         assert_eq!(on_disk.state, JobState::Running);

@@ -124,11 +124,10 @@ impl LiveMigration {
                 });
             }
         };
-        let peer_token = lm
-            .peer_token_file
-            .as_ref()
-            .map(|path| read_token(path))
-            .transpose()?;
+        let peer_token = match &lm.peer_token_file {
+            Some(path) => Some(read_token(path)?),
+            None => token_from_env()?,
+        };
         let peer_tls = lm
             .peer_tls
             .as_ref()
@@ -288,8 +287,12 @@ fn until_ms(until: Option<DateTime<Utc>>) -> i64 {
     until.map_or(i64::MAX, |u| u.timestamp_millis())
 }
 
-/// The token of `live_migration.peer_token_file`, trimmed; an empty file is refused, since it
-/// would send no credentials while the operator believes it does.
+/// The variable a destination takes its token from when `live_migration.peer_token_file` is
+/// not set: for deployments that hand secrets over in the environment (systemd credentials,
+/// Kubernetes secrets).
+pub const PEER_TOKEN_ENV: &str = "DROVER_PEER_TOKEN";
+
+/// The token of `live_migration.peer_token_file`, trimmed.
 fn read_token(path: &std::path::Path) -> Result<secrecy::SecretString, LiveMigrationError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         LiveMigrationError::Config(format!(
@@ -297,18 +300,36 @@ fn read_token(path: &std::path::Path) -> Result<secrecy::SecretString, LiveMigra
             path.display()
         ))
     })?;
+    checked_token(
+        &text,
+        &format!("live_migration.peer_token_file: {}", path.display()),
+    )
+}
+
+/// The token of `DROVER_PEER_TOKEN`, if it is set.
+fn token_from_env() -> Result<Option<secrecy::SecretString>, LiveMigrationError> {
+    match std::env::var(PEER_TOKEN_ENV) {
+        Ok(text) => checked_token(&text, PEER_TOKEN_ENV).map(Some),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(LiveMigrationError::Config(format!(
+            "{PEER_TOKEN_ENV} holds characters a bearer token cannot have (expected visible ASCII)"
+        ))),
+    }
+}
+
+/// A token as given, trimmed; an empty one is refused, since it would send no credentials
+/// while the operator believes it does. The token itself is never in a message.
+fn checked_token(text: &str, origin: &str) -> Result<secrecy::SecretString, LiveMigrationError> {
     let token = text.trim();
     if token.is_empty() {
         return Err(LiveMigrationError::Config(format!(
-            "live_migration.peer_token_file: {} is empty, expected a token",
-            path.display()
+            "{origin} is empty, expected a token"
         )));
     }
     if !token.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(LiveMigrationError::Config(format!(
-            "live_migration.peer_token_file: {} holds characters a bearer token cannot have \
-             (expected visible ASCII, no spaces)",
-            path.display()
+            "{origin} holds characters a bearer token cannot have \
+             (expected visible ASCII, no spaces)"
         )));
     }
     Ok(secrecy::SecretString::from(token.to_string()))

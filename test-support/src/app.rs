@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Method, Request};
+use axum::http::{HeaderMap, Method, Request};
 use drover::api;
 use drover::config::DaemonConfig;
 use drover::livemigration::LiveMigration;
@@ -82,6 +82,24 @@ impl App {
         let value = serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
         (status, value)
+    }
+
+    /// Sends one request; returns the status, the headers and the JSON body.
+    pub async fn respond(&self, request: Request<Body>) -> (u16, HeaderMap, Value) {
+        let response = self
+            .router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("the router never fails");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        let value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (status, headers, value)
     }
 
     /// `method path`, without a body.

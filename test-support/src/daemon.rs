@@ -128,6 +128,11 @@ impl Daemon {
 
     /// Starts a daemon with a config file.
     pub async fn start_with(home: &Home, config: &Path) -> Daemon {
+        Self::start_with_env(home, config, &[]).await
+    }
+
+    /// Starts a daemon with a config file and these environment variables set.
+    pub async fn start_with_env(home: &Home, config: &Path, env: &[(&str, &str)]) -> Daemon {
         let addr_file = home.state_dir().join("listen-addr");
         let _ = std::fs::remove_file(&addr_file);
         static STARTS: AtomicUsize = AtomicUsize::new(0);
@@ -141,6 +146,8 @@ impl Daemon {
             .env("RUST_LOG", "info,drover=debug")
             .env_remove("DROVER_LISTEN")
             .env_remove("DROVER_STATE_DIR")
+            .env_remove("DROVER_PEER_TOKEN")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
             .spawn()

@@ -152,7 +152,7 @@ fn logs_of_a_run(home: &Home, config: &Path, env: &[(&str, &str)]) -> String {
     let mut stream = TcpStream::connect(addr.trim()).unwrap();
     use std::io::{Read, Write};
     stream
-        .write_all(b"GET /api/v1/__health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .write_all(b"GET /api/v1/__health HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
         .unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();

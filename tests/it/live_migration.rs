@@ -1344,6 +1344,24 @@ async fn a_destination_sends_its_peer_token_to_a_source_with_auth() {
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     same_tree(src.root(), home.path(), &files);
     assert!(!dst.logs().contains(token), "the token reached the log");
+    drop(dst);
+
+    // The same token from the environment, for deployments that hand secrets over that way.
+    let home = Home::new();
+    let config = home.write_config(&format!(
+        "{}live_migration:\n  enabled: true\n  advertise: \"destination:1\"\n  migration_map:\n    \"{}\": \"destination:1\"\n",
+        node_dirs(home.path()),
+        src.addr
+    ));
+    let dst = Daemon::start_with_env(&home, &config, &[("DROVER_PEER_TOKEN", token)]).await;
+    let task = copy_to_end(
+        &dst,
+        json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2}),
+    )
+    .await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
+    same_tree(src.root(), home.path(), &files);
+    assert!(!dst.logs().contains(token), "the token reached the log");
     assert!(!source.logs().contains(token), "the token reached the log");
 }
 

@@ -27,5 +27,6 @@ mod resume;
 mod router;
 mod schemathesis;
 mod secrets;
+mod security;
 mod tls;
 mod validations;
