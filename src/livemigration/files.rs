@@ -125,7 +125,7 @@ impl Walk<'_> {
                 size,
                 is_dir,
                 modified_ms,
-                mode: u32::from(st.st_mode) & 0o777,
+                mode: st.st_mode & 0o777,
             };
             match FileType::from_raw_mode(st.st_mode) {
                 FileType::Directory => {
