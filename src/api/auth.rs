@@ -322,16 +322,7 @@ pub fn document(doc: &mut utoipa::openapi::OpenApi) {
     ];
     for (path, item) in doc.paths.paths.iter_mut() {
         let health = path.ends_with("__health");
-        for op in [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for op in crate::api::operations_mut(item) {
             let mut add = |code: &str, response: utoipa::openapi::Response| {
                 op.responses
                     .responses

@@ -145,16 +145,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     // `get`; OpenAPI requires operation ids to be unique (client generators key on them), so
     // each is qualified by its tag, the resource the handler belongs to.
     for item in doc.paths.paths.values_mut() {
-        for op in [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for op in operations_mut(item) {
             if let (Some(id), Some(tag)) =
                 (&op.operation_id, op.tags.as_ref().and_then(|t| t.first()))
             {
@@ -163,6 +154,21 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         }
     }
     doc
+}
+
+/// The operations of one path of the document, to amend them alike.
+pub(crate) fn operations_mut(
+    item: &mut utoipa::openapi::PathItem,
+) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.patch,
+    ]
+    .into_iter()
+    .flatten()
 }
 
 /// The OpenAPI document as committed in `openapi/drover.yaml`.

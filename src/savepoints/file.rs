@@ -64,6 +64,16 @@ impl FileStore {
         Ok(store)
     }
 
+    /// [`open`](Self::open) on a blocking thread, for jobs opening their store once accepted.
+    pub async fn open_blocking(
+        dir: std::path::PathBuf,
+        keep: usize,
+    ) -> Result<Self, SavepointError> {
+        tokio::task::spawn_blocking(move || Self::open(&dir, keep))
+            .await
+            .expect("opening savepoints does not panic")
+    }
+
     /// A store for reading an existing directory only (listing, resume lookups by others):
     /// unlike [`open`](Self::open) it creates nothing and leaves temporary files alone, since
     /// a running job may be writing one at that moment.

@@ -194,11 +194,7 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
     let savepoints = match pending {
         None => None,
         Some((dir, keep, interval)) => Some(Savepoints {
-            store: Arc::new(
-                tokio::task::spawn_blocking(move || FileStore::open(&dir, keep))
-                    .await
-                    .expect("opening savepoints does not panic")?,
-            ),
+            store: Arc::new(FileStore::open_blocking(dir, keep).await?),
             base,
             interval,
         }),
