@@ -32,6 +32,12 @@ pub enum Access {
 pub fn required(method: &Method, route: &str) -> Option<Access> {
     use Role::*;
     const LM: &str = "/api/v1/live-migration";
+    // axum answers HEAD on every GET route: it needs what the GET needs.
+    let method = if method == Method::HEAD {
+        &Method::GET
+    } else {
+        method
+    };
     let role = match (method.as_str(), route) {
         ("GET", "/api/v1/__health" | "/api/v1/cassandra/native/__health") => {
             return Some(Access::Health);
@@ -186,8 +192,9 @@ fn check(guard: &Guard, request: &Request, route: &str) -> Decision {
     };
     let identity = identified.as_ref().ok().and_then(Option::as_ref);
     // Counted before a bad credential is refused, so guessing tokens is limited too.
+    // Health that needs credentials is limited like any route, or it would be a free oracle
+    // for guessing tokens.
     if let Some(limiter) = &guard.limiter
-        && access != Access::Health
         && let Err(wait) = limiter.check(&bucket(identity, request))
     {
         return Decision::Refuse(identity.cloned(), too_many_requests(wait));
@@ -415,5 +422,10 @@ mod tests {
         );
         assert_eq!(r(Method::PATCH, "/api/v1/live-migration/status"), None);
         assert_eq!(r(Method::GET, "/metrics"), Some(Access::Role(Role::Reader)));
+        assert_eq!(
+            r(Method::HEAD, "/metrics"),
+            Some(Access::Role(Role::Reader))
+        );
+        assert_eq!(r(Method::HEAD, "/api/v1/__health"), Some(Access::Health));
     }
 }

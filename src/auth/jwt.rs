@@ -108,14 +108,16 @@ impl KeySet {
         })
     }
 
-    /// The keys that may have signed a token with `header`: the one its `kid` names, or,
-    /// without a `kid`, every key of the algorithm's family.
+    /// The keys that may have signed a token with `header`: the one its `kid` names, and keys
+    /// without a `kid` (a PEM key, a JWKS entry without one), which identity providers that
+    /// always set a `kid` must still be able to use; without a `kid`, every key of the
+    /// algorithm's family.
     fn candidates<'a>(&'a self, header: &'a Header) -> impl Iterator<Item = &'a DecodingKey> {
         let alg = format!("{:?}", header.alg);
         self.keys
             .iter()
             .filter(move |k| match &header.kid {
-                Some(kid) => k.kid.as_deref() == Some(kid),
+                Some(kid) => k.kid.as_deref().is_none_or(|own| own == kid),
                 None => true,
             })
             .filter(move |k| k.key.family() == header.alg.family())

@@ -88,6 +88,14 @@ pub fn local_key(url: &str) -> Result<(DirType, usize, String), LiveMigrationErr
         .parse()
         .map_err(|_| bad(format!("bad directory index in {url:?}")))?;
     files::check_relative(p).map_err(|e| bad(format!("{url:?}: {e}")))?;
+    // Names of the destination's own staging files: such a file would be deleted at the end
+    // of the task, or take another file's place while it downloads.
+    if p.ends_with(files::PART_SUFFIX) {
+        return Err(bad(format!(
+            "{url:?} names a download in progress ({}), which no source lists",
+            files::PART_SUFFIX
+        )));
+    }
     Ok((t, i, p.to_string()))
 }
 

@@ -58,6 +58,18 @@ pub struct PlanLimits {
     pub max_delete_share: f64,
     /// The request's `allowMassDeletion`: no share is enforced.
     pub allow_mass_deletion: bool,
+    /// What earlier plans of the same task deleted.
+    pub before: Deletions,
+}
+
+/// The deletions of a task's plans so far, for the mass-deletion guard.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Deletions {
+    /// Files deleted by the task's plans.
+    pub deleted: usize,
+    /// The most files the destination held at the start of one of them: the share is of
+    /// this, so that deleting half of what is left, plan after plan, still counts as a whole.
+    pub most_held: usize,
 }
 
 impl Default for PlanLimits {
@@ -65,18 +77,19 @@ impl Default for PlanLimits {
         Self {
             max_delete_share: crate::config::LiveMigrationConfig::default().max_delete_share,
             allow_mass_deletion: false,
+            before: Deletions::default(),
         }
     }
 }
 
 /// Compares the source's listing with the local files. Refused, before anything is deleted,
 /// when the listed sizes overflow or when the plan would delete more of the local files than
-/// `limits` allows. Blocking.
+/// `limits` allows. Returns the plan and the task's deletions with it. Blocking.
 pub fn plan(
     local: &LocalFiles,
     remote: &[RemoteFile],
     limits: PlanLimits,
-) -> Result<Plan, LiveMigrationError> {
+) -> Result<(Plan, Deletions), LiveMigrationError> {
     let mine = local.list()?;
     let mut theirs = HashMap::new();
     let mut plan = Plan::default();
@@ -113,7 +126,7 @@ pub fn plan(
             _ => plan.delete.push(path),
         }
     }
-    check_deletions(&mine, plan.delete.len(), limits)?;
+    let deletions = check_deletions(&mine, plan.delete.len(), limits)?;
     for f in remote {
         if !f.is_file() {
             continue;
@@ -126,30 +139,37 @@ pub fn plan(
         }
     }
     plan.order_downloads();
-    Ok(plan)
+    Ok((plan, deletions))
 }
 
-/// Refuses to delete more than `limits` allows of the `mine` files: an empty or truncated
-/// listing, from a broken or hostile source, must not wipe the destination's node.
+/// Refuses to delete more than `limits` allows of the `mine` files, counting what the task's
+/// earlier plans deleted: an empty or truncated listing, from a broken or hostile source, must
+/// not wipe the destination's node, at once or over several iterations. Returns the task's
+/// deletions once this plan's are made.
 fn check_deletions(
     mine: &[crate::livemigration::files::Entry],
     deleting: usize,
     limits: PlanLimits,
-) -> Result<(), LiveMigrationError> {
+) -> Result<Deletions, LiveMigrationError> {
     let existing = mine.iter().filter(|e| !e.is_dir).count();
+    let after = Deletions {
+        deleted: limits.before.deleted.saturating_add(deleting),
+        most_held: limits.before.most_held.max(existing),
+    };
     if deleting == 0 || limits.allow_mass_deletion {
-        return Ok(());
+        return Ok(after);
     }
-    let share = deleting as f64 / existing.max(1) as f64;
+    let share = after.deleted as f64 / after.most_held.max(1) as f64;
     if deleting >= existing || share > limits.max_delete_share {
         return Err(LiveMigrationError::Invalid(format!(
-            "the source's listing would delete {deleting} of the {existing} files here, more than \
-             live_migration.max_delete_share ({}) allows; nothing was deleted. If the source \
-             really has lost those files, start a task with \"allowMassDeletion\": true",
-            limits.max_delete_share
+            "the source's listing would delete {deleting} of the {existing} files here ({} of \
+             {} in this task), more than live_migration.max_delete_share ({}) allows; nothing \
+             was deleted. If the source really has lost those files, start a task with \
+             \"allowMassDeletion\": true",
+            after.deleted, after.most_held, limits.max_delete_share
         )));
     }
-    Ok(())
+    Ok(after)
 }
 
 /// Carries out the local part of a plan: deletes what differs and creates the node's own
@@ -256,5 +276,21 @@ mod tests {
             ..limits
         };
         assert!(check_deletions(&files(100), 1, strict).is_err());
+
+        // Half of what is left, plan after plan, is counted as a whole: 5 of 10, then 2 of 5.
+        let first = check_deletions(&files(10), 5, limits).expect("half");
+        assert_eq!(
+            first,
+            Deletions {
+                deleted: 5,
+                most_held: 10
+            }
+        );
+        let second = PlanLimits {
+            before: first,
+            ..limits
+        };
+        assert!(check_deletions(&files(5), 2, second).is_err());
+        assert!(check_deletions(&files(5), 0, second).is_ok());
     }
 }

@@ -80,6 +80,7 @@ pub async fn run(
         cancel: &cancel,
         verify,
         limiter: limiter.as_ref(),
+        deletions: std::sync::Mutex::new(plan::Deletions::default()),
     };
     let mut log = IterationLog {
         history: Vec::new(),
@@ -162,6 +163,9 @@ struct Iteration<'a> {
     cancel: &'a CancellationToken,
     verify: Option<Algorithm>,
     limiter: Option<&'a Limiter>,
+    /// What this task's plans have deleted so far: the mass-deletion guard counts the whole
+    /// task, or a source could take half of what is left at every iteration.
+    deletions: std::sync::Mutex<plan::Deletions>,
 }
 
 impl Iteration<'_> {
@@ -220,14 +224,17 @@ impl Iteration<'_> {
         let limits = PlanLimits {
             max_delete_share: self.task.limits.max_delete_share,
             allow_mass_deletion: self.task.request.allow_mass_deletion,
+            before: *self.deletions.lock().unwrap_or_else(|p| p.into_inner()),
         };
-        tokio::task::spawn_blocking(move || {
-            let p = plan::plan(&local, &remote, limits)?;
+        let (p, deletions) = tokio::task::spawn_blocking(move || {
+            let (p, deletions) = plan::plan(&local, &remote, limits)?;
             plan::clean(&local, &p)?;
-            Ok(p)
+            Ok::<_, LiveMigrationError>((p, deletions))
         })
         .await
-        .expect("planning does not panic")
+        .expect("planning does not panic")?;
+        *self.deletions.lock().unwrap_or_else(|p| p.into_inner()) = deletions;
+        Ok(p)
     }
 
     /// Before `DOWNLOADING`: refuses downloads that would leave less than
@@ -257,8 +264,10 @@ impl Iteration<'_> {
             self.cancel,
         )
         .await?;
+        // Not deleted first: the download replaces each by a rename once it is complete, so a
+        // source that lies about digests cannot empty the node, and a failed download leaves
+        // the old file for the next iteration.
         for (file, path) in stale {
-            plan::remove_if_present(&path)?;
             plan.download.push((file, path));
         }
         plan.order_downloads();
