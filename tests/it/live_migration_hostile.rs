@@ -499,3 +499,34 @@ async fn downloaded_files_get_the_mode_the_source_lists() {
     assert_eq!(mode("ok-9-Data.db"), 0o755);
     assert_eq!(mode("ok-7-Data.db"), 0o644);
 }
+
+/// A link planted at a download's staging name (by anyone who can write the data directory)
+/// must not make the destination write the source's bytes, mode or times to where it points.
+#[tokio::test]
+async fn a_link_at_the_staging_name_is_never_written_through() {
+    use std::os::unix::fs::PermissionsExt;
+    let (source, addr) = Programmable::start().await;
+    let home = Home::new();
+    let dst = destination_of(&home, &addr, "").await;
+    let outside = home.path().join("outside.txt");
+    std::fs::write(&outside, b"not the source's").unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let dir = home.path().join("data0/ks/t-1");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(
+        &outside,
+        dir.join(".ok-130-Data.db.130-1700000000000.drover-part"),
+    )
+    .unwrap();
+    let mut listed = entry("ok-130-Data.db", 130);
+    listed["mode"] = json!(0o644);
+    source.list(Listing::Files(vec![listed]));
+    let task = run_task(&dst, json!({"maxIterations": 1})).await;
+    assert_eq!(
+        std::fs::read(&outside).unwrap(),
+        b"not the source's",
+        "{task:#}"
+    );
+    let mode = std::fs::metadata(&outside).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{task:#}");
+}

@@ -165,6 +165,9 @@ impl Downloader<'_> {
                 .write(true)
                 .append(have > 0)
                 .truncate(have == 0)
+                // A link planted at the staging name must not send the source's bytes
+                // wherever it points.
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
                 .open(&staging)
                 .await
                 .map_err(local(&staging))?,
@@ -277,12 +280,25 @@ impl Downloader<'_> {
             (file.last_modified_time / 1000) as i64,
             ((file.last_modified_time % 1000) * 1_000_000) as u32,
         );
-        filetime::set_file_mtime(staging, mtime).map_err(local(staging))?;
         // The permission bits only: a source cannot make a file set-user-id here.
         let mode = file.mode.map_or(DEFAULT_MODE, |m| m & 0o777);
-        tokio::fs::set_permissions(staging, std::fs::Permissions::from_mode(mode))
-            .await
-            .map_err(local(staging))?;
+        // Set through a handle opened without following links, so that a link swapped in at
+        // the staging name cannot have another file's mode or times changed.
+        let path = staging.to_path_buf();
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            use rustix::fs::{Mode, OFlags};
+            let fd = rustix::fs::open(
+                &path,
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
+            let handle = std::fs::File::from(fd);
+            handle.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            filetime::set_file_handle_times(&handle, None, Some(mtime))
+        })
+        .await
+        .expect("setting a file's mode does not panic")
+        .map_err(local(staging))?;
         // The directory is synced once per iteration for all its files (see `sync_dirs`): a
         // rename lost in a crash leaves a complete staging file, which the next pass finishes.
         tokio::fs::rename(staging, final_path)
