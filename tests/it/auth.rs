@@ -60,6 +60,16 @@ fn role_of(method: &Method, path: &str) -> Option<&'static str> {
 }
 
 async fn ask(app: &App, method: &Method, path: &str, token: Option<&str>) -> (u16, bool) {
+    let (status, body) = ask_body(app, method, path, token).await;
+    (status, body.is_object())
+}
+
+async fn ask_body(
+    app: &App,
+    method: &Method,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, serde_json::Value) {
     let mut request = Request::builder().method(method.clone()).uri(path);
     if let Some(token) = token {
         request = request.header("authorization", format!("Bearer {token}"));
@@ -68,8 +78,7 @@ async fn ask(app: &App, method: &Method, path: &str, token: Option<&str>) -> (u1
         request = request.header("content-type", "application/json");
     }
     let request = request.body(Body::from("{}")).expect("request");
-    let (status, body) = app.send(request).await;
-    (status, body.is_object())
+    app.send(request).await
 }
 
 #[tokio::test]
@@ -102,6 +111,13 @@ async fn every_route_answers_each_caller_by_its_role() {
                 // Live migration is off: 404 whoever asks, so the route's existence is not
                 // revealed to an unauthenticated caller.
                 assert_eq!(status, 404, "{method} {path} as {who}");
+                // Nor that it is a live-migration route: the answer is an unknown path's.
+                let (_, body) = ask_body(&app, method, path, *token).await;
+                assert_eq!(
+                    body["message"],
+                    format!("no route for {path}"),
+                    "{method} {path} as {who}"
+                );
                 continue;
             }
             let expected = match role {

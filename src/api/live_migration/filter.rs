@@ -25,8 +25,11 @@ fn need_of(path: &str) -> Option<Need> {
 }
 
 /// The request filter: every live-migration route answers 404 unless live migration is
-/// enabled and this node is in `migration_map` with the route's role. Authentication, when it
-/// comes, sits in front of this layer.
+/// enabled and this node is in `migration_map` with the route's role. It runs before
+/// authentication, so a disabled route answers 404 whatever the credentials; with `auth`
+/// configured that 404 is the one an unknown path gets, so callers cannot tell whether live
+/// migration is configured here. Without `auth` every caller may do everything, and the 404
+/// says why, for the operator.
 pub async fn filter(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let Some(need) = need_of(path) else {
@@ -34,6 +37,10 @@ pub async fn filter(State(state): State<AppState>, request: Request, next: Next)
     };
     if state.live.allows(need) {
         next.run(request).await
+    } else if state.config.auth.is_enabled() {
+        super::super::error::not_found(request.uri().clone())
+            .await
+            .into_response()
     } else {
         ApiError::not_found(format!(
             "{path}: live migration is not enabled on this node, or this node is not a {} in live_migration.migration_map",
