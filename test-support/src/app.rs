@@ -69,29 +69,13 @@ impl App {
     /// Sends one request; returns the status and the JSON body (the text as a JSON string
     /// when it is not JSON).
     pub async fn send(&self, request: Request<Body>) -> (u16, Value) {
-        let response = self
-            .router
-            .clone()
-            .oneshot(request)
-            .await
-            .expect("the router never fails");
-        let status = response.status().as_u16();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .expect("body");
-        let value = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        let (status, _, value) = self.respond(request).await;
         (status, value)
     }
 
     /// Sends one request; returns the status, the headers and the JSON body.
     pub async fn respond(&self, request: Request<Body>) -> (u16, HeaderMap, Value) {
-        let response = self
-            .router
-            .clone()
-            .oneshot(request)
-            .await
-            .expect("the router never fails");
+        let response = self.response(request).await;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)

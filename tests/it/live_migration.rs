@@ -101,14 +101,15 @@ impl SourceNode {
 }
 
 async fn destination(home: &Home, source: &str, extra: &str) -> Daemon {
-    Daemon::start(
-        home,
-        &format!(
-            "{}live_migration:\n  enabled: true\n  advertise: \"destination:1\"\n  migration_map:\n    \"{source}\": \"destination:1\"\n{extra}",
-            node_dirs(home.path())
-        ),
-    )
-    .await
+    Daemon::start_with(home, &destination_config(home, source, extra)).await
+}
+
+/// The config file of [`destination`].
+fn destination_config(home: &Home, source: &str, extra: &str) -> std::path::PathBuf {
+    home.write_config(&format!(
+        "{}live_migration:\n  enabled: true\n  advertise: \"destination:1\"\n  migration_map:\n    \"{source}\": \"destination:1\"\n{extra}",
+        node_dirs(home.path())
+    ))
 }
 
 /// A node's files: tables in two data directories, a snapshot, a commit log, hints.
@@ -1348,11 +1349,7 @@ async fn a_destination_sends_its_peer_token_to_a_source_with_auth() {
 
     // The same token from the environment, for deployments that hand secrets over that way.
     let home = Home::new();
-    let config = home.write_config(&format!(
-        "{}live_migration:\n  enabled: true\n  advertise: \"destination:1\"\n  migration_map:\n    \"{}\": \"destination:1\"\n",
-        node_dirs(home.path()),
-        src.addr
-    ));
+    let config = destination_config(&home, &src.addr, "");
     let dst = Daemon::start_with_env(&home, &config, &[("DROVER_PEER_TOKEN", token)]).await;
     let task = copy_to_end(
         &dst,
