@@ -28,5 +28,6 @@ mod router;
 mod schemathesis;
 mod secrets;
 mod security;
+mod sidecar_procedure;
 mod tls;
 mod validations;
