@@ -317,7 +317,10 @@ fn set_mode_and_mtime(path: &Path, file: &RemoteFile) -> std::io::Result<()> {
 /// (with the source's modification time and mode, through a staging file renamed into
 /// place). No request is made: a Sidecar source answers 416 to a request for an empty file.
 /// Blocking.
-pub fn create_without_request(file: &RemoteFile, final_path: &Path) -> Result<(), LiveMigrationError> {
+pub fn create_without_request(
+    file: &RemoteFile,
+    final_path: &Path,
+) -> Result<(), LiveMigrationError> {
     let local = LiveMigrationError::local;
     if file.is_dir() {
         return std::fs::create_dir_all(final_path).map_err(local(final_path));

@@ -21,8 +21,7 @@ pub mod space;
 
 pub use fetch::staging_path;
 pub use request::{
-    CopyReport, CopyRequest, IterationState, IterationStatus, Shares, ThresholdBasis,
-    threshold_met,
+    CopyReport, CopyRequest, IterationState, IterationStatus, Shares, ThresholdBasis, threshold_met,
 };
 pub use run::{CopyOutcome, CopyTask, TaskLimits, run};
 

@@ -430,7 +430,11 @@ mod tests {
         assert_eq!(p.delete, vec![data.join("ks/t-gone")]);
         assert_eq!(p.deleted_files, 2);
         assert_eq!(deletions.deleted, 2);
-        let fetched: Vec<&str> = p.download.iter().map(|(f, _)| f.file_url.as_str()).collect();
+        let fetched: Vec<&str> = p
+            .download
+            .iter()
+            .map(|(f, _)| f.file_url.as_str())
+            .collect();
         assert_eq!(
             fetched,
             [
@@ -451,7 +455,10 @@ mod tests {
         // directory: its 10 files count.
         let alone = vec![listed("data/0/ks/t-empty", 0, true, 5)];
         let err = plan(&local, &alone, PlanLimits::default()).unwrap_err();
-        assert!(err.to_string().contains("would delete 11 of the 11 files"), "{err}");
+        assert!(
+            err.to_string().contains("would delete 11 of the 11 files"),
+            "{err}"
+        );
         assert!(data.join("ks/t-1/f0").exists());
     }
 
@@ -495,7 +502,10 @@ mod tests {
         )
         .unwrap();
         assert!(p.delete.contains(&data.join("commitlog/CommitLog-7-1.log")));
-        assert!(!p.delete.contains(&data.join("commitlog")), "{:?}", p.delete);
+        assert!(
+            !p.delete.contains(&data.join("commitlog")),
+            "{:?}",
+            p.delete
+        );
     }
-
 }

@@ -8,7 +8,7 @@ use crate::livemigration::digest::Algorithm;
 
 /// A data-copy task request: Sidecar's fields, plus drover's `verifyDigest`,
 /// `maxBytesPerSecond`, `allowMassDeletion` and `thresholdBasis`. Fields it does not know are
-/// ignored, as the Sidecar ignores them (and logged: see [`CopyRequest::ignored_fields`]).
+/// ignored, as the Sidecar ignores them, and logged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CopyRequest {
@@ -45,9 +45,7 @@ pub struct CopyRequest {
 }
 
 /// What `successThreshold` is a share of.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ThresholdBasis {
     /// The source's bytes (Sidecar's).
@@ -257,7 +255,12 @@ pub struct CopyReport {
 mod tests {
     use super::*;
 
-    fn shares(total_bytes: u64, missing_bytes: u64, total_files: u64, missing_files: u64) -> Shares {
+    fn shares(
+        total_bytes: u64,
+        missing_bytes: u64,
+        total_files: u64,
+        missing_files: u64,
+    ) -> Shares {
         Shares {
             total_bytes,
             total_files,
@@ -324,7 +327,10 @@ mod tests {
         for missing in ["maxIterations", "successThreshold", "maxConcurrency"] {
             let mut body = serde_json::json!({"maxIterations": 2, "successThreshold": 0.5, "maxConcurrency": 1});
             body.as_object_mut().unwrap().remove(missing);
-            assert!(serde_json::from_value::<CopyRequest>(body).is_err(), "{missing}");
+            assert!(
+                serde_json::from_value::<CopyRequest>(body).is_err(),
+                "{missing}"
+            );
         }
         let bad = serde_json::json!({"maxIterations": 2, "successThreshold": 0.5, "maxConcurrency": 1, "thresholdBasis": "rows"});
         assert!(serde_json::from_value::<CopyRequest>(bad).is_err());

@@ -13,9 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::fetch::{self, DownloadCounters, Downloader, Limiter};
 use super::plan::{self, Plan, PlanLimits};
-use super::request::{
-    CopyRequest, IterationState, IterationStatus, counter, threshold_met,
-};
+use super::request::{CopyRequest, IterationState, IterationStatus, counter, threshold_met};
 use super::space;
 use crate::livemigration::LiveMigrationError;
 use crate::livemigration::digest::Algorithm;
