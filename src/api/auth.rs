@@ -25,6 +25,8 @@ pub enum Access {
     Health,
     /// A caller holding this role.
     Role(Role),
+    /// A caller holding either role.
+    Either(Role, Role),
 }
 
 /// The one table of what each route (method and axum route template) needs. A route missing
@@ -65,10 +67,12 @@ pub fn required(method: &Method, route: &str) -> Option<Access> {
             | "/api/v1/diagnostics/jobs",
         ) => Operator,
         ("DELETE", "/api/v1/jobs/{id}") => Operator,
+        // A destination asks its source's status before every iteration, with its peer
+        // credentials.
+        ("GET", "/api/v1/live-migration/status") => return Some(Access::Either(Reader, Peer)),
         ("GET", r) if r.starts_with(LM) => match &r[LM.len()..] {
             "/files" | "/files/{dirType}/{dirIndex}/{*path}" | "/files-digest" => Peer,
-            "/status"
-            | "/data-copy-tasks"
+            "/data-copy-tasks"
             | "/data-copy-tasks/{taskId}"
             | "/files-verification-tasks"
             | "/files-verification-tasks/{taskId}" => Reader,
@@ -182,8 +186,9 @@ fn check(guard: &Guard, request: &Request, route: &str) -> Decision {
     // Probes poll health; they are neither limited nor, when open, asked for credentials.
     let role = match access {
         Access::Health if auth.health_open || !auth.is_enabled() => return Decision::Serve(None),
-        Access::Health => Some(Role::Reader),
-        Access::Role(role) => auth.is_enabled().then_some(role),
+        Access::Health => Some((Role::Reader, Role::Reader)),
+        Access::Role(role) => auth.is_enabled().then_some((role, role)),
+        Access::Either(a, b) => auth.is_enabled().then_some((a, b)),
     };
     let identified = if auth.is_enabled() {
         identify(guard, request)
@@ -214,14 +219,18 @@ fn check(guard: &Guard, request: &Request, route: &str) -> Decision {
         }
         Err(reason) => return Decision::Refuse(None, unauthorized(&reason)),
     };
-    if !identity.has(role) {
+    if !identity.has(role.0) && !identity.has(role.1) {
+        let roles = if role.0 == role.1 {
+            role.0.name().to_string()
+        } else {
+            format!("{} or {}", role.0.name(), role.1.name())
+        };
         let response = ApiError::new(
             StatusCode::FORBIDDEN,
             format!(
-                "{} {route}: {} does not hold the {} role",
+                "{} {route}: {} does not hold the {roles} role",
                 request.method(),
                 identity.name,
-                role.name()
             ),
         )
         .into_response();
@@ -421,6 +430,11 @@ mod tests {
             Some(Access::Role(Role::Admin))
         );
         assert_eq!(r(Method::PATCH, "/api/v1/live-migration/status"), None);
+        // A destination's peer token reads its source's status.
+        assert_eq!(
+            r(Method::GET, "/api/v1/live-migration/status"),
+            Some(Access::Either(Role::Reader, Role::Peer))
+        );
         assert_eq!(r(Method::GET, "/metrics"), Some(Access::Role(Role::Reader)));
         assert_eq!(
             r(Method::HEAD, "/metrics"),

@@ -76,6 +76,24 @@ impl LocalNode {
         result
     }
 
+    /// Where the node answers, if it does: on its JMX port (`cassandra.jmx_address`, when set:
+    /// a TCP connection accepted within the health check timeout), else on its native port
+    /// ([`check`](Self::check)). The Sidecar's "JMX or native connectivity" check, JMX
+    /// first as there.
+    pub async fn running(&self) -> Option<String> {
+        if let Some(jmx) = &self.config.jmx_address {
+            let timeout = self.config.health_check_timeout();
+            let connect = tokio::net::TcpStream::connect(jmx.as_str());
+            if let Ok(Ok(_)) = tokio::time::timeout(timeout, connect).await {
+                return Some(format!("{jmx} (JMX)"));
+            }
+        }
+        match self.check().await {
+            Ok(()) => Some(self.address().to_string()),
+            Err(_) => None,
+        }
+    }
+
     async fn probe(&self) -> Result<(), NodeError> {
         let address = self.address().to_string();
         let mut slot = self.session.lock().await;
@@ -104,5 +122,29 @@ impl LocalNode {
                 source: Box::new(e),
             })?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_node_answering_on_jmx_only_is_running() {
+        let jmx = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let jmx_address = jmx.local_addr().unwrap().to_string();
+        let config = |jmx: Option<String>| CassandraConfig {
+            // Nothing listens on port 1: the native check fails at once.
+            native_address: Some("127.0.0.1:1".into()),
+            jmx_address: jmx,
+            health_check_timeout: Some(Duration::from_secs(2)),
+            ..Default::default()
+        };
+        let node = LocalNode::new(config(Some(jmx_address.clone())));
+        assert_eq!(node.running().await, Some(format!("{jmx_address} (JMX)")));
+        // Unset: only the native port counts.
+        assert_eq!(LocalNode::new(config(None)).running().await, None);
+        drop(jmx);
+        assert_eq!(node.running().await, None);
     }
 }

@@ -21,6 +21,13 @@ pub struct CassandraConfig {
     /// `native_transport_port` of `cassandra_yaml` when given, else `127.0.0.1:9042`.
     #[serde(deserialize_with = "host_port")]
     pub native_address: Option<String>,
+    /// `host:port` of the node's JMX port. When set, a live-migration destination also
+    /// refuses a data-copy task (and does not resume one) while something accepts a TCP
+    /// connection there, as the Sidecar refuses while Cassandra answers on JMX or its native
+    /// port. Cassandra's default is `127.0.0.1:7199`; set it to have the Sidecar's check.
+    /// Default: unset (only the native port is checked).
+    #[serde(deserialize_with = "host_port")]
+    pub jmx_address: Option<String>,
     /// User name for CQL authentication (PasswordAuthenticator). Unset: no authentication.
     pub username: Option<String>,
     /// Password for `username`. Never logged or returned by the API.

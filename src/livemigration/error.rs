@@ -57,9 +57,10 @@ pub enum LiveMigrationError {
     /// A task needs a destination, and this node is not one.
     #[error("this node is not a live-migration destination")]
     NotDestination,
-    /// Files would be copied under a node that is running.
+    /// Files would be copied under a node that is running (the Sidecar's message, then where
+    /// it answers).
     #[error(
-        "the local Cassandra node answers on {address}: stop it before files are copied into its directories"
+        "Cannot start data copy: Cassandra is currently running on this instance (JMX or native connectivity established). Data copy cannot proceed while Cassandra is active. (The local Cassandra node answers on {address}: stop it before files are copied into its directories.)"
     )]
     NodeRunning {
         /// Where the node answers.
@@ -110,6 +111,10 @@ pub enum LiveMigrationError {
     /// The downloaded bytes do not have the source's digest.
     #[error("{0}")]
     Digest(String),
+    /// The source's live-migration status is not `NOT_COMPLETED` (the Sidecar's message): it
+    /// serves no more files.
+    #[error("Live migration has completed at source.")]
+    SourceCompleted,
     /// The task was cancelled.
     #[error("cancelled")]
     Cancelled,

@@ -75,6 +75,16 @@ struct RemoteDigest {
     digest: Option<String>,
 }
 
+/// The part of a source's `/status` a destination reads (its `endTime` has changed type
+/// between versions, and is not needed).
+#[derive(Debug, Deserialize)]
+struct RemoteStatus {
+    state: String,
+}
+
+/// The most of a source's `/status` answer that is read.
+const STATUS_BODY_READ: u64 = 64 * 1024;
+
 #[derive(Debug, Deserialize)]
 struct RemoteErrorBody {
     message: String,
@@ -249,6 +259,40 @@ impl PeerClient {
             )));
         }
         Ok(list.files)
+    }
+
+    /// The `state` of the source's live-migration status (`NOT_COMPLETED`, `COMPLETED`), as
+    /// it answers it. The body is read up to 64 KiB.
+    pub async fn status(&self) -> Result<String, LiveMigrationError> {
+        let url = format!("{}/api/v1/live-migration/status", self.base);
+        let failed = |e: reqwest::Error| {
+            LiveMigrationError::Peer(format!(
+                "live-migration status at {url}: {}",
+                self.describe(&e)
+            ))
+        };
+        let response = self.http.get(&url).send().await.map_err(failed)?;
+        if !response.status().is_success() {
+            return Err(Self::error_of(response, "live-migration status").await);
+        }
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(failed)?;
+            if (body.len() as u64).saturating_add(chunk.len() as u64) > STATUS_BODY_READ {
+                return Err(LiveMigrationError::Peer(format!(
+                    "live-migration status at {url}: an answer longer than {STATUS_BODY_READ} bytes"
+                )));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        serde_json::from_slice::<RemoteStatus>(&body)
+            .map(|s| s.state)
+            .map_err(|e| {
+                LiveMigrationError::Peer(format!(
+                    "live-migration status at {url}: not a status: {e}"
+                ))
+            })
     }
 
     /// The digest of one source file; [`LiveMigrationError::Gone`] when the source no longer

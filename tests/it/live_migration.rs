@@ -531,9 +531,77 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     assert_eq!(task["source"], "127.0.0.1");
     let iterations = task["status"].as_array().unwrap();
     assert_eq!(iterations[0]["state"], "DOWNLOAD_COMPLETE", "{task:#}");
-    assert_eq!(iterations[0]["filesToDownload"], files.len());
-    assert_eq!(iterations[0]["filesDownloaded"], files.len());
+    // The files and the source's directories (ks and the table of each data directory),
+    // all counted as the Sidecar counts them.
+    let dirs = 4;
+    assert_eq!(iterations[0]["totalFiles"], files.len() + dirs, "{task:#}");
+    let bytes: usize = files.iter().map(|(_, c)| c.len()).sum();
+    assert_eq!(iterations[0]["totalSize"], bytes, "{task:#}");
+    assert_eq!(iterations[0]["bytesToDownload"], bytes, "{task:#}");
+    assert_eq!(iterations[0]["filesToDownload"], files.len() + dirs);
+    assert_eq!(iterations[0]["filesDownloaded"], files.len() + dirs);
     assert_eq!(iterations.last().unwrap()["state"], "SUCCESS");
+    // The Sidecar's order of fields, its counters unknown (-1) when nothing was downloaded.
+    let last = iterations.last().unwrap();
+    assert_eq!(last["bytesToDownload"], -1, "{task:#}");
+    assert_eq!(last["filesToDownload"], -1, "{task:#}");
+    // (Read as text: a parsed JSON value does not keep the order.)
+    let text = dst
+        .get_text(&format!(
+            "{COPY_TASKS}/{}",
+            task["taskId"].as_str().unwrap()
+        ))
+        .await;
+    let in_order = |keys: &[&str], from: usize| {
+        let mut at = from;
+        for k in keys {
+            let found = text[at..]
+                .find(&format!("\"{k}\":"))
+                .unwrap_or_else(|| panic!("{k} not after {at} in {text}"));
+            at += found;
+        }
+    };
+    in_order(
+        &[
+            "taskId",
+            "source",
+            "port",
+            "maxIterations",
+            "successThreshold",
+            "maxConcurrency",
+            "status",
+            "state",
+        ],
+        0,
+    );
+    in_order(
+        &[
+            "iteration",
+            "state",
+            "totalSize",
+            "totalFiles",
+            "bytesToDownload",
+            "filesToDownload",
+            "filesDownloaded",
+            "downloadFailures",
+            "bytesDownloaded",
+        ],
+        text.find("\"status\":").unwrap(),
+    );
+    // A cancel of a finished task answers it as it is (the Sidecar's 200).
+    let (status, same) = patch(
+        &dst,
+        &format!("{COPY_TASKS}/{}", task["taskId"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(status, 200, "{same}");
+    assert_eq!(same["state"], "SUCCEEDED", "{same:#}");
+    assert_eq!(same["status"], task["status"], "{same:#}");
+    // The list: the current task only, as a bare array; every one with ?all=true.
+    let (status, list) = dst.get(COPY_TASKS).await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list:#}");
+    assert_eq!(list[0]["taskId"], task["taskId"], "{list:#}");
     same_tree(src.root(), home.path(), &files);
     // File modes come with the files (the source lists them).
     let mode = |p: std::path::PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
@@ -557,8 +625,10 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     files[4].1 = content(10, 250_000);
     // One only touched: same size and content, another modification time.
     set_mtime(&src.root().join(&files[5].0), 1_600_000_000_123);
-    // Also a stray local file the source never had.
+    // Also a stray local file the source never had, and a stray directory (a table dropped
+    // at the source): the Sidecar deletes both.
     write(&home.path().join("data1/ks/t-2/stray.db"), b"stray");
+    std::fs::create_dir_all(home.path().join("data1/ks/t-old/sub")).unwrap();
     // The lists of files now differ, and so do their digests.
     let (_, theirs) = source.get("/api/v1/live-migration/files-digest").await;
     let (status, mine) = dst.get("/api/v1/live-migration/files-digest").await;
@@ -582,6 +652,7 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     assert_eq!(status, 200, "{mine}");
     assert_eq!(mine["digest"], theirs["digest"], "{mine} vs {theirs}");
     assert!(!home.path().join("data1/ks/t-2/stray.db").exists());
+    assert!(!home.path().join("data1/ks/t-old").exists());
 
     // Same size, same modification time, other content (a commit log written through a memory
     // map): size and time cannot see it; the final pass's verifyDigest must.
@@ -604,7 +675,8 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     };
     let task =
         copy(json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2})).await;
-    assert_eq!(task["status"][0]["filesToDownload"], 0, "{task:#}");
+    assert_eq!(task["status"][0]["state"], "SUCCESS", "{task:#}");
+    assert_eq!(task["status"][0]["filesToDownload"], -1, "{task:#}");
     assert!(std::fs::read(home.path().join(&files[3].0)).unwrap() == files[3].1);
     let task = copy(json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2, "verifyDigest": "xxh3"})).await;
     assert_eq!(task["status"][0]["filesToDownload"], 1, "{task:#}");
@@ -617,6 +689,14 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     let mut verifications = Vec::new();
     let (id, report) = verify_to_end(&dst).await;
     verifications.push(id);
+    // The Sidecar keeps one task of either kind: the latest is a verification, so the list
+    // of data-copy tasks is empty; drover still shows every one with ?all=true.
+    let (status, list) = dst.get(COPY_TASKS).await;
+    assert_eq!((status, list.clone()), (200, json!([])), "{list:#}");
+    let (status, all) = dst.get(&format!("{COPY_TASKS}?all=true")).await;
+    assert_eq!(status, 200, "{all}");
+    assert_eq!(all.as_array().unwrap().len(), 4, "{all:#}");
+    assert_eq!(all[3]["taskId"], task["taskId"], "{all:#}");
     assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
     let all = report["filesMatched"].as_u64().unwrap();
     assert!(all > files.len() as u64, "{report:#}");
@@ -727,8 +807,16 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (status, cancelled) = patch(&dst, &url).await;
     assert_eq!(status, 200, "{cancelled}");
+    // The answer shows the iteration cancelled at once, as the Sidecar's does.
+    assert_eq!(
+        cancelled["status"][0]["state"], "CANCELLED",
+        "{cancelled:#}"
+    );
     let task = dst.wait_for(&url, Duration::from_secs(10), ended).await;
     assert_eq!(task["state"], "CANCELLED", "{task:#}");
+    assert_eq!(task["status"][0]["state"], "CANCELLED", "{task:#}");
+    let (_, list) = dst.get(COPY_TASKS).await;
+    assert_eq!(list[0]["taskId"], task["taskId"], "{list:#}");
     source.signal("CONT");
     drop(source);
 }
@@ -817,6 +905,36 @@ async fn downloads_survive_a_cancel_and_a_source_killed_mid_file() {
         err["message"].as_str().unwrap().contains("answers"),
         "{err}"
     );
+    drop(guarded);
+
+    // Nor while something answers on the node's JMX port, when cassandra.jmx_address is set
+    // (the Sidecar checks JMX or native): the Sidecar's message, and where it answers.
+    let jmx = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let jmx_address = jmx.local_addr().unwrap().to_string();
+    let busy = Home::new();
+    let guarded = Daemon::start(
+        &busy,
+        &format!(
+            "{}live_migration:\n  enabled: true\n  advertise: \"destination:1\"\n  migration_map:\n    \"{}\": \"destination:1\"\n",
+            node_dirs(busy.path()).replace(
+                "native_address: 127.0.0.1:1\n",
+                &format!("native_address: 127.0.0.1:1\n  jmx_address: {jmx_address}\n")
+            ),
+            src.addr
+        ),
+    )
+    .await;
+    let (status, err) = guarded.post_json(COPY_TASKS, &slow).await;
+    assert_eq!(status, 400, "{err}");
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Cannot start data copy: Cassandra is currently running on this instance (JMX or native connectivity established). Data copy cannot proceed while Cassandra is active.")
+            && message.contains(&jmx_address),
+        "{err}"
+    );
+    drop(jmx);
+    let (status, accepted) = guarded.post_json(COPY_TASKS, &slow).await;
+    assert_eq!(status, 202, "{accepted}");
 }
 
 #[tokio::test]
@@ -927,7 +1045,8 @@ async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
     dst.wait_for(&url, WAIT, |t| t["status"][0]["state"] == "DOWNLOADING")
         .await;
     std::fs::remove_file(src.root().join(doomed)).unwrap();
-    assert_eq!(progress_metric(&dst, &id, "filesToDownload").await, Some(3));
+    // Three files and four directories (ks and a table in each data directory).
+    assert_eq!(progress_metric(&dst, &id, "filesToDownload").await, Some(7));
     // The rate, from the bytes counter on /metrics: it moves once a second, so each change is
     // a (time, bytes) sample; the first second's burst is left out.
     let mut samples: Vec<(std::time::Instant, u64)> = Vec::new();
@@ -957,12 +1076,12 @@ async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
     assert_eq!(task["maxBytesPerSecond"], RATE as u64);
     // The vanished file failed once, without retries, and the next pass forgot it.
     let first = &task["status"][0];
-    assert_eq!(first["filesToDownload"], 3, "{task:#}");
-    assert_eq!(first["filesDownloaded"], 2, "{task:#}");
+    assert_eq!(first["filesToDownload"], 7, "{task:#}");
+    assert_eq!(first["filesDownloaded"], 6, "{task:#}");
     assert_eq!(first["downloadFailures"], 1, "{task:#}");
     assert_eq!(first["bytesDownloaded"], 6_000_000, "{task:#}");
     assert_eq!(task["status"][1]["state"], "SUCCESS", "{task:#}");
-    assert_eq!(task["status"][1]["filesToDownload"], 0, "{task:#}");
+    assert_eq!(task["status"][1]["filesToDownload"], -1, "{task:#}");
     assert_eq!(task["status"].as_array().unwrap().len(), 2, "{task:#}");
     let asked = source.get_text("/metrics").await;
     assert!(
@@ -1004,7 +1123,7 @@ async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
     assert_eq!(task["status"][0]["filesDownloaded"], 2, "{task:#}");
     // Nothing wrong was renamed into place: the next pass found nothing to fetch again.
     assert_eq!(task["status"].as_array().unwrap().len(), 2, "{task:#}");
-    assert_eq!(task["status"][1]["filesToDownload"], 0, "{task:#}");
+    assert_eq!(task["status"][1]["filesToDownload"], -1, "{task:#}");
     let rejected = dst.logs().matches("differs from the source's").count();
     assert_eq!(rejected, 2, "{}", dst.logs());
     let kept: Vec<(String, Vec<u8>)> = fresh

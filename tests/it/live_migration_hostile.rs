@@ -19,6 +19,13 @@ use crate::live_migration::node_dirs;
 
 const FILES: &str = "/api/v1/live-migration/files";
 const COPY_TASKS: &str = "/api/v1/live-migration/data-copy-tasks";
+const STATUS: &str = "/api/v1/live-migration/status";
+
+/// The status a source answers while files may still be copied (a destination asks it before
+/// every iteration).
+async fn not_completed() -> axum::Json<serde_json::Value> {
+    axum::Json(json!({"state": "NOT_COMPLETED", "endTime": null}))
+}
 
 /// Listed at 130 bytes; served at 2 MiB.
 const LONG: &str = "/api/v1/live-migration/files/data/0/ks/t-1/long-Data.db";
@@ -35,6 +42,7 @@ async fn hostile_source() -> String {
         axum::Json(json!({"files": [file(LONG), file(SHORT), file(MOVED), file(HUGE_ERROR)]}))
     };
     let app = Router::new()
+        .route(STATUS, get(not_completed))
         .route(FILES, get(listing))
         .route(LONG, get(|| async { vec![b'x'; 2 << 20] }))
         .route(SHORT, get(|| async { b"short".to_vec() }))
@@ -127,6 +135,8 @@ struct Programmable {
     listing: Arc<Mutex<Listing>>,
     listings: Arc<AtomicUsize>,
     file_requests: Arc<AtomicUsize>,
+    /// The source's live migration is declared COMPLETED.
+    completed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[derive(Clone, Default)]
@@ -150,7 +160,23 @@ impl Programmable {
     async fn start() -> (Self, String) {
         let source = Self::default();
         let (s1, s2) = (source.clone(), source.clone());
+        let s0 = source.clone();
         let app = Router::new()
+            .route(
+                STATUS,
+                get(move || {
+                    let s = s0.clone();
+                    async move {
+                        if s.completed.load(Ordering::SeqCst) {
+                            axum::Json(
+                                json!({"state": "COMPLETED", "endTime": 1_700_000_000_000u64}),
+                            )
+                        } else {
+                            not_completed().await
+                        }
+                    }
+                }),
+            )
             .route(
                 FILES,
                 get(move || {
@@ -529,4 +555,136 @@ async fn a_link_at_the_staging_name_is_never_written_through() {
     );
     let mode = std::fs::metadata(&outside).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{task:#}");
+}
+
+/// Entries without bytes are made here without asking the source (a Sidecar source answers 416
+/// for an empty file): empty files with the source's time and mode, and directories; both
+/// count as downloaded. The iteration that finds nothing left keeps the Sidecar's -1 for what
+/// it did not download.
+#[tokio::test]
+async fn empty_files_and_directories_are_made_without_a_request() {
+    use std::os::unix::fs::PermissionsExt;
+    let (source, addr) = Programmable::start().await;
+    let home = Home::new();
+    let dst = destination_of(&home, &addr, "").await;
+    let mut empty = entry("empty-Data.db", 0);
+    empty["mode"] = json!(0o640);
+    let dir = json!({"fileUrl": format!("{FILES}/data/0/ks/t-2/sub"), "size": 0, "fileType": "DIRECTORY", "lastModifiedTime": 1_700_000_000_000u64});
+    source.list(Listing::Files(vec![empty, dir, entry("ok-5-Data.db", 5)]));
+    let task = run_task(&dst, json!({})).await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
+    let first = &task["status"][0];
+    for (counter, n) in [
+        ("totalSize", 5),
+        ("totalFiles", 3),
+        ("bytesToDownload", 5),
+        ("filesToDownload", 3),
+        ("filesDownloaded", 3),
+        ("downloadFailures", 0),
+        ("bytesDownloaded", 5),
+    ] {
+        assert_eq!(first[counter], n, "{counter}: {task:#}");
+    }
+    let last = &task["status"][1];
+    assert_eq!(last["state"], "SUCCESS", "{task:#}");
+    assert_eq!(last["totalFiles"], 3, "{task:#}");
+    assert_eq!(last["bytesToDownload"], -1, "{task:#}");
+    assert_eq!(last["filesToDownload"], -1, "{task:#}");
+    assert_eq!(
+        source.file_requests(),
+        1,
+        "only the file with bytes is asked for"
+    );
+    let made = home.path().join("data0/ks/t-1/empty-Data.db");
+    let meta = std::fs::metadata(&made).unwrap();
+    assert_eq!(meta.len(), 0);
+    assert_eq!(meta.permissions().mode() & 0o777, 0o640);
+    assert_eq!(
+        drover::livemigration::files::modified_ms(&meta),
+        1_700_000_000_000
+    );
+    assert!(home.path().join("data0/ks/t-2/sub").is_dir());
+    assert!(staging_files(home.path()).is_empty());
+}
+
+/// `successThreshold` is a share of the source's bytes, as the Sidecar's: 100 of 103 bytes
+/// here is above 0.9, though 3 of 4 files are missing. With `"thresholdBasis": "files"` it is
+/// a share of files, and they are fetched.
+#[tokio::test]
+async fn the_success_threshold_counts_bytes_unless_asked_for_files() {
+    let (source, addr) = Programmable::start().await;
+    let home = Home::new();
+    let dst = destination_of(&home, &addr, "").await;
+    source.list(Listing::Files(vec![entry("ok-100-Data.db", 100)]));
+    let task = run_task(&dst, json!({})).await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
+    let mut listing = vec![entry("ok-100-Data.db", 100)];
+    for name in ["ok-1-a-Data.db", "ok-1-b-Data.db", "ok-1-c-Data.db"] {
+        listing.push(entry(name, 1));
+    }
+    source.list(Listing::Files(listing));
+    let requests = source.file_requests();
+    let task = run_task(&dst, json!({"successThreshold": 0.9})).await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}");
+    assert_eq!(task["thresholdBasis"], "bytes", "{task:#}");
+    let iterations = task["status"].as_array().unwrap();
+    assert_eq!(iterations.len(), 1, "{task:#}");
+    assert_eq!(iterations[0]["state"], "SUCCESS", "{task:#}");
+    assert_eq!(iterations[0]["totalSize"], 103, "{task:#}");
+    assert_eq!(iterations[0]["bytesToDownload"], -1, "{task:#}");
+    assert_eq!(source.file_requests(), requests, "nothing was fetched");
+    // Strictly above: 100/103 is not above 0.98, so the bytes are fetched.
+    let task = run_task(&dst, json!({"successThreshold": 0.98, "maxIterations": 1})).await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}");
+    assert_eq!(task["status"][0]["filesToDownload"], 3, "{task:#}");
+    assert_eq!(task["status"][0]["bytesToDownload"], 3, "{task:#}");
+
+    // By files: 2 of 4 files here is below 0.6 (though 101 of 103 bytes are above it).
+    for name in ["ok-1-a-Data.db", "ok-1-b-Data.db"] {
+        std::fs::remove_file(home.path().join("data0/ks/t-1").join(name)).unwrap();
+    }
+    let task = run_task(
+        &dst,
+        json!({"successThreshold": 0.6, "thresholdBasis": "files"}),
+    )
+    .await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}");
+    assert_eq!(task["thresholdBasis"], "files", "{task:#}");
+    assert_eq!(task["status"][0]["state"], "DOWNLOAD_COMPLETE", "{task:#}");
+    assert_eq!(task["status"][0]["filesToDownload"], 2, "{task:#}");
+    // And a request a Sidecar client might send, with fields drover does not know.
+    let task = run_task(
+        &dst,
+        json!({"skipGossipCheck": true, "gossipFetchBatchSize": 5}),
+    )
+    .await;
+    assert_eq!(task["state"], "SUCCEEDED", "{task:#}");
+    assert!(
+        dst.logs().contains("unknown field ignored") && dst.logs().contains("skipGossipCheck"),
+        "{}",
+        dst.logs()
+    );
+}
+
+/// Each iteration asks the source's status first: a source declared COMPLETED serves no more
+/// files, and the task fails with the Sidecar's message before listing anything.
+#[tokio::test]
+async fn a_task_fails_once_the_source_is_completed() {
+    let (source, addr) = Programmable::start().await;
+    let home = Home::new();
+    let dst = destination_of(&home, &addr, "").await;
+    source.list(Listing::Files(vec![entry("ok-5-Data.db", 5)]));
+    source.completed.store(true, Ordering::SeqCst);
+    let task = run_task(&dst, json!({})).await;
+    assert_eq!(task["state"], "FAILED", "{task:#}");
+    assert_eq!(
+        task["error"], "Live migration has completed at source.",
+        "{task:#}"
+    );
+    let iterations = task["status"].as_array().unwrap();
+    assert_eq!(iterations.len(), 1, "{task:#}");
+    assert_eq!(iterations[0]["state"], "FAILED", "{task:#}");
+    assert_eq!(iterations[0]["totalFiles"], -1, "{task:#}");
+    assert_eq!(source.listings.load(Ordering::SeqCst), 0, "listed");
+    assert_eq!(source.file_requests(), 0);
 }

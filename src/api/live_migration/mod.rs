@@ -46,6 +46,7 @@ impl From<LiveMigrationError> for ApiError {
             | E::Gone(_)
             | E::Digest(_)
             | E::Cancelled
+            | E::SourceCompleted
             | E::Invalid(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::new(status, e.to_string())

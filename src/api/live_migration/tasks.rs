@@ -1,16 +1,16 @@
 //! The destination's routes: data-copy and files-verification tasks.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::api::AppState;
 use crate::api::body::Payload;
 use crate::api::error::{ApiError, ErrorBody};
 use crate::jobs::JobRecord;
-use crate::livemigration::copy::{CopyRequest, IterationStatus};
+use crate::livemigration::copy::{CopyRequest, IterationStatus, ThresholdBasis};
 use crate::livemigration::tasks::{self, DataCopyTask, VerificationTask};
 use crate::livemigration::verify::{VerifyReport, VerifyRequest};
 
@@ -24,7 +24,7 @@ pub struct TaskAccepted {
     pub status_url: String,
 }
 
-/// A data-copy task (Sidecar's fields, plus drover's).
+/// A data-copy task: the Sidecar's fields, in its order, then drover's.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DataCopyTaskView {
@@ -40,6 +40,14 @@ pub struct DataCopyTaskView {
     pub success_threshold: f64,
     /// As requested.
     pub max_concurrency: usize,
+    /// One entry per iteration, oldest first; the last one's state is the task's, as the
+    /// Sidecar reports it.
+    pub status: Vec<IterationStatus>,
+    /// drover: the task's job state (`QUEUED`, `RUNNING`, `SUCCEEDED`, `FAILED`,
+    /// `CANCELLED`, `INTERRUPTED`).
+    pub state: String,
+    /// drover: why it failed.
+    pub error: Option<String>,
     /// drover: digest checked on each download.
     pub verify_digest: Option<String>,
     /// drover: bandwidth limit.
@@ -47,20 +55,18 @@ pub struct DataCopyTaskView {
     /// drover: whether the task may delete more than `live_migration.max_delete_share` of the
     /// destination's files.
     pub allow_mass_deletion: bool,
-    /// drover: the task's job state (`RUNNING`, `SUCCEEDED`, `FAILED`, `CANCELLED`,
-    /// `INTERRUPTED`).
-    pub state: String,
-    /// drover: why it failed.
-    pub error: Option<String>,
-    /// One entry per iteration.
-    pub status: Vec<IterationStatus>,
+    /// drover: what `successThreshold` is a share of (`bytes` or `files`).
+    pub threshold_basis: ThresholdBasis,
 }
 
-/// Data-copy tasks, oldest first.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct DataCopyTaskList {
-    /// Every task.
-    pub tasks: Vec<DataCopyTaskView>,
+/// Options of the data-copy task list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CopyListQuery {
+    /// drover: every data-copy task this daemon keeps, oldest first, instead of the Sidecar's
+    /// current task only.
+    #[serde(default)]
+    pub all: bool,
 }
 
 fn copy_view(state: &AppState, task: DataCopyTask) -> DataCopyTaskView {
@@ -73,12 +79,13 @@ fn copy_view(state: &AppState, task: DataCopyTask) -> DataCopyTaskView {
         max_iterations: request.map_or(0, |q| q.max_iterations),
         success_threshold: request.map_or(0.0, |q| q.success_threshold),
         max_concurrency: request.map_or(0, |q| q.max_concurrency),
+        status: task.iterations,
+        state: task.state.to_string(),
+        error: task.error,
         verify_digest: request.and_then(|q| q.verify_digest.clone()),
         max_bytes_per_second: request.and_then(|q| q.max_bytes_per_second),
         allow_mass_deletion: request.is_some_and(|q| q.allow_mass_deletion),
-        state: task.state.to_string(),
-        error: task.error,
-        status: task.iterations,
+        threshold_basis: request.map_or(ThresholdBasis::default(), |q| q.threshold_basis),
     }
 }
 
@@ -93,9 +100,11 @@ fn accepted(record: JobRecord) -> (StatusCode, Json<TaskAccepted>) {
 }
 
 /// Starts a data-copy task: the destination pulls the source's files in iterations until
-/// `successThreshold` of the bytes are identical (see the docs for the iteration rules).
-/// Refused while the local Cassandra answers on its native port (400) and while another task
-/// runs (409). Destination only.
+/// the share of the source's bytes already identical is above `successThreshold` (of its
+/// files with `"thresholdBasis": "files"`), or nothing is left (see the docs for the
+/// iteration rules). Fields it does not know are ignored (and logged). Refused while the local
+/// Cassandra answers on its native port or, when `cassandra.jmx_address` is set, its JMX port
+/// (400), and while another task runs (409). Destination only.
 #[utoipa::path(
     post,
     path = "/api/v1/live-migration/data-copy-tasks",
@@ -112,27 +121,38 @@ pub async fn start_copy(
     State(state): State<AppState>,
     Payload(request): Payload<CopyRequest>,
 ) -> Result<(StatusCode, Json<TaskAccepted>), ApiError> {
+    for field in request.ignored_fields() {
+        tracing::warn!(field, "data-copy task request: unknown field ignored");
+    }
     let record = tasks::start_copy(&state.live, &state.jobs, &state.node, request).await?;
     Ok(accepted(record))
 }
 
-/// Lists data-copy tasks. Destination only.
+/// The current data-copy task, as the Sidecar lists it: a bare array holding the most recent
+/// live-migration task when it is a data-copy task (`[]` when there is none, or when the most
+/// recent task is a verification: the Sidecar keeps one task of either kind). With
+/// `?all=true` (drover), every data-copy task kept, oldest first. Destination only.
 #[utoipa::path(
     get,
     path = "/api/v1/live-migration/data-copy-tasks",
     tag = "live-migration",
-    responses((status = 200, body = DataCopyTaskList), (status = 404, body = ErrorBody))
+    params(CopyListQuery),
+    responses((status = 200, body = Vec<DataCopyTaskView>), (status = 404, body = ErrorBody))
 )]
-pub async fn list_copies(State(state): State<AppState>) -> Json<DataCopyTaskList> {
-    Json(DataCopyTaskList {
-        tasks: tasks::copy_tasks(&state.jobs)
-            .into_iter()
-            .map(|t| copy_view(&state, t))
-            .collect(),
-    })
+pub async fn list_copies(
+    State(state): State<AppState>,
+    Query(query): Query<CopyListQuery>,
+) -> Json<Vec<DataCopyTaskView>> {
+    let tasks = if query.all {
+        tasks::copy_tasks(&state.jobs)
+    } else {
+        tasks::current_copy_task(&state.jobs).into_iter().collect()
+    };
+    Json(tasks.into_iter().map(|t| copy_view(&state, t)).collect())
 }
 
-/// One data-copy task, with the status of each iteration. Destination only.
+/// One data-copy task, with the status of each iteration; older tasks than the current one
+/// too (drover). Destination only.
 #[utoipa::path(
     get,
     path = "/api/v1/live-migration/data-copy-tasks/{taskId}",
@@ -148,8 +168,9 @@ pub async fn get_copy(
     Ok(Json(copy_view(&state, task)))
 }
 
-/// Cancels a data-copy task: running downloads stop (their staging files stay, so a next task
-/// continues them). Destination only.
+/// Cancels a data-copy task: running downloads stop at once and their staging files are
+/// removed; the answer shows the last iteration `CANCELLED`. A task that has ended is
+/// answered as it is (200), as the Sidecar does. Destination only.
 #[utoipa::path(
     patch,
     path = "/api/v1/live-migration/data-copy-tasks/{taskId}",
@@ -158,7 +179,6 @@ pub async fn get_copy(
     responses(
         (status = 200, body = DataCopyTaskView),
         (status = 404, body = ErrorBody),
-        (status = 409, description = "The task has already ended", body = ErrorBody),
     )
 )]
 pub async fn cancel_copy(

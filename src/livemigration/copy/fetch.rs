@@ -4,7 +4,7 @@
 //! modification time and permission bits, and renamed into place only when complete — so no truncated file is ever
 //! left at a final path. Failed attempts are retried with backoff.
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -22,14 +22,15 @@ use crate::livemigration::peer::{PeerClient, RemoteFile};
 /// The mode of a downloaded file whose source listed none (Sidecar's listings have none).
 pub const DEFAULT_MODE: u32 = 0o644;
 
-/// Live counters of the downloads of one iteration, copied into its status.
+/// Live counters of the downloads of one iteration, copied into its status (entries: files,
+/// empty files and directories).
 #[derive(Debug, Default)]
 pub struct DownloadCounters {
-    /// Files downloaded.
+    /// Entries downloaded or created.
     pub files_downloaded: AtomicU64,
     /// Bytes downloaded.
     pub bytes_downloaded: AtomicU64,
-    /// Files that could not be downloaded.
+    /// Entries that could not be downloaded or created.
     pub download_failures: AtomicU64,
 }
 
@@ -276,29 +277,12 @@ impl Downloader<'_> {
                 )));
             }
         }
-        let mtime = filetime::FileTime::from_unix_time(
-            (file.last_modified_time / 1000) as i64,
-            ((file.last_modified_time % 1000) * 1_000_000) as u32,
-        );
-        // The permission bits only: a source cannot make a file set-user-id here.
-        let mode = file.mode.map_or(DEFAULT_MODE, |m| m & 0o777);
-        // Set through a handle opened without following links, so that a link swapped in at
-        // the staging name cannot have another file's mode or times changed.
         let path = staging.to_path_buf();
-        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            use rustix::fs::{Mode, OFlags};
-            let fd = rustix::fs::open(
-                &path,
-                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?;
-            let handle = std::fs::File::from(fd);
-            handle.set_permissions(std::fs::Permissions::from_mode(mode))?;
-            filetime::set_file_handle_times(&handle, None, Some(mtime))
-        })
-        .await
-        .expect("setting a file's mode does not panic")
-        .map_err(local(staging))?;
+        let listed = file.clone();
+        tokio::task::spawn_blocking(move || set_mode_and_mtime(&path, &listed))
+            .await
+            .expect("setting a file's mode does not panic")
+            .map_err(local(staging))?;
         // The directory is synced once per iteration for all its files (see `sync_dirs`): a
         // rename lost in a crash leaves a complete staging file, which the next pass finishes.
         tokio::fs::rename(staging, final_path)
@@ -306,6 +290,55 @@ impl Downloader<'_> {
             .map_err(local(final_path))?;
         Ok(())
     }
+}
+
+/// Gives `path` the source's modification time and permission bits (0644 when it listed
+/// none; never more than the permission bits, so a source cannot make a file set-user-id
+/// here), through a handle opened without following links: a link swapped in at the staging
+/// name cannot have another file's mode or times changed. Blocking.
+fn set_mode_and_mtime(path: &Path, file: &RemoteFile) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let mtime = filetime::FileTime::from_unix_time(
+        (file.last_modified_time / 1000) as i64,
+        ((file.last_modified_time % 1000) * 1_000_000) as u32,
+    );
+    let mode = file.mode.map_or(DEFAULT_MODE, |m| m & 0o777);
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let handle = std::fs::File::from(fd);
+    handle.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    filetime::set_file_handle_times(&handle, None, Some(mtime))
+}
+
+/// Creates what the source lists and has no bytes to send: a directory, or an empty file
+/// (with the source's modification time and mode, through a staging file renamed into
+/// place). No request is made: a Sidecar source answers 416 to a request for an empty file.
+/// Blocking.
+pub fn create_without_request(
+    file: &RemoteFile,
+    final_path: &Path,
+) -> Result<(), LiveMigrationError> {
+    let local = LiveMigrationError::local;
+    if file.is_dir() {
+        return std::fs::create_dir_all(final_path).map_err(local(final_path));
+    }
+    if let Some(dir) = final_path.parent() {
+        std::fs::create_dir_all(dir).map_err(local(dir))?;
+    }
+    let staging = staging_path(final_path, file);
+    std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&staging)
+        .and_then(|f| f.sync_all())
+        .map_err(local(&staging))?;
+    set_mode_and_mtime(&staging, file).map_err(local(&staging))?;
+    std::fs::rename(&staging, final_path).map_err(local(final_path))
 }
 
 /// A hasher that has read the part of a download already in `staging`.

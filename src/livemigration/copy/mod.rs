@@ -1,9 +1,11 @@
 //! Data-copy tasks: a destination pulls the files of its source in iterations, rsync-like,
-//! until the share of files already identical reaches the success threshold.
+//! until the share of the source's bytes (or, with `thresholdBasis: files`, of its files)
+//! already identical is above the success threshold, or nothing is left.
 //!
-//! Each iteration lists the source's files, deletes local files that are gone at the source or
-//! differ in size or modification time, creates the source's directories, and, unless the
-//! threshold is met (or nothing is left), downloads what is missing, largest first.
+//! Each iteration asks the source's status, lists its files, deletes local files that are
+//! gone at the source or differ in size or modification time (and directories the source no
+//! longer has), and, unless the threshold is met (or nothing is left), creates the missing
+//! directories and empty files and downloads the rest, largest first.
 //!
 //! - [`request`]: what a task is asked and what it reports;
 //! - [`plan`]: which files to delete, create and download;
@@ -18,7 +20,9 @@ pub mod run;
 pub mod space;
 
 pub use fetch::staging_path;
-pub use request::{CopyReport, CopyRequest, IterationState, IterationStatus, threshold_met};
+pub use request::{
+    CopyReport, CopyRequest, IterationState, IterationStatus, Shares, ThresholdBasis, threshold_met,
+};
 pub use run::{CopyOutcome, CopyTask, TaskLimits, run};
 
 // A source file names its staging file, so it is at hand next to `staging_path`.

@@ -16,27 +16,32 @@ use crate::livemigration::peer::{PeerClient, RemoteFile};
 /// What to do with the local files in one iteration.
 #[derive(Debug, Default, PartialEq)]
 pub struct Plan {
-    /// Local files to delete (gone at the source, or different).
+    /// Local files and directories to delete (gone at the source, or different); a directory
+    /// goes with everything in it, and what is below it is not listed again.
     pub delete: Vec<PathBuf>,
-    /// Directories to create.
-    pub mkdirs: Vec<PathBuf>,
-    /// Source files to download, largest first.
+    /// The files those deletions remove, those inside deleted directories included.
+    pub deleted_files: usize,
+    /// Source entries to fetch or create: files, largest first, then empty files and
+    /// directories (created without a request).
     pub download: Vec<(RemoteFile, PathBuf)>,
     /// Source files already here with the same size and modification time.
     pub present: Vec<(RemoteFile, PathBuf)>,
     /// Bytes of the source's files.
     pub total_size: u64,
-    /// The source's files.
+    /// The source's regular files.
     pub total_files: u64,
+    /// Entries of the source's listing: files, directories, and anything else it lists.
+    pub listed: u64,
 }
 
 impl Plan {
     /// Puts the largest downloads first (ties by URL): the long ones start early, so the
-    /// iteration does not end waiting on one big file. Call after adding downloads.
+    /// iteration does not end waiting on one big file. Directories come last. Call after
+    /// adding downloads.
     pub fn order_downloads(&mut self) {
         self.download.sort_by(|a, b| {
-            b.0.size
-                .cmp(&a.0.size)
+            (b.0.is_file(), b.0.size)
+                .cmp(&(a.0.is_file(), a.0.size))
                 .then_with(|| a.0.file_url.cmp(&b.0.file_url))
         });
     }
@@ -46,7 +51,18 @@ impl Plan {
     pub fn bytes_to_download(&self) -> u64 {
         self.download
             .iter()
+            .filter(|(f, _)| f.is_file())
             .fold(0u64, |sum, (f, _)| sum.saturating_add(f.size))
+    }
+
+    /// What the source lists and what of it is still to fetch, for the threshold.
+    pub fn shares(&self) -> super::request::Shares {
+        super::request::Shares {
+            total_bytes: self.total_size,
+            total_files: self.total_files,
+            missing_bytes: self.bytes_to_download(),
+            missing_files: self.download.iter().filter(|(f, _)| f.is_file()).count() as u64,
+        }
     }
 }
 
@@ -85,6 +101,11 @@ impl Default for PlanLimits {
 /// Compares the source's listing with the local files. Refused, before anything is deleted,
 /// when the listed sizes overflow or when the plan would delete more of the local files than
 /// `limits` allows. Returns the plan and the task's deletions with it. Blocking.
+///
+/// A local file goes when the source does not list it as a file of the same size and
+/// modification time; a local directory goes, with what it holds, when the source lists
+/// neither it (as a directory) nor anything below it. A directory is never deleted for its
+/// time, nor one that is or holds one of the node's own directories.
 pub fn plan(
     local: &LocalFiles,
     remote: &[RemoteFile],
@@ -92,12 +113,15 @@ pub fn plan(
 ) -> Result<(Plan, Deletions), LiveMigrationError> {
     let mine = local.list()?;
     let mut theirs = HashMap::new();
+    // Directories the listing keeps: those it lists, and those holding what it lists.
+    let mut kept_dirs: HashSet<PathBuf> = HashSet::new();
     let mut plan = Plan::default();
     for f in remote {
         let path = local.path_of(&f.file_url)?;
+        plan.listed += 1;
         if f.is_dir() {
-            plan.mkdirs.push(path.clone());
-        } else {
+            kept_dirs.insert(path.clone());
+        } else if f.is_file() {
             // A wrapped total would make every later size check meaningless.
             plan.total_size = plan.total_size.checked_add(f.size).ok_or_else(|| {
                 LiveMigrationError::Invalid(
@@ -107,39 +131,83 @@ pub fn plan(
             })?;
             plan.total_files += 1;
         }
+        for above in path.ancestors().skip(1) {
+            if !kept_dirs.insert(above.to_path_buf()) {
+                break;
+            }
+        }
         theirs.insert(path, f);
     }
+    let roots: Vec<&std::path::Path> = local.roots.iter().map(|(_, _, d)| d).collect();
     let mut present = HashSet::new();
+    let mut dirs_here = HashSet::new();
+    let mut deleted_dirs: HashSet<PathBuf> = HashSet::new();
     for e in &mine {
-        if e.is_dir {
-            continue;
-        }
         let path = local
             .roots
             .get(e.dir_type, e.dir_index)
             .expect("listed from the roots")
             .join(&e.path);
+        // Below a directory that goes already: it goes with it.
+        if path.ancestors().skip(1).any(|a| deleted_dirs.contains(a)) {
+            continue;
+        }
+        if e.is_dir {
+            if kept_dirs.contains(&path) || roots.iter().any(|r| r.starts_with(&path)) {
+                dirs_here.insert(path);
+                continue;
+            }
+            plan.deleted_files = plan.deleted_files.saturating_add(files_below(&path));
+            deleted_dirs.insert(path.clone());
+            plan.delete.push(path);
+            continue;
+        }
         match theirs.get(&path) {
             Some(f) if f.is_file() && f.size == e.size && f.last_modified_time == e.modified_ms => {
                 present.insert(path);
             }
-            _ => plan.delete.push(path),
+            _ => {
+                plan.deleted_files += 1;
+                plan.delete.push(path);
+            }
         }
     }
-    let deletions = check_deletions(&mine, plan.delete.len(), limits)?;
+    let deletions = check_deletions(&mine, plan.deleted_files, limits)?;
     for f in remote {
-        if !f.is_file() {
-            continue;
-        }
         let path = local.path_of(&f.file_url)?;
-        if present.contains(&path) {
-            plan.present.push((f.clone(), path));
-        } else {
-            plan.download.push((f.clone(), path));
+        if f.is_dir() {
+            if !dirs_here.contains(&path) {
+                plan.download.push((f.clone(), path));
+            }
+        } else if f.is_file() {
+            if present.contains(&path) {
+                plan.present.push((f.clone(), path));
+            } else {
+                plan.download.push((f.clone(), path));
+            }
         }
     }
     plan.order_downloads();
     Ok((plan, deletions))
+}
+
+/// The files (anything but a directory) below `dir`, symbolic links not followed: what a
+/// recursive delete of it removes. Blocking.
+fn files_below(dir: &std::path::Path) -> usize {
+    let mut count = 0usize;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => stack.push(entry.path()),
+                _ => count = count.saturating_add(1),
+            }
+        }
+    }
+    count
 }
 
 /// Refuses to delete more than `limits` allows of the `mine` files, counting what the task's
@@ -172,27 +240,28 @@ fn check_deletions(
     Ok(after)
 }
 
-/// Carries out the local part of a plan: deletes what differs and creates the node's own
-/// directories, then the source's. Blocking.
+/// Carries out the local part of a plan: deletes what differs (directories with what they
+/// hold) and creates the node's own directories (Cassandra expects them, even empty); the
+/// source's directories are created with the downloads. Blocking.
 pub fn clean(local: &LocalFiles, plan: &Plan) -> Result<(), LiveMigrationError> {
     for path in &plan.delete {
         remove_if_present(path)?;
     }
-    // The node's own directories first: Cassandra expects them, even empty.
-    let roots: Vec<PathBuf> = local
-        .roots
-        .iter()
-        .map(|(_, _, d)| d.to_path_buf())
-        .collect();
-    for dir in roots.iter().chain(&plan.mkdirs) {
+    for (_, _, dir) in local.roots.iter() {
         std::fs::create_dir_all(dir).map_err(LiveMigrationError::local(dir))?;
     }
     Ok(())
 }
 
-/// Removes a file; one already gone is fine. Blocking.
+/// Removes a file, or a directory with everything in it (links in it are removed, not
+/// followed); one already gone is fine. Blocking.
 pub fn remove_if_present(path: &std::path::Path) -> Result<(), LiveMigrationError> {
-    match std::fs::remove_file(path) {
+    let removed = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) => Err(e),
+    };
+    match removed {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             Err(LiveMigrationError::local(path)(e))
         }
@@ -292,5 +361,151 @@ mod tests {
         };
         assert!(check_deletions(&files(5), 2, second).is_err());
         assert!(check_deletions(&files(5), 0, second).is_ok());
+    }
+
+    /// A node with one data directory and a commit log below `root`.
+    fn node(root: &std::path::Path) -> LocalFiles {
+        let config = crate::config::CassandraConfig {
+            data_file_directories: vec![root.join("data0")],
+            commitlog_directory: Some(root.join("commitlog")),
+            ..Default::default()
+        };
+        let roots = crate::livemigration::files::Roots::from_config(&config);
+        let exclusions =
+            crate::livemigration::exclusions::Exclusions::new(&[], &[], &roots).unwrap();
+        LocalFiles { roots, exclusions }
+    }
+
+    fn listed(url: &str, size: u64, dir: bool, mtime: u64) -> RemoteFile {
+        RemoteFile {
+            file_url: format!("/api/v1/live-migration/files/{url}"),
+            size,
+            file_type: if dir { "DIRECTORY" } else { "FILE" }.into(),
+            last_modified_time: mtime,
+            mode: None,
+        }
+    }
+
+    fn put(path: &std::path::Path, bytes: &[u8], mtime_ms: u64) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(mtime_ms);
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    }
+
+    #[test]
+    fn directories_the_source_does_not_list_go_with_their_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let local = node(root);
+        let data = root.join("data0");
+        // Kept: listed itself, or holding a listed file.
+        put(&data.join("ks/t-1/nb-1-big-Data.db"), b"abc", 1000);
+        std::fs::create_dir_all(data.join("ks/t-empty")).unwrap();
+        // Gone: a dropped table with two files, and an excluded-looking dump inside it.
+        put(&data.join("ks/t-gone/nb-1-big-Data.db"), b"x", 1000);
+        put(&data.join("ks/t-gone/sub/nb-2-big-Data.db"), b"y", 1000);
+        std::fs::create_dir_all(data.join("ks/t-gone/sub/deeper")).unwrap();
+        // Many more files, so that the guard allows the deletion.
+        for i in 0..10 {
+            put(&data.join(format!("ks/t-1/f{i}")), b"z", 1000);
+        }
+        let mut remote = vec![
+            listed("data/0/ks/t-1/nb-1-big-Data.db", 3, false, 1000),
+            listed("data/0/ks/t-empty", 0, true, 5),
+            listed("data/0/ks/t-new", 0, true, 5),
+            listed("data/0/ks/t-1/empty.db", 0, false, 7000),
+        ];
+        for i in 0..10 {
+            remote.push(listed(&format!("data/0/ks/t-1/f{i}"), 1, false, 1000));
+        }
+        let (p, deletions) = plan(&local, &remote, PlanLimits::default()).unwrap();
+        // One delete for the directory, counted by the files it holds; the ancestors of the
+        // listed file (ks, t-1) and the node's own directories stay.
+        assert_eq!(p.delete, vec![data.join("ks/t-gone")]);
+        assert_eq!(p.deleted_files, 2);
+        assert_eq!(deletions.deleted, 2);
+        let fetched: Vec<&str> = p
+            .download
+            .iter()
+            .map(|(f, _)| f.file_url.as_str())
+            .collect();
+        assert_eq!(
+            fetched,
+            [
+                "/api/v1/live-migration/files/data/0/ks/t-1/empty.db",
+                "/api/v1/live-migration/files/data/0/ks/t-new",
+            ]
+        );
+        assert_eq!(p.listed, 14);
+        assert_eq!(p.total_files, 12);
+        assert_eq!(p.total_size, 13);
+        assert_eq!(p.bytes_to_download(), 0);
+        clean(&local, &p).unwrap();
+        assert!(!data.join("ks/t-gone").exists());
+        assert!(data.join("ks/t-empty").is_dir());
+        assert!(root.join("commitlog").is_dir());
+
+        // A listing that names none of a directory's files cannot bypass the guard by the
+        // directory: its 10 files count.
+        let alone = vec![listed("data/0/ks/t-empty", 0, true, 5)];
+        let err = plan(&local, &alone, PlanLimits::default()).unwrap_err();
+        assert!(
+            err.to_string().contains("would delete 11 of the 11 files"),
+            "{err}"
+        );
+        assert!(data.join("ks/t-1/f0").exists());
+    }
+
+    #[test]
+    fn directories_are_not_deleted_for_their_time_and_roots_never() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let local = node(root);
+        let data = root.join("data0");
+        put(&data.join("ks/t-1/a"), b"a", 1000);
+        put(&data.join("ks/t-1/b"), b"b", 1000);
+        let remote = vec![
+            listed("data/0/ks", 0, true, 1),
+            listed("data/0/ks/t-1", 0, true, 2),
+            listed("data/0/ks/t-1/a", 1, false, 1000),
+            listed("data/0/ks/t-1/b", 1, false, 1000),
+        ];
+        let (p, _) = plan(&local, &remote, PlanLimits::default()).unwrap();
+        assert!(p.delete.is_empty(), "{:?}", p.delete);
+        assert!(p.download.is_empty(), "{:?}", p.download);
+
+        // A root nested in another (here the commit log inside the data directory) is never
+        // deleted, though the source does not list it.
+        let config = crate::config::CassandraConfig {
+            data_file_directories: vec![data.clone()],
+            commitlog_directory: Some(data.join("commitlog")),
+            ..Default::default()
+        };
+        let roots = crate::livemigration::files::Roots::from_config(&config);
+        let exclusions =
+            crate::livemigration::exclusions::Exclusions::new(&[], &[], &roots).unwrap();
+        let nested = LocalFiles { roots, exclusions };
+        put(&data.join("commitlog/CommitLog-7-1.log"), b"log", 1000);
+        let (p, _) = plan(
+            &nested,
+            &remote,
+            PlanLimits {
+                allow_mass_deletion: true,
+                ..PlanLimits::default()
+            },
+        )
+        .unwrap();
+        assert!(p.delete.contains(&data.join("commitlog/CommitLog-7-1.log")));
+        assert!(
+            !p.delete.contains(&data.join("commitlog")),
+            "{:?}",
+            p.delete
+        );
     }
 }

@@ -1,20 +1,23 @@
 //! What a data-copy task is asked to do, and what it reports per iteration (Sidecar's field
-//! names and states).
+//! names, states and counters).
 
 use serde::{Deserialize, Serialize};
 
 use crate::livemigration::LiveMigrationError;
 use crate::livemigration::digest::Algorithm;
 
-/// A data-copy task request (Sidecar's fields, plus drover's `verifyDigest`,
-/// `maxBytesPerSecond` and `allowMassDeletion`).
+/// A data-copy task request: Sidecar's fields, plus drover's `verifyDigest`,
+/// `maxBytesPerSecond`, `allowMassDeletion` and `thresholdBasis`. Fields it does not know are
+/// ignored, as the Sidecar ignores them, and logged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct CopyRequest {
-    /// Most iterations (at least 1).
+    /// Most downloading iterations (at least 1); one more pass then only checks the threshold.
     pub max_iterations: u32,
-    /// Share (0 to 1) of the source's bytes that must already be identical at the destination
-    /// for the task to succeed; 1 for the final copy after the source node stopped.
+    /// Share (0 to 1) of the source's bytes (see `thresholdBasis`) that must already be
+    /// identical at the destination for an iteration to succeed without downloading: it
+    /// succeeds when the share is strictly above it, so 1 means every byte (the final copy
+    /// after the source node stopped).
     pub success_threshold: f64,
     /// Files downloaded at once (at least 1).
     pub max_concurrency: usize,
@@ -29,6 +32,37 @@ pub struct CopyRequest {
     /// an empty or truncated listing from the source would otherwise wipe the node).
     #[serde(default)]
     pub allow_mass_deletion: bool,
+    /// drover: what `successThreshold` is a share of: `bytes` (default, the Sidecar's
+    /// meaning) or `files` (drover's earlier meaning: the share of the source's files already
+    /// identical, reached with `>=`; useful while the source node runs, whose preallocated
+    /// commit-log segments keep a share of bytes low).
+    #[serde(default)]
+    pub threshold_basis: ThresholdBasis,
+    /// Fields this version does not know: ignored, as the Sidecar ignores them.
+    #[serde(flatten, skip_serializing)]
+    #[schema(ignore)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What `successThreshold` is a share of.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ThresholdBasis {
+    /// The source's bytes (Sidecar's).
+    #[default]
+    Bytes,
+    /// The source's files.
+    Files,
+}
+
+impl ThresholdBasis {
+    /// The name requests use.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThresholdBasis::Bytes => "bytes",
+            ThresholdBasis::Files => "files",
+        }
+    }
 }
 
 /// The most passes of a data-copy task.
@@ -37,6 +71,25 @@ pub const MAX_ITERATIONS: u32 = 100;
 pub const MAX_CONCURRENCY: usize = 256;
 
 impl CopyRequest {
+    /// A request with the Sidecar's three fields and drover's defaults for the rest.
+    pub fn new(max_iterations: u32, success_threshold: f64, max_concurrency: usize) -> Self {
+        Self {
+            max_iterations,
+            success_threshold,
+            max_concurrency,
+            verify_digest: None,
+            max_bytes_per_second: None,
+            allow_mass_deletion: false,
+            threshold_basis: ThresholdBasis::default(),
+            extra: serde_json::Map::new(),
+        }
+    }
+
+    /// The names of the fields that were sent and are ignored.
+    pub fn ignored_fields(&self) -> impl Iterator<Item = &str> {
+        self.extra.keys().map(String::as_str)
+    }
+
     /// Checks the values; the message names the field.
     pub fn check(&self) -> Result<Option<Algorithm>, LiveMigrationError> {
         let bad = |m: &str| Err(LiveMigrationError::InvalidRequest(m.into()));
@@ -93,7 +146,10 @@ pub enum IterationState {
     Cancelled,
 }
 
-/// One iteration of a task (Sidecar's fields).
+/// One iteration of a task: the Sidecar's fields, in its order and with its types. The
+/// first four are -1 until known: `totalSize` and `totalFiles` once the source is listed
+/// (`CLEANING`), `bytesToDownload` and `filesToDownload` once the download starts
+/// (`DOWNLOADING`; an iteration that succeeds without downloading keeps -1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IterationStatus {
@@ -101,33 +157,92 @@ pub struct IterationStatus {
     pub iteration: u32,
     /// Where it is.
     pub state: IterationState,
-    /// Bytes of the source's files.
-    pub total_size: u64,
-    /// The source's files.
-    pub total_files: u64,
-    /// Bytes to download in this iteration.
-    pub bytes_to_download: u64,
-    /// Files to download in this iteration.
-    pub files_to_download: u64,
-    /// Files downloaded.
-    pub files_downloaded: u64,
-    /// Files that could not be downloaded.
-    pub download_failures: u64,
+    /// Bytes of the source's files (-1 until listed).
+    pub total_size: i64,
+    /// Entries of the source's listing, files and directories (-1 until listed).
+    pub total_files: i64,
+    /// Bytes of the files to download (-1 until downloading).
+    pub bytes_to_download: i64,
+    /// Entries to download or create: files, empty files and directories (-1 until
+    /// downloading).
+    pub files_to_download: i64,
+    /// Entries downloaded or created.
+    pub files_downloaded: i64,
+    /// Entries that could not be downloaded or created.
+    pub download_failures: i64,
     /// Bytes downloaded.
-    pub bytes_downloaded: u64,
+    pub bytes_downloaded: i64,
 }
 
-/// Whether an iteration may stop: nothing left to download, or the share of the source's files
-/// already identical at the destination reaches `threshold`. Files, not bytes: a running node
-/// keeps rewriting its preallocated commit-log segments, which would keep a share of bytes
-/// below any useful threshold until the node stops. `1.0` means every file.
-pub fn threshold_met(total_files: u64, files_to_download: u64, threshold: f64) -> bool {
-    if files_to_download == 0 {
-        return true;
+impl IterationStatus {
+    /// Iteration `iteration` as it starts: nothing known yet.
+    pub fn starting(iteration: u32) -> Self {
+        Self {
+            iteration,
+            state: IterationState::Starting,
+            total_size: UNKNOWN,
+            total_files: UNKNOWN,
+            bytes_to_download: UNKNOWN,
+            files_to_download: UNKNOWN,
+            files_downloaded: 0,
+            download_failures: 0,
+            bytes_downloaded: 0,
+        }
     }
-    let share =
-        (total_files - files_to_download.min(total_files)) as f64 / total_files.max(1) as f64;
-    share >= threshold && threshold < 1.0
+}
+
+/// A counter not known yet (Sidecar's sentinel).
+pub const UNKNOWN: i64 = -1;
+
+/// A count as a status counter (saturated: a status cannot show more than `i64::MAX`).
+pub fn counter(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// What the source lists and what of it an iteration still has to fetch, in bytes and in
+/// files (regular files only: directories have no bytes, and drover's files basis never
+/// counted them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shares {
+    /// Bytes of the source's files.
+    pub total_bytes: u64,
+    /// The source's files.
+    pub total_files: u64,
+    /// Bytes still to fetch.
+    pub missing_bytes: u64,
+    /// Files still to fetch or create.
+    pub missing_files: u64,
+}
+
+/// Whether the threshold lets an iteration that still has something to fetch succeed
+/// without fetching it.
+///
+/// `bytes` (the Sidecar's rule): when the share of the source's bytes already here is
+/// strictly above `threshold`. Nothing is skipped when no bytes are missing (what is left are
+/// directories and empty files, created at once), and `1.0` means everything, since a share
+/// never exceeds 1.
+///
+/// `files` (drover's rule before): when the share of the source's files already here reaches
+/// `threshold`, and `threshold` is below 1. A running node keeps rewriting its preallocated
+/// commit-log segments, which can keep a share of bytes below a useful threshold until the
+/// node stops, while a share of files moves past it.
+pub fn threshold_met(basis: ThresholdBasis, threshold: f64, s: Shares) -> bool {
+    match basis {
+        ThresholdBasis::Bytes => {
+            if s.missing_bytes == 0 || s.total_bytes == 0 {
+                return false;
+            }
+            let present = s.total_bytes - s.missing_bytes.min(s.total_bytes);
+            present as f64 / s.total_bytes as f64 > threshold
+        }
+        ThresholdBasis::Files => {
+            if s.missing_files == 0 {
+                return false;
+            }
+            let present = s.total_files - s.missing_files.min(s.total_files);
+            present as f64 / s.total_files.max(1) as f64 >= threshold && threshold < 1.0
+        }
+    }
 }
 
 /// What a data-copy job keeps as its result: the iterations so far.
@@ -140,27 +255,92 @@ pub struct CopyReport {
 mod tests {
     use super::*;
 
+    fn shares(
+        total_bytes: u64,
+        missing_bytes: u64,
+        total_files: u64,
+        missing_files: u64,
+    ) -> Shares {
+        Shares {
+            total_bytes,
+            total_files,
+            missing_bytes,
+            missing_files,
+        }
+    }
+
     #[test]
-    fn thresholds() {
-        // Nothing to download: done, whatever the threshold.
-        assert!(threshold_met(2, 0, 1.0));
-        // 9 of 10 files identical.
-        assert!(threshold_met(10, 1, 0.9));
-        assert!(!threshold_met(10, 2, 0.9));
+    fn the_threshold_counts_bytes_by_default_as_the_sidecar() {
+        let met = |t: f64, s: Shares| threshold_met(ThresholdBasis::Bytes, t, s);
+        // 90 of 100 bytes here: strictly above 0.8, not above 0.9 (the Sidecar's `>`).
+        assert!(met(0.8, shares(100, 10, 10, 1)));
+        assert!(!met(0.9, shares(100, 10, 10, 1)));
+        // Bytes, not files: one file of ten missing, but it holds most of the bytes.
+        assert!(!met(0.5, shares(100, 90, 10, 1)));
+        // 1.0 means everything: never met while a byte is missing.
+        assert!(!met(1.0, shares(1_000_000, 1, 10, 1)));
+        // 0.0: met as soon as any byte is here.
+        assert!(met(0.0, shares(100, 99, 10, 9)));
+        assert!(!met(0.0, shares(100, 100, 10, 10)));
+        // No bytes missing: nothing is skipped by the threshold (directories and empty files
+        // are created).
+        assert!(!met(0.0, shares(100, 0, 10, 1)));
+    }
+
+    #[test]
+    fn the_files_basis_keeps_drovers_rule() {
+        let met = |t: f64, s: Shares| threshold_met(ThresholdBasis::Files, t, s);
+        // 9 of 10 files here, whatever their bytes.
+        assert!(met(0.9, shares(100, 90, 10, 1)));
+        assert!(!met(0.9, shares(100, 1, 10, 2)));
         // 1.0 means every file, never a share rounded up.
-        assert!(!threshold_met(1_000_000, 1, 1.0));
-        assert!(threshold_met(10, 10, 0.0));
+        assert!(!met(1.0, shares(100, 1, 1_000_000, 1)));
+        assert!(met(0.0, shares(100, 100, 10, 10)));
+        assert!(!met(0.5, shares(0, 0, 10, 0)));
+    }
+
+    #[test]
+    fn counters_start_unknown_and_serialize_in_the_sidecars_order() {
+        let s = IterationStatus::starting(0);
+        let text = serde_json::to_string(&s).unwrap();
+        assert_eq!(
+            text,
+            r#"{"iteration":0,"state":"STARTING","totalSize":-1,"totalFiles":-1,"bytesToDownload":-1,"filesToDownload":-1,"filesDownloaded":0,"downloadFailures":0,"bytesDownloaded":0}"#
+        );
+        assert_eq!(counter(u64::MAX), i64::MAX);
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored_and_named() {
+        let r: CopyRequest = serde_json::from_value(serde_json::json!({
+            "maxIterations": 2, "successThreshold": 0.5, "maxConcurrency": 1,
+            "skipGossipCheck": true, "thresholdBasis": "files"
+        }))
+        .unwrap();
+        assert_eq!(r.ignored_fields().collect::<Vec<_>>(), ["skipGossipCheck"]);
+        assert_eq!(r.threshold_basis, ThresholdBasis::Files);
+        // Not kept with the task: the spec holds what drover understood.
+        let spec = serde_json::to_value(&r).unwrap();
+        assert!(spec.get("skipGossipCheck").is_none(), "{spec}");
+        assert_eq!(spec["thresholdBasis"], "files");
+        // The Sidecar's three fields are required; drover's default.
+        for missing in ["maxIterations", "successThreshold", "maxConcurrency"] {
+            let mut body = serde_json::json!({"maxIterations": 2, "successThreshold": 0.5, "maxConcurrency": 1});
+            body.as_object_mut().unwrap().remove(missing);
+            assert!(
+                serde_json::from_value::<CopyRequest>(body).is_err(),
+                "{missing}"
+            );
+        }
+        let bad = serde_json::json!({"maxIterations": 2, "successThreshold": 0.5, "maxConcurrency": 1, "thresholdBasis": "rows"});
+        assert!(serde_json::from_value::<CopyRequest>(bad).is_err());
     }
 
     #[test]
     fn requests_are_checked() {
         let ok = CopyRequest {
-            max_iterations: 3,
-            success_threshold: 0.9,
-            max_concurrency: 4,
             verify_digest: Some("xxh3".into()),
-            max_bytes_per_second: None,
-            allow_mass_deletion: false,
+            ..CopyRequest::new(3, 0.9, 4)
         };
         assert_eq!(ok.check().unwrap(), Some(Algorithm::Xxh3));
         let bad = |f: &dyn Fn(&mut CopyRequest)| {
@@ -170,6 +350,15 @@ mod tests {
         };
         assert!(bad(&|r| r.max_iterations = 0).starts_with("maxIterations"));
         assert!(bad(&|r| r.success_threshold = 1.5).starts_with("successThreshold"));
+        assert!(bad(&|r| r.success_threshold = -0.1).starts_with("successThreshold"));
+        assert!(bad(&|r| r.max_iterations = MAX_ITERATIONS + 1).starts_with("maxIterations"));
+        assert!(bad(&|r| r.max_concurrency = MAX_CONCURRENCY + 1).starts_with("maxConcurrency"));
+        // The Sidecar's bounds are inclusive: 0 and 1 are thresholds.
+        for t in [0.0, 1.0] {
+            let mut r = ok.clone();
+            r.success_threshold = t;
+            assert!(r.check().is_ok(), "{t}");
+        }
         assert!(bad(&|r| r.max_concurrency = 0).starts_with("maxConcurrency"));
         assert!(bad(&|r| r.verify_digest = Some("md5".into())).starts_with("verifyDigest"));
         for rate in [0, u64::from(u32::MAX) + 1, u64::MAX] {

@@ -1,6 +1,7 @@
 //! The iterations of a data-copy task. Each iteration goes through the states of
 //! [`IterationState`] in order, one step (method of [`Iteration`]) per state; the last
-//! allowed pass only checks the threshold.
+//! allowed pass only checks the threshold. Each starts by asking the source's live-migration
+//! status: a source declared `COMPLETED` serves nothing more, and the task fails (Sidecar's).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::fetch::{self, DownloadCounters, Downloader, Limiter};
 use super::plan::{self, Plan, PlanLimits};
-use super::request::{CopyRequest, IterationState, IterationStatus, threshold_met};
+use super::request::{CopyRequest, IterationState, IterationStatus, counter, threshold_met};
 use super::space;
 use crate::livemigration::LiveMigrationError;
 use crate::livemigration::digest::Algorithm;
@@ -115,17 +116,7 @@ struct IterationLog<P> {
 impl<P: Fn(&[IterationStatus])> IterationLog<P> {
     /// Starts iteration `i`, in state `STARTING`.
     fn begin(&mut self, i: u32) -> IterationStatus {
-        let status = IterationStatus {
-            iteration: i,
-            state: IterationState::Starting,
-            total_size: 0,
-            total_files: 0,
-            bytes_to_download: 0,
-            files_to_download: 0,
-            files_downloaded: 0,
-            download_failures: 0,
-            bytes_downloaded: 0,
-        };
+        let status = IterationStatus::starting(i);
         self.history.push(status.clone());
         (self.publish)(&self.history);
         status
@@ -178,26 +169,44 @@ impl Iteration<'_> {
     ) -> Result<Next, LiveMigrationError> {
         let mut status = log.begin(i);
         let remote = self.starting().await?;
+        status.total_files = counter(remote.len() as u64);
+        status.total_size = counter(
+            remote
+                .iter()
+                .filter(|f| f.is_file())
+                .fold(0u64, |sum, f| sum.saturating_add(f.size)),
+        );
         log.enter(&mut status, IterationState::Cleaning);
         let mut plan = self.cleaning(remote).await?;
         self.preparing(&mut plan).await?;
-        status.total_size = plan.total_size;
-        status.total_files = plan.total_files;
-        status.files_to_download = plan.download.len() as u64;
-        status.bytes_to_download = plan.bytes_to_download();
         log.enter(&mut status, IterationState::Preparing);
-        let threshold = self.task.request.success_threshold;
-        if threshold_met(status.total_files, status.files_to_download, threshold) {
+        let request = &self.task.request;
+        let (threshold, basis) = (request.success_threshold, request.threshold_basis);
+        let shares = plan.shares();
+        // Nothing left, or the threshold lets the rest wait: `bytesToDownload` and
+        // `filesToDownload` stay unknown, as the Sidecar leaves them.
+        if plan.download.is_empty() || threshold_met(basis, threshold, shares) {
             log.enter(&mut status, IterationState::Success);
             return Ok(Next::Done);
         }
         if last {
             return Err(LiveMigrationError::Invalid(format!(
-                "the success threshold {threshold} was not met in {i} iterations ({} of {} files still differ)",
-                status.files_to_download, status.total_files
+                "the success threshold {threshold} (a share of {}) was not met in {i} iterations \
+                 ({} of {} files, {} of {} bytes, {} entries in all still to fetch or create)",
+                basis.name(),
+                shares.missing_files,
+                shares.total_files,
+                shares.missing_bytes,
+                shares.total_bytes,
+                plan.download.len()
             )));
         }
         self.check_space(&plan).await?;
+        status.bytes_to_download = counter(shares.missing_bytes);
+        status.files_to_download = counter(plan.download.len() as u64);
+        status.files_downloaded = 0;
+        status.download_failures = 0;
+        status.bytes_downloaded = 0;
         log.enter(&mut status, IterationState::Downloading);
         let local_failure = self.downloading(plan.download, &mut status, log).await;
         log.enter(&mut status, IterationState::DownloadComplete);
@@ -205,12 +214,19 @@ impl Iteration<'_> {
         Ok(Next::Again)
     }
 
-    /// `STARTING`: lists the source.
+    /// `STARTING`: asks the source's live-migration status, then lists the source.
     async fn starting(&self) -> Result<Vec<RemoteFile>, LiveMigrationError> {
         if self.cancel.is_cancelled() {
             return Err(LiveMigrationError::Cancelled);
         }
         // A source that stops answering must not hold a cancelled task forever.
+        let state = tokio::select! {
+            r = self.task.peer.status() => r?,
+            _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
+        };
+        if state != "NOT_COMPLETED" {
+            return Err(LiveMigrationError::SourceCompleted);
+        }
         tokio::select! {
             r = self.task.peer.list() => r,
             _ = self.cancel.cancelled() => Err(LiveMigrationError::Cancelled),
@@ -256,9 +272,16 @@ impl Iteration<'_> {
         };
         // Size and modification time do not prove content (a commit log written through a
         // memory map keeps its size, and not always its mtime).
+        // An empty file is what its size says; and a Sidecar source has no digest for it.
+        let compared: Vec<_> = plan
+            .present
+            .iter()
+            .filter(|(f, _)| f.size > 0)
+            .cloned()
+            .collect();
         let stale = plan::differing(
             &self.task.peer,
-            &plan.present,
+            &compared,
             algorithm,
             self.task.request.max_concurrency,
             self.cancel,
@@ -274,9 +297,10 @@ impl Iteration<'_> {
         Ok(())
     }
 
-    /// `DOWNLOADING`: fetches the files, publishing the counters every second. Failed
-    /// downloads are counted, and left to the next iteration; the first local failure (a
-    /// missing directory, a full disk) is returned, as iterating would not cure it.
+    /// `DOWNLOADING`: creates the directories and empty files, then fetches the files,
+    /// publishing the counters every second. Failed downloads are counted, and left to the
+    /// next iteration; the first local failure (a missing directory, a full disk) is
+    /// returned, as iterating would not cure it.
     async fn downloading<P: Fn(&[IterationStatus])>(
         &self,
         download: Vec<(RemoteFile, PathBuf)>,
@@ -284,7 +308,34 @@ impl Iteration<'_> {
         log: &mut IterationLog<P>,
     ) -> Option<LiveMigrationError> {
         let counters = DownloadCounters::default();
-        let downloaded: Vec<PathBuf> = download.iter().map(|(_, p)| p.clone()).collect();
+        let touched: Vec<PathBuf> = download.iter().map(|(_, p)| p.clone()).collect();
+        let (fetched, created): (Vec<_>, Vec<_>) = download
+            .into_iter()
+            .partition(|(f, _)| f.is_file() && f.size > 0);
+        let mut local_failure = None;
+        // Nothing to ask the source for: done at once, like the Sidecar's.
+        let made = tokio::task::spawn_blocking(move || {
+            created
+                .iter()
+                .map(|(f, p)| (f.file_url.clone(), fetch::create_without_request(f, p)))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .expect("creating files does not panic");
+        for (url, result) in made {
+            match result {
+                Ok(()) => {
+                    counters.files_downloaded.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    tracing::warn!(file = %url, error = %e, "cannot create");
+                    counters.download_failures.fetch_add(1, Ordering::Relaxed);
+                    local_failure.get_or_insert(e);
+                }
+            }
+        }
+        copy_counters(&counters, status);
+        log.update(status);
         let downloader = Downloader {
             peer: &self.task.peer,
             verify: self.verify,
@@ -293,13 +344,12 @@ impl Iteration<'_> {
             cancel: self.cancel,
         };
         let downloader = &downloader;
-        let mut downloads = futures::stream::iter(download)
+        let mut downloads = futures::stream::iter(fetched)
             .map(move |(file, path)| async move {
                 let r = downloader.download_with_retries(&file, &path).await;
                 (file, r)
             })
             .buffer_unordered(self.task.request.max_concurrency);
-        let mut local_failure = None;
         let mut ticker = tokio::time::interval(Duration::from_secs(1));
         loop {
             let next = tokio::select! {
@@ -331,7 +381,7 @@ impl Iteration<'_> {
             }
         }
         drop(downloads);
-        let synced = tokio::task::spawn_blocking(move || fetch::sync_dirs(downloaded.into_iter()))
+        let synced = tokio::task::spawn_blocking(move || fetch::sync_dirs(touched.into_iter()))
             .await
             .expect("syncing does not panic");
         if let Err(e) = synced {
@@ -357,7 +407,8 @@ impl Iteration<'_> {
 }
 
 fn copy_counters(counters: &DownloadCounters, status: &mut IterationStatus) {
-    status.files_downloaded = counters.files_downloaded.load(Ordering::Relaxed);
-    status.bytes_downloaded = counters.bytes_downloaded.load(Ordering::Relaxed);
-    status.download_failures = counters.download_failures.load(Ordering::Relaxed);
+    let load = |c: &std::sync::atomic::AtomicU64| counter(c.load(Ordering::Relaxed));
+    status.files_downloaded = load(&counters.files_downloaded);
+    status.bytes_downloaded = load(&counters.bytes_downloaded);
+    status.download_failures = load(&counters.download_failures);
 }

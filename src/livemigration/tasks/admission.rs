@@ -29,10 +29,8 @@ pub async fn start_copy(
 ) -> Result<JobRecord, LiveMigrationError> {
     request.check()?;
     let peer = live.peer().ok_or(LiveMigrationError::NotDestination)?;
-    if node.check().await.is_ok() {
-        return Err(LiveMigrationError::NodeRunning {
-            address: node.address().to_string(),
-        });
+    if let Some(address) = node.running().await {
+        return Err(LiveMigrationError::NodeRunning { address });
     }
     let _admitting = live.copy_admission.lock().await;
     if let Some(active) = active_copy(jobs) {
@@ -86,7 +84,7 @@ pub async fn resume_interrupted(
         .filter(|r| r.state == JobState::Interrupted)
         .collect();
     // Only asked when there is something to resume: most daemons are not destinations.
-    let node_up = !interrupted.is_empty() && node.check().await.is_ok();
+    let node_up = !interrupted.is_empty() && node.running().await.is_some();
     for record in interrupted {
         let id = record.id.clone();
         if node_up {

@@ -23,11 +23,18 @@ pub async fn run_copy(handle: JobHandle, task: CopyTask) -> JobResult {
     let publish = |history: &[IterationStatus]| {
         if let Some(last) = history.last() {
             handle.set("iteration", u64::from(last.iteration));
-            handle.set("bytesDownloaded", last.bytes_downloaded);
-            handle.set("filesDownloaded", last.files_downloaded);
-            handle.set("downloadFailures", last.download_failures);
-            handle.set("bytesToDownload", last.bytes_to_download);
-            handle.set("filesToDownload", last.files_to_download);
+            // The counters still unknown (-1) are left out of the progress.
+            for (name, value) in [
+                ("bytesDownloaded", last.bytes_downloaded),
+                ("filesDownloaded", last.files_downloaded),
+                ("downloadFailures", last.download_failures),
+                ("bytesToDownload", last.bytes_to_download),
+                ("filesToDownload", last.files_to_download),
+            ] {
+                if let Ok(value) = u64::try_from(value) {
+                    handle.set(name, value);
+                }
+            }
         }
         let report = CopyReport {
             status: history.to_vec(),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 pub use admission::{resume_interrupted, start_copy, start_verification};
 pub use jobs::{run_copy, run_verify};
 
-use super::copy::{CopyReport, CopyRequest, IterationStatus};
+use super::copy::{CopyReport, CopyRequest, IterationState, IterationStatus};
 use super::kinds::{DataCopyKind, VerificationKind};
 use super::local::LocalFiles;
 use super::verify::VerifyReport;
@@ -38,15 +38,24 @@ pub struct DataCopyTask {
 }
 
 impl DataCopyTask {
-    /// Reads a data-copy job's record.
+    /// Reads a data-copy job's record. A task asked to stop shows its last iteration
+    /// `CANCELLED` at once, as the Sidecar's cancel does, though its downloads may take a
+    /// moment to stop.
     pub fn from_record(r: JobRecord) -> Self {
+        let mut iterations = r
+            .result
+            .and_then(|v| serde_json::from_value::<CopyReport>(v).ok())
+            .map(|report| report.status)
+            .unwrap_or_default();
+        if (r.cancel_requested || r.state == JobState::Cancelled)
+            && let Some(last) = iterations.last_mut()
+            && !matches!(last.state, IterationState::Success | IterationState::Failed)
+        {
+            last.state = IterationState::Cancelled;
+        }
         Self {
             request: serde_json::from_value(r.spec).ok(),
-            iterations: r
-                .result
-                .and_then(|v| serde_json::from_value::<CopyReport>(v).ok())
-                .map(|report| report.status)
-                .unwrap_or_default(),
+            iterations,
             id: r.id,
             state: r.state,
             error: r.error,
@@ -85,6 +94,23 @@ pub fn copy_tasks(jobs: &JobRegistry) -> Vec<DataCopyTask> {
         .into_iter()
         .map(DataCopyTask::from_record)
         .collect()
+}
+
+/// The most recent live-migration task of either kind: the one in the Sidecar's one task
+/// slot per instance, which its list routes show.
+pub fn latest_task(jobs: &JobRegistry) -> Option<JobRecord> {
+    jobs.list(None)
+        .into_iter()
+        .filter(|r| r.kind == DataCopyKind::NAME || r.kind == VerificationKind::NAME)
+        .max_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)))
+}
+
+/// The current data-copy task as the Sidecar's list shows it: the latest task of either kind
+/// when it is a data-copy task.
+pub fn current_copy_task(jobs: &JobRegistry) -> Option<DataCopyTask> {
+    latest_task(jobs)
+        .filter(|r| r.kind == DataCopyKind::NAME)
+        .map(DataCopyTask::from_record)
 }
 
 /// Every verification task, oldest first.
@@ -147,9 +173,19 @@ pub async fn sweep_staging(jobs: &JobRegistry, live: &LiveMigration) {
 
 /// Cancels a data-copy task: running downloads stop, and its staging files are removed once
 /// it has stopped. Returns once the cancel is on disk, so a restart cannot resume the task.
+/// A task that has ended is returned as it is (the Sidecar answers a cancel of a finished
+/// task with its last status).
 pub async fn cancel_copy(jobs: &JobRegistry, id: &str) -> Result<DataCopyTask, LiveMigrationError> {
-    copy_task(jobs, id)?;
-    Ok(DataCopyTask::from_record(jobs.cancel_recorded(id).await?))
+    let task = copy_task(jobs, id)?;
+    if !task.state.is_active() {
+        return Ok(task);
+    }
+    match jobs.cancel_recorded(id).await {
+        Ok(record) => Ok(DataCopyTask::from_record(record)),
+        // Ended meanwhile.
+        Err(crate::jobs::JobError::WrongState { .. }) => copy_task(jobs, id),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Cancels a verification task.
