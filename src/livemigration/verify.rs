@@ -82,7 +82,7 @@ impl VerifyRequest {
 }
 
 /// What a verification found (Sidecar's counters, plus the files that differ).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyReport {
     /// Files and directories here that the source does not list.

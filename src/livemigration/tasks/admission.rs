@@ -88,8 +88,8 @@ pub async fn start_verification(
         request.without_extra_fields("POST /api/v1/live-migration/files-verification-tasks");
     let peer = live.peer().ok_or(LiveMigrationError::NotDestination)?;
     not_completed(live)?;
-    let settings = request.check(live.config.max_concurrent_file_requests)?;
-    within_file_request_limit(live, settings.concurrency)?;
+    // The limit too, in the Sidecar's order of checks.
+    request.check(live.config.max_concurrent_file_requests)?;
     let local = live.local_files();
     let spec = serde_json::to_value(&request).expect("a request serializes");
     let _admitting = live.task_admission.lock().await;
@@ -108,7 +108,8 @@ pub async fn start_verification(
 }
 
 /// Resumes the data-copy task a restart interrupted (a new iteration starts; files already
-/// in place are kept and partial downloads continue), unless the local node now answers.
+/// in place are kept and partial downloads continue), unless the local node now answers,
+/// this node's migration is COMPLETED, or a task of either kind runs.
 pub async fn resume_interrupted(
     jobs: JobRegistry,
     live: std::sync::Arc<LiveMigration>,
@@ -126,6 +127,10 @@ pub async fn resume_interrupted(
     let node_up = !interrupted.is_empty() && node.check().await.is_ok();
     for record in interrupted {
         let id = record.id.clone();
+        if not_completed(&live).is_err() {
+            tracing::warn!(task = %id, "interrupted data-copy task not resumed: this node's live migration is COMPLETED");
+            continue;
+        }
         if node_up {
             tracing::warn!(task = %id, "interrupted data-copy task not resumed: the local Cassandra node answers");
             continue;
@@ -183,10 +188,11 @@ mod tests {
         Err(crate::jobs::JobFailure::Stopped)
     }
 
-    /// A data-copy task interrupted by a restart is not resumed while a verification runs:
-    /// one task of either kind at a time, also across a restart.
+    /// A data-copy task interrupted by a restart is not resumed while a verification runs
+    /// (one task of either kind at a time, also across a restart), nor once the node's
+    /// migration is COMPLETED.
     #[tokio::test]
-    async fn an_interrupted_copy_is_not_resumed_while_a_verification_runs() {
+    async fn an_interrupted_copy_is_not_resumed_while_a_verification_runs_nor_once_completed() {
         let dir = tempfile::tempdir().unwrap();
         let jobs_dir = dir.path().join("jobs");
         let spec =
@@ -221,6 +227,11 @@ mod tests {
         jobs.wait_finished(&verification.id, Duration::from_secs(5))
             .await
             .unwrap();
+        // Nor once this node's migration is COMPLETED.
+        live.complete().unwrap();
+        resume_interrupted(jobs.clone(), live.clone(), node.clone()).await;
+        assert_eq!(jobs.get(&copy).unwrap().state, JobState::Interrupted);
+        live.reset().unwrap();
         resume_interrupted(jobs.clone(), live, node).await;
         // Resumed (it may already have failed: its source does not answer).
         assert_ne!(jobs.get(&copy).unwrap().state, JobState::Interrupted);
