@@ -1501,12 +1501,8 @@ async fn lm_one_task_of_either_kind_at_a_time_and_none_once_completed() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let source = silent.local_addr().unwrap().to_string();
     let home = Home::new();
-    let dst = destination(
-        &home,
-        &source,
-        "  max_concurrent_file_requests: 8\n  peer_read_timeout: 10m\n",
-    )
-    .await;
+    let extra = "  max_concurrent_file_requests: 8\n  peer_read_timeout: 10m\n";
+    let mut dst = destination(&home, &source, extra).await;
     let copy = json!({"maxIterations": 1, "successThreshold": 0.9, "maxConcurrency": 1});
     let verify = json!({"maxConcurrency": 2, "digestAlgorithm": "XXHash32"});
     let refused = |answer: &(u16, Value), status: u16, text: &str| {
@@ -1622,6 +1618,28 @@ async fn lm_one_task_of_either_kind_at_a_time_and_none_once_completed() {
     assert_eq!(status, 200);
     let task = dst.wait_for(&url, WAIT, ended).await;
     assert_eq!(task["state"], "CANCELLED", "{task:#}");
+
+    // A verification running when the daemon is killed shows FAILED after the restart (it is
+    // not resumed), and takes no slot.
+    let (url, id) = start_task(&dst, VERIFY_TASKS, &verify).await;
+    dst.wait_for(&url, WAIT, |t| t["state"] == "IN_PROGRESS")
+        .await;
+    dst.kill9();
+    let dst = destination(&home, &source, extra).await;
+    let (status, task) = dst.get(&url).await;
+    assert_eq!(status, 200, "{task}");
+    assert_eq!(task["state"], "FAILED", "{task:#}");
+    assert!(
+        task["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("verifications are not resumed")),
+        "{task:#}"
+    );
+    let (_, list) = dst.get(VERIFY_TASKS).await;
+    assert_eq!(list[0]["id"], id.as_str(), "{list:#}");
+    let (url, _) = start_task(&dst, VERIFY_TASKS, &verify).await;
+    let (status, _) = patch(&dst, &url).await;
+    assert_eq!(status, 200);
 
     // This node's migration declared COMPLETED: no task of either kind.
     let (status, done) = dst
