@@ -1539,13 +1539,15 @@ async fn lm_one_task_of_either_kind_at_a_time_and_none_once_completed() {
     ] {
         refused(&dst.post_json(VERIFY_TASKS, &body).await, 400, text);
     }
-    let mut wide = copy.clone();
-    wide["maxConcurrency"] = json!(9);
-    refused(
-        &dst.post_json(COPY_TASKS, &wide).await,
-        400,
-        "max concurrency can not be more than 8",
-    );
+    for n in [9, 300] {
+        let mut wide = copy.clone();
+        wide["maxConcurrency"] = json!(n);
+        refused(
+            &dst.post_json(COPY_TASKS, &wide).await,
+            400,
+            "max concurrency can not be more than 8",
+        );
+    }
 
     // Submissions of both kinds at once: one is admitted.
     let answers = futures::future::join_all((0..8).map(|i| {

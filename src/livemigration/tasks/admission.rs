@@ -47,10 +47,11 @@ pub async fn start_copy(
     node: &LocalNode,
     request: CopyRequest,
 ) -> Result<JobRecord, LiveMigrationError> {
-    request.check()?;
     let peer = live.peer().ok_or(LiveMigrationError::NotDestination)?;
+    // In the Sidecar's order: its filter first, then the limit, then the other values.
     not_completed(live)?;
     within_file_request_limit(live, request.max_concurrency)?;
+    request.check()?;
     if node.check().await.is_ok() {
         return Err(LiveMigrationError::NodeRunning {
             address: node.address().to_string(),
