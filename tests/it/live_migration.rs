@@ -1657,6 +1657,90 @@ async fn lm_one_task_of_either_kind_at_a_time_and_none_once_completed() {
     drop(silent);
 }
 
+/// A source that lists `listing` and never answers any other request (a digest, a file):
+/// each connection is held until the destination closes it.
+fn source_that_lists_only(listing: Value) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let body = listing.to_string();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let body = body.clone();
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head);
+                if head.starts_with("GET /api/v1/live-migration/files HTTP/1.1") {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                }
+                // Held (or kept alive) until the destination closes it.
+                while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}
+
+/// A verification's counters change while it runs (the Sidecar's are read live): once both
+/// lists are in and agree, they show while the digests are still awaited.
+#[tokio::test]
+async fn lm_verification_counters_are_live_while_it_runs() {
+    let home = Home::new();
+    let mut files = Vec::new();
+    for (i, path) in [
+        "data0/ks/t-1/nb-1-big-Data.db",
+        "data0/ks/t-1/nb-1-big-TOC.txt",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let full = home.path().join(path);
+        write(&full, &content(i as u64, 1000 + i));
+        let ms = std::fs::metadata(&full)
+            .unwrap()
+            .modified()
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        files.push(json!({"fileUrl": url_of(path), "size": 1000 + i, "fileType": "FILE", "lastModifiedTime": ms}));
+    }
+    for dir in ["ks", "ks/t-1"] {
+        files.push(json!({"fileUrl": format!("/api/v1/live-migration/files/data/0/{dir}"), "size": 0, "fileType": "DIRECTORY", "lastModifiedTime": 0}));
+    }
+    let source = source_that_lists_only(json!({"totalSize": 2001, "files": files}));
+    let dst = destination(&home, &source, "").await;
+    let (url, _) = start_task(
+        &dst,
+        VERIFY_TASKS,
+        &json!({"maxConcurrency": 1, "digestAlgorithm": "MD5"}),
+    )
+    .await;
+    let task = dst
+        .wait_for(&url, WAIT, |t| {
+            t["metadataMatched"] == 4 || verification_ended(t)
+        })
+        .await;
+    assert_eq!(task["state"], "IN_PROGRESS", "{task:#}");
+    assert_eq!(task["metadataMatched"], 4, "{task:#}");
+    assert_eq!(task["filesMatched"], 0, "{task:#}");
+    let (status, task) = patch(&dst, &url).await;
+    assert_eq!(status, 200, "{task}");
+    assert_eq!(task["state"], "CANCELLED", "{task:#}");
+    assert_eq!(task["metadataMatched"], 4, "{task:#}");
+}
+
 /// A source with `auth` serves its files only to a destination that sends a token with the
 /// `peer` role, which the destination reads from `live_migration.peer_token_file` and never logs.
 #[tokio::test]
