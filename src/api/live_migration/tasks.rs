@@ -189,7 +189,7 @@ pub enum VerificationState {
 }
 
 impl VerificationState {
-    /// The state of a task whose job is in `state`.
+    /// The state a task shows, from its job's state and whether it was cancelled.
     fn of(task: &VerificationTask) -> Self {
         match task.state {
             // The Sidecar shows a cancel at once; drover's job may still be stopping.
