@@ -30,7 +30,9 @@ pub struct LiveMigrationConfig {
     /// Snapshot and backup directories of tables are always excluded.
     pub dirs_to_exclude: Vec<String>,
     /// Most file requests (downloads and digests) served at once; more get 503 with
-    /// `Retry-After`. Default 20.
+    /// `Retry-After`. On a destination, also the highest `maxConcurrency` a data-copy or
+    /// verification task may ask for (more is 400), as in the Sidecar: configure the same value
+    /// on both sides. Default 20.
     pub max_concurrent_file_requests: usize,
     /// On a destination: a file holding the bearer token it sends with every request to its
     /// source (whose `auth` must give that token the `peer` role). Read once at start; the

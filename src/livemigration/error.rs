@@ -66,14 +66,46 @@ pub enum LiveMigrationError {
         /// Where the node answers.
         address: String,
     },
-    /// Another data-copy task has not ended: one runs at a time.
-    #[error("data-copy task {id} is still {state}; one task runs at a time")]
+    /// A data-copy task was asked for while a task of either kind has not ended: one task runs
+    /// at a time on a node (Sidecar's message first).
+    #[error(
+        "Another task is already under progress. Cannot accept new task. ({noun} {id} is {state}; one data-copy or verification task runs at a time)"
+    )]
     CopyTaskActive {
+        /// What the task that has not ended is (`data-copy task`, `verification task`).
+        noun: &'static str,
         /// The task that has not ended.
         id: String,
         /// Its state.
         state: JobState,
     },
+    /// A verification task was asked for while a task of either kind has not ended (Sidecar's
+    /// message first, whichever kind runs).
+    #[error(
+        "Another files digest verification is in progress ({noun} {id} is {state}; one data-copy or verification task runs at a time)"
+    )]
+    VerificationTaskActive {
+        /// What the task that has not ended is (`data-copy task`, `verification task`).
+        noun: &'static str,
+        /// The task that has not ended.
+        id: String,
+        /// Its state.
+        state: JobState,
+    },
+    /// A task was asked for on a node whose migration is COMPLETED (Sidecar's
+    /// `allowIfMigrationNotComplete`).
+    #[error(
+        "live migration is COMPLETED on this node: no new task is accepted (remove this node from migration_map, then DELETE /api/v1/live-migration/status, to migrate it again)"
+    )]
+    MigrationCompleted,
+    /// A verification found that the two sides do not list the same files, or list them with
+    /// another size, type or modification time (Sidecar's message); no digest was computed.
+    #[error("Files list did not match between source and destination")]
+    FilesListMismatch,
+    /// A verification found files whose digests differ, or could not be computed (Sidecar's
+    /// message).
+    #[error("File digests did not match between source and destination")]
+    DigestMismatch,
     /// No task of this kind has the id.
     #[error("no {noun} with id {id:?}")]
     NoSuchTask {

@@ -92,8 +92,9 @@ pub struct LiveMigration {
     peer_token: Option<secrecy::SecretString>,
     /// How this destination reaches its source over TLS (`peer_tls`).
     peer_tls: Option<crate::tls::PeerTls>,
-    /// Held while a data-copy task is checked for admission and submitted.
-    copy_admission: tokio::sync::Mutex<()>,
+    /// Held while a task of either kind is checked for admission and submitted (or resumed):
+    /// one data-copy or verification task runs at a time.
+    task_admission: tokio::sync::Mutex<()>,
     enabled: AtomicBool,
     /// `enabled_until` in milliseconds since the epoch (`i64::MAX`: no expiry), read on
     /// every request without a lock.
@@ -142,7 +143,7 @@ impl LiveMigration {
             exclusions,
             file_requests: Arc::new(tokio::sync::Semaphore::new(lm.max_concurrent_file_requests)),
             listings: Arc::new(tokio::sync::Semaphore::new(lm.max_concurrent_listings)),
-            copy_admission: tokio::sync::Mutex::new(()),
+            task_admission: tokio::sync::Mutex::new(()),
             enabled: AtomicBool::new(persisted.enabled.unwrap_or(lm.enabled)),
             enabled_until_ms: AtomicI64::new(until_ms(persisted.enabled_until)),
             persisted: Mutex::new(persisted),

@@ -191,7 +191,7 @@ fn raw_get(d: &Daemon, path: &str) -> (u16, Value) {
 
 /// A verification report that found every file identical.
 fn assert_all_matched(report: &Value) {
-    assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
+    assert_eq!(report["state"], "COMPLETED", "{report:#}");
     for k in [
         "filesNotFoundAtSource",
         "filesNotFoundAtDestination",
@@ -441,15 +441,95 @@ pub(crate) async fn copy_to_end(dst: &Daemon, body: Value) -> Value {
     dst.wait_for(&url, WAIT, ended).await
 }
 
-/// Starts a verification task (SHA-256) on `dst`; returns its status URL and id.
+/// Starts a verification task (SHA-256, 4 files at once: both fields are required) on
+/// `dst`; returns its status URL and id.
 async fn start_verify(dst: &Daemon) -> (String, String) {
-    start_task(dst, VERIFY_TASKS, &json!({"digestAlgorithm": "sha256"})).await
+    start_task(
+        dst,
+        VERIFY_TASKS,
+        &json!({"maxConcurrency": 4, "digestAlgorithm": "sha256"}),
+    )
+    .await
+}
+
+/// Asserts that the JSON object `text` names the Sidecar's fields of a verification task
+/// first, in the Sidecar's order (a parsed `Value` keeps no order).
+fn assert_sidecar_verification_order(text: &str) {
+    let at = |k: &str| {
+        text.find(&format!("\"{k}\":"))
+            .unwrap_or_else(|| panic!("{k}: {text}"))
+    };
+    let order = [
+        "id",
+        "digestAlgorithm",
+        "state",
+        "source",
+        "port",
+        "filesNotFoundAtSource",
+        "filesNotFoundAtDestination",
+        "metadataMatched",
+        "metadataMismatches",
+        "digestMismatches",
+        "digestVerificationFailures",
+        "filesMatched",
+        "taskId",
+    ];
+    assert_eq!(at("id"), 1, "{text}");
+    for pair in order.windows(2) {
+        assert!(at(pair[0]) < at(pair[1]), "{pair:?}: {text}");
+    }
+}
+
+/// Whether a verification task has ended (Sidecar's states).
+fn verification_ended(task: &Value) -> bool {
+    !["NOT_STARTED", "IN_PROGRESS"].contains(&task["state"].as_str().unwrap_or(""))
 }
 
 /// Runs a verification task on `dst` until it ends; returns its id and its report.
 async fn verify_to_end(dst: &Daemon) -> (String, Value) {
     let (url, id) = start_verify(dst).await;
-    (id, dst.wait_for(&url, WAIT, ended).await)
+    (id, dst.wait_for(&url, WAIT, verification_ended).await)
+}
+
+/// The fields of a verification task a Sidecar client reads, in the Sidecar's order, with
+/// their JSON types.
+fn assert_sidecar_verification_shape(task: &Value) {
+    let sidecar = [
+        "id",
+        "digestAlgorithm",
+        "state",
+        "source",
+        "port",
+        "filesNotFoundAtSource",
+        "filesNotFoundAtDestination",
+        "metadataMatched",
+        "metadataMismatches",
+        "digestMismatches",
+        "digestVerificationFailures",
+        "filesMatched",
+    ];
+    for k in sidecar {
+        assert!(task.get(k).is_some(), "{k}: {task:#}");
+    }
+    assert!(
+        task["id"].is_string() && task["source"].is_string(),
+        "{task:#}"
+    );
+    assert!(task["digestAlgorithm"].is_string(), "{task:#}");
+    for k in &sidecar[4..] {
+        assert!(task[k].is_u64(), "{k}: {task:#}");
+    }
+    assert!(
+        [
+            "NOT_STARTED",
+            "IN_PROGRESS",
+            "COMPLETED",
+            "FAILED",
+            "CANCELLED"
+        ]
+        .contains(&task["state"].as_str().unwrap()),
+        "{task:#}"
+    );
 }
 
 pub(crate) fn same_tree(src: &Path, dst: &Path, files: &[(String, Vec<u8>)]) {
@@ -685,10 +765,11 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     files[3].1 = content(11, files[3].1.len());
     same_tree(src.root(), home.path(), &files);
 
-    // Verification: everything matches; then every kind of difference is found and counted.
+    // Verification (Sidecar's algorithm): everything matches, files and directories by type,
+    // size and time, then every file by digest.
     let mut verifications = Vec::new();
     let (id, report) = verify_to_end(&dst).await;
-    verifications.push(id);
+    verifications.push(id.clone());
     // The Sidecar keeps one task of either kind: the latest is a verification, so the list
     // of data-copy tasks is empty; drover still shows every one with ?all=true.
     let (status, list) = dst.get(COPY_TASKS).await;
@@ -697,32 +778,113 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     assert_eq!(status, 200, "{all}");
     assert_eq!(all.as_array().unwrap().len(), 4, "{all:#}");
     assert_eq!(all[3]["taskId"], task["taskId"], "{all:#}");
-    assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
-    let all = report["filesMatched"].as_u64().unwrap();
-    assert!(all > files.len() as u64, "{report:#}");
-    assert_eq!(report["metadataMatched"], all, "{report:#}");
     assert_all_matched(&report);
-    // A byte flipped in place, a file missing, a file of another size, a stray file.
+    assert_sidecar_verification_shape(&report);
+    assert_eq!(report["id"], id.as_str(), "{report:#}");
+    assert_eq!(report["taskId"], id.as_str(), "{report:#}");
+    let text = dst
+        .client()
+        .get(dst.url(&format!("{VERIFY_TASKS}/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_sidecar_verification_order(&text);
+    assert_eq!(report["source"], "127.0.0.1", "{report:#}");
+    assert_eq!(report["digestAlgorithm"], "sha256", "{report:#}");
+    assert!(report["error"].is_null(), "{report:#}");
+    // Files only are matched by digest; directories count among the matched metadata.
+    assert_eq!(report["filesMatched"], files.len(), "{report:#}");
+    let all = report["metadataMatched"].as_u64().unwrap();
+    assert!(all > files.len() as u64, "{report:#}");
+    // The Sidecar's own algorithm names, case-insensitive, and echoed as sent.
+    for algorithm in ["MD5", "XXHash32"] {
+        let (url, _) = start_task(
+            &dst,
+            VERIFY_TASKS,
+            &json!({"maxConcurrency": 2, "digestAlgorithm": algorithm}),
+        )
+        .await;
+        let report = dst.wait_for(&url, WAIT, verification_ended).await;
+        assert_all_matched(&report);
+        assert_eq!(report["digestAlgorithm"], algorithm, "{report:#}");
+        assert_eq!(report["filesMatched"], files.len(), "{report:#}");
+        verifications.push(report["id"].as_str().unwrap().to_string());
+    }
+
+    // A byte flipped in place, its size and time kept: the lists agree, one digest differs.
     let victim = home.path().join(&files[0].0);
+    let when = std::fs::metadata(&victim).unwrap().modified().unwrap();
     let mut bytes = std::fs::read(&victim).unwrap();
     bytes[1234] ^= 0xff;
     std::fs::write(&victim, bytes).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&victim)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    let (id, report) = verify_to_end(&dst).await;
+    verifications.push(id);
+    assert_eq!(report["state"], "FAILED", "{report:#}");
+    assert_eq!(
+        report["error"], "File digests did not match between source and destination",
+        "{report:#}"
+    );
+    for (counter, n) in [
+        ("filesNotFoundAtSource", 0),
+        ("filesNotFoundAtDestination", 0),
+        ("metadataMismatches", 0),
+        ("metadataMatched", all),
+        ("digestMismatches", 1),
+        ("digestVerificationFailures", 0),
+        ("filesMatched", files.len() as u64 - 1),
+    ] {
+        assert_eq!(report[counter], n, "{counter}: {report:#}");
+    }
+    let differences = report["differences"].as_array().unwrap();
+    assert_eq!(differences.len(), 1, "{report:#}");
+    assert!(
+        differences[0]
+            .as_str()
+            .unwrap()
+            .contains("data/0/ks/t-1/nb-1-big-Data.db: digest"),
+        "{report:#}"
+    );
+
+    // A file missing, a file of another size, one only touched, a stray file: the lists
+    // differ, and the task fails before any digest is computed.
     std::fs::remove_file(home.path().join(&files[6].0)).unwrap();
     let mut longer = files[4].1.clone();
     longer.push(0);
     std::fs::write(home.path().join(&files[4].0), longer).unwrap();
+    let touched = home.path().join(&files[1].0);
+    let ms = std::fs::metadata(&touched)
+        .unwrap()
+        .modified()
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    set_mtime(&touched, ms + 1);
     write(&home.path().join("data1/ks/t-2/lm_stray.db"), b"stray");
     let (id, report) = verify_to_end(&dst).await;
     verifications.push(id);
-    assert_eq!(report["state"], "SUCCEEDED", "{report:#}");
+    assert_eq!(report["state"], "FAILED", "{report:#}");
+    assert_eq!(
+        report["error"], "Files list did not match between source and destination",
+        "{report:#}"
+    );
     for (counter, n) in [
         ("filesNotFoundAtSource", 1),
         ("filesNotFoundAtDestination", 1),
-        ("metadataMismatches", 1),
-        ("digestMismatches", 1),
+        ("metadataMismatches", 2),
+        ("metadataMatched", all - 3),
+        ("digestMismatches", 0),
         ("digestVerificationFailures", 0),
-        ("metadataMatched", all - 2),
-        ("filesMatched", all - 3),
+        ("filesMatched", 0),
     ] {
         assert_eq!(report[counter], n, "{counter}: {report:#}");
     }
@@ -738,9 +900,12 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
         ("data/0/ks/t-1/nb-2-big-Data.db", "not at the destination"),
         (
             "commitlog/0/CommitLog-7-1.log",
-            "250000 bytes at the source, FILE of 250001",
+            "FILE of 250000 bytes modified at",
         ),
-        ("data/0/ks/t-1/nb-1-big-Data.db", "digest"),
+        (
+            "data/0/ks/t-1/nb-1-big-TOC.txt",
+            &format!("modified at {} ms here", ms + 1),
+        ),
     ] {
         assert!(
             differences
@@ -754,7 +919,7 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
         write(&home.path().join(format!("data0/ks/lm_many/f{i}.db")), b"x");
     }
     let (id, report) = verify_to_end(&dst).await;
-    verifications.push(id);
+    verifications.push(id.clone());
     // 150 files, their directory, and the stray file from before.
     assert_eq!(report["filesNotFoundAtSource"], 152, "{report:#}");
     assert_eq!(
@@ -763,41 +928,65 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
         "{report:#}"
     );
 
-    // Listed oldest first, with what each found; an ended task cannot be cancelled.
+    // The list is the current task only, as a bare array (Sidecar's); `?all=true` lists
+    // every verification, oldest first.
     let (status, list) = dst.get(VERIFY_TASKS).await;
     assert_eq!(status, 200, "{list}");
-    let tasks = list["tasks"].as_array().unwrap();
-    let ids: Vec<&str> = tasks
-        .iter()
-        .map(|t| t["taskId"].as_str().unwrap())
-        .collect();
+    let current = list.as_array().unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(current.len(), 1, "{list:#}");
+    assert_eq!(current[0]["id"], id.as_str(), "{list:#}");
+    assert_sidecar_verification_shape(&current[0]);
+    let (status, list) = dst.get(&format!("{VERIFY_TASKS}?all=true")).await;
+    assert_eq!(status, 200, "{list}");
+    let tasks = list.as_array().unwrap_or_else(|| panic!("{list}"));
+    let ids: Vec<&str> = tasks.iter().map(|t| t["id"].as_str().unwrap()).collect();
     assert_eq!(ids, verifications, "{list:#}");
-    assert!(tasks.iter().all(|t| t["state"] == "SUCCEEDED"), "{list:#}");
-    assert_eq!(tasks[0]["digestMismatches"], 0, "{list:#}");
-    assert_eq!(tasks[1]["digestMismatches"], 1, "{list:#}");
-    assert_eq!(tasks[2]["filesNotFoundAtSource"], 152, "{list:#}");
-    let (status, err) = patch(
-        &dst,
-        &format!("/api/v1/live-migration/files-verification-tasks/{}", ids[0]),
-    )
-    .await;
-    assert_eq!(status, 409, "{err}");
+    let states: Vec<&str> = tasks.iter().map(|t| t["state"].as_str().unwrap()).collect();
+    assert_eq!(
+        states,
+        [
+            "COMPLETED",
+            "COMPLETED",
+            "COMPLETED",
+            "FAILED",
+            "FAILED",
+            "FAILED"
+        ],
+        "{list:#}"
+    );
+    assert_eq!(tasks[3]["digestMismatches"], 1, "{list:#}");
+    assert_eq!(tasks[5]["filesNotFoundAtSource"], 152, "{list:#}");
+    // Cancelling a task that has ended answers it as it is (Sidecar's 200).
+    for (i, state) in [(0, "COMPLETED"), (3, "FAILED")] {
+        let (status, task) = patch(&dst, &format!("{VERIFY_TASKS}/{}", ids[i])).await;
+        assert_eq!(status, 200, "{task}");
+        assert_eq!(task["state"], state, "{task:#}");
+    }
 
     // A source that stops answering (frozen): tasks waiting on it still end when cancelled.
     source.signal("STOP");
-    let (url, _) = start_verify(&dst).await;
-    // A task is QUEUED until its worker picks it up; on a loaded machine that can take a moment.
+    let (url, id) = start_verify(&dst).await;
+    // A task is NOT_STARTED until its worker picks it up; on a loaded machine that can take a
+    // moment.
     let running = dst
-        .wait_for(&url, Duration::from_secs(10), |t| t["state"] != "QUEUED")
+        .wait_for(&url, Duration::from_secs(10), |t| {
+            t["state"] != "NOT_STARTED"
+        })
         .await;
-    assert_eq!(running["state"], "RUNNING", "{running:#}");
+    assert_eq!(running["state"], "IN_PROGRESS", "{running:#}");
+    // Live counters: nothing counted before both lists are in.
+    assert_eq!(running["metadataMatched"], 0, "{running:#}");
     let (_, list) = dst.get(VERIFY_TASKS).await;
-    assert_eq!(list["tasks"][3]["state"], "RUNNING", "{list:#}");
+    assert_eq!(list[0]["id"], id.as_str(), "{list:#}");
+    assert_eq!(list[0]["state"], "IN_PROGRESS", "{list:#}");
     // Time to reach the listing request, which gets no answer.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (status, cancelled) = patch(&dst, &url).await;
     assert_eq!(status, 200, "{cancelled}");
-    let report = dst.wait_for(&url, Duration::from_secs(10), ended).await;
+    assert_eq!(cancelled["state"], "CANCELLED", "{cancelled:#}");
+    let report = dst
+        .wait_for(&url, Duration::from_secs(10), verification_ended)
+        .await;
     assert_eq!(report["state"], "CANCELLED", "{report:#}");
     let (url, _) = start_copy(
         &dst,
@@ -1252,6 +1441,258 @@ async fn concurrent_data_copy_submissions_admit_one_task() {
     let task = dst.wait_for(url, WAIT, ended).await;
     assert_eq!(task["state"], "CANCELLED", "{task:#}");
     drop(silent);
+}
+
+/// A node runs one live-migration task of either kind at a time (Sidecar's one task slot): a
+/// verification while a copy runs, or a copy while a verification runs, is 409, also when
+/// they arrive together. Requests are checked as the Sidecar checks them: both verification
+/// fields required, `maxConcurrency` within `max_concurrent_file_requests`, the Sidecar's
+/// algorithm names, unknown fields ignored; and once the node's migration is COMPLETED, no
+/// task of either kind is accepted.
+#[tokio::test]
+async fn lm_one_task_of_either_kind_at_a_time_and_none_once_completed() {
+    // A source that accepts connections and never answers: admitted tasks stay running.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let source = silent.local_addr().unwrap().to_string();
+    let home = Home::new();
+    let extra = "  max_concurrent_file_requests: 8\n  peer_read_timeout: 10m\n";
+    let mut dst = destination(&home, &source, extra).await;
+    let copy = json!({"maxIterations": 1, "successThreshold": 0.9, "maxConcurrency": 1});
+    let verify = json!({"maxConcurrency": 2, "digestAlgorithm": "XXHash32"});
+    let refused = |answer: &(u16, Value), status: u16, text: &str| {
+        let (code, body) = answer;
+        assert_eq!(*code, status, "{body}");
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(message.contains(text), "{text:?} not in {body}");
+    };
+
+    // Requests the Sidecar refuses.
+    for (body, text) in [
+        (json!({}), "maxConcurrency"),
+        (json!({"digestAlgorithm": "MD5"}), "maxConcurrency"),
+        (
+            json!({"maxConcurrency": 0, "digestAlgorithm": "MD5"}),
+            "maxConcurrency must be >= 1",
+        ),
+        (
+            json!({"maxConcurrency": 2}),
+            "digestAlgorithm cannot be null or empty",
+        ),
+        (
+            json!({"maxConcurrency": 2, "digestAlgorithm": ""}),
+            "digestAlgorithm cannot be null or empty",
+        ),
+        (
+            json!({"maxConcurrency": 9, "digestAlgorithm": "MD5"}),
+            "max concurrency can not be more than 8",
+        ),
+        (
+            json!({"maxConcurrency": 2, "digestAlgorithm": "crc32"}),
+            "Unsupported digest algorithm crc32",
+        ),
+    ] {
+        refused(&dst.post_json(VERIFY_TASKS, &body).await, 400, text);
+    }
+    for n in [9, 300] {
+        let mut wide = copy.clone();
+        wide["maxConcurrency"] = json!(n);
+        refused(
+            &dst.post_json(COPY_TASKS, &wide).await,
+            400,
+            "max concurrency can not be more than 8",
+        );
+    }
+
+    // Submissions of both kinds at once: one is admitted.
+    let answers = futures::future::join_all((0..8).map(|i| {
+        let (tasks, body) = if i % 2 == 0 {
+            (COPY_TASKS, &copy)
+        } else {
+            (VERIFY_TASKS, &verify)
+        };
+        dst.post_json(tasks, body)
+    }))
+    .await;
+    let accepted: Vec<&Value> = answers
+        .iter()
+        .filter(|(status, _)| *status == 202)
+        .map(|(_, body)| body)
+        .collect();
+    assert_eq!(accepted.len(), 1, "{answers:#?}");
+    assert!(
+        answers
+            .iter()
+            .all(|(status, _)| [202, 409].contains(status)),
+        "{answers:#?}"
+    );
+    let url = accepted[0]["statusUrl"].as_str().unwrap().to_string();
+    let (status, _) = patch(&dst, &url).await;
+    assert_eq!(status, 200);
+    dst.wait_for(&url, WAIT, |t| ended(t) && verification_ended(t))
+        .await;
+
+    // A verification runs (an unknown field is ignored, and logged): no copy, no other
+    // verification.
+    let mut sidecar = verify.clone();
+    sidecar["lm_unknown_field"] = json!(true);
+    let (url, id) = start_task(&dst, VERIFY_TASKS, &sidecar).await;
+    let running = dst
+        .wait_for(&url, WAIT, |t| t["state"] != "NOT_STARTED")
+        .await;
+    assert_eq!(running["state"], "IN_PROGRESS", "{running:#}");
+    assert_eq!(running["digestAlgorithm"], "XXHash32", "{running:#}");
+    assert!(dst.logs().contains("lm_unknown_field"), "{}", dst.logs());
+    let answer = dst.post_json(COPY_TASKS, &copy).await;
+    refused(
+        &answer,
+        409,
+        "Another task is already under progress. Cannot accept new task.",
+    );
+    refused(&answer, 409, &id);
+    refused(
+        &dst.post_json(VERIFY_TASKS, &verify).await,
+        409,
+        "Another files digest verification is in progress",
+    );
+    let (status, cancelled) = patch(&dst, &url).await;
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(cancelled["state"], "CANCELLED", "{cancelled:#}");
+
+    // A copy runs: no verification; the verification list holds no task (the current task
+    // is a copy).
+    let (url, id) = start_task(&dst, COPY_TASKS, &copy).await;
+    let answer = dst.post_json(VERIFY_TASKS, &verify).await;
+    refused(
+        &answer,
+        409,
+        "Another files digest verification is in progress",
+    );
+    refused(&answer, 409, &format!("data-copy task {id}"));
+    let (status, list) = dst.get(VERIFY_TASKS).await;
+    assert_eq!((status, &list), (200, &json!([])), "{list}");
+    let (status, _) = patch(&dst, &url).await;
+    assert_eq!(status, 200);
+    let task = dst.wait_for(&url, WAIT, ended).await;
+    assert_eq!(task["state"], "CANCELLED", "{task:#}");
+
+    // A verification running when the daemon is killed shows FAILED after the restart (it is
+    // not resumed), and takes no slot.
+    let (url, id) = start_task(&dst, VERIFY_TASKS, &verify).await;
+    dst.wait_for(&url, WAIT, |t| t["state"] == "IN_PROGRESS")
+        .await;
+    dst.kill9();
+    let dst = destination(&home, &source, extra).await;
+    let (status, task) = dst.get(&url).await;
+    assert_eq!(status, 200, "{task}");
+    assert_eq!(task["state"], "FAILED", "{task:#}");
+    assert!(
+        task["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("verifications are not resumed")),
+        "{task:#}"
+    );
+    let (_, list) = dst.get(VERIFY_TASKS).await;
+    assert_eq!(list[0]["id"], id.as_str(), "{list:#}");
+    let (url, _) = start_task(&dst, VERIFY_TASKS, &verify).await;
+    let (status, _) = patch(&dst, &url).await;
+    assert_eq!(status, 200);
+
+    // This node's migration declared COMPLETED: no task of either kind.
+    let (status, done) = dst
+        .post_json("/api/v1/live-migration/status", &json!({}))
+        .await;
+    assert_eq!(status, 200, "{done}");
+    refused(&dst.post_json(COPY_TASKS, &copy).await, 400, "COMPLETED");
+    refused(
+        &dst.post_json(VERIFY_TASKS, &verify).await,
+        400,
+        "COMPLETED",
+    );
+    drop(silent);
+}
+
+/// A source that lists `listing` and never answers any other request (a digest, a file):
+/// each connection is held until the destination closes it.
+fn source_that_lists_only(listing: Value) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let body = listing.to_string();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let body = body.clone();
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head);
+                if head.starts_with("GET /api/v1/live-migration/files HTTP/1.1") {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                }
+                // Held (or kept alive) until the destination closes it.
+                while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}
+
+/// A verification's counters change while it runs (the Sidecar's are read live): once both
+/// lists are in and agree, they show while the digests are still awaited.
+#[tokio::test]
+async fn lm_verification_counters_are_live_while_it_runs() {
+    let home = Home::new();
+    let mut files = Vec::new();
+    for (i, path) in [
+        "data0/ks/t-1/nb-1-big-Data.db",
+        "data0/ks/t-1/nb-1-big-TOC.txt",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let full = home.path().join(path);
+        write(&full, &content(i as u64, 1000 + i));
+        let ms = std::fs::metadata(&full)
+            .unwrap()
+            .modified()
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        files.push(json!({"fileUrl": url_of(path), "size": 1000 + i, "fileType": "FILE", "lastModifiedTime": ms}));
+    }
+    for dir in ["ks", "ks/t-1"] {
+        files.push(json!({"fileUrl": format!("/api/v1/live-migration/files/data/0/{dir}"), "size": 0, "fileType": "DIRECTORY", "lastModifiedTime": 0}));
+    }
+    let source = source_that_lists_only(json!({"totalSize": 2001, "files": files}));
+    let dst = destination(&home, &source, "").await;
+    let (url, _) = start_task(
+        &dst,
+        VERIFY_TASKS,
+        &json!({"maxConcurrency": 1, "digestAlgorithm": "MD5"}),
+    )
+    .await;
+    let task = dst
+        .wait_for(&url, WAIT, |t| {
+            t["metadataMatched"] == 4 || verification_ended(t)
+        })
+        .await;
+    assert_eq!(task["state"], "IN_PROGRESS", "{task:#}");
+    assert_eq!(task["metadataMatched"], 4, "{task:#}");
+    assert_eq!(task["filesMatched"], 0, "{task:#}");
+    let (status, task) = patch(&dst, &url).await;
+    assert_eq!(status, 200, "{task}");
+    assert_eq!(task["state"], "CANCELLED", "{task:#}");
+    assert_eq!(task["metadataMatched"], 4, "{task:#}");
 }
 
 /// A source with `auth` serves its files only to a destination that sends a token with the

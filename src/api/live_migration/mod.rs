@@ -23,16 +23,19 @@ impl From<LiveMigrationError> for ApiError {
         use LiveMigrationError as E;
         let status = match e {
             E::Jobs(jobs) => return jobs.into(),
-            E::InvalidRequest(_) | E::AlreadyCompleted | E::NodeRunning { .. } => {
-                StatusCode::BAD_REQUEST
-            }
+            E::InvalidRequest(_)
+            | E::AlreadyCompleted
+            | E::MigrationCompleted
+            | E::NodeRunning { .. } => StatusCode::BAD_REQUEST,
             E::Path(PathError::Invalid(_)) => StatusCode::BAD_REQUEST,
             E::Path(PathError::Outside(_)) => StatusCode::FORBIDDEN,
             E::Path(PathError::NotFound(_))
             | E::FileVanished
             | E::NotDestination
             | E::NoSuchTask { .. } => StatusCode::NOT_FOUND,
-            E::NoMoreFiles | E::CopyTaskActive { .. } => StatusCode::CONFLICT,
+            E::NoMoreFiles | E::CopyTaskActive { .. } | E::VerificationTaskActive { .. } => {
+                StatusCode::CONFLICT
+            }
             E::TooManyFileRequests { .. } | E::TooManyListings { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -47,6 +50,8 @@ impl From<LiveMigrationError> for ApiError {
             | E::Digest(_)
             | E::Cancelled
             | E::SourceCompleted
+            | E::FilesListMismatch
+            | E::DigestMismatch
             | E::Invalid(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::new(status, e.to_string())
@@ -71,10 +76,18 @@ mod tests {
         assert_eq!(status(LiveMigrationError::FileVanished), 404);
         assert_eq!(status(LiveMigrationError::NoMoreFiles), 409);
         let active = LiveMigrationError::CopyTaskActive {
+            noun: "verification task",
             id: "t".into(),
             state: JobState::Running,
         };
         assert_eq!(status(active), 409);
+        let active = LiveMigrationError::VerificationTaskActive {
+            noun: "data-copy task",
+            id: "t".into(),
+            state: JobState::Running,
+        };
+        assert_eq!(status(active), 409);
+        assert_eq!(status(LiveMigrationError::MigrationCompleted), 400);
         assert_eq!(
             status(LiveMigrationError::TooManyFileRequests { limit: 4 }),
             503

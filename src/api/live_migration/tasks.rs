@@ -9,10 +9,12 @@ use utoipa::{IntoParams, ToSchema};
 use crate::api::AppState;
 use crate::api::body::Payload;
 use crate::api::error::{ApiError, ErrorBody};
-use crate::jobs::JobRecord;
+use crate::jobs::kind::JobKind;
+use crate::jobs::{JobRecord, JobState};
 use crate::livemigration::copy::{CopyRequest, IterationStatus, ThresholdBasis};
+use crate::livemigration::kinds::VerificationKind;
 use crate::livemigration::tasks::{self, DataCopyTask, VerificationTask};
-use crate::livemigration::verify::{VerifyReport, VerifyRequest};
+use crate::livemigration::verify::VerifyRequest;
 
 /// The answer to a task submission (Sidecar's).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -189,45 +191,133 @@ pub async fn cancel_copy(
     Ok(Json(copy_view(&state, task)))
 }
 
-/// A files-verification task.
+/// The state of a files-verification task (Sidecar's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum VerificationState {
+    /// Accepted, waiting for a job slot (`jobs.max_running`).
+    NotStarted,
+    /// Listing and comparing.
+    InProgress,
+    /// Every file matched, by listing and by digest.
+    Completed,
+    /// Files differ (`error` says whether the lists or the digests), the task could not run,
+    /// or the daemon stopped while it ran (verifications are not resumed).
+    Failed,
+    /// Cancelled by an operator.
+    Cancelled,
+}
+
+impl VerificationState {
+    /// The state a task shows, from its job's state and whether it was cancelled.
+    fn of(task: &VerificationTask) -> Self {
+        match task.state {
+            // The Sidecar shows a cancel at once; drover's job may still be stopping.
+            _ if task.cancel_requested => Self::Cancelled,
+            JobState::Queued => Self::NotStarted,
+            JobState::Running => Self::InProgress,
+            JobState::Succeeded => Self::Completed,
+            JobState::Failed | JobState::Interrupted => Self::Failed,
+            JobState::Cancelled => Self::Cancelled,
+        }
+    }
+}
+
+/// A files-verification task: the Sidecar's `LiveMigrationFilesVerificationResponse`, in its
+/// order, then drover's fields. The counters are live while the task runs.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VerificationTaskView {
     /// Task id.
+    pub id: String,
+    /// As requested (its case kept).
+    pub digest_algorithm: String,
+    /// Where the task is.
+    pub state: VerificationState,
+    /// The source daemon's host.
+    pub source: String,
+    /// The source daemon's port.
+    pub port: u16,
+    /// Files and directories here that the source does not list.
+    pub files_not_found_at_source: u64,
+    /// Files and directories the source lists that are not here.
+    pub files_not_found_at_destination: u64,
+    /// Files with the same size and modification time on both sides, and directories on
+    /// both sides.
+    pub metadata_matched: u64,
+    /// Entries whose type, size or modification time differ.
+    pub metadata_mismatches: u64,
+    /// Files whose digests differ.
+    pub digest_mismatches: u64,
+    /// Files whose digest could not be computed on one side.
+    pub digest_verification_failures: u64,
+    /// Files (not directories) whose digests are equal.
+    pub files_matched: u64,
+    /// drover: the task id again (the POST answer's name for it).
     pub task_id: String,
-    /// The job state (`RUNNING`, `SUCCEEDED`, ...).
-    pub state: String,
-    /// Why it failed.
+    /// drover: as requested.
+    pub max_concurrency: Option<i64>,
+    /// drover: why it failed (the Sidecar's message when files differ).
     pub error: Option<String>,
-    /// What it found (once done).
-    #[serde(flatten)]
-    pub report: Option<VerifyReport>,
+    /// drover: up to 100 differing files, with what differs.
+    pub differences: Vec<String>,
 }
 
-/// Verification tasks, oldest first.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct VerificationTaskList {
-    /// Every task.
-    pub tasks: Vec<VerificationTaskView>,
+/// `?all=true`: every task, not only the current one (drover).
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct VerificationListQuery {
+    /// drover: every verification task, oldest first, instead of the current task only.
+    #[serde(default)]
+    pub all: bool,
 }
 
-fn verify_view(task: VerificationTask) -> VerificationTaskView {
+fn verify_view(state: &AppState, task: VerificationTask) -> VerificationTaskView {
+    let (source, port) = state.live.source_host_port();
+    let view_state = VerificationState::of(&task);
+    let report = task.report.unwrap_or_default();
+    let request = task.request.unwrap_or_default();
+    let error = task.error.or_else(|| {
+        (task.state == JobState::Interrupted).then(|| {
+            "the daemon stopped while the verification ran; verifications are not resumed: start a new one".to_string()
+        })
+    });
     VerificationTaskView {
+        id: task.id.clone(),
+        digest_algorithm: request.digest_algorithm.unwrap_or(report.digest_algorithm),
+        state: view_state,
+        source,
+        port,
+        files_not_found_at_source: report.files_not_found_at_source,
+        files_not_found_at_destination: report.files_not_found_at_destination,
+        metadata_matched: report.metadata_matched,
+        metadata_mismatches: report.metadata_mismatches,
+        digest_mismatches: report.digest_mismatches,
+        digest_verification_failures: report.digest_verification_failures,
+        files_matched: report.files_matched,
         task_id: task.id,
-        state: task.state.to_string(),
-        error: task.error,
-        report: task.report,
+        max_concurrency: request.max_concurrency,
+        error,
+        differences: report.differences,
     }
 }
 
-/// Starts a verification task: both sides' file lists are compared (type, size), then the
-/// content digest of every file present on both. Destination only.
+/// Starts a verification task (Sidecar's algorithm): both sides' file lists are compared by
+/// type, size and modification time, and only when they agree, the content digest of every
+/// file. `maxConcurrency` and `digestAlgorithm` are required; fields drover does not know are
+/// ignored. Refused once this node's migration is COMPLETED (400) and while a task of either
+/// kind runs (409). Destination only.
 #[utoipa::path(
     post,
     path = "/api/v1/live-migration/files-verification-tasks",
     tag = "live-migration",
     request_body = VerifyRequest,
-    responses((status = 202, body = TaskAccepted), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody))
+    responses(
+        (status = 202, body = TaskAccepted),
+        (status = 400, description = "Bad request, or this node's migration is COMPLETED", body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "A data-copy or verification task is running", body = ErrorBody),
+    )
 )]
 pub async fn start_verify(
     State(state): State<AppState>,
@@ -237,23 +327,33 @@ pub async fn start_verify(
     Ok(accepted(record))
 }
 
-/// Lists verification tasks. Destination only.
+/// The current verification task, as a bare array (Sidecar's): the most recent task of
+/// either kind if it is a verification, else `[]`. With `?all=true` (drover), every
+/// verification task, oldest first. Destination only.
 #[utoipa::path(
     get,
     path = "/api/v1/live-migration/files-verification-tasks",
     tag = "live-migration",
-    responses((status = 200, body = VerificationTaskList), (status = 404, body = ErrorBody))
+    params(VerificationListQuery),
+    responses((status = 200, body = Vec<VerificationTaskView>), (status = 404, body = ErrorBody))
 )]
-pub async fn list_verifies(State(state): State<AppState>) -> Json<VerificationTaskList> {
-    Json(VerificationTaskList {
-        tasks: tasks::verification_tasks(&state.jobs)
+pub async fn list_verifies(
+    State(state): State<AppState>,
+    Query(query): Query<VerificationListQuery>,
+) -> Json<Vec<VerificationTaskView>> {
+    let tasks = if query.all {
+        tasks::verification_tasks(&state.jobs)
+    } else {
+        tasks::latest_task(&state.jobs)
+            .filter(|r| r.kind == VerificationKind::NAME)
+            .map(VerificationTask::from_record)
             .into_iter()
-            .map(verify_view)
-            .collect(),
-    })
+            .collect()
+    };
+    Json(tasks.into_iter().map(|t| verify_view(&state, t)).collect())
 }
 
-/// One verification task and, once done, what it found. Destination only.
+/// One verification task, with its counters so far. Destination only.
 #[utoipa::path(
     get,
     path = "/api/v1/live-migration/files-verification-tasks/{taskId}",
@@ -265,30 +365,23 @@ pub async fn get_verify(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<VerificationTaskView>, ApiError> {
-    Ok(Json(verify_view(tasks::verification_task(
-        &state.jobs,
-        &id,
-    )?)))
+    let task = tasks::verification_task(&state.jobs, &id)?;
+    Ok(Json(verify_view(&state, task)))
 }
 
-/// Cancels a verification task. Destination only.
+/// Cancels a verification task (Sidecar's): a running one is stopped and answered
+/// `CANCELLED`; one that has ended is answered as it is. Destination only.
 #[utoipa::path(
     patch,
     path = "/api/v1/live-migration/files-verification-tasks/{taskId}",
     tag = "live-migration",
     params(("taskId" = String, Path, description = "Task id")),
-    responses(
-        (status = 200, body = VerificationTaskView),
-        (status = 404, body = ErrorBody),
-        (status = 409, description = "The task has already ended", body = ErrorBody),
-    )
+    responses((status = 200, body = VerificationTaskView), (status = 404, body = ErrorBody))
 )]
 pub async fn cancel_verify(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<VerificationTaskView>, ApiError> {
-    Ok(Json(verify_view(tasks::cancel_verification(
-        &state.jobs,
-        &id,
-    )?)))
+    let task = tasks::cancel_verification(&state.jobs, &id).await?;
+    Ok(Json(verify_view(&state, task)))
 }

@@ -61,7 +61,9 @@ pub async fn run_copy(handle: JobHandle, task: CopyTask) -> JobResult {
     }
 }
 
-/// Runs a verification task as the job behind `handle`; its report is the job's result.
+/// Runs a verification task as the job behind `handle`; its report is the job's result,
+/// published as its counters change. Files that differ fail the job, with the Sidecar's
+/// message as its error.
 pub async fn run_verify(
     handle: JobHandle,
     peer: PeerClient,
@@ -69,16 +71,11 @@ pub async fn run_verify(
     request: VerifyRequest,
 ) -> JobResult {
     handle.set_phase("verifying");
-    match verify::run(&peer, local, &request, handle.cancelled()).await {
-        Ok(report) => {
-            let phase = if report.all_matched() {
-                "done: all files match"
-            } else {
-                "done: files differ"
-            };
-            handle.set_result(serde_json::to_value(&report).expect("a report serializes"));
-            end(&handle, Ending::Done(phase.into()))
-        }
+    let publish = |report: &verify::VerifyReport| {
+        handle.set_result(serde_json::to_value(report).expect("a report serializes"));
+    };
+    match verify::run(&peer, local, &request, handle.cancelled(), publish).await {
+        Ok(_) => end(&handle, Ending::Done("done: all files match".into())),
         Err(e) => end(&handle, ending(e)),
     }
 }

@@ -16,7 +16,7 @@ pub use jobs::{run_copy, run_verify};
 use super::copy::{CopyReport, CopyRequest, IterationState, IterationStatus};
 use super::kinds::{DataCopyKind, VerificationKind};
 use super::local::LocalFiles;
-use super::verify::VerifyReport;
+use super::verify::{VerifyReport, VerifyRequest};
 use super::{LiveMigration, LiveMigrationError};
 use crate::config::Role;
 use crate::jobs::kind::JobKind;
@@ -70,9 +70,13 @@ pub struct VerificationTask {
     pub id: String,
     /// The job's state.
     pub state: JobState,
+    /// An operator asked it to stop (it may still be stopping).
+    pub cancel_requested: bool,
     /// Why it failed.
     pub error: Option<String>,
-    /// What it found, once done.
+    /// The request; `None` when the kept one cannot be read (written by another version).
+    pub request: Option<VerifyRequest>,
+    /// What it found so far (counters are published while it runs).
     pub report: Option<VerifyReport>,
 }
 
@@ -80,11 +84,42 @@ impl VerificationTask {
     /// Reads a verification job's record.
     pub fn from_record(r: JobRecord) -> Self {
         Self {
+            request: serde_json::from_value(r.spec).ok(),
             report: r.result.and_then(|v| serde_json::from_value(v).ok()),
             id: r.id,
             state: r.state,
+            cancel_requested: r.cancel_requested,
             error: r.error,
         }
+    }
+}
+
+/// Whether a job is a live-migration task (data copy or verification).
+fn is_task(r: &JobRecord) -> bool {
+    r.kind == DataCopyKind::NAME || r.kind == VerificationKind::NAME
+}
+
+/// The live-migration task of either kind that has not ended, if any: a node runs one at a
+/// time.
+pub fn active_task(jobs: &JobRegistry) -> Option<JobRecord> {
+    jobs.list(None)
+        .into_iter()
+        .find(|r| is_task(r) && r.state.is_active())
+}
+
+/// The most recent live-migration task of either kind — the Sidecar's one task slot of a
+/// node: the task that has not ended if there is one (a resumed task may be older than one
+/// that ended since), else the one submitted last.
+pub fn latest_task(jobs: &JobRegistry) -> Option<JobRecord> {
+    active_task(jobs).or_else(|| jobs.list(None).into_iter().rfind(is_task))
+}
+
+/// The noun of a task's kind in messages.
+pub fn noun_of(r: &JobRecord) -> &'static str {
+    if r.kind == DataCopyKind::NAME {
+        DataCopyKind::NOUN
+    } else {
+        VerificationKind::NOUN
     }
 }
 
@@ -94,15 +129,6 @@ pub fn copy_tasks(jobs: &JobRegistry) -> Vec<DataCopyTask> {
         .into_iter()
         .map(DataCopyTask::from_record)
         .collect()
-}
-
-/// The most recent live-migration task of either kind: the one in the Sidecar's one task
-/// slot per instance, which its list routes show.
-pub fn latest_task(jobs: &JobRegistry) -> Option<JobRecord> {
-    jobs.list(None)
-        .into_iter()
-        .filter(|r| r.kind == DataCopyKind::NAME || r.kind == VerificationKind::NAME)
-        .max_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)))
 }
 
 /// The current data-copy task as the Sidecar's list shows it: the latest task of either kind
@@ -188,13 +214,29 @@ pub async fn cancel_copy(jobs: &JobRegistry, id: &str) -> Result<DataCopyTask, L
     }
 }
 
-/// Cancels a verification task.
-pub fn cancel_verification(
+/// How long a cancel waits for a verification to stop, so that its answer, and a task
+/// submitted right after it, find it ended (it stops at once unless a digest is being read).
+const VERIFICATION_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Cancels a verification task, as the Sidecar does: a task that has ended is left as it is
+/// (and returned); a running one is stopped, and returned once it has stopped (or after
+/// [`VERIFICATION_STOP_WAIT`], still stopping).
+pub async fn cancel_verification(
     jobs: &JobRegistry,
     id: &str,
 ) -> Result<VerificationTask, LiveMigrationError> {
-    verification_task(jobs, id)?;
-    Ok(VerificationTask::from_record(jobs.cancel(id)?))
+    let task = verification_task(jobs, id)?;
+    if !task.state.is_active() {
+        return Ok(task);
+    }
+    match jobs.cancel_recorded(id).await {
+        Ok(_) => {}
+        // It ended meanwhile.
+        Err(crate::jobs::JobError::WrongState { .. }) => return verification_task(jobs, id),
+        Err(e) => return Err(e.into()),
+    }
+    let record = jobs.wait_finished(id, VERIFICATION_STOP_WAIT).await?;
+    Ok(VerificationTask::from_record(record))
 }
 
 impl LiveMigration {
