@@ -57,7 +57,8 @@ pub struct RemoteFile {
 #[serde(rename_all = "camelCase")]
 struct ListedFile {
     file_url: String,
-    size: i64,
+    // Any JSON integer: a size past i64's range is read, and refused later as a whole.
+    size: serde_json::Number,
     file_type: String,
     last_modified_time: u64,
     #[serde(default)]
@@ -68,11 +69,16 @@ impl TryFrom<ListedFile> for RemoteFile {
     type Error = String;
 
     fn try_from(f: ListedFile) -> Result<Self, String> {
-        let size = match u64::try_from(f.size) {
-            Ok(size) => size,
-            // A directory's size says nothing.
-            Err(_) if f.file_type == "DIRECTORY" => 0,
-            Err(_) => return Err(format!("{}: negative size {}", f.file_url, f.size)),
+        let size = match f.size.as_u64() {
+            Some(size) => size,
+            // A directory's size (-1 in listings) says nothing.
+            None if f.file_type == "DIRECTORY" => 0,
+            None => {
+                return Err(format!(
+                    "{}: size {} is not a number of bytes",
+                    f.file_url, f.size
+                ));
+            }
         };
         Ok(Self {
             file_url: f.file_url,
@@ -359,6 +365,11 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("negative size"), "{e}");
+        assert!(e.contains("size -1 is not a number of bytes"), "{e}");
+        let huge: RemoteList = serde_json::from_str(
+            r#"{"files": [{"fileUrl": "/f", "size": 18446744073709551615, "fileType": "FILE", "lastModifiedTime": 1}]}"#,
+        )
+        .unwrap();
+        assert_eq!(huge.files[0].size, u64::MAX);
     }
 }
