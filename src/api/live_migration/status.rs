@@ -54,7 +54,7 @@ pub struct OkBody {
     responses(
         (status = 200, body = OkBody),
         (status = 400, description = "The status is not COMPLETED", body = ErrorBody),
-        (status = 403, description = "This node is still in live_migration.migration_map", body = ErrorBody),
+        (status = 403, description = "This node is still in live_migration.migration_map; or the caller does not hold the operation's role, or the request carries an `Origin` not in `server.allowed_origins`", body = ErrorBody),
         (status = 404, body = ErrorBody),
     )
 )]
