@@ -169,7 +169,7 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
         })?;
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
     // Bound first: this node's place in live_migration.migration_map is its real address.
-    let live = crate::livemigration::LiveMigration::open(&config, &bound.to_string())?;
+    let live = crate::livemigration::LiveMigration::open(&config, bound)?;
     if live.enabled() && live.role != crate::config::Role::None {
         tracing::info!(role = ?live.role, "live migration enabled");
     }

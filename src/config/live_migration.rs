@@ -2,28 +2,36 @@
 //! source drover (Apache Cassandra Sidecar's live instance migration).
 
 use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use bytesize::ByteSize;
 use serde::Deserialize;
 
-/// Live instance migration. Off unless `enabled` (or switched on at runtime through
-/// `PUT /api/v1/admin/live-migration`, which is remembered in the state directory) and this
-/// node appears in `migration_map`.
+/// Live instance migration. On when this node appears in `migration_map` (as in Cassandra
+/// Sidecar), unless `enabled: false` or the runtime switch (`PUT /api/v1/admin/live-migration`,
+/// remembered in the state directory) says otherwise.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LiveMigrationConfig {
-    /// Whether the live-migration routes answer at start. A runtime change through the admin
-    /// route is kept in the state directory and wins over this value. Default false.
-    pub enabled: bool,
+    /// Whether the live-migration routes answer: unset (the default), they do when this node
+    /// is in `migration_map` (Cassandra Sidecar has no such key); `false` switches them off,
+    /// `true` on (the node still needs a role in the map). A runtime change through the admin
+    /// route is kept in the state directory and wins over this value.
+    pub enabled: Option<bool>,
     /// Source node → destination node, as `host` or `host:port` of their drover daemons (a
     /// missing port is this daemon's own port). A node is a source when it is a key, a
-    /// destination when it is a value.
+    /// destination when it is a value. Without `advertise`, this node is the entry whose host
+    /// is the host of `server.listen` or resolves (once, at start) to its address — to an
+    /// address of this machine when `listen` is `0.0.0.0` or `::` — and whose port, if it has
+    /// one, is this daemon's; more than one such entry is a config error.
     pub migration_map: BTreeMap<String, String>,
-    /// How this node is named in `migration_map`. Default: `server.listen`.
+    /// How this node is named in `migration_map` (`host` or `host:port`; a missing port is
+    /// this daemon's). Default: found from `server.listen` (see `migration_map`).
     pub advertise: Option<String>,
     /// Files never listed nor served: `glob:` or `regex:` patterns matched against absolute
-    /// paths, with placeholders `${DATA_FILE_DIR}`, `${COMMITLOG_DIR}`, `${HINTS_DIR}`,
+    /// paths, with placeholders `${DATA_FILE_DIR}` (every data directory),
+    /// `${DATA_FILE_DIR_<i>}` (data directory `i`, from 0), `${COMMITLOG_DIR}`, `${HINTS_DIR}`,
     /// `${SAVED_CACHES_DIR}`, `${CDC_RAW_DIR}` and `${LOCAL_SYSTEM_DATA_FILE_DIR}`.
     pub files_to_exclude: Vec<String>,
     /// Directories never listed nor served, with everything below them (same patterns).
@@ -100,7 +108,7 @@ pub struct PeerTlsConfig {
 impl Default for LiveMigrationConfig {
     fn default() -> Self {
         Self {
-            enabled: false,
+            enabled: None,
             migration_map: BTreeMap::new(),
             advertise: None,
             files_to_exclude: Vec::new(),
@@ -137,33 +145,114 @@ pub enum Role {
     None,
 }
 
-impl LiveMigrationConfig {
-    /// This node's role, `me` being its `host:port` (`advertise`, or the listen address).
-    pub fn role(&self, me: &str) -> Role {
-        let port = me.rsplit_once(':').map_or("", |(_, p)| p);
-        let full = |entry: &str| {
-            if entry
-                .rsplit_once(':')
-                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
-            {
-                entry.to_string()
-            } else {
-                format!("{entry}:{port}")
-            }
-        };
-        for (source, destination) in &self.migration_map {
-            if full(source) == me {
-                return Role::Source {
-                    destination: full(destination),
-                };
-            }
-            if full(destination) == me {
-                return Role::Destination {
-                    source: full(source),
-                };
-            }
+/// A `migration_map` entry (or `advertise`, or a `Host` header) split into its host and
+/// port: `host`, `host:port`, `[v6]`, `[v6]:port`, or a bare IPv6 address (no port). The host
+/// loses its brackets, as Sidecar strips them from a `Host` header.
+pub fn split_host_port(entry: &str) -> (&str, Option<u16>) {
+    let entry = entry.trim();
+    if let Some(rest) = entry.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').unwrap_or((rest, ""));
+        return (host, after.strip_prefix(':').and_then(|p| p.parse().ok()));
+    }
+    if entry.matches(':').count() > 1 {
+        return (entry, None);
+    }
+    match entry.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() => match port.parse() {
+            Ok(port) => (host, Some(port)),
+            Err(_) => (entry, None),
+        },
+        _ => (entry, None),
+    }
+}
+
+/// `entry` as `host:port`, a missing port being `port`.
+fn with_port(entry: &str, port: u16) -> String {
+    match split_host_port(entry) {
+        (_, Some(_)) => entry.trim().to_string(),
+        (host, None) if host.contains(':') => format!("[{host}]:{port}"),
+        (host, None) => format!("{host}:{port}"),
+    }
+}
+
+/// Whether the map entry `entry` names the daemon listening on `listen`: its port, if it has
+/// one, is the daemon's, and its host is the listen host, or resolves to the listen address
+/// (to an address of this machine when the daemon listens on every address). Resolving is
+/// blocking: done once, at start.
+fn names_daemon(entry: &str, listen: SocketAddr) -> bool {
+    let (host, port) = split_host_port(entry);
+    if port.is_some_and(|p| p != listen.port()) {
+        return false;
+    }
+    let ip = listen.ip();
+    if host.eq_ignore_ascii_case(&ip.to_string()) {
+        return true;
+    }
+    let Ok(addrs) = (host, 0u16).to_socket_addrs() else {
+        return false;
+    };
+    let mut addrs = addrs;
+    addrs.any(|a| {
+        if ip.is_unspecified() {
+            // Only an address of this machine can be bound.
+            std::net::UdpSocket::bind((a.ip(), 0)).is_ok()
+        } else {
+            a.ip() == ip
         }
-        Role::None
+    })
+}
+
+impl LiveMigrationConfig {
+    /// Every host named in `migration_map`, keys and values.
+    pub fn entries(&self) -> impl Iterator<Item = &String> {
+        self.migration_map.iter().flat_map(|(s, d)| [s, d])
+    }
+
+    /// The `migration_map` entry that names the daemon listening on `listen`: the one equal
+    /// to `advertise` when it is set (ports compared, a missing one being the daemon's);
+    /// otherwise the one whose host is, or resolves to, the listen address (see
+    /// [`LiveMigrationConfig::migration_map`]). More than one is an error: the daemon cannot
+    /// tell which node it is. The role is never taken from a request.
+    pub fn own_entry(&self, listen: SocketAddr) -> Result<Option<String>, String> {
+        let port = listen.port();
+        if let Some(advertise) = &self.advertise {
+            let me = with_port(advertise, port);
+            return Ok(self.entries().find(|e| with_port(e, port) == me).cloned());
+        }
+        let mut found: Vec<&String> = self.entries().filter(|e| names_daemon(e, listen)).collect();
+        found.sort();
+        found.dedup();
+        match found.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some((*one).clone())),
+            many => Err(format!(
+                "migration_map: {} all name this daemon (listening on {listen}); set live_migration.advertise to the one it is",
+                many.iter()
+                    .map(|e| format!("{e:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+
+    /// The role of the node named `entry` in `migration_map` (none without one), peers
+    /// given as `host:port`, a missing port being `port` (this daemon's own, as Sidecar
+    /// reaches its peers on its own port).
+    pub fn role_of(&self, entry: Option<&str>, port: u16) -> Role {
+        let Some(entry) = entry else {
+            return Role::None;
+        };
+        if let Some(destination) = self.migration_map.get(entry) {
+            return Role::Source {
+                destination: with_port(destination, port),
+            };
+        }
+        self.migration_map
+            .iter()
+            .find(|(_, d)| *d == entry)
+            .map_or(Role::None, |(source, _)| Role::Destination {
+                source: with_port(source, port),
+            })
     }
 
     /// Checks values that serde cannot check alone.
@@ -257,27 +346,98 @@ impl LiveMigrationConfig {
 mod tests {
     use super::*;
 
-    #[test]
-    fn roles_from_the_map() {
-        let config = LiveMigrationConfig {
-            migration_map: [("127.0.0.1".to_string(), "127.0.0.3:9100".to_string())]
-                .into_iter()
+    fn map(pairs: &[(&str, &str)]) -> LiveMigrationConfig {
+        LiveMigrationConfig {
+            migration_map: pairs
+                .iter()
+                .map(|(s, d)| (s.to_string(), d.to_string()))
                 .collect(),
             ..Default::default()
-        };
+        }
+    }
+
+    fn role(config: &LiveMigrationConfig, listen: &str) -> Result<Role, String> {
+        let listen: SocketAddr = listen.parse().unwrap();
+        let entry = config.own_entry(listen)?;
+        Ok(config.role_of(entry.as_deref(), listen.port()))
+    }
+
+    #[test]
+    fn roles_from_the_map() {
+        let mut config = map(&[("127.0.0.1", "127.0.0.3:9100")]);
         assert_eq!(
-            config.role("127.0.0.1:9043"),
-            Role::Source {
+            role(&config, "127.0.0.1:9043"),
+            Ok(Role::Source {
                 destination: "127.0.0.3:9100".into()
-            }
+            })
         );
         assert_eq!(
-            config.role("127.0.0.3:9100"),
-            Role::Destination {
+            role(&config, "127.0.0.3:9100"),
+            Ok(Role::Destination {
                 source: "127.0.0.1:9100".into()
-            }
+            })
         );
-        assert_eq!(config.role("127.0.0.2:9043"), Role::None);
+        assert_eq!(role(&config, "127.0.0.2:9043"), Ok(Role::None));
+        // A port in the entry must be the daemon's.
+        assert_eq!(role(&config, "127.0.0.3:9101"), Ok(Role::None));
+        // advertise names the entry, whatever the listen address.
+        config.advertise = Some("127.0.0.3:9100".into());
+        assert!(matches!(
+            role(&config, "127.0.0.1:9043"),
+            Ok(Role::Destination { .. })
+        ));
+        config.advertise = Some("127.0.0.1".into());
+        assert!(matches!(
+            role(&config, "0.0.0.0:9043"),
+            Ok(Role::Source { .. })
+        ));
+    }
+
+    /// Sidecar finds its instance by host name: a name that resolves to this daemon's
+    /// address (or, listening everywhere, to an address of this machine) is this node, with
+    /// no `advertise`; two entries naming it are refused.
+    #[test]
+    fn names_that_resolve_here_are_this_node() {
+        let config = map(&[("localhost", "dest-host.invalid")]);
+        assert_eq!(
+            role(&config, "127.0.0.1:9043"),
+            Ok(Role::Source {
+                destination: "dest-host.invalid:9043".into()
+            })
+        );
+        assert_eq!(
+            role(&config, "0.0.0.0:9043"),
+            Ok(Role::Source {
+                destination: "dest-host.invalid:9043".into()
+            })
+        );
+        assert_eq!(role(&config, "127.0.0.2:9043"), Ok(Role::None));
+        // Both loopback addresses are this machine's: listening everywhere, the daemon
+        // cannot tell which it is.
+        let both = map(&[("127.0.0.3", "127.0.0.4")]);
+        let e = role(&both, "0.0.0.0:9043").unwrap_err();
+        assert!(e.contains("set live_migration.advertise"), "{e}");
+        assert!(
+            e.contains("\"127.0.0.3\"") && e.contains("\"127.0.0.4\""),
+            "{e}"
+        );
+        assert!(matches!(
+            role(&both, "127.0.0.4:9043"),
+            Ok(Role::Destination { .. })
+        ));
+    }
+
+    #[test]
+    fn hosts_and_ports_split_as_sidecar_strips_them() {
+        assert_eq!(split_host_port("h:9043"), ("h", Some(9043)));
+        assert_eq!(split_host_port("h"), ("h", None));
+        assert_eq!(split_host_port("[::1]:9043"), ("::1", Some(9043)));
+        assert_eq!(split_host_port("[::1]"), ("::1", None));
+        assert_eq!(split_host_port("fe80::1"), ("fe80::1", None));
+        assert_eq!(split_host_port("h:x"), ("h:x", None));
+        assert_eq!(with_port("::1", 7), "[::1]:7");
+        assert_eq!(with_port("h", 7), "h:7");
+        assert_eq!(with_port("h:8", 7), "h:8");
     }
 
     #[test]

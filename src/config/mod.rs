@@ -8,7 +8,7 @@
 mod auth;
 mod cassandra;
 mod jobs;
-mod live_migration;
+pub mod live_migration;
 mod logging;
 mod server;
 pub mod yaml;

@@ -21,9 +21,13 @@ pub enum BeneathError {
     /// A component is a symbolic link, `.`, `..` or empty: the path could lead elsewhere.
     #[error("the path leads through a symbolic link or outside its directory")]
     Outside,
-    /// Nothing there, a component is not a directory, or the file is not a regular file.
+    /// Nothing there, a component is not a directory, or the file is neither a regular file
+    /// nor a directory.
     #[error("no such file")]
     NotFound,
+    /// The path names a directory (reached through no link).
+    #[error("a directory")]
+    Directory,
     /// Anything else (permissions, I/O).
     #[error(transparent)]
     Io(std::io::Error),
@@ -81,8 +85,10 @@ pub fn open_file_with(root: &Path, rel: &str, method: Method) -> Result<File, Be
         _ => walk(&dir, rel, flags | OFlags::NONBLOCK),
     }?;
     let stat = rustix::fs::fstat(&fd).map_err(io)?;
-    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-        return Err(BeneathError::NotFound);
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::RegularFile => {}
+        FileType::Directory => return Err(BeneathError::Directory),
+        _ => return Err(BeneathError::NotFound),
     }
     Ok(File::from(fd))
 }
@@ -217,7 +223,12 @@ mod tests {
                     open(rel)
                 );
             }
-            for rel in ["ks/t/missing", "ks/t", "ks/t/a/b", "ks/fifo", "nope/a"] {
+            assert!(
+                matches!(open("ks/t"), Err(BeneathError::Directory)),
+                "{method:?}: {:?}",
+                open("ks/t")
+            );
+            for rel in ["ks/t/missing", "ks/t/a/b", "ks/fifo", "nope/a"] {
                 assert!(
                     matches!(open(rel), Err(BeneathError::NotFound)),
                     "{method:?} {rel}: {:?}",

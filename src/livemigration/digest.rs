@@ -1,5 +1,8 @@
 //! Content digests of files: SHA-256 and XXH3 (64-bit) for drover, MD5 and XXHash32 for
-//! clients written for Cassandra Sidecar. Digests are lower-case hex.
+//! clients written for Cassandra Sidecar. Each is written as Sidecar writes it, so that a
+//! Sidecar client compares drover's with its own: MD5 in standard Base64 with padding,
+//! XXHash32 as Java's `Long.toHexString` (lower-case hex, no leading zeros); SHA-256 and
+//! XXH3 (drover's) in lower-case hex of their full width.
 
 use std::io::Read;
 use std::path::Path;
@@ -86,19 +89,39 @@ impl Hasher {
         }
     }
 
-    /// The digest, lower-case hex.
+    /// The digest, written as Sidecar writes it (see the module's doc).
     pub fn finish(self) -> String {
         match self {
             Self::Sha256(h) => hex(&h.finalize()),
             Self::Xxh3(h) => format!("{:016x}", h.digest()),
-            Self::Md5(h) => hex(&h.finalize()),
-            Self::Xxhash32(h) => format!("{:08x}", h.digest()),
+            Self::Md5(h) => base64(&h.finalize()),
+            Self::Xxhash32(h) => format!("{:x}", h.digest()),
         }
     }
 }
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Standard Base64 with padding (RFC 4648 §4), as Java's `Base64.getEncoder()` writes it.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// The digest of a file's content (blocking; 1 MiB reads).
@@ -124,6 +147,11 @@ pub fn of_reader(mut file: impl Read, algorithm: Algorithm) -> std::io::Result<S
 mod tests {
     use super::*;
 
+    /// Values from independent tools: SHA-256 and MD5 from Python's `hashlib` (MD5 then
+    /// Base64-encoded with Python's `base64.b64encode`), XXHash32 from a pure-Python
+    /// implementation of the xxHash spec (which also gives the earlier values of Python's
+    /// `xxhash` package), XXH3 from Python's `xxhash` package. `161` is an input whose
+    /// XXHash32 has two leading zero digits, which Sidecar's `Long.toHexString` drops.
     #[test]
     fn known_digests() {
         let digest = |a: Algorithm, data: &[u8]| {
@@ -135,11 +163,10 @@ mod tests {
             digest(Algorithm::Sha256, b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
-        assert_eq!(
-            digest(Algorithm::Md5, b"abc"),
-            "900150983cd24fb0d6963f7d28e17f72"
-        );
-        assert_eq!(digest(Algorithm::Xxhash32, b""), "02cc5d05");
+        assert_eq!(digest(Algorithm::Md5, b"abc"), "kAFQmDzST7DWlj99KOF/cg==");
+        assert_eq!(digest(Algorithm::Md5, b""), "1B2M2Y8AsgTpgAmY7PhCfg==");
+        assert_eq!(digest(Algorithm::Xxhash32, b""), "2cc5d05");
+        assert_eq!(digest(Algorithm::Xxhash32, b"161"), "286208");
         assert_eq!(digest(Algorithm::Xxh3, b""), "2d06800538d394c2");
         assert_eq!(digest(Algorithm::Xxhash32, b"abc"), "32d153ff");
         assert_eq!(digest(Algorithm::Xxh3, b"abc"), "78af5f94892f3950");
@@ -159,7 +186,8 @@ mod tests {
         for (algorithm, expected) in [
             (Algorithm::Xxh3, "12f073f966b98f1a"),
             (Algorithm::Xxhash32, "6d43fa48"),
-            (Algorithm::Md5, "7c48a6558beb4e2789a327280bca3259"),
+            // hex 7c48a6558beb4e2789a327280bca3259 (coreutils' md5sum), in Base64.
+            (Algorithm::Md5, "fEimVYvrTieJoycoC8oyWQ=="),
             (
                 Algorithm::Sha256,
                 "c0bcad7b31760edda26d648ced5c5ec79cbc128c87fe892f1c6dd0e41d94487a",
@@ -194,6 +222,7 @@ mod tests {
     #[test]
     fn algorithm_names() {
         assert_eq!("XXHash32".parse::<Algorithm>(), Ok(Algorithm::Xxhash32));
+        assert_eq!("MD5".parse::<Algorithm>(), Ok(Algorithm::Md5));
         assert_eq!("SHA-256".parse::<Algorithm>(), Ok(Algorithm::Sha256));
         assert!("crc32".parse::<Algorithm>().is_err());
     }

@@ -29,13 +29,27 @@ pub enum LiveMigrationError {
     /// A request's values are wrong; the message names the field.
     #[error("{0}")]
     InvalidRequest(String),
-    /// The status is COMPLETED already, and was declared complete once more.
-    #[error("the live migration is already COMPLETED; DELETE the status first to start again")]
+    /// The status is COMPLETED already, and was declared complete once more (Sidecar's
+    /// message).
+    #[error("Live migration marked as COMPLETED earlier.")]
     AlreadyCompleted,
-    /// The status is COMPLETED: a source serves no more files.
+    /// The status was to be cleared while this node is still in `migration_map` (Sidecar
+    /// clears it only once the node has left the map).
     #[error(
-        "the live migration of this node is COMPLETED: no more files are served (DELETE /api/v1/live-migration/status to serve them again)"
+        "{name} is still in live_migration.migration_map: remove it from the map (and restart) before clearing its live migration status"
     )]
+    StillInMap {
+        /// How this node is named.
+        name: String,
+    },
+    /// The status was to be cleared while it is not COMPLETED.
+    #[error("Live Migration status is not set as completed for instance {name}")]
+    NotCompleted {
+        /// How this node is named.
+        name: String,
+    },
+    /// The status is COMPLETED: a source serves no more files.
+    #[error("the live migration of this node is COMPLETED: no more files are served")]
     NoMoreFiles,
     /// As many file requests as `max_concurrent_file_requests` are being served.
     #[error(

@@ -1,22 +1,28 @@
 //! What live migration leaves out: `files_to_exclude` and `dirs_to_exclude` patterns
-//! (`glob:` or `regex:`, with placeholders for the node's directories), plus the snapshots and
-//! backups every node has.
+//! (`glob:` or `regex:`, with placeholders for the node's directories, Sidecar's names), plus
+//! the snapshots and backups every node has.
 
 use std::path::Path;
+use std::sync::LazyLock;
 
 use super::LiveMigrationError;
 use super::roots::{DirType, Roots};
 
+/// `${DATA_FILE_DIR_<i>}`: data directory `i` (from 0), Sidecar's placeholder of one data
+/// directory.
+static DATA_DIR_N: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(r"\$\{DATA_FILE_DIR_([0-9]+)\}").expect("a valid regex"));
+
 /// Checks the syntax of an exclusion pattern (`glob:...` or `regex:...`).
 pub fn check_pattern(pattern: &str) -> Result<(), LiveMigrationError> {
     // Placeholders are checked with a stand-in directory.
-    let mut text = pattern.to_string();
+    let mut text = DATA_DIR_N.replace_all(pattern, "/d").into_owned();
     for t in DirType::ALL {
         text = text.replace(t.placeholder(), "/d");
     }
     if text.contains("${") {
         return Err(LiveMigrationError::Pattern(format!(
-            "{pattern:?}: unknown placeholder; known: ${{DATA_FILE_DIR}}, ${{COMMITLOG_DIR}}, ${{HINTS_DIR}}, ${{SAVED_CACHES_DIR}}, ${{CDC_RAW_DIR}}, ${{LOCAL_SYSTEM_DATA_FILE_DIR}}"
+            "{pattern:?}: unknown placeholder; known: ${{DATA_FILE_DIR}}, ${{DATA_FILE_DIR_<i>}}, ${{COMMITLOG_DIR}}, ${{HINTS_DIR}}, ${{SAVED_CACHES_DIR}}, ${{CDC_RAW_DIR}}, ${{LOCAL_SYSTEM_DATA_FILE_DIR}}"
         )));
     }
     Matcher::new(&text)
@@ -74,48 +80,21 @@ const ALWAYS_EXCLUDED_DIRS: &[&str] = &[
 ];
 
 impl Exclusions {
-    /// Compiles the patterns, each placeholder replaced by every directory of its type.
+    /// Compiles the patterns, each placeholder replaced by every directory of its type, and
+    /// `${DATA_FILE_DIR_<i>}` by data directory `i` (one beyond this node's data directories
+    /// is an error naming the key and the index).
     pub fn new(
         files: &[String],
         dirs: &[String],
         roots: &Roots,
     ) -> Result<Self, LiveMigrationError> {
-        let expand = |patterns: &mut dyn Iterator<Item = &str>| -> Result<Vec<Matcher>, String> {
-            let mut out = Vec::new();
-            for p in patterns {
-                let mut texts = vec![p.to_string()];
-                for t in DirType::ALL {
-                    if !p.contains(t.placeholder()) {
-                        continue;
-                    }
-                    let dirs: Vec<String> = roots
-                        .iter()
-                        .filter(|(dt, _, _)| *dt == t)
-                        .map(|(_, _, d)| d.to_string_lossy().trim_end_matches('/').to_string())
-                        .collect();
-                    texts = texts
-                        .iter()
-                        .flat_map(|text| {
-                            dirs.iter()
-                                .map(move |d| text.replace(t.placeholder(), &escape(p, d)))
-                        })
-                        .collect();
-                }
-                for text in texts {
-                    out.push(Matcher::new(&text)?);
-                }
-            }
-            Ok(out)
-        };
-        let dir_patterns: Vec<&str> = ALWAYS_EXCLUDED_DIRS
-            .iter()
-            .copied()
-            .chain(dirs.iter().map(String::as_str))
-            .collect();
+        let always: Vec<String> = ALWAYS_EXCLUDED_DIRS.iter().map(|p| p.to_string()).collect();
+        let files = expand("files_to_exclude", files, roots)?;
+        let mut dir_matchers = expand("dirs_to_exclude", &always, roots)?;
+        dir_matchers.extend(expand("dirs_to_exclude", dirs, roots)?);
         Ok(Self {
-            files: expand(&mut files.iter().map(String::as_str))
-                .map_err(LiveMigrationError::Pattern)?,
-            dirs: expand(&mut dir_patterns.into_iter()).map_err(LiveMigrationError::Pattern)?,
+            files,
+            dirs: dir_matchers,
         })
     }
 
@@ -140,11 +119,122 @@ impl Exclusions {
     }
 }
 
+/// The matchers of the patterns of `key`.
+fn expand(
+    key: &str,
+    patterns: &[String],
+    roots: &Roots,
+) -> Result<Vec<Matcher>, LiveMigrationError> {
+    let data_dirs: Vec<String> = roots
+        .iter()
+        .filter(|(t, _, _)| *t == DirType::Data)
+        .map(|(_, _, d)| d.to_string_lossy().trim_end_matches('/').to_string())
+        .collect();
+    let mut out = Vec::new();
+    for (i, p) in patterns.iter().enumerate() {
+        let mut beyond = None;
+        let one = DATA_DIR_N.replace_all(p, |c: &regex::Captures<'_>| {
+            match c[1].parse::<usize>().ok().and_then(|n| data_dirs.get(n)) {
+                Some(d) => escape(p, d),
+                None => {
+                    beyond.get_or_insert_with(|| c[0].to_string());
+                    String::new()
+                }
+            }
+        });
+        if let Some(placeholder) = beyond {
+            return Err(LiveMigrationError::Pattern(format!(
+                "{key}[{i}]: {placeholder} is beyond this node's {} data directories (data_file_directories, numbered from 0)",
+                data_dirs.len()
+            )));
+        }
+        let mut texts = vec![one.into_owned()];
+        for t in DirType::ALL {
+            if !p.contains(t.placeholder()) {
+                continue;
+            }
+            let dirs: Vec<String> = roots
+                .iter()
+                .filter(|(dt, _, _)| *dt == t)
+                .map(|(_, _, d)| d.to_string_lossy().trim_end_matches('/').to_string())
+                .collect();
+            texts = texts
+                .iter()
+                .flat_map(|text| {
+                    dirs.iter()
+                        .map(move |d| text.replace(t.placeholder(), &escape(p, d)))
+                })
+                .collect();
+        }
+        for text in texts {
+            out.push(
+                Matcher::new(&text)
+                    .map_err(|e| LiveMigrationError::Pattern(format!("{key}[{i}]: {e}")))?,
+            );
+        }
+    }
+    Ok(out)
+}
+
 /// A directory put into a pattern: its glob or regex special characters escaped.
 fn escape(pattern: &str, dir: &str) -> String {
     if pattern.starts_with("regex:") {
         regex::escape(dir)
     } else {
         globset::escape(dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::CassandraConfig;
+
+    fn roots() -> Roots {
+        Roots::from_config(&CassandraConfig {
+            data_file_directories: vec!["/d0".into(), "/d1".into()],
+            commitlog_directory: Some("/cl".into()),
+            ..Default::default()
+        })
+    }
+
+    /// Sidecar's `${DATA_FILE_DIR_<i>}` names one data directory; one beyond the node's is a
+    /// config error naming the key and the index.
+    #[test]
+    fn numbered_data_directories() {
+        assert!(check_pattern("glob:${DATA_FILE_DIR_1}/ks/**").is_ok());
+        assert!(check_pattern("regex:${DATA_FILE_DIR_0}/tmp.*").is_ok());
+        assert!(check_pattern("glob:${DATA_FILE_DIR_x}/ks").is_err());
+        let x = Exclusions::new(
+            &["glob:${DATA_FILE_DIR_1}/ks/*/*.tmp".to_string()],
+            &["regex:${DATA_FILE_DIR_0}/junk".to_string()],
+            &roots(),
+        )
+        .unwrap();
+        assert!(x.matches_file_pattern(Path::new("/d1/ks/t/a.tmp")));
+        assert!(!x.matches_file_pattern(Path::new("/d0/ks/t/a.tmp")));
+        assert!(x.excludes_dir(Path::new("/d0/junk")));
+        assert!(!x.excludes_dir(Path::new("/d1/junk")));
+        let e = Exclusions::new(
+            &[],
+            &[
+                "glob:/x".to_string(),
+                "glob:${DATA_FILE_DIR_2}/ks".to_string(),
+            ],
+            &roots(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("dirs_to_exclude[1]: ${DATA_FILE_DIR_2}"),
+            "{e}"
+        );
+        let e = Exclusions::new(&["glob:${DATA_FILE_DIR_7}".to_string()], &[], &roots())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("files_to_exclude[0]: ${DATA_FILE_DIR_7}"),
+            "{e}"
+        );
     }
 }

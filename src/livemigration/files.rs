@@ -177,7 +177,7 @@ fn relative(root: &Path, path: &Path) -> String {
 /// Why a requested path cannot be served.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
-    /// Malformed: unknown type or index, `..`, absolute, empty (400).
+    /// Malformed: unknown type or index, `..`, absolute, empty, a directory (400).
     #[error("{0}")]
     Invalid(String),
     /// It leads outside its directory, through a symbolic link (403).
@@ -221,6 +221,10 @@ pub fn resolve(
     match beneath::open_file(root, path) {
         Ok(file) => Ok(file),
         Err(BeneathError::NotFound) => Err(not_found().into()),
+        // Sidecar's answer (400) and message.
+        Err(BeneathError::Directory) => {
+            Err(PathError::Invalid("Cannot transfer directory".into()).into())
+        }
         Err(BeneathError::Outside) => Err(PathError::Outside(format!(
             "{dir_type}/{index}/{path} leads through a symbolic link or outside its directory"
         ))
@@ -326,7 +330,10 @@ mod tests {
             err("data", "0", "missing"),
             PathError::NotFound(_)
         ));
-        assert!(matches!(err("data", "0", "ks"), PathError::NotFound(_)));
+        assert_eq!(
+            err("data", "0", "ks"),
+            PathError::Invalid("Cannot transfer directory".into())
+        );
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod verify;
 
 pub use error::LiveMigrationError;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,6 +37,7 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::config::live_migration::split_host_port;
 use crate::config::{DaemonConfig, LiveMigrationConfig, Role};
 use exclusions::Exclusions;
 use files::Roots;
@@ -51,14 +53,34 @@ pub enum MigrationState {
     Completed,
 }
 
-/// The migration status of this node.
+/// The migration status of this node, as Sidecar answers it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
     /// `NOT_COMPLETED` or `COMPLETED`.
     pub state: MigrationState,
-    /// When it was declared complete.
-    pub end_time: Option<DateTime<Utc>>,
+    /// When it was declared complete, in milliseconds since the epoch; null until then.
+    /// (Read back from the state file also as the RFC 3339 text older drovers wrote.)
+    #[serde(default, deserialize_with = "end_time_ms")]
+    pub end_time: Option<i64>,
+}
+
+/// An `endTime`: milliseconds since the epoch, or the RFC 3339 text of a state file written
+/// by a drover before it answered as Sidecar does (a daemon upgraded mid-migration).
+fn end_time_ms<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum EndTime {
+        Ms(i64),
+        Text(String),
+    }
+    match Option::<EndTime>::deserialize(d)? {
+        None => Ok(None),
+        Some(EndTime::Ms(ms)) => Ok(Some(ms)),
+        Some(EndTime::Text(t)) => DateTime::parse_from_rfc3339(&t)
+            .map(|t| Some(t.timestamp_millis()))
+            .map_err(|e| serde::de::Error::custom(format!("endTime {t:?}: {e}"))),
+    }
 }
 
 /// What is kept in `<state_dir>/live-migration.json`.
@@ -80,6 +102,11 @@ pub struct LiveMigration {
     pub config: LiveMigrationConfig,
     /// What this node is.
     pub role: Role,
+    /// How messages name this node: its `migration_map` entry, else its listen address.
+    name: String,
+    /// The hosts (lower case) and ports of the `migration_map` entries that are not this
+    /// node: a request whose `Host` names one of them was meant for another daemon.
+    others: Vec<(String, Option<u16>)>,
     /// The node's directories.
     pub roots: Roots,
     /// What is never listed nor served.
@@ -104,10 +131,21 @@ pub struct LiveMigration {
 }
 
 impl LiveMigration {
-    /// Reads the persisted switch and status; `me` is this daemon's `host:port`.
-    pub fn open(config: &DaemonConfig, me: &str) -> Result<Self, LiveMigrationError> {
+    /// Reads the persisted switch and status, and finds this node in `migration_map`;
+    /// `listen` is the address this daemon is bound to.
+    pub fn open(config: &DaemonConfig, listen: SocketAddr) -> Result<Self, LiveMigrationError> {
         let lm = config.live_migration.clone();
-        let me = lm.advertise.clone().unwrap_or_else(|| me.to_string());
+        let own_entry = lm.own_entry(listen).map_err(LiveMigrationError::Config)?;
+        let role = lm.role_of(own_entry.as_deref(), listen.port());
+        let others = lm
+            .entries()
+            .filter(|e| Some(*e) != own_entry.as_ref())
+            .map(|e| {
+                let (host, port) = split_host_port(e);
+                (normal_host(host), port)
+            })
+            .collect();
+        let name = own_entry.clone().unwrap_or_else(|| listen.to_string());
         let roots = Roots::from_config(&config.cassandra);
         let exclusions = Exclusions::new(&lm.files_to_exclude, &lm.dirs_to_exclude, &roots)
             .map_err(|e| LiveMigrationError::Config(e.to_string()))?;
@@ -138,18 +176,50 @@ impl LiveMigration {
         Ok(Self {
             peer_token,
             peer_tls,
-            role: lm.role(&me),
+            role,
+            name,
+            others,
             roots,
             exclusions,
             file_requests: Arc::new(tokio::sync::Semaphore::new(lm.max_concurrent_file_requests)),
             listings: Arc::new(tokio::sync::Semaphore::new(lm.max_concurrent_listings)),
             task_admission: tokio::sync::Mutex::new(()),
-            enabled: AtomicBool::new(persisted.enabled.unwrap_or(lm.enabled)),
+            // Unset everywhere: on, as Sidecar is for a node in its map.
+            enabled: AtomicBool::new(persisted.enabled.or(lm.enabled).unwrap_or(true)),
             enabled_until_ms: AtomicI64::new(until_ms(persisted.enabled_until)),
             persisted: Mutex::new(persisted),
             state_file,
             config: lm,
         })
+    }
+
+    /// Whether a request's `Host` (`host[:port]`) names another daemon of `migration_map`
+    /// than this node (its host is the host of an entry that is not this node's, and its
+    /// port that entry's port if it has one): Sidecar would find no instance for it. Any
+    /// other `Host` (an IP, `localhost`, a load balancer's name) is this node's. No DNS.
+    pub fn names_another_node(&self, host: &str) -> bool {
+        let (host, port) = split_host_port(host);
+        let host = normal_host(host);
+        self.others
+            .iter()
+            .any(|(h, p)| *h == host && (p.is_none() || *p == port))
+    }
+
+    /// How messages name this node.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Where the switch's value comes from: `admin` (the runtime switch was used), `config`
+    /// (`live_migration.enabled`) or `default` (neither: on for a node in the map).
+    pub fn switch_origin(&self) -> &'static str {
+        if self.lock().enabled.is_some() {
+            "admin"
+        } else if self.config.enabled.is_some() {
+            "config"
+        } else {
+            "default"
+        }
     }
 
     /// A client of this destination's source daemon; `None` on a node that is no
@@ -239,7 +309,7 @@ impl LiveMigration {
         }
         let status = Status {
             state: MigrationState::Completed,
-            end_time: Some(Utc::now()),
+            end_time: Some(Utc::now().timestamp_millis()),
         };
         self.update(|p| p.status = Some(status.clone()))?;
         Ok(status)
@@ -255,10 +325,20 @@ impl LiveMigration {
         }
     }
 
-    /// Sets the status back to `NOT_COMPLETED`.
-    pub fn reset(&self) -> Result<Status, LiveMigrationError> {
-        self.update(|p| p.status = None)?;
-        Ok(self.status())
+    /// Clears the status (back to `NOT_COMPLETED`), Sidecar's last step: only once this node
+    /// has left `migration_map` (checked first), and only when the status is `COMPLETED`.
+    pub fn clear(&self) -> Result<(), LiveMigrationError> {
+        if self.role != Role::None {
+            return Err(LiveMigrationError::StillInMap {
+                name: self.name.clone(),
+            });
+        }
+        if self.status().state != MigrationState::Completed {
+            return Err(LiveMigrationError::NotCompleted {
+                name: self.name.clone(),
+            });
+        }
+        self.update(|p| p.status = None)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Persisted> {
@@ -283,6 +363,11 @@ impl LiveMigration {
 
 /// The longest a runtime switch on may last (`until` or `for`).
 pub const MAX_SWITCH_EXPIRY: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// A host as compared with a `Host` header: lower case, no trailing dot.
+fn normal_host(host: &str) -> String {
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
 
 fn until_ms(until: Option<DateTime<Utc>>) -> i64 {
     until.map_or(i64::MAX, |u| u.timestamp_millis())
@@ -334,4 +419,41 @@ fn checked_token(text: &str, origin: &str) -> Result<secrecy::SecretString, Live
         )));
     }
     Ok(secrecy::SecretString::from(token.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `endTime` is epoch milliseconds (Sidecar's `Long`), and a state file written with the
+    /// RFC 3339 text of older drovers still reads, as the same instant.
+    #[test]
+    fn end_times_are_milliseconds_and_old_state_files_read() {
+        let status = Status {
+            state: MigrationState::Completed,
+            end_time: Some(1_716_480_000_123),
+        };
+        assert_eq!(
+            serde_json::to_value(&status).unwrap(),
+            serde_json::json!({"state": "COMPLETED", "endTime": 1_716_480_000_123i64})
+        );
+        let old: Persisted = serde_json::from_str(
+            r#"{"enabled": true, "status": {"state": "COMPLETED", "endTime": "2024-05-23T16:00:00.123Z"}}"#,
+        )
+        .unwrap();
+        assert_eq!(old.status, Some(status));
+        let open = Status {
+            state: MigrationState::NotCompleted,
+            end_time: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&open).unwrap(),
+            serde_json::json!({"state": "NOT_COMPLETED", "endTime": null})
+        );
+        let none: Status = serde_json::from_str(r#"{"state": "NOT_COMPLETED"}"#).unwrap();
+        assert_eq!(none, open);
+        assert!(
+            serde_json::from_str::<Status>(r#"{"state": "COMPLETED", "endTime": "soon"}"#).is_err()
+        );
+    }
 }

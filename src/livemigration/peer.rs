@@ -36,11 +36,11 @@ fn causes(e: &reqwest::Error) -> String {
 
 /// A file of the source as its listing shows it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", try_from = "ListedFile")]
 pub struct RemoteFile {
     /// Where to download it.
     pub file_url: String,
-    /// Bytes.
+    /// Bytes (0 for a directory, which listings give as -1).
     pub size: u64,
     /// `FILE` or `DIRECTORY`.
     pub file_type: String,
@@ -50,6 +50,44 @@ pub struct RemoteFile {
     /// download without them gets 0644).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<u32>,
+}
+
+/// A listing's entry as it comes: Sidecar (and drover) list a directory with `size` -1.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListedFile {
+    file_url: String,
+    // Any JSON integer: a size past i64's range is read, and refused later as a whole.
+    size: serde_json::Number,
+    file_type: String,
+    last_modified_time: u64,
+    #[serde(default)]
+    mode: Option<u32>,
+}
+
+impl TryFrom<ListedFile> for RemoteFile {
+    type Error = String;
+
+    fn try_from(f: ListedFile) -> Result<Self, String> {
+        let size = match f.size.as_u64() {
+            Some(size) => size,
+            // A directory's size (-1 in listings) says nothing.
+            None if f.file_type == "DIRECTORY" => 0,
+            None => {
+                return Err(format!(
+                    "{}: size {} is not a number of bytes",
+                    f.file_url, f.size
+                ));
+            }
+        };
+        Ok(Self {
+            file_url: f.file_url,
+            size,
+            file_type: f.file_type,
+            last_modified_time: f.last_modified_time,
+            mode: f.mode,
+        })
+    }
 }
 
 impl RemoteFile {
@@ -342,5 +380,40 @@ impl PeerClient {
         request.send().await.map_err(|e| {
             LiveMigrationError::Peer(format!("downloading {file_url}: {}", self.describe(&e)))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Listings give directories `size` -1 (Sidecar's and drover's); a file with a negative
+    /// size is refused.
+    #[test]
+    fn directories_listed_with_size_minus_one_are_read() {
+        let list: RemoteList = serde_json::from_str(
+            r#"{"totalSize": 3, "files": [
+                {"fileUrl": "/api/v1/live-migration/files/data/0/ks", "size": -1, "fileType": "DIRECTORY", "lastModifiedTime": 5},
+                {"fileUrl": "/api/v1/live-migration/files/data/0/ks/a", "size": 3, "fileType": "FILE", "lastModifiedTime": 6, "mode": 420}
+            ]}"#,
+        )
+        .unwrap();
+        assert_eq!((list.files[0].size, list.files[0].is_dir()), (0, true));
+        assert_eq!((list.files[1].size, list.files[1].mode), (3, Some(420)));
+        // What drover keeps of a listing (task records) reads back.
+        let again: RemoteFile =
+            serde_json::from_value(serde_json::to_value(&list.files[0]).unwrap()).unwrap();
+        assert_eq!(again, list.files[0]);
+        let e = serde_json::from_str::<RemoteList>(
+            r#"{"files": [{"fileUrl": "/f", "size": -1, "fileType": "FILE", "lastModifiedTime": 1}]}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("size -1 is not a number of bytes"), "{e}");
+        let huge: RemoteList = serde_json::from_str(
+            r#"{"files": [{"fileUrl": "/f", "size": 18446744073709551615, "fileType": "FILE", "lastModifiedTime": 1}]}"#,
+        )
+        .unwrap();
+        assert_eq!(huge.files[0].size, u64::MAX);
     }
 }

@@ -1,15 +1,16 @@
-//! Single byte ranges of `Range` request headers (RFC 9110): `bytes=a-b`, `bytes=a-`,
-//! `bytes=-n`. Several ranges in one request are not served (the whole file is sent instead, as
-//! the RFC allows). And the validators that `If-Range` compares.
+//! Single byte ranges of `Range` request headers, as Cassandra Sidecar takes them: exactly
+//! one of `bytes=a-b`, `bytes=a-`, `bytes=-n`; anything else (several ranges, another unit,
+//! spaces, `a > b`) is refused with 416 rather than answered with the whole file. And the
+//! validators that `If-Range` compares.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// What a `Range` header asks of a file of a given length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RangeRequest {
-    /// No usable range: send the whole file (200).
+    /// No range: send the whole file (200).
     Whole,
-    /// Bytes `start..=end` (206).
+    /// Bytes `start..=end`, inside the file (206, or 200 when that is the whole file).
     Part {
         /// First byte.
         start: u64,
@@ -18,57 +19,65 @@ pub enum RangeRequest {
     },
     /// The range lies outside the file (416).
     Unsatisfiable,
+    /// Not one range of a form served (416, with [`invalid_message`]).
+    Invalid,
 }
 
-/// Interprets `header` (the `Range` header's value, if any) for a file of `len` bytes.
+/// Sidecar's message for a `Range` header it does not take.
+pub fn invalid_message(header: &str) -> String {
+    format!(
+        "Invalid range header: {header}. Supported Range formats are bytes=<start>-<end>, bytes=<start>-, bytes=-<suffix-length>"
+    )
+}
+
+/// Interprets `header` (the `Range` header's value, if any) for a file of `len` bytes. An
+/// end beyond the file is clamped to its last byte.
 pub fn parse(header: Option<&str>, len: u64) -> RangeRequest {
-    let Some(spec) = header.and_then(|h| h.trim().strip_prefix("bytes=")) else {
-        // No header, or a unit other than bytes: ignored, as the RFC says.
+    let Some(header) = header else {
         return RangeRequest::Whole;
     };
-    if spec.contains(',') {
-        return RangeRequest::Whole;
-    }
-    let Some((first, last)) = spec.trim().split_once('-') else {
-        return RangeRequest::Whole;
+    let Some((first, last)) = header
+        .trim()
+        .strip_prefix("bytes=")
+        .and_then(|spec| spec.split_once('-'))
+    else {
+        return RangeRequest::Invalid;
     };
-    let (first, last) = (first.trim(), last.trim());
-    let number = |s: &str| -> Option<u64> {
-        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| s.parse().ok())
-            .flatten()
+    // Digits only: no sign, no space, no second range.
+    let number = |s: &str| -> Option<Option<u64>> {
+        if s.is_empty() {
+            Some(None)
+        } else if s.bytes().all(|b| b.is_ascii_digit()) {
+            s.parse().ok().map(Some)
+        } else {
+            None
+        }
     };
-    match (first.is_empty(), last.is_empty()) {
+    let (Some(first), Some(last)) = (number(first), number(last)) else {
+        return RangeRequest::Invalid;
+    };
+    match (first, last) {
+        (None, None) => RangeRequest::Invalid,
         // bytes=-n: the last n bytes.
-        (true, false) => match number(last) {
-            Some(0) => RangeRequest::Unsatisfiable,
-            Some(_) if len == 0 => RangeRequest::Unsatisfiable,
-            Some(n) => RangeRequest::Part {
-                start: len.saturating_sub(n),
-                end: len - 1,
-            },
-            None => RangeRequest::Whole,
+        (None, Some(0)) => RangeRequest::Unsatisfiable,
+        (None, Some(_)) if len == 0 => RangeRequest::Unsatisfiable,
+        (None, Some(n)) => RangeRequest::Part {
+            start: len.saturating_sub(n),
+            end: len - 1,
         },
         // bytes=a-: from a to the end.
-        (false, true) => match number(first) {
-            Some(a) if a < len => RangeRequest::Part {
-                start: a,
-                end: len - 1,
-            },
-            Some(_) => RangeRequest::Unsatisfiable,
-            None => RangeRequest::Whole,
+        (Some(a), None) if a < len => RangeRequest::Part {
+            start: a,
+            end: len - 1,
         },
+        (Some(_), None) => RangeRequest::Unsatisfiable,
         // bytes=a-b, b clamped to the end.
-        (false, false) => match (number(first), number(last)) {
-            (Some(a), Some(b)) if a > b => RangeRequest::Whole,
-            (Some(a), Some(_)) if a >= len => RangeRequest::Unsatisfiable,
-            (Some(a), Some(b)) => RangeRequest::Part {
-                start: a,
-                end: b.min(len - 1),
-            },
-            _ => RangeRequest::Whole,
+        (Some(a), Some(b)) if a > b => RangeRequest::Invalid,
+        (Some(a), Some(_)) if a >= len => RangeRequest::Unsatisfiable,
+        (Some(a), Some(b)) => RangeRequest::Part {
+            start: a,
+            end: b.min(len - 1),
         },
-        (true, true) => RangeRequest::Whole,
     }
 }
 
@@ -164,8 +173,10 @@ mod tests {
         );
     }
 
+    /// Sidecar answers 416 to every header it does not take (drover used to send the whole
+    /// file for a malformed one or for several ranges).
     #[test]
-    fn unsatisfiable_and_ignored() {
+    fn unsatisfiable_and_invalid() {
         assert_eq!(parse(Some("bytes=100-"), 100), RangeRequest::Unsatisfiable);
         assert_eq!(
             parse(Some("bytes=100-200"), 100),
@@ -175,12 +186,26 @@ mod tests {
         assert_eq!(parse(Some("bytes=0-"), 0), RangeRequest::Unsatisfiable);
         assert_eq!(parse(Some("bytes=-5"), 0), RangeRequest::Unsatisfiable);
         assert_eq!(parse(None, 100), RangeRequest::Whole);
-        assert_eq!(parse(Some("items=0-1"), 100), RangeRequest::Whole);
-        assert_eq!(parse(Some("bytes=0-1,5-6"), 100), RangeRequest::Whole);
-        assert_eq!(parse(Some("bytes=9-1"), 100), RangeRequest::Whole);
-        assert_eq!(parse(Some("bytes=x-1"), 100), RangeRequest::Whole);
-        assert_eq!(parse(Some("bytes=+1-2"), 100), RangeRequest::Whole);
-        assert_eq!(parse(Some("bytes=-"), 100), RangeRequest::Whole);
+        for h in [
+            "items=0-1",
+            "bytes=0-1,5-6",
+            "bytes=9-1",
+            "bytes=x-1",
+            "bytes=+1-2",
+            "bytes=-",
+            "bytes= 0-1",
+            "bytes=0 -1",
+            "bytes=0-1-2",
+            "bytes",
+            "",
+            "bytes=99999999999999999999-",
+        ] {
+            assert_eq!(parse(Some(h), 100), RangeRequest::Invalid, "{h:?}");
+        }
+        assert_eq!(
+            invalid_message("bytes=0-1,5-6"),
+            "Invalid range header: bytes=0-1,5-6. Supported Range formats are bytes=<start>-<end>, bytes=<start>-, bytes=-<suffix-length>"
+        );
     }
 
     proptest! {
@@ -197,7 +222,8 @@ mod tests {
                     prop_assert!(end < len);
                 }
                 RangeRequest::Unsatisfiable => prop_assert!(len == 0 || a >= len || (form == 2 && b == 0)),
-                RangeRequest::Whole => prop_assert!(form == 0 && a > b),
+                RangeRequest::Invalid => prop_assert!(form == 0 && a > b),
+                RangeRequest::Whole => prop_assert!(false, "a range is never the whole file"),
             }
         }
     }

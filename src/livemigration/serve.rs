@@ -17,8 +17,10 @@ pub enum Need {
     Source,
     /// Running tasks: a destination.
     Destination,
-    /// Status, switch and file-list digest: either.
+    /// Status, file list and file-list digest: either.
     Either,
+    /// Clearing the status (`DELETE /status`): a node that has left `migration_map`.
+    Cleanup,
 }
 
 impl Need {
@@ -28,18 +30,26 @@ impl Need {
             Self::Source => "source",
             Self::Destination => "destination",
             Self::Either => "source or destination",
+            // Refused only to a node in the map whose routes are off.
+            Self::Cleanup => "source or destination",
         }
     }
 }
 
 impl LiveMigration {
     /// Whether an operation that needs `need` may run: live migration is enabled and this
-    /// node is in `migration_map` with that role.
+    /// node is in `migration_map` with that role. Clearing the status is the step after a
+    /// node has left the map, so a node with no role may always ask for it (whatever the
+    /// switch says); a node still in the map reaches [`LiveMigration::clear`] only with the
+    /// routes on, and is refused there (403).
     pub fn allows(&self, need: Need) -> bool {
+        if need == Need::Cleanup && self.role == Role::None {
+            return true;
+        }
         self.enabled()
             && match (&self.role, need) {
                 (Role::None, _) => false,
-                (_, Need::Either) => true,
+                (_, Need::Either | Need::Cleanup) => true,
                 (Role::Source { .. }, need) => need == Need::Source,
                 (Role::Destination { .. }, need) => need == Need::Destination,
             }
@@ -130,7 +140,8 @@ impl ServedFile {
 
 impl ServedFile {
     /// Prepares the bytes a `Range` header asks for (one range: `bytes=a-b`, `bytes=a-`,
-    /// `bytes=-n`; none or a malformed one means the whole file). With `If-Range`, the range
+    /// `bytes=-n`; none means the whole file, anything else is refused; a range that is the
+    /// whole file is sent as the whole file, as Sidecar does). With `If-Range`, the range
     /// is served only if the validator matches the file as it is now; otherwise the whole
     /// file is (RFC 9110 §13.1.5), so a client resuming a download of a file that changed
     /// meanwhile does not glue two versions together.
@@ -149,13 +160,25 @@ impl ServedFile {
             Some(v) if !validator.matches(v, std::time::SystemTime::now()) => None,
             _ => range,
         };
-        let (start, count, whole) = match range::parse(range, len) {
-            RangeRequest::Whole => (0, len, true),
-            RangeRequest::Part { start, end } => (start, end - start + 1, false),
+        let (start, count) = match range::parse(range, len) {
+            RangeRequest::Whole => (0, len),
+            RangeRequest::Part { start, end } => (start, end - start + 1),
             RangeRequest::Unsatisfiable => {
-                return Ok(ServedBytes::Unsatisfiable { len, validator });
+                return Ok(ServedBytes::Unsatisfiable {
+                    len,
+                    validator,
+                    message: format!("the range lies outside the file ({len} bytes)"),
+                });
+            }
+            RangeRequest::Invalid => {
+                return Ok(ServedBytes::Unsatisfiable {
+                    len,
+                    validator,
+                    message: range::invalid_message(range.unwrap_or_default()),
+                });
             }
         };
+        let whole = start == 0 && count == len;
         if start > 0 {
             file.seek(std::io::SeekFrom::Start(start))
                 .await
@@ -177,12 +200,14 @@ impl ServedFile {
 pub enum ServedBytes {
     /// The bytes asked for.
     Bytes(FileBytes),
-    /// The range lies outside the file.
+    /// The range lies outside the file, or is not one range of a served form (416).
     Unsatisfiable {
         /// The file's size.
         len: u64,
         /// The file's validators.
         validator: Validator,
+        /// Why.
+        message: String,
     },
 }
 
@@ -196,8 +221,8 @@ pub struct FileBytes {
     pub count: u64,
     /// The file's size.
     pub len: u64,
-    /// The whole file (no range asked, a malformed one, or an `If-Range` that did not
-    /// match).
+    /// The whole file (no range asked, one covering the whole file, or an `If-Range` that
+    /// did not match).
     pub whole: bool,
     /// The file's validators, sent as `ETag` and `Last-Modified`.
     pub validator: Validator,
@@ -205,17 +230,27 @@ pub struct FileBytes {
     pub permit: OwnedSemaphorePermit,
 }
 
-/// The `?digestAlgorithm=` of a request, checked.
+/// The `?digestAlgorithm=` of a request, checked, with Sidecar's messages: names are
+/// case-insensitive, an empty one and an unknown one are refused.
 pub fn digest_algorithm(name: Option<&str>) -> Result<Option<Algorithm>, LiveMigrationError> {
-    name.map(str::parse::<Algorithm>)
-        .transpose()
-        .map_err(|e| LiveMigrationError::InvalidRequest(format!("digestAlgorithm: {e}")))
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    if name.trim().is_empty() {
+        return Err(LiveMigrationError::InvalidRequest(
+            "Digest algorithm name cannot be null or empty".into(),
+        ));
+    }
+    name.parse::<Algorithm>().map(Some).map_err(|_| {
+        LiveMigrationError::InvalidRequest(format!("Unsupported digest algorithm {name}"))
+    })
 }
 
 /// One digest over a node's file list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListDigest {
-    /// Lower-case hex digest of the sorted `fileUrl size` lines of every file.
+    /// The digest (as [`super::digest::Hasher::finish`] writes it) of the sorted
+    /// `fileUrl size` lines of every file.
     pub digest: String,
     /// The algorithm.
     pub algorithm: Algorithm,
@@ -242,7 +277,7 @@ pub fn list_digest(entries: &[Entry], algorithm: Algorithm) -> ListDigest {
         digest: hasher.finish(),
         algorithm,
         files: lines.len(),
-        total_size: entries.iter().map(|e| e.size).sum(),
+        total_size: entries.iter().filter(|e| !e.is_dir).map(|e| e.size).sum(),
     }
 }
 
@@ -267,7 +302,7 @@ mod tests {
     fn list_digests_ignore_order_directories_and_times() {
         let a = [
             entry("ks/t/b", 2, false),
-            entry("ks", 0, true),
+            entry("ks", 4096, true),
             entry("ks/t/a", 1, false),
         ];
         let mut b = vec![entry("ks/t/a", 1, false), entry("ks/t/b", 2, false)];
@@ -280,5 +315,32 @@ mod tests {
         assert_eq!((da.files, da.total_size), (2, 3));
         b[1].size = 3;
         assert_ne!(list_digest(&b, Algorithm::Sha256).digest, da.digest);
+    }
+}
+
+#[cfg(test)]
+mod algorithm_tests {
+    use super::*;
+
+    /// Sidecar's names (case-insensitive) and messages.
+    #[test]
+    fn digest_algorithms_are_named_as_sidecar_names_them() {
+        for name in ["MD5", "md5", "Md5"] {
+            assert_eq!(digest_algorithm(Some(name)).unwrap(), Some(Algorithm::Md5));
+        }
+        for name in ["XXHash32", "xxhash32", "XXHASH32"] {
+            assert_eq!(
+                digest_algorithm(Some(name)).unwrap(),
+                Some(Algorithm::Xxhash32)
+            );
+        }
+        assert_eq!(digest_algorithm(None).unwrap(), None);
+        let message = |name| digest_algorithm(Some(name)).unwrap_err().to_string();
+        assert_eq!(message(""), "Digest algorithm name cannot be null or empty");
+        assert_eq!(
+            message(" "),
+            "Digest algorithm name cannot be null or empty"
+        );
+        assert_eq!(message("CRC32"), "Unsupported digest algorithm CRC32");
     }
 }

@@ -37,8 +37,8 @@ impl App {
         let jobs = drover::daemon::open_jobs(&config)
             .await
             .expect("job registry");
-        let live = LiveMigration::open(&config, &config.server.listen.to_string())
-            .expect("live migration state");
+        let live =
+            LiveMigration::open(&config, config.server.listen).expect("live migration state");
         let state = drover::daemon::app_state(Arc::new(config), jobs, live);
         Self {
             live: state.live.clone(),

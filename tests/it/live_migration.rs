@@ -61,6 +61,26 @@ fn coreutils_digest(tool: &str, text: &str) -> String {
         .to_string()
 }
 
+/// The Base64 of the bytes that `hex` spells, by coreutils (`basenc`, `base64`).
+fn coreutils_base64_of_hex(hex: &str) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "basenc --base16 -d | base64"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(hex.to_ascii_uppercase().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "basenc | base64 failed");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -244,6 +264,12 @@ async fn a_source_lists_and_serves_its_files_safely() {
             .any(|f| f["fileType"] == "DIRECTORY"
                 && f["fileUrl"] == "/api/v1/live-migration/files/data/0/ks/t-1")
     );
+    // Sidecar lists directories with size -1 (and leaves them out of totalSize).
+    for f in list["files"].as_array().unwrap() {
+        if f["fileType"] == "DIRECTORY" {
+            assert_eq!(f["size"], -1, "{f}");
+        }
+    }
 
     // Whole files and ranges.
     let (path, data) = (&url_of(&files[0].0), &files[0].1);
@@ -271,26 +297,54 @@ async fn a_source_lists_and_serves_its_files_safely() {
     assert_eq!(headers["content-range"], format!("bytes */{len}"));
     let err: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(err["code"], 416);
+    // A range that covers the whole file is the whole file, as Sidecar sends it: 200, no
+    // Content-Range.
+    for range in ["bytes=0-", "bytes=0-99999999", &format!("bytes=-{len}")] {
+        let (status, headers, body) = get_bytes(&daemon, path, Some(range)).await;
+        assert_eq!(status, 200, "{range}");
+        assert!(headers.get("content-range").is_none(), "{range}");
+        assert!(&body == data, "{range}");
+    }
+    // Several ranges, or any other form, are refused (416) with Sidecar's message.
+    for range in ["bytes=0-1,5-6", "bytes=9-1", "items=0-1", "bytes=x-"] {
+        let (status, _, body) = get_bytes(&daemon, path, Some(range)).await;
+        let err: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!((status, err["code"].clone()), (416, json!(416)), "{range}");
+        assert_eq!(
+            err["message"],
+            format!(
+                "Invalid range header: {range}. Supported Range formats are bytes=<start>-<end>, bytes=<start>-, bytes=-<suffix-length>"
+            )
+        );
+    }
 
     // Digests, against values computed by other implementations (coreutils' sha256sum and
-    // md5sum, Python's xxhash) of the same 3,000,000 bytes of `content(1, ..)`.
-    for (asked, name, expected) in [
+    // md5sum, Python's xxhash) of the same 3,000,000 bytes of `content(1, ..)`; MD5 as
+    // Sidecar writes it, in Base64 (md5sum's 20d1b8ad7fe4e237492988eb810eaab8 through
+    // `basenc --base16 -d | base64`). The algorithm is echoed as asked.
+    for (asked, expected) in [
         (
-            "sha256",
             "sha256",
             "045c65b687d34d504271bbe898dff4241e16fc3da4ac41103ee0240207d55177",
         ),
-        ("xxh3", "xxh3", "74129eb53779671e"),
-        ("md5", "md5", "20d1b8ad7fe4e237492988eb810eaab8"),
-        ("XXHash32", "xxhash32", "584229fa"),
+        ("xxh3", "74129eb53779671e"),
+        ("md5", "ING4rX/k4jdJKYjrgQ6quA=="),
+        ("MD5", "ING4rX/k4jdJKYjrgQ6quA=="),
+        ("XXHash32", "584229fa"),
     ] {
         let (status, d) = daemon.get(&format!("{path}?digestAlgorithm={asked}")).await;
         assert_eq!(status, 200, "{asked}: {d}");
         assert_eq!(d["digest"], expected, "{asked}: {d}");
-        assert_eq!(d["digestAlgorithm"], name, "{asked}: {d}");
+        assert_eq!(d["digestAlgorithm"], asked, "{asked}: {d}");
     }
-    let (status, d) = daemon.get(&format!("{path}?digestAlgorithm=crc")).await;
-    assert_eq!((status, d["code"].clone()), (400, json!(400)));
+    for (asked, message) in [
+        ("crc", "Unsupported digest algorithm crc"),
+        ("", "Digest algorithm name cannot be null or empty"),
+    ] {
+        let (status, d) = daemon.get(&format!("{path}?digestAlgorithm={asked}")).await;
+        assert_eq!((status, d["code"].clone()), (400, json!(400)), "{d}");
+        assert_eq!(d["message"], message, "{d}");
+    }
 
     // Paths that leave their directory, or name nothing.
     for (p, code) in [
@@ -304,6 +358,8 @@ async fn a_source_lists_and_serves_its_files_safely() {
         ("/api/v1/live-migration/files/data/7/x", 400),
         ("/api/v1/live-migration/files/data/zero/x", 400),
         ("/api/v1/live-migration/files/data/0/ks/escape", 403),
+        // A directory: Sidecar's 400.
+        ("/api/v1/live-migration/files/data/0/ks/t-1", 400),
         ("/api/v1/live-migration/files/data/0/ks/t-1/missing.db", 404),
         (
             "/api/v1/live-migration/files/data/0/ks/t-1/snapshots/s1/nb-1-big-Data.db",
@@ -337,11 +393,12 @@ async fn a_source_lists_and_serves_its_files_safely() {
             .get(&format!("/api/v1/live-migration/files-digest{asked}"))
             .await;
         assert_eq!(status, 200, "{digest}");
-        assert_eq!(
-            digest["digest"],
-            coreutils_digest(tool, &lines.concat()),
-            "{digest}"
-        );
+        let mut expected = coreutils_digest(tool, &lines.concat());
+        if tool == "md5sum" {
+            // MD5 digests are Base64, as Sidecar writes them.
+            expected = coreutils_base64_of_hex(&expected);
+        }
+        assert_eq!(digest["digest"], expected, "{digest}");
         assert_eq!(digest["digestAlgorithm"], tool.trim_end_matches("sum"));
         assert_eq!(digest["files"], files.len());
         assert_eq!(digest["totalSize"], total);
@@ -349,9 +406,11 @@ async fn a_source_lists_and_serves_its_files_safely() {
     let (status, body) = daemon.get("/api/v1/live-migration/data-copy-tasks").await;
     assert_eq!(status, 404, "{body}");
 
-    // Status: a second POST is refused, and a COMPLETED source serves no file.
+    // Status: a second POST is refused, and a COMPLETED source serves no file (400, as
+    // Sidecar answers).
     let (_, s) = daemon.get("/api/v1/live-migration/status").await;
-    assert_eq!(s["state"], "NOT_COMPLETED");
+    assert_eq!(s, json!({"state": "NOT_COMPLETED", "endTime": null}));
+    let before = chrono::Utc::now().timestamp_millis();
     let (status, s) = daemon
         .post_json("/api/v1/live-migration/status", &Value::Null)
         .await;
@@ -360,38 +419,37 @@ async fn a_source_lists_and_serves_its_files_safely() {
         (200, json!("COMPLETED")),
         "{s}"
     );
-    assert!(s["endTime"].is_string());
-    let (status, _) = daemon
+    // Epoch milliseconds, a number.
+    let end_time = s["endTime"].as_i64().unwrap();
+    assert!((before..before + 60_000).contains(&end_time), "{s}");
+    let (status, e) = daemon
         .post_json("/api/v1/live-migration/status", &Value::Null)
         .await;
     assert_eq!(status, 400);
-    let (status, _, _) = get_bytes(&daemon, &big, None).await;
-    assert_eq!(status, 409);
-    // DELETE takes the node back to NOT_COMPLETED: it serves files again, and can be declared
-    // COMPLETED once more.
-    let res = daemon
-        .client()
-        .delete(daemon.url("/api/v1/live-migration/status"))
-        .send()
-        .await
-        .unwrap();
-    let (status, s) = test_support::json_of(res).await;
-    assert_eq!(status, 200, "{s}");
-    assert_eq!(s["state"], "NOT_COMPLETED", "{s}");
-    assert!(s["endTime"].is_null(), "{s}");
-    let (_, s) = daemon.get("/api/v1/live-migration/status").await;
-    assert_eq!(s["state"], "NOT_COMPLETED", "{s}");
-    let (status, _, body) = get_bytes(&daemon, &url_of(&files[1].0), None).await;
-    assert_eq!(status, 200);
-    assert!(body == files[1].1, "served again, whole");
-    let (status, s) = daemon
-        .post_json("/api/v1/live-migration/status", &Value::Null)
-        .await;
     assert_eq!(
-        (status, s["state"].clone()),
-        (200, json!("COMPLETED")),
-        "{s}"
+        e["message"], "Live migration marked as COMPLETED earlier.",
+        "{e}"
     );
+    let (status, _, _) = get_bytes(&daemon, &big, None).await;
+    assert_eq!(status, 400);
+    let (status, _) = daemon.get(&format!("{path}?digestAlgorithm=md5")).await;
+    assert_eq!(status, 400);
+    // The status is cleared only once the node has left migration_map: 403 while it is in.
+    let delete_status = |d: &Daemon| {
+        let req = d.client().delete(d.url("/api/v1/live-migration/status"));
+        async move { test_support::json_of(req.send().await.unwrap()).await }
+    };
+    let (status, e) = delete_status(&daemon).await;
+    assert_eq!(status, 403, "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("live_migration.migration_map"),
+        "{e}"
+    );
+    let (_, s) = daemon.get("/api/v1/live-migration/status").await;
+    assert_eq!(s, json!({"state": "COMPLETED", "endTime": end_time}));
 
     // Switched off at runtime: every route hides; the choice survives a restart.
     let (status, view) = put_json(
@@ -413,6 +471,37 @@ async fn a_source_lists_and_serves_its_files_safely() {
     assert_eq!(status, 404);
     let (_, view) = daemon.get("/api/v1/admin/live-migration").await;
     assert_eq!(view["enabled"], false);
+    assert_eq!(view["setBy"], "admin");
+    // Off and still in the map: DELETE hides too.
+    assert_eq!(delete_status(&daemon).await.0, 404);
+    drop(daemon);
+
+    // The node leaves the map (Sidecar's last phase): GET /status is 404, as Sidecar's code
+    // answers; DELETE clears the COMPLETED status (whatever the switch says: it is the
+    // cleanup step), once.
+    std::fs::write(
+        &src.config,
+        std::fs::read_to_string(&src.config)
+            .unwrap()
+            .replace(&format!("\"{}\"", src.addr), "\"10.255.255.1:1\""),
+    )
+    .unwrap();
+    let daemon = src.start().await;
+    let (_, view) = daemon.get("/api/v1/admin/live-migration").await;
+    assert_eq!(view["role"], "none", "{view}");
+    let (status, _) = daemon.get("/api/v1/live-migration/status").await;
+    assert_eq!(status, 404);
+    let (status, ok) = delete_status(&daemon).await;
+    assert_eq!((status, ok), (200, json!({"status": "OK"})));
+    let (status, e) = delete_status(&daemon).await;
+    assert_eq!(status, 400, "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Live Migration status is not set as completed"),
+        "{e}"
+    );
 }
 
 /// Where data-copy tasks are started.
@@ -597,8 +686,12 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
         assert_eq!(status, code, "{body}: {err}");
         assert_eq!(err["code"], code);
     }
-    // Source routes answer 404 on a destination.
-    let (status, _) = dst.get("/api/v1/live-migration/files").await;
+    // A destination lists its files (as Sidecar's does), but serves none of them.
+    let (status, list) = dst.get("/api/v1/live-migration/files").await;
+    assert_eq!(status, 200, "{list}");
+    let (status, _) = dst
+        .get("/api/v1/live-migration/files/data/0/ks/t-1/nb-1-big-Data.db")
+        .await;
     assert_eq!(status, 404);
 
     let task = copy_to_end(

@@ -514,3 +514,219 @@ async fn a_burst_of_listings_is_bounded_and_health_still_answers() {
     assert_eq!(res.status(), 200);
     assert!(res.bytes().await.unwrap() == reference);
 }
+
+/// An in-process daemon whose node directories are under `home`, with this `live_migration`
+/// section (indented lines after `live_migration:`).
+async fn app_with(home: &Home, section: &str) -> test_support::App {
+    let config = home.write_config(&format!(
+        "{}live_migration:\n{section}",
+        node_dirs(home.path())
+    ));
+    test_support::App::with_config(home, &config).await
+}
+
+fn get_with_host(path: &str, host: &str) -> axum::http::Request<axum::body::Body> {
+    axum::http::Request::get(path)
+        .header("host", host)
+        .body(axum::body::Body::empty())
+        .unwrap()
+}
+
+/// A Sidecar `live_migration` section (no `enabled`, no `advertise`, host names without
+/// ports) serves on the node whose name resolves to this daemon's address; `enabled: false`
+/// closes the routes, `enabled: true` keeps them open.
+#[tokio::test]
+async fn a_sidecar_section_without_enabled_serves() {
+    let home = Home::new();
+    write(&home.path().join("data0/ks/t-1/nb-1-big-Data.db"), b"x");
+    let sidecar =
+        "  migration_map:\n    localhost: dest-host.invalid\n  max_concurrent_file_requests: 20\n";
+    let app = app_with(&home, sidecar).await;
+    let (status, list) = app.get(LIST).await;
+    assert_eq!(status, 200, "{list}");
+    let (_, view) = app.get(ADMIN).await;
+    assert_eq!(
+        (&view["enabled"], &view["setBy"], &view["role"]),
+        (&json!(true), &json!("default"), &json!("source")),
+        "{view}"
+    );
+    let app = app_with(&home, &format!("  enabled: false\n{sidecar}")).await;
+    let (status, body) = app.get(LIST).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(app.get("/api/v1/live-migration/status").await.0, 404);
+    let (_, view) = app.get(ADMIN).await;
+    assert_eq!(
+        (&view["enabled"], &view["setBy"]),
+        (&json!(false), &json!("config"))
+    );
+    let app = app_with(&home, &format!("  enabled: true\n{sidecar}")).await;
+    assert_eq!(app.get(LIST).await.0, 200);
+}
+
+/// The role is this daemon's; a `Host` can only narrow it: one naming another node of the map
+/// gets 404 (Sidecar finds no instance for it), any other (an IP, `localhost`) is served.
+#[tokio::test]
+async fn a_host_naming_another_node_of_the_map_gets_404() {
+    let home = Home::new();
+    write(&home.path().join("data0/ks/t-1/nb-1-big-Data.db"), b"x");
+    let app = app_with(
+        &home,
+        "  migration_map:\n    localhost: dest-host.invalid\n    src-2.invalid: \"[fd00::2]:9043\"\n",
+    )
+    .await;
+    for host in [
+        "dest-host.invalid",
+        "DEST-HOST.invalid:9043",
+        "src-2.invalid",
+        "[fd00::2]:9043",
+    ] {
+        let (status, body) = app.send(get_with_host(LIST, host)).await;
+        assert_eq!(status, 404, "{host}: {body}");
+        assert!(
+            body["message"].as_str().unwrap().contains("another node"),
+            "{host}: {body}"
+        );
+    }
+    for host in [
+        "localhost:9043",
+        "127.0.0.1:9043",
+        "127.0.0.1",
+        "[fd00::2]:9044",
+    ] {
+        let (status, body) = app.send(get_with_host(LIST, host)).await;
+        assert_eq!(status, 200, "{host}: {body}");
+    }
+}
+
+/// As Sidecar: a destination lists its own files (to compare them), but serves none.
+#[tokio::test]
+async fn a_destination_lists_its_files_but_serves_none() {
+    let home = Home::new();
+    write(&home.path().join("data0/ks/t-1/nb-1-big-Data.db"), b"x");
+    let app = app_with(&home, "  migration_map:\n    src-host.invalid: localhost\n").await;
+    let (_, view) = app.get(ADMIN).await;
+    assert_eq!(view["role"], "destination", "{view}");
+    let (status, list) = app.get(LIST).await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["totalSize"], 1, "{list}");
+    let (status, body) = app.get(FILE).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = app.get(&format!("{FILE}?digestAlgorithm=MD5")).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(app.get("/api/v1/live-migration/status").await.0, 200);
+}
+
+/// A state file written by an older drover (`endTime` as RFC 3339 text, a daemon upgraded
+/// in the middle of a migration) still reads; the status answers epoch milliseconds.
+#[tokio::test]
+async fn an_old_state_file_answers_end_time_in_milliseconds() {
+    let home = Home::new();
+    std::fs::create_dir_all(home.state_dir()).unwrap();
+    std::fs::write(
+        home.state_dir().join("live-migration.json"),
+        r#"{"enabled": true, "status": {"state": "COMPLETED", "endTime": "2024-05-23T16:00:00.123Z"}}"#,
+    )
+    .unwrap();
+    let app = app_with(
+        &home,
+        "  migration_map:\n    localhost: dest-host.invalid\n",
+    )
+    .await;
+    let (status, s) = app.get("/api/v1/live-migration/status").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        s,
+        json!({"state": "COMPLETED", "endTime": 1_716_480_000_123i64})
+    );
+    let (status, e) = app
+        .post_json("/api/v1/live-migration/status", &Value::Null)
+        .await;
+    assert_eq!(status, 400, "{e}");
+    let (status, _) = app.get(FILE).await;
+    assert_eq!(status, 400);
+}
+
+/// Digests as Sidecar writes them, of an empty file (its values are known): MD5 in Base64,
+/// XXHash32 without leading zeros, the algorithm echoed as asked. And directories listed with
+/// size -1, not counted in `totalSize`.
+#[tokio::test]
+async fn digests_and_listings_are_sidecars() {
+    let home = Home::new();
+    write(&home.path().join("data0/ks/t-1/empty.db"), b"");
+    write(&home.path().join("data0/ks/t-1/nb-1-big-Data.db"), b"abc");
+    let app = app_with(
+        &home,
+        "  migration_map:\n    localhost: dest-host.invalid\n",
+    )
+    .await;
+    let empty = "/api/v1/live-migration/files/data/0/ks/t-1/empty.db";
+    // Python: base64.b64encode(hashlib.md5(b"").digest()); xxHash spec: XXH32("", 0).
+    for (asked, digest) in [
+        ("MD5", "1B2M2Y8AsgTpgAmY7PhCfg=="),
+        ("md5", "1B2M2Y8AsgTpgAmY7PhCfg=="),
+        ("XXHash32", "2cc5d05"),
+        ("xxhash32", "2cc5d05"),
+    ] {
+        let (status, d) = app.get(&format!("{empty}?digestAlgorithm={asked}")).await;
+        assert_eq!(status, 200, "{d}");
+        assert_eq!(d, json!({"digest": digest, "digestAlgorithm": asked}));
+    }
+    // A missing file is 404 whatever the algorithm (checked after the file, as Sidecar).
+    let (status, _) = app
+        .get("/api/v1/live-migration/files/data/0/ks/t-1/nope.db?digestAlgorithm=crc")
+        .await;
+    assert_eq!(status, 404);
+    let (status, body) = app.get(LIST).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["totalSize"], 3, "{body}");
+    let dirs: Vec<&Value> = body["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["fileType"] == "DIRECTORY")
+        .collect();
+    assert_eq!(dirs.len(), 2, "{body}");
+    assert!(dirs.iter().all(|d| d["size"] == -1), "{body}");
+    // A directory is not transferred (Sidecar's 400).
+    let (status, e) = app.get("/api/v1/live-migration/files/data/0/ks/t-1").await;
+    assert_eq!(
+        (status, &e["message"]),
+        (400, &json!("Cannot transfer directory"))
+    );
+}
+
+/// `${DATA_FILE_DIR_<i>}` names data directory `i` in exclusions; one beyond the node's
+/// data directories stops the daemon at start, naming the key and the index.
+#[tokio::test]
+async fn numbered_data_directory_placeholders() {
+    let home = Home::new();
+    write(&home.path().join("data0/ks/t-1/nb-1-big-Data.db"), b"0");
+    write(&home.path().join("data1/ks/t-1/nb-2-big-Data.db"), b"1");
+    let app = app_with(
+        &home,
+        "  migration_map:\n    localhost: dest-host.invalid\n  dirs_to_exclude: [\"glob:${DATA_FILE_DIR_1}/ks\"]\n",
+    )
+    .await;
+    let (_, body) = app.get(LIST).await;
+    let files: Vec<&str> = body["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["fileType"] == "FILE")
+        .map(|f| f["fileUrl"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, vec![FILE], "data directory 1 is excluded: {body}");
+    let config = home.write_config(&format!(
+        "{}live_migration:\n  migration_map:\n    localhost: dest-host.invalid\n  files_to_exclude: [\"glob:/x\", \"glob:${{DATA_FILE_DIR_2}}/**\"]\n",
+        node_dirs(home.path())
+    ));
+    let config = drover::config::DaemonConfig::load(Some(&config), |_| None).unwrap();
+    let e = drover::livemigration::LiveMigration::open(&config, "127.0.0.1:9043".parse().unwrap())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("files_to_exclude[1]") && e.contains("${DATA_FILE_DIR_2}"),
+        "{e}"
+    );
+}

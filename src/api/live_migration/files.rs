@@ -22,8 +22,8 @@ use crate::livemigration::serve::{self, FileBytes, ServedBytes};
 pub struct FileInfo {
     /// Where to download it: `/api/v1/live-migration/files/{dirType}/{dirIndex}/{path}`.
     pub file_url: String,
-    /// Bytes (0 for a directory).
-    pub size: u64,
+    /// Bytes; -1 for a directory (as Sidecar lists them).
+    pub size: i64,
     /// `FILE` or `DIRECTORY`.
     pub file_type: String,
     /// Last modification, milliseconds since the epoch.
@@ -33,11 +33,36 @@ pub struct FileInfo {
     pub mode: u32,
 }
 
+impl FileInfo {
+    /// How a listing shows `e`.
+    pub fn of(e: &Entry) -> Self {
+        Self {
+            file_url: e.url(),
+            size: if e.is_dir {
+                -1
+            } else {
+                i64::try_from(e.size).unwrap_or(i64::MAX)
+            },
+            file_type: e.file_type().into(),
+            last_modified_time: e.modified_ms,
+            mode: e.mode,
+        }
+    }
+}
+
+/// The sum of the sizes of the files (not directories) of a listing.
+pub fn total_size(entries: &[Entry]) -> u64 {
+    entries
+        .iter()
+        .filter(|e| !e.is_dir)
+        .fold(0u64, |sum, e| sum.saturating_add(e.size))
+}
+
 /// The files of the node.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FileList {
-    /// Sum of the files' sizes.
+    /// Sum of the files' sizes (directories not counted).
     pub total_size: u64,
     /// Every file and directory, minus exclusions.
     pub files: Vec<FileInfo>,
@@ -45,7 +70,8 @@ pub struct FileList {
 
 /// Lists every file and directory of the node's configured directories (`data` with an index
 /// per data directory, `commitlog`, `hints`, `saved_caches`, `cdc_raw`, `local_system_data`),
-/// minus exclusions (snapshots and backups always). Source only. At most
+/// minus exclusions (snapshots and backups always). Directories have `size` -1 and are not
+/// counted in `totalSize`. On a source or a destination (as Sidecar). At most
 /// `live_migration.max_concurrent_listings` are built at once; the body is streamed.
 #[utoipa::path(
     get,
@@ -53,7 +79,7 @@ pub struct FileList {
     tag = "live-migration",
     responses(
         (status = 200, body = FileList),
-        (status = 404, description = "Not a source, or live migration off", body = ErrorBody),
+        (status = 404, description = "Neither source nor destination, or live migration off", body = ErrorBody),
         (status = 503, description = "Too many listings at once (`live_migration.max_concurrent_listings`); see Retry-After", body = ErrorBody),
     )
 )]
@@ -103,7 +129,7 @@ const LISTING_CHUNK: usize = 64 * 1024;
 impl ListingBody {
     fn new(listing: serve::Listing) -> Self {
         Self {
-            total_size: Some(listing.entries.iter().map(|e| e.size).sum()),
+            total_size: Some(total_size(&listing.entries)),
             entries: listing.entries.into_iter(),
             first: true,
             done: false,
@@ -132,14 +158,7 @@ impl Iterator for ListingBody {
             if !std::mem::take(&mut self.first) {
                 buf.push(b',');
             }
-            let info = FileInfo {
-                file_url: e.url(),
-                size: e.size,
-                file_type: e.file_type().into(),
-                last_modified_time: e.modified_ms,
-                mode: e.mode,
-            };
-            serde_json::to_writer(&mut buf, &info).expect("a FileInfo serializes");
+            serde_json::to_writer(&mut buf, &FileInfo::of(&e)).expect("a FileInfo serializes");
         }
         Some(Ok(bytes::Bytes::from(buf)))
     }
@@ -150,7 +169,8 @@ impl Iterator for ListingBody {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct DigestQuery {
-    /// `sha256`, `xxh3`, `md5` or `xxhash32`: answer the file's digest instead of its bytes.
+    /// `MD5` or `XXHash32` (Sidecar's), `sha256` or `xxh3` (drover's), in any case: answer
+    /// the file's digest instead of its bytes.
     #[param(value_type = Option<crate::livemigration::digest::Algorithm>, inline)]
     pub digest_algorithm: Option<String>,
 }
@@ -159,14 +179,17 @@ pub struct DigestQuery {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DigestResponse {
-    /// Lower-case hex.
+    /// As Sidecar writes it: MD5 in Base64 (padded), XXHash32 (seed 0) in lower-case hex
+    /// without leading zeros; SHA-256 and XXH3 in lower-case hex.
     pub digest: String,
-    /// The algorithm.
+    /// The algorithm, as the request named it.
     pub digest_algorithm: String,
 }
 
 /// Streams one file of the node, or its digest with `?digestAlgorithm=`. A single `Range`
-/// (`bytes=a-b`, `bytes=a-`, `bytes=-n`) gets 206, an unsatisfiable one 416. With
+/// (`bytes=a-b`, `bytes=a-`, `bytes=-n`; an end past the file is clamped) gets 206, or 200
+/// when it covers the whole file; an unsatisfiable one, several ranges or any other form get
+/// 416. A directory is 400 ("Cannot transfer directory"). With
 /// `If-Range` (the `ETag` or `Last-Modified` this route sent), the range is served only if
 /// the file has not changed since; otherwise the whole file comes with 200. A symbolic link
 /// anywhere in the path is refused (403). Source only; refused once the migration is
@@ -188,11 +211,10 @@ pub struct DigestResponse {
             headers(("ETag" = String, description = "The file's version: size and modification time"), ("Last-Modified" = String, description = "The file's modification time"))),
         (status = 206, description = "The range", content_type = "application/octet-stream",
             headers(("ETag" = String, description = "The file's version: size and modification time"), ("Last-Modified" = String, description = "The file's modification time"))),
-        (status = 400, description = "Bad type, index or path (`..`, absolute)", body = ErrorBody),
+        (status = 400, description = "Bad type, index or path (`..`, absolute), a directory, a bad `digestAlgorithm`, or the migration is COMPLETED", body = ErrorBody),
         (status = 403, description = "The path leads through a symbolic link or outside its directory", body = ErrorBody),
         (status = 404, description = "Missing or excluded", body = ErrorBody),
-        (status = 409, description = "The migration is COMPLETED", body = ErrorBody),
-        (status = 416, description = "Range not satisfiable", body = ErrorBody),
+        (status = 416, description = "Range not satisfiable, or not one range of a served form", body = ErrorBody),
         (status = 503, description = "Too many file requests at once; see Retry-After", body = ErrorBody),
     )
 )]
@@ -202,15 +224,17 @@ pub async fn file(
     Query(query): Query<DigestQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let algorithm = serve::digest_algorithm(query.digest_algorithm.as_deref())?;
     let served = match state.live.open_file(dir_type, dir_index, path).await {
         Ok(served) => served,
         Err(e) => return Ok(busy_or_error(e)),
     };
-    if let Some(algorithm) = algorithm {
+    // Checked once the file is found, as Sidecar does (a missing file is 404 whatever the
+    // algorithm).
+    if let Some(algorithm) = serve::digest_algorithm(query.digest_algorithm.as_deref())? {
         return Ok(Json(DigestResponse {
             digest: served.digest(algorithm).await?,
-            digest_algorithm: algorithm.name().into(),
+            // Echoed as sent: Sidecar's clients map it back case-insensitively.
+            digest_algorithm: query.digest_algorithm.unwrap_or_default(),
         })
         .into_response());
     }
@@ -232,12 +256,13 @@ pub async fn file(
         .await?
     {
         ServedBytes::Bytes(bytes) => bytes,
-        ServedBytes::Unsatisfiable { len, validator } => {
-            let mut response = ApiError::new(
-                StatusCode::RANGE_NOT_SATISFIABLE,
-                format!("the range lies outside the file ({len} bytes)"),
-            )
-            .into_response();
+        ServedBytes::Unsatisfiable {
+            len,
+            validator,
+            message,
+        } => {
+            let mut response =
+                ApiError::new(StatusCode::RANGE_NOT_SATISFIABLE, message).into_response();
             let h = response.headers_mut();
             h.insert(
                 header::CONTENT_RANGE,
@@ -266,6 +291,8 @@ pub async fn file(
         .header(header::ETAG, &validator.etag)
         .header(header::LAST_MODIFIED, validator.last_modified());
     if status == StatusCode::PARTIAL_CONTENT {
+        // The file's size after the slash, as RFC 9110 says (Sidecar writes the range's
+        // length there; its own downloader does not read the header).
         response = response.header(
             header::CONTENT_RANGE,
             format!("bytes {start}-{}/{len}", start + count - 1),
@@ -284,7 +311,8 @@ fn insert_validator(headers: &mut HeaderMap, validator: &Validator) {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FilesDigest {
-    /// Lower-case hex digest of the sorted `fileUrl size` lines of every file.
+    /// The digest of the sorted `fileUrl size` lines of every file (written as file digests
+    /// are).
     pub digest: String,
     /// The algorithm.
     pub digest_algorithm: String,
@@ -354,17 +382,8 @@ mod tests {
                 })
                 .collect();
             let whole = serde_json::to_vec(&FileList {
-                total_size: entries.iter().map(|e| e.size).sum(),
-                files: entries
-                    .iter()
-                    .map(|e| FileInfo {
-                        file_url: e.url(),
-                        size: e.size,
-                        file_type: e.file_type().into(),
-                        last_modified_time: e.modified_ms,
-                        mode: e.mode,
-                    })
-                    .collect(),
+                total_size: total_size(&entries),
+                files: entries.iter().map(FileInfo::of).collect(),
             })
             .unwrap();
             let permit = std::sync::Arc::new(tokio::sync::Semaphore::new(1))

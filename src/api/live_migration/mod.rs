@@ -26,16 +26,17 @@ impl From<LiveMigrationError> for ApiError {
             E::InvalidRequest(_)
             | E::AlreadyCompleted
             | E::MigrationCompleted
+            | E::NotCompleted { .. }
+            | E::NoMoreFiles
             | E::NodeRunning { .. } => StatusCode::BAD_REQUEST,
+            E::StillInMap { .. } => StatusCode::FORBIDDEN,
             E::Path(PathError::Invalid(_)) => StatusCode::BAD_REQUEST,
             E::Path(PathError::Outside(_)) => StatusCode::FORBIDDEN,
             E::Path(PathError::NotFound(_))
             | E::FileVanished
             | E::NotDestination
             | E::NoSuchTask { .. } => StatusCode::NOT_FOUND,
-            E::NoMoreFiles | E::CopyTaskActive { .. } | E::VerificationTaskActive { .. } => {
-                StatusCode::CONFLICT
-            }
+            E::CopyTaskActive { .. } | E::VerificationTaskActive { .. } => StatusCode::CONFLICT,
             E::TooManyFileRequests { .. } | E::TooManyListings { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -74,7 +75,14 @@ mod tests {
         assert_eq!(status(running), 400);
         assert_eq!(status(PathError::Outside("x".into()).into()), 403);
         assert_eq!(status(LiveMigrationError::FileVanished), 404);
-        assert_eq!(status(LiveMigrationError::NoMoreFiles), 409);
+        // Sidecar: a file request to a COMPLETED source is a bad request.
+        assert_eq!(status(LiveMigrationError::NoMoreFiles), 400);
+        let name = || "10.0.0.1".to_string();
+        assert_eq!(status(LiveMigrationError::StillInMap { name: name() }), 403);
+        assert_eq!(
+            status(LiveMigrationError::NotCompleted { name: name() }),
+            400
+        );
         let active = LiveMigrationError::CopyTaskActive {
             noun: "verification task",
             id: "t".into(),

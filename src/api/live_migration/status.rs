@@ -11,7 +11,9 @@ use crate::api::body::Payload;
 use crate::api::error::{ApiError, ErrorBody};
 use crate::livemigration::Status;
 
-/// The migration status of this node: `NOT_COMPLETED`, or `COMPLETED` with its `endTime`.
+/// The migration status of this node: `NOT_COMPLETED`, or `COMPLETED` with its `endTime`
+/// (milliseconds since the epoch). On a source or a destination; 404 once the node has left
+/// `migration_map` (as Sidecar's code answers).
 #[utoipa::path(
     get,
     path = "/api/v1/live-migration/status",
@@ -22,8 +24,8 @@ pub async fn status(State(state): State<AppState>) -> Json<Status> {
     Json(state.live.status())
 }
 
-/// Declares the migration complete (on a source: no more files are served). A second POST is
-/// refused with 400.
+/// Declares the migration complete (on a source: no more files are served, 400). A second
+/// POST is refused with 400 "Live migration marked as COMPLETED earlier.".
 #[utoipa::path(
     post,
     path = "/api/v1/live-migration/status",
@@ -34,23 +36,45 @@ pub async fn complete(State(state): State<AppState>) -> Result<Json<Status>, Api
     Ok(Json(state.live.complete()?))
 }
 
-/// Sets the status back to `NOT_COMPLETED`.
+/// Sidecar's `{"status": "OK"}`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct OkBody {
+    /// `OK`.
+    pub status: String,
+}
+
+/// Clears the status (back to `NOT_COMPLETED`), Sidecar's last step of a migration: only on
+/// a node that is no longer in `live_migration.migration_map` (403 otherwise, checked
+/// first; the node's routes need not be on), and only when the status is `COMPLETED` (400
+/// otherwise).
 #[utoipa::path(
     delete,
     path = "/api/v1/live-migration/status",
     tag = "live-migration",
-    responses((status = 200, body = Status), (status = 404, body = ErrorBody))
+    responses(
+        (status = 200, body = OkBody),
+        (status = 400, description = "The status is not COMPLETED", body = ErrorBody),
+        (status = 403, description = "This node is still in live_migration.migration_map; or the caller does not hold the operation's role, or the request carries an `Origin` not in `server.allowed_origins`", body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    )
 )]
-pub async fn reset(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
-    Ok(Json(state.live.reset()?))
+pub async fn reset(State(state): State<AppState>) -> Result<Json<OkBody>, ApiError> {
+    state.live.clear()?;
+    Ok(Json(OkBody {
+        status: "OK".into(),
+    }))
 }
 
 /// Live migration on this node, as the admin route shows it.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AdminView {
-    /// Whether the live-migration routes answer.
+    /// Whether the live-migration routes answer (for a node with a role).
     pub enabled: bool,
+    /// Where `enabled` comes from: `admin` (this route was used; it wins), `config`
+    /// (`live_migration.enabled`) or `default` (neither: on, as Sidecar is for a node in
+    /// its map).
+    pub set_by: String,
     /// `source`, `destination` or `none` (from `live_migration.migration_map`).
     pub role: String,
     /// The peer daemon (`host:port`), for a source or a destination.
@@ -99,6 +123,7 @@ fn admin_view(state: &AppState) -> AdminView {
     let (role, peer) = state.live.role_and_peer();
     AdminView {
         enabled: state.live.enabled(),
+        set_by: state.live.switch_origin().into(),
         role: role.into(),
         peer: peer.map(str::to_string),
         until: state.live.enabled_until(),

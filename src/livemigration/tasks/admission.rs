@@ -174,7 +174,7 @@ mod tests {
         );
         let config =
             crate::config::DaemonConfig::parse("test", &text, state_dir, |_| None).unwrap();
-        let live = LiveMigration::open(&config, "127.0.0.1:2").unwrap();
+        let live = LiveMigration::open(&config, "127.0.0.1:2".parse().unwrap()).unwrap();
         (
             Arc::new(live),
             Arc::new(LocalNode::new(config.cassandra.clone())),
@@ -230,7 +230,10 @@ mod tests {
         live.complete().unwrap();
         resume_interrupted(jobs.clone(), live.clone(), node.clone()).await;
         assert_eq!(jobs.get(&copy).unwrap().state, JobState::Interrupted);
-        live.reset().unwrap();
+        // The status cleared (as DELETE /status would, once out of the map): resumed.
+        drop(live);
+        std::fs::remove_file(dir.path().join("live-migration.json")).unwrap();
+        let (live, node) = destination(dir.path());
         resume_interrupted(jobs.clone(), live, node).await;
         // Resumed (it may already have failed: its source does not answer).
         assert_ne!(jobs.get(&copy).unwrap().state, JobState::Interrupted);
