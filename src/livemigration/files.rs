@@ -37,6 +37,9 @@ pub struct Entry {
     pub mode: u32,
 }
 
+/// What every file URL of a listing starts with.
+pub const URL_PREFIX: &str = "/api/v1/live-migration/files/";
+
 impl Entry {
     /// `FILE` or `DIRECTORY`, as listings name them.
     pub fn file_type(&self) -> &'static str {
@@ -46,7 +49,7 @@ impl Entry {
     /// The URL the file is served at.
     pub fn url(&self) -> String {
         format!(
-            "/api/v1/live-migration/files/{}/{}/{}",
+            "{URL_PREFIX}{}/{}/{}",
             self.dir_type.name(),
             self.dir_index,
             self.path

@@ -857,6 +857,31 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     assert_eq!(task["status"].as_array().unwrap().len(), 2, "{task:#}");
     files[3].1 = content(11, files[3].1.len());
     same_tree(src.root(), home.path(), &files);
+    // The same for a commit-log segment: the final sync (1.0) compares the segments written
+    // through a memory map by content even without verifyDigest, since a Sidecar client
+    // never asks for it; a pass below 1.0 does not (the node still writes them).
+    let segment = files
+        .iter()
+        .position(|(p, _)| p.starts_with("commitlog/"))
+        .expect("a commit-log segment");
+    let rewritten = src.root().join(&files[segment].0);
+    let when = std::fs::metadata(&rewritten).unwrap().modified().unwrap();
+    let next = content(12, files[segment].1.len());
+    std::fs::write(&rewritten, &next).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&rewritten)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    let task =
+        copy(json!({"maxIterations": 2, "successThreshold": 0.99, "maxConcurrency": 2})).await;
+    assert_eq!(task["status"][0]["filesToDownload"], -1, "{task:#}");
+    let task =
+        copy(json!({"maxIterations": 2, "successThreshold": 1.0, "maxConcurrency": 2})).await;
+    assert_eq!(task["status"][0]["filesToDownload"], 1, "{task:#}");
+    files[segment].1 = next;
+    same_tree(src.root(), home.path(), &files);
 
     // Verification (Sidecar's algorithm): everything matches, files and directories by type,
     // size and time, then every file by digest.
@@ -869,8 +894,8 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
     assert_eq!((status, list.clone()), (200, json!([])), "{list:#}");
     let (status, all) = dst.get(&format!("{COPY_TASKS}?all=true")).await;
     assert_eq!(status, 200, "{all}");
-    assert_eq!(all.as_array().unwrap().len(), 4, "{all:#}");
-    assert_eq!(all[3]["taskId"], task["taskId"], "{all:#}");
+    assert_eq!(all.as_array().unwrap().len(), 6, "{all:#}");
+    assert_eq!(all[5]["taskId"], task["taskId"], "{all:#}");
     assert_all_matched(&report);
     assert_sidecar_verification_shape(&report);
     assert_eq!(report["id"], id.as_str(), "{report:#}");

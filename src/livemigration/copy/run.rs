@@ -265,18 +265,24 @@ impl Iteration<'_> {
     }
 
     /// `PREPARING`: with `verifyDigest`, files already here are compared by digest too,
-    /// and fetched again when they differ.
+    /// and fetched again when they differ. Without it, the final sync (`successThreshold`
+    /// 1.0) still compares the segments written through a memory map.
     async fn preparing(&self, plan: &mut Plan) -> Result<(), LiveMigrationError> {
-        let Some(algorithm) = self.verify else {
-            return Ok(());
+        // Size and modification time do not prove content: a commit-log (or CDC) segment is
+        // written through a memory map, keeps its size, and its mtime need not move when its
+        // content does. A final sync that trusted them would leave a segment copied while
+        // the node ran, without the writes made after, and the node would start without
+        // them. XXHash32: a Sidecar source serves it too.
+        let (algorithm, mapped_only) = match self.verify {
+            Some(algorithm) => (algorithm, false),
+            None if self.task.request.success_threshold >= 1.0 => (Algorithm::Xxhash32, true),
+            None => return Ok(()),
         };
-        // Size and modification time do not prove content (a commit log written through a
-        // memory map keeps its size, and not always its mtime).
         // An empty file is what its size says; and a Sidecar source has no digest for it.
         let compared: Vec<_> = plan
             .present
             .iter()
-            .filter(|(f, _)| f.size > 0)
+            .filter(|(f, _)| f.size > 0 && (!mapped_only || written_through_a_map(&f.file_url)))
             .cloned()
             .collect();
         let stale = plan::differing(
@@ -404,6 +410,14 @@ impl Iteration<'_> {
             None => Ok(()),
         }
     }
+}
+
+/// Whether a listed file is a segment the node writes through a memory map: commit-log and
+/// CDC segments.
+fn written_through_a_map(file_url: &str) -> bool {
+    file_url
+        .strip_prefix(crate::livemigration::files::URL_PREFIX)
+        .is_some_and(|rest| rest.starts_with("commitlog/") || rest.starts_with("cdc_raw/"))
 }
 
 fn copy_counters(counters: &DownloadCounters, status: &mut IterationStatus) {
