@@ -338,6 +338,29 @@ impl LiveMigrationConfig {
                 ));
             }
         }
+        // The Sidecar's rules: a node has at most one role, so a host is a source or a
+        // destination, never both, and a destination has one source.
+        let mut destinations = std::collections::BTreeMap::new();
+        for (source, destination) in &self.migration_map {
+            if let Some(first) = destinations.insert(destination, source) {
+                return Err((
+                    "live_migration.migration_map".into(),
+                    format!(
+                        "a node cannot be the destination of multiple sources: {destination} is the destination of {first} and of {source}"
+                    ),
+                ));
+            }
+        }
+        if let Some(both) = self
+            .migration_map
+            .keys()
+            .find(|k| destinations.contains_key(k))
+        {
+            return Err((
+                "live_migration.migration_map".into(),
+                format!("a node cannot be both source and destination: {both}"),
+            ));
+        }
         Ok(())
     }
 }
@@ -438,6 +461,22 @@ mod tests {
         assert_eq!(with_port("::1", 7), "[::1]:7");
         assert_eq!(with_port("h", 7), "h:7");
         assert_eq!(with_port("h:8", 7), "h:8");
+    }
+
+    #[test]
+    fn a_node_has_one_role_in_the_map() {
+        let map = |pairs: &[(&str, &str)]| LiveMigrationConfig {
+            migration_map: pairs
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect(),
+            ..Default::default()
+        };
+        assert!(map(&[("a", "b"), ("c", "d")]).validate().is_ok());
+        let (_, why) = map(&[("a", "b"), ("c", "b")]).validate().unwrap_err();
+        assert!(why.contains("destination of multiple sources"), "{why}");
+        let (_, why) = map(&[("a", "b"), ("b", "c")]).validate().unwrap_err();
+        assert!(why.contains("both source and destination: b"), "{why}");
     }
 
     #[test]

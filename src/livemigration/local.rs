@@ -27,6 +27,30 @@ impl LocalFiles {
         Ok(root.join(p))
     }
 
+    /// Whether this node leaves `path` (a source entry's place here) out of its own listing:
+    /// excluded by a pattern, below an excluded directory (snapshots and backups always).
+    pub fn excludes(&self, path: &std::path::Path, is_dir: bool) -> bool {
+        let Some(root) = self
+            .roots
+            .iter()
+            .map(|(_, _, d)| d)
+            .filter(|d| path.starts_with(d))
+            .max_by_key(|d| d.as_os_str().len())
+        else {
+            return false;
+        };
+        if is_dir {
+            self.exclusions.excludes_dir(path)
+                || path
+                    .ancestors()
+                    .skip(1)
+                    .take_while(|a| a.starts_with(root) && *a != root)
+                    .any(|a| self.exclusions.excludes_dir(a))
+        } else {
+            self.exclusions.excludes_file(path, root)
+        }
+    }
+
     /// Removes every staging file (`*.drover-part`) below the roots, symbolic links not
     /// followed; returns how many. Blocking.
     pub fn remove_staging(&self) -> usize {

@@ -361,6 +361,29 @@ impl LiveMigration {
     }
 }
 
+/// Logs, once per request, the fields of a task request that drover does not know and
+/// ignores (as the Sidecar ignores them): how many, and the first few names, quoted. A body
+/// of many odd names makes one bounded line, and a name cannot break the log's lines.
+pub fn log_ignored_fields<'a>(route: &str, names: impl Iterator<Item = &'a str>) {
+    const SHOWN: usize = 5;
+    let mut count = 0usize;
+    let mut shown = Vec::new();
+    for name in names {
+        count += 1;
+        if shown.len() < SHOWN {
+            shown.push(format!("{:?}", name.chars().take(64).collect::<String>()));
+        }
+    }
+    if count > 0 {
+        tracing::warn!(
+            route,
+            count,
+            fields = %shown.join(", "),
+            "unknown request fields ignored"
+        );
+    }
+}
+
 /// The longest a runtime switch on may last (`until` or `for`).
 pub const MAX_SWITCH_EXPIRY: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 

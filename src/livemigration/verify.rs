@@ -74,9 +74,8 @@ impl VerifyRequest {
 
     /// Logs each field that is ignored, and drops them: they are not kept with the task.
     pub fn without_extra_fields(mut self, route: &str) -> Self {
-        for name in std::mem::take(&mut self.extra).keys() {
-            tracing::warn!(route, field = %name, "unknown request field ignored");
-        }
+        let extra = std::mem::take(&mut self.extra);
+        super::log_ignored_fields(route, extra.keys().map(String::as_str));
         self
     }
 }

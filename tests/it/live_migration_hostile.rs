@@ -660,7 +660,8 @@ async fn the_success_threshold_counts_bytes_unless_asked_for_files() {
     .await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}");
     assert!(
-        dst.logs().contains("unknown field ignored") && dst.logs().contains("skipGossipCheck"),
+        dst.logs().contains("unknown request fields ignored")
+            && dst.logs().contains("skipGossipCheck"),
         "{}",
         dst.logs()
     );

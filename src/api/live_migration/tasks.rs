@@ -123,9 +123,10 @@ pub async fn start_copy(
     State(state): State<AppState>,
     Payload(request): Payload<CopyRequest>,
 ) -> Result<(StatusCode, Json<TaskAccepted>), ApiError> {
-    for field in request.ignored_fields() {
-        tracing::warn!(field, "data-copy task request: unknown field ignored");
-    }
+    crate::livemigration::log_ignored_fields(
+        "POST /api/v1/live-migration/data-copy-tasks",
+        request.ignored_fields(),
+    );
     let record = tasks::start_copy(&state.live, &state.jobs, &state.node, request).await?;
     Ok(accepted(record))
 }

@@ -112,11 +112,30 @@ pub fn plan(
     limits: PlanLimits,
 ) -> Result<(Plan, Deletions), LiveMigrationError> {
     let mine = local.list()?;
+    // What this node never holds is not copied: a source that lists it (a Sidecar lists
+    // snapshots unless told not to, another drover may exclude less) would otherwise have it
+    // fetched again by every pass, and a final sync could never end.
+    let mut left_out = 0usize;
+    let mut kept = Vec::with_capacity(remote.len());
+    for f in remote {
+        if local.excludes(&local.path_of(&f.file_url)?, f.is_dir()) {
+            left_out += 1;
+        } else {
+            kept.push(f);
+        }
+    }
+    if left_out > 0 {
+        tracing::warn!(
+            entries = left_out,
+            "the source lists files this node excludes; they are not copied"
+        );
+    }
+    let remote = kept;
     let mut theirs = HashMap::new();
     // Directories the listing keeps: those it lists, and those holding what it lists.
     let mut kept_dirs: HashSet<PathBuf> = HashSet::new();
     let mut plan = Plan::default();
-    for f in remote {
+    for &f in &remote {
         let path = local.path_of(&f.file_url)?;
         plan.listed += 1;
         if f.is_dir() {
@@ -173,7 +192,7 @@ pub fn plan(
         }
     }
     let deletions = check_deletions(&mine, plan.deleted_files, limits)?;
-    for f in remote {
+    for &f in &remote {
         let path = local.path_of(&f.file_url)?;
         if f.is_dir() {
             if !dirs_here.contains(&path) {
@@ -384,6 +403,37 @@ mod tests {
             last_modified_time: mtime,
             mode: None,
         }
+    }
+
+    /// A source that lists what this node excludes (a Sidecar source lists snapshots unless
+    /// told not to): not fetched, so a final sync can end.
+    #[test]
+    fn what_this_node_excludes_is_not_fetched() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = node(dir.path());
+        std::fs::create_dir_all(dir.path().join("data0")).unwrap();
+        let remote = [
+            listed("data/0/ks", 0, true, 1),
+            listed("data/0/ks/t-1", 0, true, 1),
+            listed("data/0/ks/t-1/nb-1-big-Data.db", 3, false, 1),
+            listed("data/0/ks/t-1/snapshots", 0, true, 1),
+            listed("data/0/ks/t-1/snapshots/s1", 0, true, 1),
+            listed("data/0/ks/t-1/snapshots/s1/nb-1-big-Data.db", 3, false, 1),
+            listed("data/0/ks/t-1/backups/nb-1-big-Data.db", 3, false, 1),
+        ];
+        let (plan, _) = plan(&local, &remote, PlanLimits::default()).unwrap();
+        let fetched: Vec<&str> = plan
+            .download
+            .iter()
+            .map(|(f, _)| f.file_url.as_str())
+            .collect();
+        assert_eq!(fetched.len(), 3, "{fetched:?}");
+        assert!(
+            fetched
+                .iter()
+                .all(|u| !u.contains("snapshots") && !u.contains("backups")),
+            "{fetched:?}"
+        );
     }
 
     fn put(path: &std::path::Path, bytes: &[u8], mtime_ms: u64) {

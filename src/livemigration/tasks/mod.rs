@@ -40,18 +40,26 @@ pub struct DataCopyTask {
 impl DataCopyTask {
     /// Reads a data-copy job's record. A task asked to stop shows its last iteration
     /// `CANCELLED` at once, as the Sidecar's cancel does, though its downloads may take a
-    /// moment to stop.
+    /// moment to stop. A task that stopped otherwise (a restart that did not resume it, a
+    /// failure outside the iterations) shows it `FAILED`: a Sidecar client polls until the
+    /// last iteration's state is a final one.
     pub fn from_record(r: JobRecord) -> Self {
         let mut iterations = r
             .result
             .and_then(|v| serde_json::from_value::<CopyReport>(v).ok())
             .map(|report| report.status)
             .unwrap_or_default();
-        if (r.cancel_requested || r.state == JobState::Cancelled)
-            && let Some(last) = iterations.last_mut()
-            && !matches!(last.state, IterationState::Success | IterationState::Failed)
+        if let Some(last) = iterations.last_mut()
+            && !matches!(
+                last.state,
+                IterationState::Success | IterationState::Failed | IterationState::Cancelled
+            )
         {
-            last.state = IterationState::Cancelled;
+            if r.cancel_requested || r.state == JobState::Cancelled {
+                last.state = IterationState::Cancelled;
+            } else if matches!(r.state, JobState::Interrupted | JobState::Failed) {
+                last.state = IterationState::Failed;
+            }
         }
         Self {
             request: serde_json::from_value(r.spec).ok(),
@@ -198,7 +206,8 @@ pub async fn sweep_staging(jobs: &JobRegistry, live: &LiveMigration) {
 }
 
 /// Cancels a data-copy task: running downloads stop, and its staging files are removed once
-/// it has stopped. Returns once the cancel is on disk, so a restart cannot resume the task.
+/// it has stopped. Returns once the cancel is on disk, so a restart cannot resume the task,
+/// and once the task has stopped (or after [`TASK_STOP_WAIT`], still stopping).
 /// A task that has ended is returned as it is (the Sidecar answers a cancel of a finished
 /// task with its last status).
 pub async fn cancel_copy(jobs: &JobRegistry, id: &str) -> Result<DataCopyTask, LiveMigrationError> {
@@ -207,20 +216,23 @@ pub async fn cancel_copy(jobs: &JobRegistry, id: &str) -> Result<DataCopyTask, L
         return Ok(task);
     }
     match jobs.cancel_recorded(id).await {
-        Ok(record) => Ok(DataCopyTask::from_record(record)),
+        Ok(_) => {}
         // Ended meanwhile.
-        Err(crate::jobs::JobError::WrongState { .. }) => copy_task(jobs, id),
-        Err(e) => Err(e.into()),
+        Err(crate::jobs::JobError::WrongState { .. }) => return copy_task(jobs, id),
+        Err(e) => return Err(e.into()),
     }
+    let record = jobs.wait_finished(id, TASK_STOP_WAIT).await?;
+    Ok(DataCopyTask::from_record(record))
 }
 
-/// How long a cancel waits for a verification to stop, so that its answer, and a task
-/// submitted right after it, find it ended (it stops at once unless a digest is being read).
-const VERIFICATION_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a cancel waits for its task to stop, so that its answer, and a task submitted
+/// right after it (the Sidecar's slot is free once a task is cancelled), find it ended: the
+/// downloads and digests stop at once; a file being read or renamed takes a moment.
+const TASK_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Cancels a verification task, as the Sidecar does: a task that has ended is left as it is
 /// (and returned); a running one is stopped, and returned once it has stopped (or after
-/// [`VERIFICATION_STOP_WAIT`], still stopping).
+/// [`TASK_STOP_WAIT`], still stopping).
 pub async fn cancel_verification(
     jobs: &JobRegistry,
     id: &str,
@@ -235,7 +247,7 @@ pub async fn cancel_verification(
         Err(crate::jobs::JobError::WrongState { .. }) => return verification_task(jobs, id),
         Err(e) => return Err(e.into()),
     }
-    let record = jobs.wait_finished(id, VERIFICATION_STOP_WAIT).await?;
+    let record = jobs.wait_finished(id, TASK_STOP_WAIT).await?;
     Ok(VerificationTask::from_record(record))
 }
 
