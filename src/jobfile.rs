@@ -127,9 +127,9 @@ pub struct SavepointsConfig {
     pub keep: usize,
     /// Savepoints stored in the target database (ScyllaDB Migrator's `target-table` backend).
     pub target: Option<yaml_serde::Value>,
-    /// ScyllaDB Migrator's file-level tracking of Parquet sources (its `config.yaml.example`
-    /// sets it). Accepted so such files run; drover has no Parquet source yet, so it does
-    /// nothing.
+    /// Parquet sources: record each finished file in `skipParquetFiles` so a re-run skips it
+    /// (default true). false is ScyllaDB Migrator's legacy mode: no file is recorded, a re-run
+    /// reads every file again.
     pub enable_parquet_file_tracking: Option<bool>,
 }
 

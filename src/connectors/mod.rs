@@ -7,6 +7,7 @@
 
 pub mod cql;
 pub mod dynamodb;
+pub mod parquet;
 pub mod seam;
 
 use crate::config::yaml;
@@ -21,6 +22,8 @@ pub enum SourceConfig {
     Cql(cql::CqlSource),
     /// A DynamoDB or Alternator table (`type: dynamodb`, `dynamo` or `alternator`).
     Dynamo(dynamodb::DynamoSource),
+    /// Parquet files on disk or in S3 (`type: parquet`).
+    Parquet(parquet::ParquetSource),
 }
 
 /// The target of a job.
@@ -32,6 +35,8 @@ pub enum TargetConfig {
     Cql(cql::CqlTarget),
     /// A DynamoDB or Alternator table (`type: dynamodb`, `dynamo` or `alternator`).
     Dynamo(dynamodb::DynamoTarget),
+    /// Parquet files on disk or in S3 (`type: parquet`).
+    Parquet(parquet::ParquetTarget),
 }
 
 /// The `type` values a job file may name, for messages.
@@ -55,6 +60,7 @@ impl SourceConfig {
             "dynamodb" | "dynamo" | "alternator" => {
                 Ok(Self::Dynamo(dynamodb::DynamoSource::parse(text, value)?))
             }
+            "parquet" => Ok(Self::Parquet(parquet::ParquetSource::parse(text, value)?)),
             other => Err(unsupported(text, "source.type", other)),
         }
     }
@@ -68,6 +74,7 @@ impl TargetConfig {
             "dynamodb" | "dynamo" | "alternator" => {
                 Ok(Self::Dynamo(dynamodb::DynamoTarget::parse(text, value)?))
             }
+            "parquet" => Ok(Self::Parquet(parquet::ParquetTarget::parse(text, value)?)),
             other => Err(unsupported(text, "target.type", other)),
         }
     }
@@ -79,6 +86,7 @@ impl SourceConfig {
         match self {
             Self::Cql(_) => "cassandra/scylla",
             Self::Dynamo(_) => "dynamodb",
+            Self::Parquet(_) => "parquet",
         }
     }
 }
@@ -89,6 +97,7 @@ impl TargetConfig {
         match self {
             Self::Cql(_) => "cassandra/scylla",
             Self::Dynamo(_) => "dynamodb",
+            Self::Parquet(_) => "parquet",
         }
     }
 }
@@ -110,12 +119,14 @@ pub fn check_pair(
             ))
         }
         (SourceConfig::Cql(_), TargetConfig::Cql(_))
-        | (SourceConfig::Dynamo(_), TargetConfig::Dynamo(_)) => Ok(()),
+        | (SourceConfig::Dynamo(_), TargetConfig::Dynamo(_))
+        | (SourceConfig::Parquet(_), TargetConfig::Cql(_))
+        | (SourceConfig::Cql(_), TargetConfig::Parquet(_)) => Ok(()),
         _ => Err(JobConfigError::at(
             text,
             "target.type",
             format!(
-                "a {} target cannot take rows of a {} source; supported pairs: cassandra/scylla to cassandra/scylla, dynamodb/alternator to dynamodb/alternator",
+                "a {} target cannot take rows of a {} source; supported pairs: cassandra/scylla to cassandra/scylla, dynamodb/alternator to dynamodb/alternator, parquet to cassandra/scylla, cassandra/scylla to parquet",
                 target.kind(),
                 source.kind()
             ),
@@ -129,14 +140,14 @@ fn unsupported(text: &str, key: &str, value: &str) -> JobConfigError {
             text,
             key,
             format!(
-                "{value:?} is not supported by this version of drover yet; supported: cassandra, scylla, dynamodb, dynamo, alternator"
+                "{value:?} is not supported by this version of drover yet; supported: cassandra, scylla, dynamodb, dynamo, alternator, parquet"
             ),
         )
     } else {
         JobConfigError::at(
             text,
             key,
-            format!("unknown type {value:?}, expected cassandra, scylla, dynamodb or alternator"),
+            format!("unknown type {value:?}, expected cassandra, scylla, dynamodb, alternator or parquet"),
         )
     }
 }

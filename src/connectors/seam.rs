@@ -40,6 +40,12 @@ pub trait RequestError: std::error::Error + Send + Sync + 'static {
 pub trait Unit: Clone + Display + Send + Sync + 'static {
     /// Adds this unit to the completed work of a run.
     fn record(&self, done: &mut savepoints::Progress);
+    /// A stable name of the unit's work, the same in every run that plans the same unit: a
+    /// target that writes a file per unit names it by this, so a unit copied again replaces
+    /// its file instead of adding a second one.
+    fn key(&self) -> String {
+        self.to_string()
+    }
 }
 
 /// The units a run has to go through.
@@ -126,6 +132,24 @@ pub trait Sink<R>: Send + Sync + 'static {
     type Error: RequestError;
     /// Per-unit state: the request being filled.
     type Batcher: Default + Send;
+
+    /// Prepares the target once, before any unit runs (what the job's checks decided must be
+    /// removed first, for instance). Nothing is written before the job is accepted.
+    fn start(&self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        std::future::ready(Ok(()))
+    }
+    /// The state of a unit about to be copied; `unit` is its [`Unit::key`].
+    fn begin(&self, unit: &str) -> Self::Batcher {
+        let _ = unit;
+        Self::Batcher::default()
+    }
+    /// Ends a unit whose every request was acknowledged: what the batcher still holds is made
+    /// durable (a file renamed into place). The unit is recorded complete only after this.
+    /// A unit that failed or was stopped is dropped without it.
+    fn finish(&self, batcher: Self::Batcher) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        drop(batcher);
+        std::future::ready(Ok(()))
+    }
 
     /// Turns one row, read at `read_at`, into writes; requests that are complete are pushed
     /// to `out`, in the order they must be sent.

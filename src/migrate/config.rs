@@ -28,6 +28,9 @@ pub struct JobConfig {
     pub skip_token_ranges: Vec<(i64, i64)>,
     /// DynamoDB scan segments already copied; skipped by this run.
     pub skip_segments: Vec<u32>,
+    /// Parquet files already loaded (as recorded: `file:/path`, `s3a://bucket/key`); skipped
+    /// by this run unless file tracking is off.
+    pub skip_parquet_files: Vec<String>,
     /// Savepoint settings.
     pub savepoints: Option<SavepointsConfig>,
     /// Validator settings (`drover validate`, `/api/v1/validations`); migrations ignore them.
@@ -111,25 +114,49 @@ impl JobConfig {
             // Meaningless for other sources (Migrator writes `skipSegments: []` everywhere).
             _ => Vec::new(),
         };
-        if raw.skip_parquet_files.is_some() {
-            tracing::debug!("skipParquetFiles ignored: the source is not Parquet");
-        }
+        let skip_parquet_files = match (&source, raw.skip_parquet_files) {
+            (SourceConfig::Parquet(_), Some(v)) if !v.is_null() => {
+                yaml_serde::from_value::<Vec<String>>(v).map_err(|e| {
+                    JobConfigError::at(
+                        text,
+                        "skipParquetFiles",
+                        format!("expected a list of file names: {e}"),
+                    )
+                })?
+            }
+            _ => Vec::new(),
+        };
         let config = JobConfig {
             source,
             target,
             renames: raw.renames,
             skip_token_ranges: raw.skip_token_ranges.unwrap_or_default(),
             skip_segments,
+            skip_parquet_files,
             savepoints: raw.savepoints,
             validation: raw.validation.unwrap_or_default(),
         };
         config.validate(text)?;
         if let Some(sp) = &config.savepoints {
-            if sp.target.is_some() {
+            if let Some(target) = &sp.target {
+                let kind = target
+                    .get("type")
+                    .and_then(|t| t.as_str())
+                    .unwrap_or("")
+                    .to_ascii_lowercase();
+                let what = match kind.as_str() {
+                    "gcs" => "savepoints in Google Cloud Storage (GCS)",
+                    "s3" => "savepoints in S3",
+                    "filesystem" => "savepoints.target of type filesystem",
+                    "target-table" | "target-database" => "savepoints stored in the target database",
+                    _ => "savepoints.target",
+                };
                 return Err(JobConfigError::at(
                     text,
                     "savepoints.target",
-                    "savepoints stored in the target database are not supported by this version of drover yet; use savepoints.path",
+                    format!(
+                        "{what} are not supported by this version of drover yet; use savepoints.path (a local directory)"
+                    ),
                 ));
             }
             if sp.path.as_ref().is_none_or(|p| p.as_os_str().is_empty()) {
@@ -226,6 +253,7 @@ impl JobConfig {
                     .filter_map(|&(a, b)| crate::savepoints::ranges::TokenRange::new(a, b)),
             ),
             segments: self.skip_segments.iter().copied().collect(),
+            parquet_files: self.skip_parquet_files.iter().cloned().collect(),
             ..Default::default()
         }
     }

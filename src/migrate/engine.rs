@@ -20,7 +20,7 @@ use super::config::{JobConfig, SourceConfig, TargetConfig};
 use super::limits::Limits;
 use super::retry::{Retries, retry};
 use crate::connectors::seam::{Changes, Pacing, Page, Pushed, Request, Scan, Sink, Unit};
-use crate::connectors::{cql, dynamodb};
+use crate::connectors::{cql, dynamodb, parquet};
 use crate::jobs::running::Sample;
 use crate::savepoints;
 
@@ -233,6 +233,36 @@ impl Migration {
                 }
                 (Box::new(copy), changes)
             }
+            (SourceConfig::Parquet(src), TargetConfig::Cql(dst)) => {
+                let tracking = config
+                    .savepoints
+                    .as_ref()
+                    .and_then(|s| s.enable_parquet_file_tracking)
+                    .unwrap_or(true);
+                if !tracking {
+                    tracing::info!(
+                        "savepoints.enableParquetFileTracking is false (ScyllaDB Migrator's legacy mode): finished files are not recorded, a re-run reads every file again"
+                    );
+                }
+                let (scan, sink, pacing) =
+                    parquet::load::open_load(src, dst, &config.renames, tracking).await?;
+                (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
+            }
+            (SourceConfig::Cql(src), TargetConfig::Parquet(dst)) => {
+                match parquet::export::open_export(src, dst, &config.renames, &skip).await? {
+                    parquet::export::Opened::Copy(opened) => {
+                        let (scan, sink, pacing) = *opened;
+                        (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
+                    }
+                    parquet::export::Opened::Ignore => {
+                        return Ok(Self {
+                            copy: None,
+                            changes: None,
+                            skip,
+                        });
+                    }
+                }
+            }
             (source, target) => {
                 return Err(EngineError::Config(crate::jobfile::JobConfigError {
                     message: format!(
@@ -334,6 +364,9 @@ impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
                 c.extend(sink.counters());
                 c
             }));
+            if let Err(e) = self.sink.start().await {
+                return Err(EngineError::Failed(format!("target: {e}")));
+            }
             let plan = self.scan.plan(&self.skip);
             counters.units_total.store(plan.total, Ordering::Relaxed);
             Counters::add(&counters.units_skipped, plan.skipped);
@@ -428,7 +461,8 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
     /// Copies one unit; records it complete once every write is acknowledged.
     async fn copy_unit(&self, unit: S::Unit) -> Result<(), EngineError> {
         let mut in_flight = InFlight::new();
-        let result = self.scan_unit(&unit, &mut in_flight).await;
+        let mut batcher = self.sink.begin(&unit.key());
+        let result = self.scan_unit(&unit, &mut batcher, &mut in_flight).await;
         // Whatever happened, let the writes already sent finish: their rows are then either
         // written or reported, never half-tracked.
         let mut write_error = None;
@@ -441,6 +475,9 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
         if let Some(e) = write_error {
             return Err(e);
         }
+        if let Err(e) = self.sink.finish(batcher).await {
+            return Err(EngineError::Failed(format!("target: completing {unit}: {e}")));
+        }
         unit.record(&mut self.done.lock().unwrap_or_else(|p| p.into_inner()));
         Counters::add(&self.counters.units_done, 1);
         // At debug: a CQL job has hundreds of units. The next savepoint's line (info) lists
@@ -449,9 +486,13 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
         Ok(())
     }
 
-    async fn scan_unit(&self, unit: &S::Unit, in_flight: &mut InFlight) -> Result<(), EngineError> {
+    async fn scan_unit(
+        &self,
+        unit: &S::Unit,
+        batcher: &mut T::Batcher,
+        in_flight: &mut InFlight,
+    ) -> Result<(), EngineError> {
         let mut cursor = Some(self.scan.start(unit));
-        let mut batcher = T::Batcher::default();
         let mut requests = Vec::new();
         while let Some(at) = cursor.take() {
             if self.cancel.is_cancelled() {
@@ -476,7 +517,7 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
             Counters::add(&self.counters.rows_read, rows.len() as u64);
             for row in &rows {
                 Counters::add(&self.counters.bytes_read, S::row_size(row) as u64);
-                match self.sink.push(&mut batcher, row, read_at, &mut requests) {
+                match self.sink.push(batcher, row, read_at, &mut requests) {
                     Ok(Pushed::Written) => {}
                     Ok(Pushed::Dropped) => Counters::add(&self.counters.rows_dropped, 1),
                     Err(refused) => {
@@ -489,7 +530,7 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
                     self.send(in_flight, request).await?;
                 }
             }
-            self.sink.flush(&mut batcher, &mut requests);
+            self.sink.flush(batcher, &mut requests);
             for request in requests.drain(..) {
                 self.send(in_flight, request).await?;
             }

@@ -15,6 +15,9 @@ pub enum EngineError {
     /// A DynamoDB-API server refused the job (missing table, different key, unreachable).
     #[error(transparent)]
     Dynamo(#[from] crate::connectors::dynamodb::DynamoError),
+    /// Parquet files could not be read or written, or do not fit the job.
+    #[error(transparent)]
+    Parquet(#[from] crate::connectors::parquet::ParquetError),
     /// A read or write failed for good (after retries, where retrying is safe).
     #[error("{0}")]
     Failed(String),
@@ -34,5 +37,9 @@ impl EngineError {
             self,
             Self::Config(_) | Self::Cql(CqlError::Invalid { .. } | CqlError::Tls { .. })
         ) || matches!(self, Self::Dynamo(e) if e.invalid)
+            || matches!(
+                self,
+                Self::Parquet(crate::connectors::parquet::ParquetError::Invalid { .. })
+            )
     }
 }

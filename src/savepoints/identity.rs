@@ -27,6 +27,9 @@ const TUNING: &[&str] = &[
     "removeConsumedCapacity",
     "billingMode",
     "allowSystemKeyspace",
+    "batchSize",
+    "maxConcurrentFiles",
+    "compression",
 ];
 
 /// The identity of a migration: its `source`, `target` and `renames`, without tuning keys and

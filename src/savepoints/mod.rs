@@ -12,7 +12,7 @@ pub mod ranges;
 pub mod stream;
 mod summary;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +43,9 @@ pub enum SavepointError {
     },
 }
 
+/// The savepoint key of [`Progress::parquet_versions`].
+pub const VERSIONS_KEY: &str = "parquetFileVersions";
+
 /// The savepoint key of [`StreamPositions`].
 pub const STREAM_KEY: &str = "streamPositions";
 
@@ -55,6 +58,10 @@ pub struct Progress {
     pub segments: BTreeSet<u32>,
     /// Completed Parquet files.
     pub parquet_files: BTreeSet<String>,
+    /// drover: what each completed Parquet file was when it was loaded (size, modification
+    /// time, ETag), so that a file changed since is read again instead of skipped. Kept under
+    /// its own key: ScyllaDB Migrator reads `skipParquetFiles` as plain names and ignores it.
+    pub parquet_versions: BTreeMap<String, String>,
     /// Where the replication of the source's change stream stands (`streamChanges`).
     pub stream: Option<StreamPositions>,
 }
@@ -68,6 +75,12 @@ impl Progress {
         self.segments.extend(other.segments.iter().copied());
         self.parquet_files
             .extend(other.parquet_files.iter().cloned());
+        self.parquet_versions.extend(
+            other
+                .parquet_versions
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
         match (&mut self.stream, &other.stream) {
             (Some(mine), Some(theirs)) => mine.merge(theirs),
             (None, Some(theirs)) => self.stream = Some(theirs.clone()),
@@ -103,6 +116,10 @@ impl Progress {
             progress.parquet_files =
                 serde_json::from_value(f.clone()).map_err(|e| format!("skipParquetFiles: {e}"))?;
         }
+        if let Some(f) = doc.get(VERSIONS_KEY).filter(|v| !v.is_null()) {
+            progress.parquet_versions =
+                serde_json::from_value(f.clone()).map_err(|e| format!("{VERSIONS_KEY}: {e}"))?;
+        }
         if let Some(p) = doc.get(STREAM_KEY).filter(|v| !v.is_null()) {
             progress.stream =
                 Some(serde_json::from_value(p.clone()).map_err(|e| format!("{STREAM_KEY}: {e}"))?);
@@ -133,6 +150,14 @@ impl Progress {
             "skipParquetFiles".into(),
             serde_json::to_value(&self.parquet_files).expect("set serializes"),
         );
+        if self.parquet_versions.is_empty() {
+            map.remove(VERSIONS_KEY);
+        } else {
+            map.insert(
+                VERSIONS_KEY.into(),
+                serde_json::to_value(&self.parquet_versions).expect("map serializes"),
+            );
+        }
         match &self.stream {
             Some(p) => {
                 map.insert(

@@ -24,7 +24,7 @@ pub struct CopyPlan {
     pub source: TableSchema,
     /// Target table.
     pub target: TableSchema,
-    select: PreparedStatement,
+    select: Option<PreparedStatement>,
     /// `INSERT` of primary key + regular columns (all of them; unset where not written).
     row_insert: Option<PreparedStatement>,
     /// `INSERT` of partition key + static columns.
@@ -165,7 +165,7 @@ fn column_list(cols: &[&Column], renamed: &dyn Fn(&Column) -> String) -> String 
 }
 
 impl CopyPlan {
-    /// Prepares every statement of a job on both sessions.
+    /// Prepares every statement of a CQL → CQL job on both sessions.
     pub async fn prepare(
         source_session: &Session,
         target_session: &Session,
@@ -175,37 +175,30 @@ impl CopyPlan {
         target: TableSchema,
         mapping: &std::collections::HashMap<String, String>,
     ) -> Result<Self, CqlError> {
+        let preserve = source_cfg.preserve_timestamps && !source.is_counter_table();
+        let select = prepare_select(source_session, source_cfg, &source, preserve).await?;
+        let mut plan =
+            Self::prepare_writes(target_session, target_cfg, source, target, mapping, preserve)
+                .await?;
+        plan.select = Some(select);
+        Ok(plan)
+    }
+
+    /// Prepares the target's statements for rows laid out as a scan of `source` gives them
+    /// (primary key, statics, regular columns, then a writetime and TTL per static and regular
+    /// column when `preserve`), whatever reads them: a CQL table, or Parquet files whose
+    /// columns are described as a table.
+    pub async fn prepare_writes(
+        target_session: &Session,
+        target_cfg: &CqlTarget,
+        source: TableSchema,
+        target: TableSchema,
+        mapping: &std::collections::HashMap<String, String>,
+        preserve: bool,
+    ) -> Result<Self, CqlError> {
         let counter = source.is_counter_table();
-        let preserve = source_cfg.preserve_timestamps && !counter;
+        let preserve = preserve && !counter;
         let renamed = |c: &Column| mapping[&c.name].clone();
-
-        // SELECT pk, ck, statics, regular [, writetime(x), ttl(x) for each static and regular].
-        let mut select_cols: Vec<String> = source.all().map(Column::quoted).collect();
-        if preserve {
-            for c in source.statics.iter().chain(&source.regular) {
-                select_cols.push(format!("WRITETIME({})", c.quoted()));
-                select_cols.push(format!("TTL({})", c.quoted()));
-            }
-        }
-        let pk = source
-            .partition_key
-            .iter()
-            .map(Column::quoted)
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut select = format!(
-            "SELECT {} FROM {} WHERE token({pk}) > ? AND token({pk}) <= ?",
-            select_cols.join(", "),
-            source.qualified()
-        );
-        if let Some(w) = &source_cfg.where_clause {
-            select.push_str(&format!(" AND {w} ALLOW FILTERING"));
-        }
-        let mut select = prepare(source_session, "source", &select).await?;
-        select.set_page_size(i32::try_from(source_cfg.fetch_size).unwrap_or(i32::MAX));
-        select.set_consistency(source_cfg.endpoint.consistency_level.into());
-        select.set_is_idempotent(true);
-
         let tc = target_cfg.endpoint.consistency_level.into();
         let key_cols: Vec<&Column> = source
             .partition_key
@@ -291,7 +284,7 @@ impl CopyPlan {
             decimal_static: source.statics.iter().map(is_decimal).collect(),
             source,
             target,
-            select,
+            select: None,
             row_insert,
             static_insert,
             appends,
@@ -316,9 +309,11 @@ impl CopyPlan {
         self.drop_null_keys
     }
 
-    /// The scan statement (bind `(start, end)` as bigints).
+    /// The scan statement (bind `(start, end)` as bigints) of a CQL → CQL plan.
     pub fn select(&self) -> &PreparedStatement {
-        &self.select
+        self.select
+            .as_ref()
+            .expect("a CQL → CQL plan prepares its select")
     }
 
     /// The writes that reproduce `row` on the target. `write_statics` is false when the row's
@@ -462,24 +457,32 @@ impl CopyPlan {
             ));
             return;
         }
-        // (writetime, ttl) -> cells of that group.
-        let mut groups: BTreeMap<(i64, i32), Vec<Bound>> = BTreeMap::new();
+        // (writetime, ttl) -> cells of that group; no writetime: the target's clock.
+        let mut groups: BTreeMap<(Option<i64>, i32), Vec<Bound>> = BTreeMap::new();
         let mut any = false;
         for (i, v) in values.iter().enumerate() {
             let Some(v) = v else { continue };
             any = true;
             let wt_cell = &meta[2 * (meta_offset + i)];
             let ttl_cell = &meta[2 * (meta_offset + i) + 1];
-            let single = |wt: i64, ttl: i32, groups: &mut BTreeMap<(i64, i32), Vec<Bound>>| {
-                let wt = self.fixed_timestamp.unwrap_or(wt);
+            let single = |wt: Option<i64>,
+                          ttl: i32,
+                          groups: &mut BTreeMap<(Option<i64>, i32), Vec<Bound>>| {
+                let wt = self.fixed_timestamp.or(wt);
                 let ttl = self.fixed_ttl.unwrap_or(ttl);
                 groups
                     .entry((wt, ttl))
                     .or_insert_with(|| vec![Bound::Unset; values.len()])[i] =
                     Bound::Value(value(i, v));
             };
+            if wt_cell.is_none() {
+                // A source that does not know this cell's writetime (a Parquet file without
+                // it): written at the target's time, with the TTL if one is known.
+                single(None, read_i32(ttl_cell).unwrap_or(0), &mut groups);
+                continue;
+            }
             if let Some(wt) = read_i64(wt_cell) {
-                single(wt, read_i32(ttl_cell).unwrap_or(0), &mut groups);
+                single(Some(wt), read_i32(ttl_cell).unwrap_or(0), &mut groups);
                 continue;
             }
             // A multi-cell column: one writetime (and TTL) per element.
@@ -508,7 +511,7 @@ impl CopyPlan {
                     .filter(|t| *t > 0)
                     .min()
                     .unwrap_or(0);
-                single(wt, ttl, &mut groups);
+                single(Some(wt), ttl, &mut groups);
                 continue;
             }
             let is_map = self.source.regular.get(i).is_some_and(|c| {
@@ -523,7 +526,7 @@ impl CopyPlan {
             let Some(elements) = split_collection(v, is_map).filter(|e| e.len() == pairs.len())
             else {
                 let wt = pairs.iter().map(|p| p.0).max().unwrap_or(0);
-                single(wt, 0, &mut groups);
+                single(Some(wt), 0, &mut groups);
                 continue;
             };
             // Elements in their order, grouped by (writetime, TTL), each group appended: no
@@ -562,9 +565,46 @@ impl CopyPlan {
             return;
         }
         for ((wt, ttl), cells) in groups {
-            out.push(statement_with(cells, Some(wt), ttl));
+            out.push(statement_with(cells, wt, ttl));
         }
     }
+}
+
+/// `SELECT <every column> [, WRITETIME(c), TTL(c) per static and regular column] FROM source
+/// WHERE token(pk) > ? AND token(pk) <= ? [AND <where> ALLOW FILTERING]`, prepared on the
+/// source with the job's page size and consistency: the rows a copy reads.
+pub async fn prepare_select(
+    session: &Session,
+    source_cfg: &CqlSource,
+    source: &TableSchema,
+    preserve: bool,
+) -> Result<PreparedStatement, CqlError> {
+    let mut select_cols: Vec<String> = source.all().map(Column::quoted).collect();
+    if preserve {
+        for c in source.statics.iter().chain(&source.regular) {
+            select_cols.push(format!("WRITETIME({})", c.quoted()));
+            select_cols.push(format!("TTL({})", c.quoted()));
+        }
+    }
+    let pk = source
+        .partition_key
+        .iter()
+        .map(Column::quoted)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut select = format!(
+        "SELECT {} FROM {} WHERE token({pk}) > ? AND token({pk}) <= ?",
+        select_cols.join(", "),
+        source.qualified()
+    );
+    if let Some(w) = &source_cfg.where_clause {
+        select.push_str(&format!(" AND {w} ALLOW FILTERING"));
+    }
+    let mut select = prepare(session, "source", &select).await?;
+    select.set_page_size(i32::try_from(source_cfg.fetch_size).unwrap_or(i32::MAX));
+    select.set_consistency(source_cfg.endpoint.consistency_level.into());
+    select.set_is_idempotent(true);
+    Ok(select)
 }
 
 /// Prepares a target statement (a write, or the counter read before one) with the job's

@@ -29,6 +29,25 @@ impl Unit for TokenUnit {
             done.token_ranges.insert(*p);
         }
     }
+
+    /// `start:end` of each piece, joined by `,` (see [`parse_key`]).
+    fn key(&self) -> String {
+        self.pieces
+            .iter()
+            .map(|p| format!("{}:{}", p.start, p.end))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// The pieces of a [`TokenUnit`]'s key.
+pub fn parse_key(key: &str) -> Option<Vec<TokenRange>> {
+    key.split(',')
+        .map(|p| {
+            let (a, b) = p.split_once(':')?;
+            TokenRange::new(a.parse().ok()?, b.parse().ok()?)
+        })
+        .collect()
 }
 
 /// Splits the ring of `node_tokens` into `split_count` units (at least one per node range)

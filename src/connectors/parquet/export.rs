@@ -1,0 +1,589 @@
+//! CQL → Parquet: each token-range unit of the source table becomes one Parquet file, written
+//! under a temporary name while the unit is read and made visible only once the unit is
+//! complete — renamed into place after an fsync on a local disk, uploaded as one multipart
+//! upload completed at the end in S3 — so no reader, and no resumed export, ever sees a
+//! truncated file.
+//!
+//! A file is named after the table and its unit's token ranges (which its footer also
+//! records): a unit copied again (after a crash, before a savepoint recorded it) replaces its
+//! file instead of adding a second one, and a resume deletes the files of units that no
+//! savepoint recorded. With `preserveTimestamps`, each static and regular column's writetime
+//! and TTL go into ScyllaDB Migrator's `__migrator_meta_<column>_writetime`/`_ttl` columns.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{Field, Schema, SchemaRef};
+use object_store::path::Path as ObjPath;
+use object_store::{ObjectStoreExt, WriteMultipart};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::basic::{Compression as Codec, GzipLevel, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+use scylla::cluster::metadata::{CollectionType, ColumnType, NativeType};
+
+use super::config::{Compression, Mode, ParquetTarget};
+use super::store::{FileReader, Store, is_data_file};
+use super::{META_PREFIX, ParquetError, RANGES_KEY, READ_AT_KEY, encode};
+use crate::connectors::cql::rows::RawRow;
+use crate::connectors::cql::scan::RangeScan;
+use crate::connectors::cql::schema::{self, Column};
+use crate::connectors::cql::{self, CqlSource, units};
+use crate::connectors::seam::{Pacing, Pushed, Refused, Request, Sink};
+use crate::jobfile::Rename;
+use crate::migrate::EngineError;
+use crate::savepoints;
+
+/// Rows per write request (one Arrow batch appended to the unit's file).
+const ROWS_PER_REQUEST: usize = 4096;
+/// A row group is closed once its encoded pages take this much memory.
+const ROW_GROUP_BYTES: usize = 64 * 1024 * 1024;
+/// Parts of an S3 upload.
+const PART_BYTES: usize = 16 * 1024 * 1024;
+
+/// What the checks of an export decided.
+pub enum Opened {
+    /// Copy the table.
+    Copy(Box<(RangeScan, ParquetSink, Pacing)>),
+    /// `mode: ignore` and the target already holds files: nothing to do.
+    Ignore,
+}
+
+/// Connects to the source, checks its table and the target location (and `mode`), and
+/// prepares the scan. Nothing is written or deleted yet: that waits for [`Sink::start`].
+pub async fn open_export(
+    src: &CqlSource,
+    dst: &ParquetTarget,
+    renames: &[Rename],
+    done: &savepoints::Progress,
+) -> Result<Opened, EngineError> {
+    let session = cql::connect("source", &src.endpoint).await?;
+    cql::check_local_dc(&session, "source", src.endpoint.local_dc.as_deref())?;
+    let table =
+        schema::load(&session, "source", &src.endpoint.keyspace, &src.endpoint.table).await?;
+    for r in renames {
+        if table.all().all(|c| c.name != r.from) {
+            return Err(cql::CqlError::Invalid {
+                key: "renames".into(),
+                message: format!(
+                    "column {:?} does not exist in the source table {}",
+                    r.from,
+                    table.qualified()
+                ),
+            }
+            .into());
+        }
+    }
+    let name = |c: &Column| {
+        renames
+            .iter()
+            .find(|r| r.from == c.name)
+            .map_or(c.name.clone(), |r| r.to.clone())
+    };
+    let preserve = src.preserve_timestamps && !table.is_counter_table();
+    let mut fields = Vec::new();
+    let mut types: Vec<ColumnType<'static>> = Vec::new();
+    for c in table.all() {
+        let t = encode::arrow_type(&c.typ).map_err(|e| cql::CqlError::Invalid {
+            key: "source.table".into(),
+            message: format!("column {:?}: {e}", c.name),
+        })?;
+        fields.push(Field::new(name(c), t, true));
+        types.push(c.typ.clone());
+    }
+    if preserve {
+        for c in table.statics.iter().chain(&table.regular) {
+            let list = c.is_multi_cell();
+            for (suffix, native) in [("writetime", NativeType::BigInt), ("ttl", NativeType::Int)] {
+                let scalar = ColumnType::Native(native);
+                let typ = if list {
+                    ColumnType::Collection {
+                        frozen: false,
+                        typ: CollectionType::List(Box::new(scalar)),
+                    }
+                } else {
+                    scalar
+                };
+                let arrow = encode::arrow_type(&typ).expect("bigint and int lists have one");
+                fields.push(Field::new(format!("{META_PREFIX}{}_{suffix}", name(c)), arrow, true));
+                types.push(typ);
+            }
+        }
+    }
+    let store = Store::open("target", &dst.location, &dst.s3)?;
+    let tag = format!(
+        "{:08x}",
+        xxhash_rust::xxh3::xxh3_64(format!("{}.{}", table.keyspace, table.table).as_bytes())
+            as u32
+    );
+    let deletes = match plan_target(&store, dst.mode, &tag, done).await? {
+        Some(d) => d,
+        None => return Ok(Opened::Ignore),
+    };
+    let select = cql::copy::prepare_select(&session, src, &table, preserve).await?;
+    let scan = RangeScan::new(
+        Arc::new(session),
+        table,
+        select,
+        src.split_count
+            .unwrap_or(cql::transfer::DEFAULT_SPLIT_COUNT),
+        src.endpoint.local_dc.clone(),
+    );
+    let units_at_once = src
+        .max_concurrent_units
+        .unwrap_or(cql::transfer::DEFAULT_UNITS_AT_ONCE);
+    let props = WriterProperties::builder().set_compression(match dst.compression {
+        Compression::None => Codec::UNCOMPRESSED,
+        Compression::Snappy => Codec::SNAPPY,
+        Compression::Gzip => Codec::GZIP(GzipLevel::default()),
+        Compression::Lz4 => Codec::LZ4_RAW,
+        Compression::Zstd => Codec::ZSTD(ZstdLevel::default()),
+    });
+    let spool = if store.local_root.is_some() {
+        None
+    } else {
+        let dir = std::env::temp_dir().join("drover-parquet-spool");
+        std::fs::create_dir_all(&dir).map_err(|e| ParquetError::Store {
+            side: "target",
+            message: format!("cannot create the spool directory {}: {e}", dir.display()),
+        })?;
+        Some(dir)
+    };
+    let sink = ParquetSink {
+        store,
+        schema: Arc::new(Schema::new(fields)),
+        types,
+        props,
+        tag,
+        extension: match dst.compression {
+            Compression::None => "",
+            Compression::Snappy => ".snappy",
+            Compression::Gzip => ".gz",
+            Compression::Lz4 => ".lz4raw",
+            Compression::Zstd => ".zstd",
+        },
+        spool,
+        deletes: Mutex::new(deletes),
+    };
+    let pacing = Pacing {
+        units_at_once,
+        // Writes of one unit go to one file, one after the other.
+        requests_in_flight: units_at_once * 2,
+        rows_per_second: None,
+        bytes_per_second: None,
+    };
+    Ok(Opened::Copy(Box::new((scan, sink, pacing))))
+}
+
+/// What is at the target and what must go before the export starts; `None` for `ignore`
+/// with files present.
+async fn plan_target(
+    store: &Store,
+    mode: Mode,
+    tag: &str,
+    done: &savepoints::Progress,
+) -> Result<Option<Vec<ObjPath>>, ParquetError> {
+    if let Some(root) = &store.local_root
+        && root.is_file()
+    {
+        return Err(ParquetError::Invalid {
+            key: "target.path".into(),
+            message: format!("{} is a file; a Parquet target is a directory", root.display()),
+        });
+    }
+    let existing = store.list_all().await?;
+    let ours = |p: &ObjPath| {
+        p.filename()
+            .is_some_and(|n| n.starts_with(&format!("part-{tag}-")) && n.ends_with(".parquet"))
+    };
+    let our_temp = |p: &ObjPath| {
+        p.filename()
+            .is_some_and(|n| n.starts_with(&format!(".part-{tag}-")) && n.ends_with(".tmp"))
+    };
+    let data: Vec<&ObjPath> = existing
+        .iter()
+        .map(|m| &m.location)
+        .filter(|p| is_data_file(p))
+        .collect();
+    if !done.token_ranges.ranges().is_empty() {
+        // A resume: keep the files of recorded units, delete the rest of ours (written by a
+        // run that stopped before recording them; their rows are exported again).
+        let mut deletes: Vec<ObjPath> = existing
+            .iter()
+            .map(|m| m.location.clone())
+            .filter(|p| our_temp(p))
+            .collect();
+        for m in existing.iter().filter(|m| ours(&m.location)) {
+            let mut reader = FileReader::new(store.inner.clone(), m.location.clone(), m.size);
+            let covered = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
+                .await
+                .ok()
+                .and_then(|meta| {
+                    let kv = meta.metadata().file_metadata().key_value_metadata()?.clone();
+                    let key = kv.iter().find(|k| k.key == RANGES_KEY)?.value.clone()?;
+                    units::parse_key(&key)
+                })
+                .is_some_and(|pieces| pieces.iter().all(|p| done.token_ranges.covers(*p)));
+            if !covered {
+                deletes.push(m.location.clone());
+            }
+        }
+        if !deletes.is_empty() {
+            tracing::info!(
+                "{} file(s) of units no savepoint recorded will be deleted and exported again",
+                deletes.len()
+            );
+        }
+        return Ok(Some(deletes));
+    }
+    let first = data.first().map(|p| store.id_of(p));
+    match (mode, first) {
+        (_, None) => Ok(Some(
+            existing
+                .iter()
+                .map(|m| m.location.clone())
+                .filter(|p| our_temp(p))
+                .collect(),
+        )),
+        (Mode::Error, Some(first)) => Err(ParquetError::Invalid {
+            key: "target.path".into(),
+            message: format!(
+                "{} already holds {} Parquet file(s) (first: {first}); mode error (the default) refuses to write there: set target.mode to overwrite, append or ignore",
+                store.location,
+                data.len()
+            ),
+        }),
+        (Mode::Ignore, Some(first)) => {
+            tracing::info!(
+                "{} already holds Parquet files (first: {first}); mode ignore: nothing is written",
+                store.location
+            );
+            Ok(None)
+        }
+        (Mode::Overwrite, Some(_)) => {
+            tracing::info!(
+                "mode overwrite: the {} object(s) under {} will be deleted when the export starts",
+                existing.len(),
+                store.location
+            );
+            Ok(Some(existing.into_iter().map(|m| m.location).collect()))
+        }
+        (Mode::Append, Some(_)) => {
+            if let Some(p) = data.iter().find(|p| ours(p)) {
+                return Err(ParquetError::Invalid {
+                    key: "target.mode".into(),
+                    message: format!(
+                        "append: {} already holds an export of this table ({}), whose files this one would replace; use overwrite, or another path",
+                        store.location,
+                        store.id_of(p)
+                    ),
+                });
+            }
+            Ok(Some(Vec::new()))
+        }
+    }
+}
+
+/// Writes rows of a CQL scan to Parquet files, one per unit.
+pub struct ParquetSink {
+    store: Store,
+    schema: SchemaRef,
+    types: Vec<ColumnType<'static>>,
+    props: parquet::file::properties::WriterPropertiesBuilder,
+    tag: String,
+    extension: &'static str,
+    /// Where files bound for S3 are written before their upload.
+    spool: Option<PathBuf>,
+    deletes: Mutex<Vec<ObjPath>>,
+}
+
+/// The file of a unit being written.
+struct UnitFile {
+    /// Taken when the file is closed.
+    writer: Option<ArrowWriter<std::fs::File>>,
+    temp: PathBuf,
+}
+
+type Shared = Arc<Mutex<Option<UnitFile>>>;
+
+/// A unit's rows waiting to be written, and its file.
+#[derive(Default)]
+pub struct ExportBatcher {
+    key: String,
+    rows: Vec<RawRow>,
+    file: Shared,
+    read_at_millis: i64,
+}
+
+/// Rows appended to a unit's file.
+pub struct ExportRequest {
+    rows: Vec<RawRow>,
+    bytes: u64,
+    file: Shared,
+    key: String,
+    read_at_millis: i64,
+}
+
+impl Request for ExportRequest {
+    fn rows(&self) -> u64 {
+        self.rows.len() as u64
+    }
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    fn statements(&self) -> u64 {
+        1
+    }
+    fn idempotent(&self) -> bool {
+        // Appending twice would write the rows twice; a failed append fails the unit, whose
+        // file is then dropped unseen.
+        false
+    }
+}
+
+impl ExportBatcher {
+    fn take(&mut self, out: &mut Vec<ExportRequest>) {
+        if self.rows.is_empty() {
+            return;
+        }
+        let rows = std::mem::take(&mut self.rows);
+        out.push(ExportRequest {
+            bytes: rows.iter().map(|r| r.size() as u64).sum(),
+            rows,
+            file: self.file.clone(),
+            key: self.key.clone(),
+            read_at_millis: self.read_at_millis,
+        });
+    }
+}
+
+impl ParquetSink {
+    fn final_name(&self, key: &str) -> String {
+        format!(
+            "part-{}-{:016x}{}.parquet",
+            self.tag,
+            xxhash_rust::xxh3::xxh3_64(key.as_bytes()),
+            self.extension
+        )
+    }
+
+    fn batch(&self, rows: &[RawRow]) -> Result<RecordBatch, String> {
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.types.len());
+        for (i, t) in self.types.iter().enumerate() {
+            let cells: Vec<Option<&[u8]>> = rows.iter().map(|r| r.cells[i].as_deref()).collect();
+            let field = self.schema.field(i);
+            let a = encode::array(&cells, t).map_err(|e| format!("column {:?}: {e}", field.name()))?;
+            arrays.push(a);
+        }
+        RecordBatch::try_new(self.schema.clone(), arrays).map_err(|e| e.to_string())
+    }
+
+    fn create(&self, key: &str, read_at_millis: i64) -> Result<UnitFile, ParquetError> {
+        let name = self.final_name(key);
+        let temp = match (&self.spool, &self.store.local_root) {
+            (Some(dir), _) => dir.join(format!("{}.{}.tmp", name, uuid::Uuid::now_v7())),
+            (None, Some(root)) => {
+                std::fs::create_dir_all(root).map_err(|e| ParquetError::Write {
+                    file: root.display().to_string(),
+                    message: format!("cannot create the directory: {e}"),
+                })?;
+                root.join(format!(".{name}.{}.tmp", std::process::id()))
+            }
+            (None, None) => unreachable!("an S3 target has a spool directory"),
+        };
+        let err = |message: String| ParquetError::Write {
+            file: temp.display().to_string(),
+            message,
+        };
+        let file = std::fs::File::create(&temp).map_err(|e| err(e.to_string()))?;
+        let props = self
+            .props
+            .clone()
+            .set_key_value_metadata(Some(vec![
+                KeyValue::new(READ_AT_KEY.into(), read_at_millis.to_string()),
+                KeyValue::new(RANGES_KEY.into(), key.to_string()),
+            ]))
+            .build();
+        let writer = ArrowWriter::try_new(file, self.schema.clone(), Some(props))
+            .map_err(|e| err(e.to_string()))?;
+        Ok(UnitFile {
+            writer: Some(writer),
+            temp,
+        })
+    }
+}
+
+impl Drop for UnitFile {
+    fn drop(&mut self) {
+        // Only a unit that failed or was stopped drops its file: nothing of it may stay.
+        let _ = std::fs::remove_file(&self.temp);
+    }
+}
+
+impl Sink<RawRow> for ParquetSink {
+    type Request = ExportRequest;
+    type Error = ParquetError;
+    type Batcher = ExportBatcher;
+
+    async fn start(&self) -> Result<(), ParquetError> {
+        let deletes = std::mem::take(&mut *self.deletes.lock().unwrap_or_else(|p| p.into_inner()));
+        for path in deletes {
+            match self.store.inner.delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => {
+                    return Err(ParquetError::Store {
+                        side: "target",
+                        message: format!("cannot delete {}: {e}", self.store.id_of(&path)),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn begin(&self, unit: &str) -> ExportBatcher {
+        ExportBatcher {
+            key: unit.to_string(),
+            rows: Vec::new(),
+            file: Arc::new(Mutex::new(None)),
+            // TTLs read from now on count from here: a later load shortens them by the time
+            // since (a little early for rows read later in the unit, never late).
+            read_at_millis: chrono::Utc::now().timestamp_millis(),
+        }
+    }
+
+    fn push(
+        &self,
+        b: &mut ExportBatcher,
+        row: &RawRow,
+        _read_at: Instant,
+        out: &mut Vec<ExportRequest>,
+    ) -> Result<Pushed, Refused> {
+        b.rows.push(row.clone());
+        if b.rows.len() >= ROWS_PER_REQUEST {
+            b.take(out);
+        }
+        Ok(Pushed::Written)
+    }
+
+    fn flush(&self, b: &mut ExportBatcher, out: &mut Vec<ExportRequest>) {
+        b.take(out);
+    }
+
+    async fn send(&self, request: &ExportRequest) -> Result<(), ParquetError> {
+        let batch = self.batch(&request.rows).map_err(|message| ParquetError::Write {
+            file: self.final_name(&request.key),
+            message,
+        })?;
+        let file = request.file.clone();
+        let created = {
+            let guard = file.lock().unwrap_or_else(|p| p.into_inner());
+            guard.is_some()
+        };
+        let new = if created {
+            None
+        } else {
+            Some(self.create(&request.key, request.read_at_millis)?)
+        };
+        tokio::task::spawn_blocking(move || {
+            let mut guard = file.lock().unwrap_or_else(|p| p.into_inner());
+            if guard.is_none() {
+                *guard = new;
+            }
+            let unit = guard.as_mut().expect("created above");
+            let err = |e: parquet::errors::ParquetError| ParquetError::Write {
+                file: unit.temp.display().to_string(),
+                message: e.to_string(),
+            };
+            let writer = unit.writer.as_mut().expect("open until the unit finishes");
+            writer.write(&batch).map_err(err)?;
+            if writer.in_progress_size() > ROW_GROUP_BYTES {
+                writer.flush().map_err(err)?;
+            }
+            Ok(())
+        })
+        .await
+        .expect("writing a batch does not panic")
+    }
+
+    async fn finish(&self, batcher: ExportBatcher) -> Result<(), ParquetError> {
+        let Some(unit) = batcher
+            .file
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        else {
+            // No row in this unit: no file.
+            return Ok(());
+        };
+        let name = self.final_name(&batcher.key);
+        let target = ObjPath::from(format!("{}/{name}", self.store.root));
+        let local = self.store.local_root.clone();
+        let closed = tokio::task::spawn_blocking(move || -> Result<PathBuf, ParquetError> {
+            let mut unit = unit;
+            let err = |message: String| ParquetError::Write {
+                file: unit.temp.display().to_string(),
+                message,
+            };
+            let writer = unit.writer.take().expect("open until the unit finishes");
+            let file = writer.into_inner().map_err(|e| err(e.to_string()))?;
+            file.sync_all().map_err(|e| err(e.to_string()))?;
+            drop(file);
+            if let Some(root) = local {
+                let to = root.join(&name);
+                std::fs::rename(&unit.temp, &to).map_err(|e| err(format!("cannot rename to {}: {e}", to.display())))?;
+                crate::fsutil::sync_dir(&root).map_err(|e| err(e.to_string()))?;
+                // Renamed: nothing left for the drop to remove.
+                unit.temp = PathBuf::new();
+                return Ok(to);
+            }
+            let spooled = std::mem::take(&mut unit.temp);
+            Ok(spooled)
+        })
+        .await
+        .expect("closing a file does not panic")?;
+        if self.store.local_root.is_some() {
+            return Ok(());
+        }
+        let result = self.upload(&closed, &target).await;
+        let _ = std::fs::remove_file(&closed);
+        result
+    }
+}
+
+impl ParquetSink {
+    /// Uploads a finished file as one multipart upload: the object appears whole, when the
+    /// upload completes, or not at all.
+    async fn upload(&self, file: &std::path::Path, to: &ObjPath) -> Result<(), ParquetError> {
+        let id = self.store.id_of(to);
+        let fail = |message: String| ParquetError::Store {
+            side: "target",
+            message: format!("uploading {id}: {message}"),
+        };
+        let upload = self
+            .store
+            .inner
+            .put_multipart(to)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let mut write = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
+        let mut f = std::fs::File::open(file).map_err(|e| fail(e.to_string()))?;
+        let mut buf = vec![0u8; PART_BYTES];
+        loop {
+            if let Err(e) = write.wait_for_capacity(2).await {
+                return Err(fail(e.to_string()));
+            }
+            let n = f.read(&mut buf).map_err(|e| fail(e.to_string()))?;
+            if n == 0 {
+                break;
+            }
+            write.write(&buf[..n]);
+        }
+        write.finish().await.map_err(|e| fail(e.to_string()))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,652 @@
+//! Parquet → CQL: each Parquet file is a unit, read row group by row group in pages of
+//! `batchSize` rows and written through the CQL connector's writer, then recorded in
+//! `skipParquetFiles` (with its size, modification time and ETag) once every write of it was
+//! acknowledged.
+//!
+//! Before anything is written every file's footer is read and each of its columns matched to
+//! the target table (after `renames`) and checked convertible, so an impossible conversion
+//! fails the job naming the file and column. The files are described to the CQL writer as a
+//! table whose columns are the target's, named as in the files; ScyllaDB Migrator's
+//! `__migrator_meta_<column>_writetime`/`_ttl` columns become the writetime and TTL of their
+//! column's cells.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use arrow_array::RecordBatch;
+use arrow_schema::DataType;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::async_reader::ParquetRecordBatchStream;
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
+use scylla::cluster::metadata::{CollectionType, ColumnType, NativeType};
+
+use super::config::ParquetSource;
+use super::store::{FileEntry, FileReader, Store, normalize_id};
+use super::{META_PREFIX, ParquetError, READ_AT_KEY, decode};
+use crate::connectors::cql::copy::CopyPlan;
+use crate::connectors::cql::rows::RawRow;
+use crate::connectors::cql::schema::{self, Column, TableSchema};
+use crate::connectors::cql::transfer::CopySink;
+use crate::connectors::cql::{self, CqlTarget};
+use crate::connectors::seam::{Page, Pacing, Plan, Retry, Scan, Unit};
+use crate::jobfile::Rename;
+use crate::migrate::EngineError;
+use crate::savepoints;
+
+/// Footers read at once while planning.
+const FOOTERS_AT_ONCE: usize = 16;
+
+/// A column of the rows handed to the CQL writer, as one file has it.
+#[derive(Debug, Clone)]
+struct Slot {
+    /// The file's column (`None`: the file does not have it, the cell is null).
+    column: Option<String>,
+    /// The CQL type it is converted to.
+    typ: ColumnType<'static>,
+}
+
+/// A file to load, with what its footer says.
+pub struct LoadFile {
+    entry: FileEntry,
+    index: usize,
+    meta: ArrowReaderMetadata,
+    rows_per_group: Vec<usize>,
+    slots: Vec<Slot>,
+    mask: ProjectionMask,
+    /// When its rows were read from their source (drover's exports), for TTLs.
+    read_at_millis: Option<i64>,
+}
+
+/// One file of a load.
+#[derive(Clone)]
+pub struct FileUnit {
+    file: Arc<LoadFile>,
+    tracking: bool,
+}
+
+impl std::fmt::Display for FileUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.file.entry.id)
+    }
+}
+
+impl Unit for FileUnit {
+    fn record(&self, done: &mut savepoints::Progress) {
+        // ScyllaDB Migrator's legacy mode: files are not tracked, a re-run reads them all.
+        if self.tracking {
+            let e = &self.file.entry;
+            done.parquet_files.insert(e.id.clone());
+            done.parquet_versions.insert(e.id.clone(), e.version.clone());
+        }
+    }
+}
+
+/// Where a page of a file starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    row_group: usize,
+    row: usize,
+}
+
+struct OpenReader {
+    at: Position,
+    stream: ParquetRecordBatchStream<FileReader>,
+}
+
+/// Parquet files read as units.
+pub struct ParquetScan {
+    store: Store,
+    files: Vec<Arc<LoadFile>>,
+    batch_size: usize,
+    tracking: bool,
+    options: decode::Options,
+    /// Column index of the first writetime/TTL pair among the slots, and of the data column
+    /// of each pair.
+    meta: Option<(usize, Vec<usize>)>,
+    /// Streams left open between pages, by file: a page at the position a stream stands at
+    /// continues it; any other (a retry) opens the file again there.
+    open: Mutex<HashMap<usize, OpenReader>>,
+}
+
+/// Lists and checks the files, connects to the target and checks its table, and prepares
+/// the writes. Nothing is written.
+pub async fn open_load(
+    src: &ParquetSource,
+    dst: &CqlTarget,
+    renames: &[Rename],
+    tracking: bool,
+) -> Result<(ParquetScan, CopySink, Pacing), EngineError> {
+    let store = Store::open("source", &src.location, &src.s3)?;
+    let entries = store.parquet_files().await?;
+    if entries.is_empty() {
+        let why = match &store.local_root {
+            Some(p) if !p.exists() => format!("{} does not exist", p.display()),
+            _ => format!("no Parquet file (*.parquet) found in {}", src.location),
+        };
+        return Err(ParquetError::Invalid {
+            key: "source.path".into(),
+            message: why,
+        }
+        .into());
+    }
+    let footers: Vec<(FileEntry, ArrowReaderMetadata)> = futures::stream::iter(entries)
+        .map(|entry| {
+            let store = store.inner.clone();
+            async move {
+                let mut reader =
+                    FileReader::new(store, entry.path.clone(), entry.size);
+                match ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new()).await {
+                    Ok(meta) => Ok((entry, meta)),
+                    Err(e) => Err(ParquetError::Invalid {
+                        key: "source.path".into(),
+                        message: format!("{}: not a readable Parquet file: {e}", entry.id),
+                    }),
+                }
+            }
+        })
+        .buffered(FOOTERS_AT_ONCE)
+        .try_collect()
+        .await?;
+    tracing::info!(
+        "{} Parquet file(s) in {}, {} rows",
+        footers.len(),
+        src.location,
+        footers
+            .iter()
+            .map(|(_, m)| m.metadata().file_metadata().num_rows())
+            .sum::<i64>()
+    );
+
+    let session = cql::connect("target", &dst.endpoint).await?;
+    cql::check_local_dc(&session, "target", dst.endpoint.local_dc.as_deref())?;
+    let target =
+        schema::load(&session, "target", &dst.endpoint.keyspace, &dst.endpoint.table).await?;
+    let shape = match_columns(&footers, &target, renames)?;
+    let preserve = shape.preserve && !target.is_counter_table();
+    if shape.preserve && !preserve {
+        tracing::info!("writetime and TTL columns are not used: the target is a counter table");
+    }
+    // A row without its key cannot be written anywhere: it is counted (rowsDropped) and left
+    // out, not retried.
+    let mut dst = dst.clone();
+    dst.drop_null_primary_keys = true;
+    let plan = CopyPlan::prepare_writes(
+        &session,
+        &dst,
+        shape.table.clone(),
+        target,
+        &shape.mapping,
+        preserve,
+    )
+    .await?;
+    let (files, meta) = layouts(footers, &shape.table, preserve);
+    let scan = ParquetScan {
+        store,
+        files,
+        batch_size: src.batch_size,
+        tracking,
+        options: decode::Options {
+            truncate_timestamps: src.truncate_timestamps,
+        },
+        meta,
+        open: Mutex::new(HashMap::new()),
+    };
+    let sink = CopySink::new(Arc::new(session), Arc::new(plan));
+    let pacing = Pacing {
+        units_at_once: src.max_concurrent_files,
+        requests_in_flight: dst.max_in_flight,
+        rows_per_second: dst.rows_per_second,
+        bytes_per_second: dst.bytes_per_second,
+    };
+    Ok((scan, sink, pacing))
+}
+
+/// The files described as one table.
+struct Shape {
+    /// The target's columns that some file has, named as in the files.
+    table: TableSchema,
+    /// File column name → target column name.
+    mapping: HashMap<String, String>,
+    /// Whether some file carries writetimes or TTLs.
+    preserve: bool,
+}
+
+fn meta_base(name: &str) -> Option<(&str, bool)> {
+    let rest = name.strip_prefix(META_PREFIX)?;
+    if let Some(base) = rest.strip_suffix("_writetime") {
+        Some((base, true))
+    } else {
+        rest.strip_suffix("_ttl").map(|base| (base, false))
+    }
+}
+
+fn meta_type(arrow: &DataType, writetime: bool) -> ColumnType<'static> {
+    let scalar = ColumnType::Native(if writetime {
+        NativeType::BigInt
+    } else {
+        NativeType::Int
+    });
+    match arrow {
+        DataType::List(_) | DataType::LargeList(_) => ColumnType::Collection {
+            frozen: false,
+            typ: CollectionType::List(Box::new(scalar)),
+        },
+        _ => scalar,
+    }
+}
+
+fn match_columns(
+    footers: &[(FileEntry, ArrowReaderMetadata)],
+    target: &TableSchema,
+    renames: &[Rename],
+) -> Result<Shape, ParquetError> {
+    let invalid = |message: String| ParquetError::Invalid {
+        key: "source.path".into(),
+        message,
+    };
+    let to_target = |name: &str| -> String {
+        renames
+            .iter()
+            .find(|r| r.from == name)
+            .map_or(name, |r| r.to.as_str())
+            .to_string()
+    };
+    let find = |name: &str| target.all().find(|c| c.name == name);
+    let mut mapping: HashMap<String, String> = HashMap::new();
+    let mut preserve = false;
+    let mut used_renames = HashSet::new();
+    for (entry, meta) in footers {
+        let fields = meta.schema().fields();
+        for f in fields {
+            let name = f.name();
+            if let Some((base, writetime)) = meta_base(name) {
+                let Some(data) = fields.iter().find(|d| d.name() == base) else {
+                    return Err(invalid(format!(
+                        "{}: column {name:?} holds the {} of a column {base:?} the file does not have",
+                        entry.id,
+                        if writetime { "writetimes" } else { "TTLs" }
+                    )));
+                };
+                let Some(col) = find(&to_target(data.name())) else {
+                    continue; // refused below, as a data column
+                };
+                if target.partition_key.iter().chain(&target.clustering_key).any(|k| k.name == col.name) {
+                    return Err(invalid(format!(
+                        "{}: column {name:?}: a primary key column has no writetime or TTL",
+                        entry.id
+                    )));
+                }
+                decode::check(f.data_type(), &meta_type(f.data_type(), writetime)).map_err(|e| {
+                    invalid(format!("{}: column {name:?}: {e}", entry.id))
+                })?;
+                preserve = true;
+                continue;
+            }
+            let to = to_target(name);
+            if to != *name {
+                used_renames.insert(name.clone());
+            }
+            let renamed = if to == *name {
+                String::new()
+            } else {
+                format!(" (renamed to {to:?})")
+            };
+            let Some(col) = find(&to) else {
+                return Err(invalid(format!(
+                    "{}: column {name:?}{renamed} is not a column of the target table {}",
+                    entry.id,
+                    target.qualified()
+                )));
+            };
+            decode::check(f.data_type(), &col.typ).map_err(|e| {
+                invalid(format!("{}: column {name:?}{renamed}: {e}", entry.id))
+            })?;
+            if let Some(other) = mapping.iter().find(|(k, v)| **v == to && *k != name) {
+                return Err(invalid(format!(
+                    "{}: columns {:?} and {name:?} would both be written to the target column {to:?}",
+                    entry.id, other.0
+                )));
+            }
+            mapping.insert(name.clone(), to);
+        }
+        for key in target.partition_key.iter().chain(&target.clustering_key) {
+            if !fields.iter().any(|f| meta_base(f.name()).is_none() && to_target(f.name()) == key.name) {
+                return Err(invalid(format!(
+                    "{}: no column for the target's primary key column {:?}",
+                    entry.id, key.name
+                )));
+            }
+        }
+    }
+    for r in renames {
+        if !used_renames.contains(&r.from) {
+            tracing::warn!(
+                "renames: no Parquet file has a column {:?}; the rename does nothing",
+                r.from
+            );
+        }
+    }
+    let from_target: HashMap<&str, &str> =
+        mapping.iter().map(|(k, v)| (v.as_str(), k.as_str())).collect();
+    let columns = |cols: &[Column]| -> Vec<Column> {
+        cols.iter()
+            .filter_map(|c| {
+                from_target.get(c.name.as_str()).map(|file_name| Column {
+                    name: (*file_name).to_string(),
+                    typ: c.typ.clone(),
+                })
+            })
+            .collect()
+    };
+    Ok(Shape {
+        table: TableSchema {
+            keyspace: target.keyspace.clone(),
+            table: target.table.clone(),
+            partition_key: columns(&target.partition_key),
+            clustering_key: columns(&target.clustering_key),
+            statics: columns(&target.statics),
+            regular: columns(&target.regular),
+        },
+        mapping,
+        preserve,
+    })
+}
+
+type Layouts = (Vec<Arc<LoadFile>>, Option<(usize, Vec<usize>)>);
+
+fn layouts(
+    footers: Vec<(FileEntry, ArrowReaderMetadata)>,
+    table: &TableSchema,
+    preserve: bool,
+) -> Layouts {
+    let data: Vec<&Column> = table.all().collect();
+    let first_meta = data.len();
+    let timed: Vec<usize> = (table.partition_key.len() + table.clustering_key.len()..data.len())
+        .collect();
+    let files = footers
+        .into_iter()
+        .enumerate()
+        .map(|(index, (entry, meta))| {
+            let schema = meta.schema().clone();
+            let has = |name: &str| schema.field_with_name(name).ok();
+            let mut slots: Vec<Slot> = data
+                .iter()
+                .map(|c| Slot {
+                    column: has(&c.name).map(|f| f.name().clone()),
+                    typ: c.typ.clone(),
+                })
+                .collect();
+            if preserve {
+                for &i in &timed {
+                    for writetime in [true, false] {
+                        let name = format!(
+                            "{META_PREFIX}{}_{}",
+                            data[i].name,
+                            if writetime { "writetime" } else { "ttl" }
+                        );
+                        let field = has(&name);
+                        slots.push(Slot {
+                            typ: field.map_or_else(
+                                || meta_type(&DataType::Null, writetime),
+                                |f| meta_type(f.data_type(), writetime),
+                            ),
+                            column: field.map(|f| f.name().clone()),
+                        });
+                    }
+                }
+            }
+            let roots: Vec<usize> = slots
+                .iter()
+                .filter_map(|s| s.column.as_deref())
+                .filter_map(|n| schema.index_of(n).ok())
+                .collect();
+            let mask = ProjectionMask::roots(meta.parquet_schema(), roots);
+            let md = meta.metadata();
+            let read_at_millis = md
+                .file_metadata()
+                .key_value_metadata()
+                .and_then(|kv| kv.iter().find(|k| k.key == READ_AT_KEY))
+                .and_then(|k| k.value.as_deref()?.parse().ok());
+            Arc::new(LoadFile {
+                rows_per_group: md
+                    .row_groups()
+                    .iter()
+                    .map(|rg| usize::try_from(rg.num_rows()).unwrap_or(0))
+                    .collect(),
+                entry,
+                index,
+                meta,
+                slots,
+                mask,
+                read_at_millis,
+            })
+        })
+        .collect();
+    (files, preserve.then_some((first_meta, timed)))
+}
+
+impl ParquetScan {
+    fn open_at(&self, file: &LoadFile, at: Position) -> Result<OpenReader, ParquetError> {
+        let reader = FileReader::new(
+            self.store.inner.clone(),
+            file.entry.path.clone(),
+            file.entry.size,
+        );
+        let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.meta.clone())
+            .with_row_groups((at.row_group..file.rows_per_group.len()).collect())
+            .with_offset(at.row)
+            .with_batch_size(self.batch_size)
+            .with_projection(file.mask.clone())
+            .build()
+            .map_err(|e| read_error(file, at.row_group, "cannot open", e))?;
+        Ok(OpenReader { at, stream })
+    }
+
+    fn advance(file: &LoadFile, mut at: Position, rows: usize) -> Option<Position> {
+        at.row += rows;
+        while at.row_group < file.rows_per_group.len() && at.row >= file.rows_per_group[at.row_group]
+        {
+            at.row -= file.rows_per_group[at.row_group];
+            at.row_group += 1;
+        }
+        (at.row_group < file.rows_per_group.len()).then_some(at)
+    }
+
+    fn rows(&self, file: &LoadFile, batch: &RecordBatch, row_group: usize) -> Result<Vec<RawRow>, ParquetError> {
+        let n = batch.num_rows();
+        let mut columns: Vec<Vec<Option<Bytes>>> = Vec::with_capacity(file.slots.len());
+        for slot in &file.slots {
+            let Some(name) = &slot.column else {
+                columns.push(vec![None; n]);
+                continue;
+            };
+            let array = batch.column_by_name(name).ok_or_else(|| ParquetError::Read {
+                file: file.entry.id.clone(),
+                row_group,
+                message: format!("column {name:?} is missing from a page"),
+                retry: Retry::Never,
+            })?;
+            columns.push(decode::column(array, &slot.typ, self.options).map_err(|e| {
+                ParquetError::Read {
+                    file: file.entry.id.clone(),
+                    row_group,
+                    message: format!("column {name:?}: {e}"),
+                    retry: Retry::Never,
+                }
+            })?);
+        }
+        if let (Some((first, timed)), Some(read_at)) = (&self.meta, file.read_at_millis) {
+            let age = (chrono::Utc::now().timestamp_millis() - read_at).max(0) / 1000;
+            for (pair, &data) in timed.iter().enumerate() {
+                let ttl = first + 2 * pair + 1;
+                for row in 0..n {
+                    if expire(&mut columns[ttl][row], age) {
+                        // Expired since it was read: the source holds nothing for it either.
+                        columns[data][row] = None;
+                        columns[ttl - 1][row] = None;
+                    }
+                }
+            }
+        }
+        Ok((0..n)
+            .map(|i| RawRow {
+                cells: columns.iter().map(|c| c[i].clone()).collect(),
+            })
+            .collect())
+    }
+}
+
+/// Shortens a TTL cell (an int, or a list of ints for a collection's elements) by `age`
+/// seconds; true when a single TTL has run out. An element's TTL is kept at least 1 s: its
+/// value is gone within a second, as in the source.
+fn expire(cell: &mut Option<Bytes>, age: i64) -> bool {
+    let Some(v) = cell else { return false };
+    if v.len() == 4 {
+        let ttl = i64::from(i32::from_be_bytes(v[..].try_into().expect("4 bytes")));
+        if ttl <= 0 {
+            return false;
+        }
+        let left = ttl - age;
+        if left <= 0 {
+            return true;
+        }
+        *cell = Some(Bytes::copy_from_slice(&(left as i32).to_be_bytes()));
+        return false;
+    }
+    let Some(items) = crate::connectors::cql::codec::read_int_list(&Some(v.clone())) else {
+        return false;
+    };
+    let mut out = (items.len() as i32).to_be_bytes().to_vec();
+    for item in items {
+        match item {
+            Some(t) if t > 0 => {
+                out.extend_from_slice(&4i32.to_be_bytes());
+                out.extend_from_slice(&((t - age).max(1) as i32).to_be_bytes());
+            }
+            Some(t) => {
+                out.extend_from_slice(&4i32.to_be_bytes());
+                out.extend_from_slice(&(t as i32).to_be_bytes());
+            }
+            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+    }
+    *cell = Some(Bytes::from(out));
+    false
+}
+
+fn read_error(
+    file: &LoadFile,
+    row_group: usize,
+    what: &str,
+    e: parquet::errors::ParquetError,
+) -> ParquetError {
+    // Errors of the object store come wrapped as External: reading again may succeed. The
+    // rest is the file's content, which will not change.
+    let retry = if matches!(e, parquet::errors::ParquetError::External(_)) {
+        Retry::Safe
+    } else {
+        Retry::Never
+    };
+    ParquetError::Read {
+        file: file.entry.id.clone(),
+        row_group,
+        message: format!("{what}: {e}"),
+        retry,
+    }
+}
+
+impl Scan for ParquetScan {
+    type Unit = FileUnit;
+    type Row = RawRow;
+    type Cursor = Position;
+    type Error = ParquetError;
+
+    fn plan(&self, done: &savepoints::Progress) -> Plan<FileUnit> {
+        let finished: HashSet<String> = done.parquet_files.iter().map(|f| normalize_id(f)).collect();
+        let versions: HashMap<String, &String> = done
+            .parquet_versions
+            .iter()
+            .map(|(k, v)| (normalize_id(k), v))
+            .collect();
+        let mut plan = Plan {
+            total: self.files.len() as u64,
+            skipped: 0,
+            work: Vec::new(),
+        };
+        for file in &self.files {
+            let id = normalize_id(&file.entry.id);
+            if self.tracking && finished.contains(&id) {
+                match versions.get(&id) {
+                    Some(v) if **v != file.entry.version => tracing::warn!(
+                        "{} changed since it was loaded ({v}, now {}): it is read again",
+                        file.entry.id,
+                        file.entry.version
+                    ),
+                    _ => {
+                        plan.skipped += 1;
+                        continue;
+                    }
+                }
+            }
+            plan.work.push(FileUnit {
+                file: file.clone(),
+                tracking: self.tracking,
+            });
+        }
+        plan
+    }
+
+    fn start(&self, _unit: &FileUnit) -> Position {
+        Position {
+            row_group: 0,
+            row: 0,
+        }
+    }
+
+    async fn page(&self, unit: &FileUnit, at: &Position) -> Result<Page<RawRow, Position>, ParquetError> {
+        let file = &unit.file;
+        if file.rows_per_group.is_empty() {
+            return Ok(Page {
+                rows: Vec::new(),
+                next: None,
+            });
+        }
+        let kept = self
+            .open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&file.index)
+            .filter(|r| r.at == *at);
+        let mut reader = match kept {
+            Some(r) => r,
+            None => self.open_at(file, *at)?,
+        };
+        let batch = match reader.stream.next().await {
+            None => {
+                return Ok(Page {
+                    rows: Vec::new(),
+                    next: None,
+                });
+            }
+            Some(Err(e)) => return Err(read_error(file, at.row_group, "cannot read", e)),
+            Some(Ok(b)) => b,
+        };
+        let rows = self.rows(file, &batch, at.row_group)?;
+        let next = Self::advance(file, *at, batch.num_rows());
+        if let Some(next) = next {
+            reader.at = next;
+            self.open
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(file.index, reader);
+        }
+        Ok(Page { rows, next })
+    }
+
+    fn row_size(row: &RawRow) -> usize {
+        row.size()
+    }
+}

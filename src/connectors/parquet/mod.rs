@@ -1,0 +1,75 @@
+//! The Parquet connector: loading Parquet files into a CQL table file by file (each finished
+//! file recorded in `skipParquetFiles`), and exporting a CQL table to Parquet files, one per
+//! token-range unit, each made visible only once complete — on the local disk or in S3.
+
+pub mod config;
+pub mod decode;
+pub mod encode;
+pub mod export;
+pub mod load;
+pub mod store;
+
+pub use config::{ParquetSource, ParquetTarget};
+
+use crate::connectors::seam::{RequestError, Retry};
+
+/// Column name prefix ScyllaDB Migrator gives the writetime and TTL columns it writes beside
+/// each regular column (`__migrator_meta_<column>_writetime`, `…_ttl`).
+pub const META_PREFIX: &str = "__migrator_meta_";
+/// Footer key of the time (epoch milliseconds) a file's rows were read from the source: TTLs
+/// in the file count from then, and a load shortens them by the time since.
+pub const READ_AT_KEY: &str = "drover.readAtMillis";
+/// Footer key of the token ranges a file of an export holds (`start:end,…`).
+pub const RANGES_KEY: &str = "drover.tokenRanges";
+
+/// Errors of the Parquet connector.
+#[derive(Debug, thiserror::Error)]
+pub enum ParquetError {
+    /// The job cannot run as written: a missing path, a file that is not Parquet, a column
+    /// that cannot be converted. Found before anything is written.
+    #[error("{key}: {message}")]
+    Invalid {
+        /// The job config key concerned.
+        key: String,
+        /// What is wrong, naming the file and column.
+        message: String,
+    },
+    /// The disk or object store failed (after the store's own retries).
+    #[error("{side}: {message}")]
+    Store {
+        /// `source` or `target`.
+        side: &'static str,
+        /// What failed.
+        message: String,
+    },
+    /// A value could not be read or converted: the file, row group and column are named.
+    #[error("{file}, row group {row_group}: {message}")]
+    Read {
+        /// The file (as recorded in `skipParquetFiles`).
+        file: String,
+        /// The row group.
+        row_group: usize,
+        /// What went wrong.
+        message: String,
+        /// Whether reading again can help (an object store's hiccup) or not (a bad value).
+        retry: Retry,
+    },
+    /// A Parquet file could not be written.
+    #[error("writing {file}: {message}")]
+    Write {
+        /// The file.
+        file: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl RequestError for ParquetError {
+    fn retry(&self) -> Retry {
+        match self {
+            Self::Read { retry, .. } => *retry,
+            // object_store retried already; a file half written cannot be continued.
+            _ => Retry::Never,
+        }
+    }
+}
