@@ -147,7 +147,9 @@ fn unsupported(text: &str, key: &str, value: &str) -> JobConfigError {
         JobConfigError::at(
             text,
             key,
-            format!("unknown type {value:?}, expected cassandra, scylla, dynamodb, alternator or parquet"),
+            format!(
+                "unknown type {value:?}, expected cassandra, scylla, dynamodb, alternator or parquet"
+            ),
         )
     }
 }

@@ -146,7 +146,10 @@ pub trait Sink<R>: Send + Sync + 'static {
     /// Ends a unit whose every request was acknowledged: what the batcher still holds is made
     /// durable (a file renamed into place). The unit is recorded complete only after this.
     /// A unit that failed or was stopped is dropped without it.
-    fn finish(&self, batcher: Self::Batcher) -> impl Future<Output = Result<(), Self::Error>> + Send {
+    fn finish(
+        &self,
+        batcher: Self::Batcher,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
         drop(batcher);
         std::future::ready(Ok(()))
     }

@@ -148,7 +148,9 @@ impl JobConfig {
                     "gcs" => "savepoints in Google Cloud Storage (GCS)",
                     "s3" => "savepoints in S3",
                     "filesystem" => "savepoints.target of type filesystem",
-                    "target-table" | "target-database" => "savepoints stored in the target database",
+                    "target-table" | "target-database" => {
+                        "savepoints stored in the target database"
+                    }
                     _ => "savepoints.target",
                 };
                 return Err(JobConfigError::at(

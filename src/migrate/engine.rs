@@ -476,7 +476,9 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
             return Err(e);
         }
         if let Err(e) = self.sink.finish(batcher).await {
-            return Err(EngineError::Failed(format!("target: completing {unit}: {e}")));
+            return Err(EngineError::Failed(format!(
+                "target: completing {unit}: {e}"
+            )));
         }
         unit.record(&mut self.done.lock().unwrap_or_else(|p| p.into_inner()));
         Counters::add(&self.counters.units_done, 1);

@@ -23,6 +23,8 @@ mod live_migration_hostile;
 mod live_migration_source;
 mod migrations;
 mod openapi;
+mod parquet;
+mod parquet_migrator;
 mod resume;
 mod router;
 mod schemathesis;

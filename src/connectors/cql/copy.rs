@@ -177,9 +177,15 @@ impl CopyPlan {
     ) -> Result<Self, CqlError> {
         let preserve = source_cfg.preserve_timestamps && !source.is_counter_table();
         let select = prepare_select(source_session, source_cfg, &source, preserve).await?;
-        let mut plan =
-            Self::prepare_writes(target_session, target_cfg, source, target, mapping, preserve)
-                .await?;
+        let mut plan = Self::prepare_writes(
+            target_session,
+            target_cfg,
+            source,
+            target,
+            mapping,
+            preserve,
+        )
+        .await?;
         plan.select = Some(select);
         Ok(plan)
     }
@@ -465,16 +471,17 @@ impl CopyPlan {
             any = true;
             let wt_cell = &meta[2 * (meta_offset + i)];
             let ttl_cell = &meta[2 * (meta_offset + i) + 1];
-            let single = |wt: Option<i64>,
-                          ttl: i32,
-                          groups: &mut BTreeMap<(Option<i64>, i32), Vec<Bound>>| {
-                let wt = self.fixed_timestamp.or(wt);
-                let ttl = self.fixed_ttl.unwrap_or(ttl);
-                groups
-                    .entry((wt, ttl))
-                    .or_insert_with(|| vec![Bound::Unset; values.len()])[i] =
-                    Bound::Value(value(i, v));
-            };
+            let single =
+                |wt: Option<i64>,
+                 ttl: i32,
+                 groups: &mut BTreeMap<(Option<i64>, i32), Vec<Bound>>| {
+                    let wt = self.fixed_timestamp.or(wt);
+                    let ttl = self.fixed_ttl.unwrap_or(ttl);
+                    groups
+                        .entry((wt, ttl))
+                        .or_insert_with(|| vec![Bound::Unset; values.len()])[i] =
+                        Bound::Value(value(i, v));
+                };
             if wt_cell.is_none() {
                 // A source that does not know this cell's writetime (a Parquet file without
                 // it): written at the target's time, with the TTL if one is known.

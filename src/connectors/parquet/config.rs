@@ -48,7 +48,9 @@ impl Location {
                 "s3" | "s3a" | "s3n" => {
                     let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
                     if bucket.is_empty() {
-                        return Err(format!("{p:?} names no bucket (expected {scheme}://bucket/prefix)"));
+                        return Err(format!(
+                            "{p:?} names no bucket (expected {scheme}://bucket/prefix)"
+                        ));
                     }
                     return Ok(Self::S3 {
                         scheme,
@@ -61,7 +63,11 @@ impl Location {
                         "{p:?} is in Google Cloud Storage (GCS), which drover does not read or write Parquet files in yet; use a local path or S3"
                     ));
                 }
-                "file" => return Ok(Self::Local(format!("/{}", rest.trim_start_matches('/')).into())),
+                "file" => {
+                    return Ok(Self::Local(
+                        format!("/{}", rest.trim_start_matches('/')).into(),
+                    ));
+                }
                 other => {
                     return Err(format!(
                         "{p:?}: unknown scheme {other:?}, expected a local path, file:, s3a:// or s3://"
@@ -70,7 +76,9 @@ impl Location {
             }
         }
         if let Some(rest) = p.strip_prefix("file:") {
-            return Ok(Self::Local(format!("/{}", rest.trim_start_matches('/')).into()));
+            return Ok(Self::Local(
+                format!("/{}", rest.trim_start_matches('/')).into(),
+            ));
         }
         Ok(Self::Local(p.into()))
     }

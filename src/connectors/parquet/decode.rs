@@ -32,6 +32,17 @@ pub fn check(arrow: &DataType, cql: &ColumnType<'_>) -> Result<(), String> {
     values(empty.as_ref(), cql, Options::default()).map(|_| ())
 }
 
+/// [`column`], with a panic of the Arrow library on a malformed file turned into an error:
+/// one bad file must fail its job, not the daemon.
+pub fn column_guarded(
+    array: &ArrayRef,
+    cql: &ColumnType<'_>,
+    options: Options,
+) -> Result<Vec<Option<Bytes>>, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| column(array, cql, options)))
+        .unwrap_or_else(|_| Err("the Arrow reader failed on this column's data".into()))
+}
+
 /// The serialized CQL value of each row of `array` (`None` for a null).
 pub fn column(
     array: &ArrayRef,
@@ -114,12 +125,18 @@ fn binaries(array: &dyn Array) -> Option<Vec<Option<&[u8]>>> {
 fn fit(v: i128, cql: &NativeType, arrow: &DataType) -> Result<Vec<u8>, String> {
     let out_of_range = || format!("the Parquet/Arrow {arrow} value {v} does not fit a CQL {cql:?}");
     Ok(match cql {
-        NativeType::TinyInt => i8::try_from(v).map_err(|_| out_of_range())?.to_be_bytes().to_vec(),
+        NativeType::TinyInt => i8::try_from(v)
+            .map_err(|_| out_of_range())?
+            .to_be_bytes()
+            .to_vec(),
         NativeType::SmallInt => i16::try_from(v)
             .map_err(|_| out_of_range())?
             .to_be_bytes()
             .to_vec(),
-        NativeType::Int => i32::try_from(v).map_err(|_| out_of_range())?.to_be_bytes().to_vec(),
+        NativeType::Int => i32::try_from(v)
+            .map_err(|_| out_of_range())?
+            .to_be_bytes()
+            .to_vec(),
         NativeType::BigInt | NativeType::Counter => i64::try_from(v)
             .map_err(|_| out_of_range())?
             .to_be_bytes()
@@ -308,7 +325,9 @@ fn native(
         NativeType::Uuid | NativeType::Timeuuid => {
             let check = |u: uuid::Uuid| {
                 if matches!(cql, NativeType::Timeuuid) && u.get_version_num() != 1 {
-                    return Err(format!("{u} is not a time-based (version 1) UUID, as a CQL timeuuid column needs"));
+                    return Err(format!(
+                        "{u} is not a time-based (version 1) UUID, as a CQL timeuuid column needs"
+                    ));
                 }
                 Ok(u.as_bytes().to_vec())
             };
@@ -491,8 +510,9 @@ fn native(
                 let (m, d, n) = (part("months")?, part("days")?, part("nanoseconds")?);
                 per_row(array, |i| {
                     let get = |v: &Vec<Option<i128>>| {
-                        v[i].and_then(|x| i64::try_from(x).ok())
-                            .ok_or_else(|| "a duration with a null or out-of-range part".to_string())
+                        v[i].and_then(|x| i64::try_from(x).ok()).ok_or_else(|| {
+                            "a duration with a null or out-of-range part".to_string()
+                        })
                     };
                     Ok(encode_duration(get(&m)?, get(&d)?, get(&n)?))
                 })
@@ -578,7 +598,10 @@ fn list_parts(array: &dyn Array) -> Option<(Vec<(usize, usize)>, ArrayRef)> {
         DataType::LargeList(_) => {
             let l = array.as_list::<i64>();
             let o = l.value_offsets();
-            Some(((0..l.len()).map(|i| range(o, i)).collect(), l.values().clone()))
+            Some((
+                (0..l.len()).map(|i| range(o, i)).collect(),
+                l.values().clone(),
+            ))
         }
         DataType::FixedSizeList(_, n) => {
             let l = array.as_fixed_size_list();
@@ -605,6 +628,10 @@ fn element<'a>(v: &'a Option<Vec<u8>>, what: &str) -> Result<&'a [u8], String> {
 fn values(array: &dyn Array, cql: &ColumnType<'_>, options: Options) -> Result<Cells, String> {
     if let Some(dict) = array.as_any_dictionary_opt() {
         let values = values(dict.values().as_ref(), cql, options)?;
+        if values.is_empty() {
+            // No value to point to: every key is null (and `normalized_keys` would panic).
+            return Ok(vec![None; array.len()]);
+        }
         let keys = dict.normalized_keys();
         return per_row(array, |i| {
             Ok(values.get(keys[i]).cloned().flatten().unwrap_or_default())
@@ -768,7 +795,10 @@ mod tests {
     #[test]
     fn durations_match_cassandras_encoding() {
         let d = encode_duration(1, 2, 3_000_000_000);
-        assert_eq!(crate::connectors::cql::codec::duration(&d), Some([1, 2, 3_000_000_000]));
+        assert_eq!(
+            crate::connectors::cql::codec::duration(&d),
+            Some([1, 2, 3_000_000_000])
+        );
         let d = encode_duration(-5, i64::from(i32::MIN), i64::MAX);
         assert_eq!(
             crate::connectors::cql::codec::duration(&d),
@@ -792,7 +822,11 @@ mod tests {
     fn sub_millisecond_timestamps_are_refused_unless_truncated() {
         let a: ArrayRef = Arc::new(TimestampMicrosecondArray::from(vec![1_000_500i64]));
         let ts = ColumnType::Native(NativeType::Timestamp);
-        assert!(column(&a, &ts, Options::default()).unwrap_err().contains("truncateTimestamps"));
+        assert!(
+            column(&a, &ts, Options::default())
+                .unwrap_err()
+                .contains("truncateTimestamps")
+        );
         let cut = column(
             &a,
             &ts,
@@ -833,8 +867,8 @@ mod tests {
             typ: CollectionType::List(Box::new(bigint())),
         };
         let out = column(&a, &list, Options::default()).unwrap();
-        let items = crate::connectors::cql::codec::collection_items(out[0].as_ref().unwrap(), 1)
-            .unwrap();
+        let items =
+            crate::connectors::cql::codec::collection_items(out[0].as_ref().unwrap(), 1).unwrap();
         assert_eq!(items.len(), 2);
         assert_eq!(out[1], None);
         assert_eq!(out[2].as_deref(), Some(&0i32.to_be_bytes()[..]));

@@ -47,14 +47,25 @@ pub fn arrow_type(t: &ColumnType<'_>) -> Result<DataType, String> {
             NativeType::Time => DataType::Time64(TimeUnit::Nanosecond),
             NativeType::Timestamp => DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
             NativeType::Duration => DataType::Struct(duration_fields()),
-            other => return Err(format!("the CQL type {other:?} has no Parquet form in drover")),
+            other => {
+                return Err(format!(
+                    "the CQL type {other:?} has no Parquet form in drover"
+                ));
+            }
         },
         ColumnType::Collection { typ, .. } => match typ {
             CollectionType::List(e) | CollectionType::Set(e) => {
                 DataType::List(Arc::new(Field::new("element", arrow_type(e)?, true)))
             }
-            CollectionType::Map(k, v) => DataType::Map(map_field(arrow_type(k)?, arrow_type(v)?), false),
-            _ => return Err(format!("the CQL type {} has no Parquet form in drover", type_name(t))),
+            CollectionType::Map(k, v) => {
+                DataType::Map(map_field(arrow_type(k)?, arrow_type(v)?), false)
+            }
+            _ => {
+                return Err(format!(
+                    "the CQL type {} has no Parquet form in drover",
+                    type_name(t)
+                ));
+            }
         },
         ColumnType::Vector { typ, dimensions } => DataType::FixedSizeList(
             Arc::new(Field::new("element", arrow_type(typ)?, true)),
@@ -76,7 +87,12 @@ pub fn arrow_type(t: &ColumnType<'_>) -> Result<DataType, String> {
                 .collect::<Result<Vec<_>, String>>()?
                 .into(),
         ),
-        other => return Err(format!("the CQL type {} has no Parquet form in drover", type_name(other))),
+        other => {
+            return Err(format!(
+                "the CQL type {} has no Parquet form in drover",
+                type_name(other)
+            ));
+        }
     })
 }
 
@@ -144,7 +160,9 @@ pub fn array(cells: &[Cell<'_>], t: &ColumnType<'_>) -> Result<ArrayRef, String>
                 text(&|v| std::str::from_utf8(v).ok().map(str::to_string))?
             }
             NativeType::Uuid | NativeType::Timeuuid => text(&|v| {
-                uuid::Uuid::from_slice(v).ok().map(|u| u.hyphenated().to_string())
+                uuid::Uuid::from_slice(v)
+                    .ok()
+                    .map(|u| u.hyphenated().to_string())
             })?,
             NativeType::Inet => text(&|v| match v.len() {
                 4 => Some(std::net::Ipv4Addr::from(<[u8; 4]>::try_from(v).ok()?).to_string()),
@@ -167,20 +185,30 @@ pub fn array(cells: &[Cell<'_>], t: &ColumnType<'_>) -> Result<ArrayRef, String>
             }
             NativeType::Boolean => fixed!(BooleanBuilder, 1, |v: &[u8]| v[0] != 0),
             NativeType::BigInt | NativeType::Counter => {
-                fixed!(Int64Builder, 8, |v: &[u8]| i64::from_be_bytes(v.try_into().unwrap()))
+                fixed!(Int64Builder, 8, |v: &[u8]| i64::from_be_bytes(
+                    v.try_into().unwrap()
+                ))
             }
             NativeType::Int => {
-                fixed!(Int32Builder, 4, |v: &[u8]| i32::from_be_bytes(v.try_into().unwrap()))
+                fixed!(Int32Builder, 4, |v: &[u8]| i32::from_be_bytes(
+                    v.try_into().unwrap()
+                ))
             }
             NativeType::SmallInt => {
-                fixed!(Int16Builder, 2, |v: &[u8]| i16::from_be_bytes(v.try_into().unwrap()))
+                fixed!(Int16Builder, 2, |v: &[u8]| i16::from_be_bytes(
+                    v.try_into().unwrap()
+                ))
             }
             NativeType::TinyInt => fixed!(Int8Builder, 1, |v: &[u8]| v[0] as i8),
             NativeType::Float => {
-                fixed!(Float32Builder, 4, |v: &[u8]| f32::from_be_bytes(v.try_into().unwrap()))
+                fixed!(Float32Builder, 4, |v: &[u8]| f32::from_be_bytes(
+                    v.try_into().unwrap()
+                ))
             }
             NativeType::Double => {
-                fixed!(Float64Builder, 8, |v: &[u8]| f64::from_be_bytes(v.try_into().unwrap()))
+                fixed!(Float64Builder, 8, |v: &[u8]| f64::from_be_bytes(
+                    v.try_into().unwrap()
+                ))
             }
             NativeType::Date => fixed!(Date32Builder, 4, |v: &[u8]| {
                 (i64::from(u32::from_be_bytes(v.try_into().unwrap())) - (1 << 31)) as i32
@@ -189,9 +217,9 @@ pub fn array(cells: &[Cell<'_>], t: &ColumnType<'_>) -> Result<ArrayRef, String>
                 v.try_into().unwrap()
             )),
             NativeType::Timestamp => {
-                let a = fixed!(TimestampMillisecondBuilder, 8, |v: &[u8]| i64::from_be_bytes(
-                    v.try_into().unwrap()
-                ));
+                let a = fixed!(TimestampMillisecondBuilder, 8, |v: &[u8]| {
+                    i64::from_be_bytes(v.try_into().unwrap())
+                });
                 let a = a
                     .as_any()
                     .downcast_ref::<arrow_array::TimestampMillisecondArray>()
@@ -223,10 +251,19 @@ pub fn array(cells: &[Cell<'_>], t: &ColumnType<'_>) -> Result<ArrayRef, String>
                     nulls(cells),
                 ))
             }
-            _ => return Err(format!("the CQL type {} has no Parquet form in drover", type_name(t))),
+            _ => {
+                return Err(format!(
+                    "the CQL type {} has no Parquet form in drover",
+                    type_name(t)
+                ));
+            }
         },
         ColumnType::Collection { typ, .. } => {
-            let per_entry = if matches!(typ, CollectionType::Map(..)) { 2 } else { 1 };
+            let per_entry = if matches!(typ, CollectionType::Map(..)) {
+                2
+            } else {
+                1
+            };
             let mut offsets = vec![0i32];
             let mut items: Vec<Cell<'_>> = Vec::new();
             for c in cells {
@@ -254,7 +291,12 @@ pub fn array(cells: &[Cell<'_>], t: &ColumnType<'_>) -> Result<ArrayRef, String>
                     let entries = StructArray::new(fields, vec![ka, va], None);
                     Arc::new(MapArray::new(field, offsets, entries, nulls(cells), false))
                 }
-                _ => return Err(format!("the CQL type {} has no Parquet form in drover", type_name(t))),
+                _ => {
+                    return Err(format!(
+                        "the CQL type {} has no Parquet form in drover",
+                        type_name(t)
+                    ));
+                }
             }
         }
         ColumnType::Vector { typ, dimensions } => {
@@ -273,7 +315,12 @@ pub fn array(cells: &[Cell<'_>], t: &ColumnType<'_>) -> Result<ArrayRef, String>
             }
             let values = array(&items, typ)?;
             let field = Arc::new(Field::new("element", values.data_type().clone(), true));
-            Arc::new(FixedSizeListArray::new(field, i32::from(*dimensions), values, nulls(cells)))
+            Arc::new(FixedSizeListArray::new(
+                field,
+                i32::from(*dimensions),
+                values,
+                nulls(cells),
+            ))
         }
         ColumnType::UserDefinedType { .. } | ColumnType::Tuple(_) => {
             let (names, types): (Vec<String>, Vec<&ColumnType<'_>>) = match t {
@@ -289,7 +336,8 @@ pub fn array(cells: &[Cell<'_>], t: &ColumnType<'_>) -> Result<ArrayRef, String>
                     .unzip(),
                 _ => unreachable!("matched above"),
             };
-            let mut columns: Vec<Vec<Cell<'_>>> = vec![Vec::with_capacity(cells.len()); types.len()];
+            let mut columns: Vec<Vec<Cell<'_>>> =
+                vec![Vec::with_capacity(cells.len()); types.len()];
             for c in cells {
                 let fields = match c {
                     Some(v) => codec::fields(v).ok_or_else(|| bad(t))?,
@@ -315,7 +363,12 @@ pub fn array(cells: &[Cell<'_>], t: &ColumnType<'_>) -> Result<ArrayRef, String>
                 .into();
             Arc::new(StructArray::new(fields, arrays, nulls(cells)))
         }
-        other => return Err(format!("the CQL type {} has no Parquet form in drover", type_name(other))),
+        other => {
+            return Err(format!(
+                "the CQL type {} has no Parquet form in drover",
+                type_name(other)
+            ));
+        }
     })
 }
 
@@ -364,9 +417,16 @@ mod tests {
             ),
         };
         let mut m = 2i32.to_be_bytes().to_vec();
-        for (k, v) in [(b"a".to_vec(), codec::encode_decimal(2, &BigInt::from(150)).to_vec()),
-            (b"b".to_vec(), codec::encode_decimal(-1, &BigInt::from(3)).to_vec())]
-        {
+        for (k, v) in [
+            (
+                b"a".to_vec(),
+                codec::encode_decimal(2, &BigInt::from(150)).to_vec(),
+            ),
+            (
+                b"b".to_vec(),
+                codec::encode_decimal(-1, &BigInt::from(3)).to_vec(),
+            ),
+        ] {
             m.extend_from_slice(&(k.len() as i32).to_be_bytes());
             m.extend_from_slice(&k);
             m.extend_from_slice(&(v.len() as i32).to_be_bytes());

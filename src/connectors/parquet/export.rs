@@ -63,8 +63,13 @@ pub async fn open_export(
 ) -> Result<Opened, EngineError> {
     let session = cql::connect("source", &src.endpoint).await?;
     cql::check_local_dc(&session, "source", src.endpoint.local_dc.as_deref())?;
-    let table =
-        schema::load(&session, "source", &src.endpoint.keyspace, &src.endpoint.table).await?;
+    let table = schema::load(
+        &session,
+        "source",
+        &src.endpoint.keyspace,
+        &src.endpoint.table,
+    )
+    .await?;
     for r in renames {
         if table.all().all(|c| c.name != r.from) {
             return Err(cql::CqlError::Invalid {
@@ -109,7 +114,11 @@ pub async fn open_export(
                     scalar
                 };
                 let arrow = encode::arrow_type(&typ).expect("bigint and int lists have one");
-                fields.push(Field::new(format!("{META_PREFIX}{}_{suffix}", name(c)), arrow, true));
+                fields.push(Field::new(
+                    format!("{META_PREFIX}{}_{suffix}", name(c)),
+                    arrow,
+                    true,
+                ));
                 types.push(typ);
             }
         }
@@ -117,8 +126,7 @@ pub async fn open_export(
     let store = Store::open("target", &dst.location, &dst.s3)?;
     let tag = format!(
         "{:08x}",
-        xxhash_rust::xxh3::xxh3_64(format!("{}.{}", table.keyspace, table.table).as_bytes())
-            as u32
+        xxhash_rust::xxh3::xxh3_64(format!("{}.{}", table.keyspace, table.table).as_bytes()) as u32
     );
     let deletes = match plan_target(&store, dst.mode, &tag, done).await? {
         Some(d) => d,
@@ -192,7 +200,10 @@ async fn plan_target(
     {
         return Err(ParquetError::Invalid {
             key: "target.path".into(),
-            message: format!("{} is a file; a Parquet target is a directory", root.display()),
+            message: format!(
+                "{} is a file; a Parquet target is a directory",
+                root.display()
+            ),
         });
     }
     let existing = store.list_all().await?;
@@ -223,7 +234,11 @@ async fn plan_target(
                 .await
                 .ok()
                 .and_then(|meta| {
-                    let kv = meta.metadata().file_metadata().key_value_metadata()?.clone();
+                    let kv = meta
+                        .metadata()
+                        .file_metadata()
+                        .key_value_metadata()?
+                        .clone();
                     let key = kv.iter().find(|k| k.key == RANGES_KEY)?.value.clone()?;
                     units::parse_key(&key)
                 })
@@ -376,7 +391,8 @@ impl ParquetSink {
         for (i, t) in self.types.iter().enumerate() {
             let cells: Vec<Option<&[u8]>> = rows.iter().map(|r| r.cells[i].as_deref()).collect();
             let field = self.schema.field(i);
-            let a = encode::array(&cells, t).map_err(|e| format!("column {:?}: {e}", field.name()))?;
+            let a =
+                encode::array(&cells, t).map_err(|e| format!("column {:?}: {e}", field.name()))?;
             arrays.push(a);
         }
         RecordBatch::try_new(self.schema.clone(), arrays).map_err(|e| e.to_string())
@@ -475,10 +491,12 @@ impl Sink<RawRow> for ParquetSink {
     }
 
     async fn send(&self, request: &ExportRequest) -> Result<(), ParquetError> {
-        let batch = self.batch(&request.rows).map_err(|message| ParquetError::Write {
-            file: self.final_name(&request.key),
-            message,
-        })?;
+        let batch = self
+            .batch(&request.rows)
+            .map_err(|message| ParquetError::Write {
+                file: self.final_name(&request.key),
+                message,
+            })?;
         let file = request.file.clone();
         let created = {
             let guard = file.lock().unwrap_or_else(|p| p.into_inner());
@@ -535,7 +553,8 @@ impl Sink<RawRow> for ParquetSink {
             drop(file);
             if let Some(root) = local {
                 let to = root.join(&name);
-                std::fs::rename(&unit.temp, &to).map_err(|e| err(format!("cannot rename to {}: {e}", to.display())))?;
+                std::fs::rename(&unit.temp, &to)
+                    .map_err(|e| err(format!("cannot rename to {}: {e}", to.display())))?;
                 crate::fsutil::sync_dir(&root).map_err(|e| err(e.to_string()))?;
                 // Renamed: nothing left for the drop to remove.
                 unit.temp = PathBuf::new();

@@ -17,10 +17,10 @@ use arrow_array::RecordBatch;
 use arrow_schema::DataType;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::async_reader::ParquetRecordBatchStream;
-use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use scylla::cluster::metadata::{CollectionType, ColumnType, NativeType};
 
 use super::config::ParquetSource;
@@ -31,7 +31,7 @@ use crate::connectors::cql::rows::RawRow;
 use crate::connectors::cql::schema::{self, Column, TableSchema};
 use crate::connectors::cql::transfer::CopySink;
 use crate::connectors::cql::{self, CqlTarget};
-use crate::connectors::seam::{Page, Pacing, Plan, Retry, Scan, Unit};
+use crate::connectors::seam::{Pacing, Page, Plan, Retry, Scan, Unit};
 use crate::jobfile::Rename;
 use crate::migrate::EngineError;
 use crate::savepoints;
@@ -79,7 +79,8 @@ impl Unit for FileUnit {
         if self.tracking {
             let e = &self.file.entry;
             done.parquet_files.insert(e.id.clone());
-            done.parquet_versions.insert(e.id.clone(), e.version.clone());
+            done.parquet_versions
+                .insert(e.id.clone(), e.version.clone());
         }
     }
 }
@@ -136,9 +137,9 @@ pub async fn open_load(
         .map(|entry| {
             let store = store.inner.clone();
             async move {
-                let mut reader =
-                    FileReader::new(store, entry.path.clone(), entry.size);
-                match ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new()).await {
+                let mut reader = FileReader::new(store, entry.path.clone(), entry.size);
+                match ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new()).await
+                {
                     Ok(meta) => Ok((entry, meta)),
                     Err(e) => Err(ParquetError::Invalid {
                         key: "source.path".into(),
@@ -162,8 +163,13 @@ pub async fn open_load(
 
     let session = cql::connect("target", &dst.endpoint).await?;
     cql::check_local_dc(&session, "target", dst.endpoint.local_dc.as_deref())?;
-    let target =
-        schema::load(&session, "target", &dst.endpoint.keyspace, &dst.endpoint.table).await?;
+    let target = schema::load(
+        &session,
+        "target",
+        &dst.endpoint.keyspace,
+        &dst.endpoint.table,
+    )
+    .await?;
     let shape = match_columns(&footers, &target, renames)?;
     let preserve = shape.preserve && !target.is_counter_table();
     if shape.preserve && !preserve {
@@ -273,15 +279,19 @@ fn match_columns(
                 let Some(col) = find(&to_target(data.name())) else {
                     continue; // refused below, as a data column
                 };
-                if target.partition_key.iter().chain(&target.clustering_key).any(|k| k.name == col.name) {
+                if target
+                    .partition_key
+                    .iter()
+                    .chain(&target.clustering_key)
+                    .any(|k| k.name == col.name)
+                {
                     return Err(invalid(format!(
                         "{}: column {name:?}: a primary key column has no writetime or TTL",
                         entry.id
                     )));
                 }
-                decode::check(f.data_type(), &meta_type(f.data_type(), writetime)).map_err(|e| {
-                    invalid(format!("{}: column {name:?}: {e}", entry.id))
-                })?;
+                decode::check(f.data_type(), &meta_type(f.data_type(), writetime))
+                    .map_err(|e| invalid(format!("{}: column {name:?}: {e}", entry.id)))?;
                 preserve = true;
                 continue;
             }
@@ -301,9 +311,8 @@ fn match_columns(
                     target.qualified()
                 )));
             };
-            decode::check(f.data_type(), &col.typ).map_err(|e| {
-                invalid(format!("{}: column {name:?}{renamed}: {e}", entry.id))
-            })?;
+            decode::check(f.data_type(), &col.typ)
+                .map_err(|e| invalid(format!("{}: column {name:?}{renamed}: {e}", entry.id)))?;
             if let Some(other) = mapping.iter().find(|(k, v)| **v == to && *k != name) {
                 return Err(invalid(format!(
                     "{}: columns {:?} and {name:?} would both be written to the target column {to:?}",
@@ -313,7 +322,10 @@ fn match_columns(
             mapping.insert(name.clone(), to);
         }
         for key in target.partition_key.iter().chain(&target.clustering_key) {
-            if !fields.iter().any(|f| meta_base(f.name()).is_none() && to_target(f.name()) == key.name) {
+            if !fields
+                .iter()
+                .any(|f| meta_base(f.name()).is_none() && to_target(f.name()) == key.name)
+            {
                 return Err(invalid(format!(
                     "{}: no column for the target's primary key column {:?}",
                     entry.id, key.name
@@ -329,8 +341,10 @@ fn match_columns(
             );
         }
     }
-    let from_target: HashMap<&str, &str> =
-        mapping.iter().map(|(k, v)| (v.as_str(), k.as_str())).collect();
+    let from_target: HashMap<&str, &str> = mapping
+        .iter()
+        .map(|(k, v)| (v.as_str(), k.as_str()))
+        .collect();
     let columns = |cols: &[Column]| -> Vec<Column> {
         cols.iter()
             .filter_map(|c| {
@@ -364,8 +378,8 @@ fn layouts(
 ) -> Layouts {
     let data: Vec<&Column> = table.all().collect();
     let first_meta = data.len();
-    let timed: Vec<usize> = (table.partition_key.len() + table.clustering_key.len()..data.len())
-        .collect();
+    let timed: Vec<usize> =
+        (table.partition_key.len() + table.clustering_key.len()..data.len()).collect();
     let files = footers
         .into_iter()
         .enumerate()
@@ -447,7 +461,8 @@ impl ParquetScan {
 
     fn advance(file: &LoadFile, mut at: Position, rows: usize) -> Option<Position> {
         at.row += rows;
-        while at.row_group < file.rows_per_group.len() && at.row >= file.rows_per_group[at.row_group]
+        while at.row_group < file.rows_per_group.len()
+            && at.row >= file.rows_per_group[at.row_group]
         {
             at.row -= file.rows_per_group[at.row_group];
             at.row_group += 1;
@@ -455,7 +470,12 @@ impl ParquetScan {
         (at.row_group < file.rows_per_group.len()).then_some(at)
     }
 
-    fn rows(&self, file: &LoadFile, batch: &RecordBatch, row_group: usize) -> Result<Vec<RawRow>, ParquetError> {
+    fn rows(
+        &self,
+        file: &LoadFile,
+        batch: &RecordBatch,
+        row_group: usize,
+    ) -> Result<Vec<RawRow>, ParquetError> {
         let n = batch.num_rows();
         let mut columns: Vec<Vec<Option<Bytes>>> = Vec::with_capacity(file.slots.len());
         for slot in &file.slots {
@@ -463,25 +483,30 @@ impl ParquetScan {
                 columns.push(vec![None; n]);
                 continue;
             };
-            let array = batch.column_by_name(name).ok_or_else(|| ParquetError::Read {
-                file: file.entry.id.clone(),
-                row_group,
-                message: format!("column {name:?} is missing from a page"),
-                retry: Retry::Never,
-            })?;
-            columns.push(decode::column(array, &slot.typ, self.options).map_err(|e| {
-                ParquetError::Read {
+            let array = batch
+                .column_by_name(name)
+                .ok_or_else(|| ParquetError::Read {
                     file: file.entry.id.clone(),
                     row_group,
-                    message: format!("column {name:?}: {e}"),
+                    message: format!("column {name:?} is missing from a page"),
                     retry: Retry::Never,
-                }
-            })?);
+                })?;
+            columns.push(
+                decode::column_guarded(array, &slot.typ, self.options).map_err(|e| {
+                    ParquetError::Read {
+                        file: file.entry.id.clone(),
+                        row_group,
+                        message: format!("column {name:?}: {e}"),
+                        retry: Retry::Never,
+                    }
+                })?,
+            );
         }
         if let (Some((first, timed)), Some(read_at)) = (&self.meta, file.read_at_millis) {
             let age = (chrono::Utc::now().timestamp_millis() - read_at).max(0) / 1000;
             for (pair, &data) in timed.iter().enumerate() {
                 let ttl = first + 2 * pair + 1;
+                #[allow(clippy::needless_range_loop)] // three columns of one row change together
                 for row in 0..n {
                     if expire(&mut columns[ttl][row], age) {
                         // Expired since it was read: the source holds nothing for it either.
@@ -565,7 +590,8 @@ impl Scan for ParquetScan {
     type Error = ParquetError;
 
     fn plan(&self, done: &savepoints::Progress) -> Plan<FileUnit> {
-        let finished: HashSet<String> = done.parquet_files.iter().map(|f| normalize_id(f)).collect();
+        let finished: HashSet<String> =
+            done.parquet_files.iter().map(|f| normalize_id(f)).collect();
         let versions: HashMap<String, &String> = done
             .parquet_versions
             .iter()
@@ -606,7 +632,11 @@ impl Scan for ParquetScan {
         }
     }
 
-    async fn page(&self, unit: &FileUnit, at: &Position) -> Result<Page<RawRow, Position>, ParquetError> {
+    async fn page(
+        &self,
+        unit: &FileUnit,
+        at: &Position,
+    ) -> Result<Page<RawRow, Position>, ParquetError> {
         let file = &unit.file;
         if file.rows_per_group.is_empty() {
             return Ok(Page {

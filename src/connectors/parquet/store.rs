@@ -58,8 +58,8 @@ impl Store {
         };
         match location {
             Location::Local(p) => {
-                let abs = std::path::absolute(p)
-                    .map_err(|e| invalid(format!("{}: {e}", p.display())))?;
+                let abs =
+                    std::path::absolute(p).map_err(|e| invalid(format!("{}: {e}", p.display())))?;
                 let root = ObjPath::from_absolute_path(&abs)
                     .map_err(|e| invalid(format!("{}: {e}", abs.display())))?;
                 Ok(Self {
@@ -270,7 +270,12 @@ impl parquet::arrow::async_reader::AsyncFileReader for FileReader {
         &mut self,
         range: std::ops::Range<u64>,
     ) -> futures::future::BoxFuture<'_, parquet::errors::Result<bytes::Bytes>> {
-        Box::pin(async move { self.store.get_range(&self.path, range).await.map_err(external) })
+        Box::pin(async move {
+            self.store
+                .get_range(&self.path, range)
+                .await
+                .map_err(external)
+        })
     }
 
     fn get_byte_ranges(

@@ -232,6 +232,11 @@ fn check_accepted(job: &JobConfig) -> Result<(), TestCaseError> {
                 u64::from(MAX_THROUGHPUT)
             ));
         }
+        SourceConfig::Parquet(s) => {
+            use crate::connectors::parquet::config::{MAX_BATCH_SIZE, MAX_FILES_AT_ONCE};
+            prop_assert!(within(Some(n(s.batch_size)), MAX_BATCH_SIZE));
+            prop_assert!(within(Some(n(s.max_concurrent_files)), MAX_FILES_AT_ONCE));
+        }
     }
     match &job.target {
         TargetConfig::Cql(t) => {
@@ -249,6 +254,7 @@ fn check_accepted(job: &JobConfig) -> Result<(), TestCaseError> {
                 u64::from(MAX_THROUGHPUT)
             ));
         }
+        TargetConfig::Parquet(_) => {}
     }
     if let Some(sp) = &job.savepoints {
         prop_assert!(within(sp.interval_seconds, jobfile::MAX_INTERVAL_SECONDS));
