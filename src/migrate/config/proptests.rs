@@ -14,9 +14,11 @@ use crate::connectors::cql::config::{
 };
 use crate::connectors::dynamodb::config::{MAX_MAP_TASKS, MAX_SCAN_SEGMENTS, MAX_THROUGHPUT};
 
-const EXAMPLES: [&str; 2] = [
+const EXAMPLES: [&str; 4] = [
     include_str!("../../../config/job-cql.yaml"),
     include_str!("../../../config/job-dynamodb.yaml"),
+    include_str!("../../../config/job-parquet.yaml"),
+    include_str!("../../../config/job-export-parquet.yaml"),
 ];
 
 /// Text an editor (or an attacker) might splice into a job file: YAML's own punctuation,
