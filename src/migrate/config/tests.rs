@@ -83,11 +83,11 @@ fn errors_name_key_and_line() {
     assert!(e.ends_with("(line 28)"), "{e}");
     assert_eq!(
         err(&GOOD.replace("  type: scylla", "  type: oracle")),
-        "target.type: unknown type \"oracle\", expected cassandra, scylla, dynamodb or alternator (line 17)"
+        "target.type: unknown type \"oracle\", expected cassandra, scylla, dynamodb, alternator or parquet (line 17)"
     );
     assert_eq!(
         err(&GOOD.replace("  type: scylla", "  type: mysql")),
-        "target.type: \"mysql\" is not supported by this version of drover yet; supported: cassandra, scylla, dynamodb, dynamo, alternator (line 17)"
+        "target.type: \"mysql\" is not supported by this version of drover yet; supported: cassandra, scylla, dynamodb, dynamo, alternator, parquet (line 17)"
     );
     let e = err(&GOOD.replace(
         "  keyspace: ks\n  table: t\n  consistencyLevel: LOCAL_QUORUM\n  preserve",
