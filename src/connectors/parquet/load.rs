@@ -38,6 +38,9 @@ use crate::savepoints;
 
 /// Footers read at once while planning.
 const FOOTERS_AT_ONCE: usize = 16;
+/// The most files one load reads: each file's footer is held for the whole job (and each
+/// finished one named in every savepoint).
+pub const MAX_FILES: usize = 100_000;
 
 /// A column of the rows handed to the CQL writer, as one file has it.
 #[derive(Debug, Clone)]
@@ -130,6 +133,17 @@ pub async fn open_load(
         return Err(ParquetError::Invalid {
             key: "source.path".into(),
             message: why,
+        }
+        .into());
+    }
+    if entries.len() > MAX_FILES {
+        return Err(ParquetError::Invalid {
+            key: "source.path".into(),
+            message: format!(
+                "{} holds {} Parquet files; one job reads at most {MAX_FILES}: split it by prefix or directory",
+                src.location,
+                entries.len()
+            ),
         }
         .into());
     }
