@@ -743,3 +743,24 @@ async fn s3_export_and_load_on_moto() {
         "{body}"
     );
 }
+
+/// One unit of many pages (appends in flight together) makes one file holding every row, each
+/// once.
+#[tokio::test]
+async fn a_unit_of_many_pages_lands_whole_in_one_file() {
+    let (src, dst) = clusters().await;
+    let ks = "it_pq_pages";
+    test_support::cql::rows_table(&src, &dst, ks, 20_000, 5_000, 50).await;
+    let data = tempfile::tempdir().unwrap();
+    let d = data.path().display().to_string();
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let job =
+        export_job(ks, "t", &d, "  fetchSize: 300\n", "").replace("splitCount: 8", "splitCount: 1");
+    let done = daemon.run_job("/api/v1/migrations", &job, WAIT).await;
+    assert_eq!(done["progress"]["rowsWritten"], 20_000, "{done}");
+    let n = python(&format!(
+        "import duckdb\nprint(duckdb.sql(\"select count(*), count(distinct (p, c)) from read_parquet('{d}/*.parquet')\").fetchone())"
+    ));
+    assert_eq!(n, "(20000, 20000)");
+}

@@ -10,7 +10,6 @@
 //! savepoint recorded. With `preserveTimestamps`, each static and regular column's writetime
 //! and TTL go into ScyllaDB Migrator's `__migrator_meta_<column>_writetime`/`_ttl` columns.
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -25,6 +24,7 @@ use parquet::basic::{Compression as Codec, GzipLevel, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use scylla::cluster::metadata::{CollectionType, ColumnType, NativeType};
+use tokio::io::AsyncReadExt;
 
 use super::config::{Compression, Mode, ParquetTarget};
 use super::store::{FileReader, Store, is_data_file};
@@ -162,19 +162,21 @@ pub async fn open_export(
         Some(dir)
     };
     let sink = ParquetSink {
-        store,
-        schema: Arc::new(Schema::new(fields)),
-        types,
-        props,
-        tag,
-        extension: match dst.compression {
-            Compression::None => "",
-            Compression::Snappy => ".snappy",
-            Compression::Gzip => ".gz",
-            Compression::Lz4 => ".lz4raw",
-            Compression::Zstd => ".zstd",
-        },
-        spool,
+        files: Arc::new(Files {
+            store,
+            schema: Arc::new(Schema::new(fields)),
+            types,
+            props,
+            tag,
+            extension: match dst.compression {
+                Compression::None => "",
+                Compression::Snappy => ".snappy",
+                Compression::Gzip => ".gz",
+                Compression::Lz4 => ".lz4raw",
+                Compression::Zstd => ".zstd",
+            },
+            spool,
+        }),
         deletes: Mutex::new(deletes),
     };
     let pacing = Pacing {
@@ -305,6 +307,13 @@ async fn plan_target(
 
 /// Writes rows of a CQL scan to Parquet files, one per unit.
 pub struct ParquetSink {
+    files: Arc<Files>,
+    deletes: Mutex<Vec<ObjPath>>,
+}
+
+/// How the files of an export are named, laid out and encoded (shared with the blocking
+/// tasks that write them).
+struct Files {
     store: Store,
     schema: SchemaRef,
     types: Vec<ColumnType<'static>>,
@@ -313,7 +322,6 @@ pub struct ParquetSink {
     extension: &'static str,
     /// Where files bound for S3 are written before their upload.
     spool: Option<PathBuf>,
-    deletes: Mutex<Vec<ObjPath>>,
 }
 
 /// The file of a unit being written.
@@ -376,7 +384,7 @@ impl ExportBatcher {
     }
 }
 
-impl ParquetSink {
+impl Files {
     fn final_name(&self, key: &str) -> String {
         format!(
             "part-{}-{:016x}{}.parquet",
@@ -448,12 +456,12 @@ impl Sink<RawRow> for ParquetSink {
     async fn start(&self) -> Result<(), ParquetError> {
         let deletes = std::mem::take(&mut *self.deletes.lock().unwrap_or_else(|p| p.into_inner()));
         for path in deletes {
-            match self.store.inner.delete(&path).await {
+            match self.files.store.inner.delete(&path).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => {
                     return Err(ParquetError::Store {
                         side: "target",
-                        message: format!("cannot delete {}: {e}", self.store.id_of(&path)),
+                        message: format!("cannot delete {}: {e}", self.files.store.id_of(&path)),
                     });
                 }
             }
@@ -491,26 +499,20 @@ impl Sink<RawRow> for ParquetSink {
     }
 
     async fn send(&self, request: &ExportRequest) -> Result<(), ParquetError> {
-        let batch = self
-            .batch(&request.rows)
-            .map_err(|message| ParquetError::Write {
-                file: self.final_name(&request.key),
+        let files = self.files.clone();
+        let file = request.file.clone();
+        let rows = request.rows.clone();
+        let (key, read_at) = (request.key.clone(), request.read_at_millis);
+        tokio::task::spawn_blocking(move || {
+            let batch = files.batch(&rows).map_err(|message| ParquetError::Write {
+                file: files.final_name(&key),
                 message,
             })?;
-        let file = request.file.clone();
-        let created = {
-            let guard = file.lock().unwrap_or_else(|p| p.into_inner());
-            guard.is_some()
-        };
-        let new = if created {
-            None
-        } else {
-            Some(self.create(&request.key, request.read_at_millis)?)
-        };
-        tokio::task::spawn_blocking(move || {
+            // Requests of one unit may be in flight together: the first creates the file,
+            // under the lock every append of the unit takes.
             let mut guard = file.lock().unwrap_or_else(|p| p.into_inner());
             if guard.is_none() {
-                *guard = new;
+                *guard = Some(files.create(&key, read_at)?);
             }
             let unit = guard.as_mut().expect("created above");
             let err = |e: parquet::errors::ParquetError| ParquetError::Write {
@@ -538,9 +540,9 @@ impl Sink<RawRow> for ParquetSink {
             // No row in this unit: no file.
             return Ok(());
         };
-        let name = self.final_name(&batcher.key);
-        let target = ObjPath::from(format!("{}/{name}", self.store.root));
-        let local = self.store.local_root.clone();
+        let name = self.files.final_name(&batcher.key);
+        let target = ObjPath::from(format!("{}/{name}", self.files.store.root));
+        let local = self.files.store.local_root.clone();
         let closed = tokio::task::spawn_blocking(move || -> Result<PathBuf, ParquetError> {
             let mut unit = unit;
             let err = |message: String| ParquetError::Write {
@@ -565,7 +567,7 @@ impl Sink<RawRow> for ParquetSink {
         })
         .await
         .expect("closing a file does not panic")?;
-        if self.store.local_root.is_some() {
+        if self.files.store.local_root.is_some() {
             return Ok(());
         }
         let result = self.upload(&closed, &target).await;
@@ -578,25 +580,27 @@ impl ParquetSink {
     /// Uploads a finished file as one multipart upload: the object appears whole, when the
     /// upload completes, or not at all.
     async fn upload(&self, file: &std::path::Path, to: &ObjPath) -> Result<(), ParquetError> {
-        let id = self.store.id_of(to);
+        let store = &self.files.store;
+        let id = store.id_of(to);
         let fail = |message: String| ParquetError::Store {
             side: "target",
             message: format!("uploading {id}: {message}"),
         };
-        let upload = self
-            .store
+        let upload = store
             .inner
             .put_multipart(to)
             .await
             .map_err(|e| fail(e.to_string()))?;
         let mut write = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
-        let mut f = std::fs::File::open(file).map_err(|e| fail(e.to_string()))?;
+        let mut f = tokio::fs::File::open(file)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
         let mut buf = vec![0u8; PART_BYTES];
         loop {
             if let Err(e) = write.wait_for_capacity(2).await {
                 return Err(fail(e.to_string()));
             }
-            let n = f.read(&mut buf).map_err(|e| fail(e.to_string()))?;
+            let n = f.read(&mut buf).await.map_err(|e| fail(e.to_string()))?;
             if n == 0 {
                 break;
             }
