@@ -19,7 +19,10 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
+};
 use parquet::arrow::async_reader::ParquetRecordBatchStream;
 use scylla::cluster::metadata::{CollectionType, ColumnType, NativeType};
 
@@ -97,8 +100,21 @@ pub struct Position {
 
 struct OpenReader {
     at: Position,
-    stream: ParquetRecordBatchStream<FileReader>,
+    batches: Batches,
 }
+
+/// Where a file's pages come from. A local file is read page by page by the synchronous
+/// reader (memory: a page per column); the async reader, needed for object stores, fetches
+/// each row group's column chunks whole, so an S3 load is paced by row group size instead
+/// (see [`MEMORY_BUDGET`]).
+enum Batches {
+    Local(Box<ParquetRecordBatchReader>),
+    Remote(ParquetRecordBatchStream<FileReader>),
+}
+
+/// Bytes of row groups an S3 load holds at once, at most (with one file at a time, a single
+/// row group larger than this still loads).
+const MEMORY_BUDGET: u64 = 512 * 1024 * 1024;
 
 /// Parquet files read as units.
 pub struct ParquetScan {
@@ -215,8 +231,27 @@ pub async fn open_load(
         open: Mutex::new(HashMap::new()),
     };
     let sink = CopySink::new(Arc::new(session), Arc::new(plan));
+    let mut units_at_once = src.max_concurrent_files;
+    if scan.store.local_root.is_none() {
+        let largest = scan
+            .files
+            .iter()
+            .flat_map(|f| f.meta.metadata().row_groups().iter())
+            .map(|rg| u64::try_from(rg.compressed_size()).unwrap_or(0))
+            .max()
+            .unwrap_or(0);
+        let fit = usize::try_from(MEMORY_BUDGET / largest.max(1))
+            .unwrap_or(usize::MAX)
+            .max(1);
+        if fit < units_at_once {
+            tracing::info!(
+                "row groups of up to {largest} bytes are read whole from S3: {fit} file(s) at once instead of {units_at_once}, to hold at most {MEMORY_BUDGET} bytes"
+            );
+            units_at_once = fit;
+        }
+    }
     let pacing = Pacing {
-        units_at_once: src.max_concurrent_files,
+        units_at_once,
         requests_in_flight: dst.max_in_flight,
         rows_per_second: dst.rows_per_second,
         bytes_per_second: dst.bytes_per_second,
@@ -458,19 +493,64 @@ fn layouts(
 
 impl ParquetScan {
     fn open_at(&self, file: &LoadFile, at: Position) -> Result<OpenReader, ParquetError> {
-        let reader = FileReader::new(
-            self.store.inner.clone(),
-            file.entry.path.clone(),
-            file.entry.size,
-        );
-        let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.meta.clone())
-            .with_row_groups((at.row_group..file.rows_per_group.len()).collect())
-            .with_offset(at.row)
-            .with_batch_size(self.batch_size)
-            .with_projection(file.mask.clone())
-            .build()
-            .map_err(|e| read_error(file, at.row_group, "cannot open", e))?;
-        Ok(OpenReader { at, stream })
+        let groups: Vec<usize> = (at.row_group..file.rows_per_group.len()).collect();
+        let fail = |e| read_error(file, at.row_group, "cannot open", e);
+        let batches = if self.store.local_root.is_some() {
+            let path = self.store.local_path(&file.entry.path);
+            let local = std::fs::File::open(&path)
+                .map_err(|e| fail(parquet::errors::ParquetError::External(Box::new(e))))?;
+            let reader =
+                ParquetRecordBatchReaderBuilder::new_with_metadata(local, file.meta.clone())
+                    .with_row_groups(groups)
+                    .with_offset(at.row)
+                    .with_batch_size(self.batch_size)
+                    .with_projection(file.mask.clone())
+                    .build()
+                    .map_err(fail)?;
+            Batches::Local(Box::new(reader))
+        } else {
+            let reader = FileReader::new(
+                self.store.inner.clone(),
+                file.entry.path.clone(),
+                file.entry.size,
+            );
+            let stream =
+                ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.meta.clone())
+                    .with_row_groups(groups)
+                    .with_offset(at.row)
+                    .with_batch_size(self.batch_size)
+                    .with_projection(file.mask.clone())
+                    .build()
+                    .map_err(fail)?;
+            Batches::Remote(stream)
+        };
+        Ok(OpenReader { at, batches })
+    }
+
+    /// The next batch of an open reader; a local file's is decoded off the async runtime.
+    async fn next_batch(
+        mut reader: OpenReader,
+    ) -> (
+        OpenReader,
+        Option<Result<RecordBatch, parquet::errors::ParquetError>>,
+    ) {
+        let batch = match &mut reader.batches {
+            Batches::Remote(stream) => stream.next().await,
+            Batches::Local(_) => {
+                return tokio::task::spawn_blocking(move || {
+                    let Batches::Local(local) = &mut reader.batches else {
+                        unreachable!("matched above")
+                    };
+                    let batch = local
+                        .next()
+                        .map(|b| b.map_err(parquet::errors::ParquetError::from));
+                    (reader, batch)
+                })
+                .await
+                .expect("decoding a page does not panic");
+            }
+        };
+        (reader, batch)
     }
 
     fn advance(file: &LoadFile, mut at: Position, rows: usize) -> Option<Position> {
@@ -664,11 +744,12 @@ impl Scan for ParquetScan {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&file.index)
             .filter(|r| r.at == *at);
-        let mut reader = match kept {
+        let reader = match kept {
             Some(r) => r,
             None => self.open_at(file, *at)?,
         };
-        let batch = match reader.stream.next().await {
+        let (mut reader, next) = Self::next_batch(reader).await;
+        let batch = match next {
             None => {
                 return Ok(Page {
                     rows: Vec::new(),
