@@ -40,8 +40,9 @@ use crate::savepoints;
 
 /// Rows per write request (one Arrow batch appended to the unit's file).
 const ROWS_PER_REQUEST: usize = 4096;
-/// A row group is closed once its encoded pages take this much memory.
-const ROW_GROUP_BYTES: usize = 64 * 1024 * 1024;
+/// A row group is closed once its encoded pages take this much memory: with `units_at_once`
+/// files open, an export holds at most that many times this, whatever the table's size.
+const ROW_GROUP_BYTES: usize = 8 * 1024 * 1024;
 /// Parts of an S3 upload.
 const PART_BYTES: usize = 16 * 1024 * 1024;
 
