@@ -20,7 +20,7 @@ use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ArrowReaderBuilder, ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
     ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::async_reader::ParquetRecordBatchStream;
@@ -493,20 +493,14 @@ fn layouts(
 
 impl ParquetScan {
     fn open_at(&self, file: &LoadFile, at: Position) -> Result<OpenReader, ParquetError> {
-        let groups: Vec<usize> = (at.row_group..file.rows_per_group.len()).collect();
         let fail = |e| read_error(file, at.row_group, "cannot open", e);
         let batches = if self.store.local_root.is_some() {
             let path = self.store.local_path(&file.entry.path);
             let local = std::fs::File::open(&path)
                 .map_err(|e| fail(parquet::errors::ParquetError::External(Box::new(e))))?;
-            let reader =
-                ParquetRecordBatchReaderBuilder::new_with_metadata(local, file.meta.clone())
-                    .with_row_groups(groups)
-                    .with_offset(at.row)
-                    .with_batch_size(self.batch_size)
-                    .with_projection(file.mask.clone())
-                    .build()
-                    .map_err(fail)?;
+            let builder =
+                ParquetRecordBatchReaderBuilder::new_with_metadata(local, file.meta.clone());
+            let reader = self.positioned(builder, file, at).build().map_err(fail)?;
             Batches::Local(Box::new(reader))
         } else {
             let reader = FileReader::new(
@@ -514,17 +508,27 @@ impl ParquetScan {
                 file.entry.path.clone(),
                 file.entry.size,
             );
-            let stream =
-                ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.meta.clone())
-                    .with_row_groups(groups)
-                    .with_offset(at.row)
-                    .with_batch_size(self.batch_size)
-                    .with_projection(file.mask.clone())
-                    .build()
-                    .map_err(fail)?;
+            let builder =
+                ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.meta.clone());
+            let stream = self.positioned(builder, file, at).build().map_err(fail)?;
             Batches::Remote(stream)
         };
         Ok(OpenReader { at, batches })
+    }
+
+    /// `builder` set to read `file` from `at` on, in pages of `batchSize` rows of the columns
+    /// the job uses.
+    fn positioned<T>(
+        &self,
+        builder: ArrowReaderBuilder<T>,
+        file: &LoadFile,
+        at: Position,
+    ) -> ArrowReaderBuilder<T> {
+        builder
+            .with_row_groups((at.row_group..file.rows_per_group.len()).collect())
+            .with_offset(at.row)
+            .with_batch_size(self.batch_size)
+            .with_projection(file.mask.clone())
     }
 
     /// The next batch of an open reader; a local file's is decoded off the async runtime.
