@@ -136,10 +136,13 @@ async fn without_preserve_timestamps_values_are_exact_and_cells_are_not_tombston
     let ks = "it_plain_copy";
     fresh_keyspace(&src, &dst, ks, EVERY_TYPE).await;
     fill_every_type(&src, ks).await;
+    // Cassandra's own writetimes are milliseconds times 1000: the target-only cell written next
+    // may land in the same millisecond, below a microsecond reading of the clock.
     let copy_started_us = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .as_micros() as i64;
+        .as_millis() as i64
+        * 1000;
     // A target cell that the source row does not have must survive: nulls are not written.
     exec(&dst, &format!("INSERT INTO {ks}.everything (k, c1, c2, a) VALUES (11111111-1111-1111-1111-111111111111, e0d1c000-0000-1000-8000-000000000001, 'sparse', 'kept')")).await;
 
