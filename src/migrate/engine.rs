@@ -234,18 +234,9 @@ impl Migration {
                 (Box::new(copy), changes)
             }
             (SourceConfig::Parquet(src), TargetConfig::Cql(dst)) => {
-                let tracking = config
-                    .savepoints
-                    .as_ref()
-                    .and_then(|s| s.enable_parquet_file_tracking)
-                    .unwrap_or(true);
-                if !tracking {
-                    tracing::info!(
-                        "savepoints.enableParquetFileTracking is false (ScyllaDB Migrator's legacy mode): finished files are not recorded, a re-run reads every file again"
-                    );
-                }
                 let (scan, sink, pacing) =
-                    parquet::load::open_load(src, dst, &config.renames, tracking).await?;
+                    parquet::load::open_load(src, dst, &config.renames, config.savepoints.as_ref())
+                        .await?;
                 (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
             }
             (SourceConfig::Cql(src), TargetConfig::Parquet(dst)) => {

@@ -315,10 +315,6 @@ open('{d}/_SUCCESS', 'w').close()
     assert_eq!(r.12, vec![3u8; 3]);
 }
 
-async fn job_state(daemon: &Daemon, id: &str) -> Value {
-    daemon.get(&format!("/api/v1/jobs/{id}")).await.1
-}
-
 fn newest_savepoint(dir: &Path) -> Option<Value> {
     let mut names: Vec<_> = std::fs::read_dir(dir)
         .ok()?
@@ -464,7 +460,6 @@ for f in range({files}):
         &[],
     )
     .await;
-    let _ = job_state(&daemon, &id).await;
 }
 
 /// A file changed after it was loaded is read again, with a warning, instead of skipped.

@@ -212,6 +212,38 @@ pub fn duration(v: &[u8]) -> Option<[i64; 3]> {
     Some(out)
 }
 
+fn write_zigzag_vint(v: i64, out: &mut Vec<u8>) {
+    let mut u = ((v << 1) ^ (v >> 63)) as u64;
+    // Cassandra's unsigned vint: the number of extra bytes as leading ones of the first byte.
+    let bits = 64 - u.leading_zeros() as usize;
+    // Bytes after the first: n of them hold 7 * (n + 1) bits; 8 of them hold all 64.
+    let mut extra = 0usize;
+    while extra < 8 && bits > 7 * (extra + 1) {
+        extra += 1;
+    }
+    if extra == 8 {
+        out.push(0xff);
+        out.extend_from_slice(&u.to_be_bytes());
+        return;
+    }
+    let mut bytes = vec![0u8; extra + 1];
+    for i in (0..=extra).rev() {
+        bytes[i] = (u & 0xff) as u8;
+        u >>= 8;
+    }
+    bytes[0] |= !(0xffu8 >> extra);
+    out.extend_from_slice(&bytes);
+}
+
+/// Serializes a CQL `duration`.
+pub fn encode_duration(months: i64, days: i64, nanos: i64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(12);
+    for v in [months, days, nanos] {
+        write_zigzag_vint(v, &mut out);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

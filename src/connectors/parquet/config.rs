@@ -211,6 +211,11 @@ struct RawTarget {
     region: Option<String>,
 }
 
+/// A keyword as ScyllaDB Migrator compares it: trimmed, any case.
+fn lowered(value: &Option<String>) -> Option<String> {
+    value.as_deref().map(|v| v.trim().to_ascii_lowercase())
+}
+
 fn location(text: &str, key: &str, path: &str) -> Result<Location, JobConfigError> {
     Location::parse(path).map_err(|e| JobConfigError::at(text, key, e))
 }
@@ -296,12 +301,7 @@ impl ParquetTarget {
     pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
         let t: RawTarget = section(text, "target", value)?;
         let location = location(text, "target.path", &t.path)?;
-        let compression = match t
-            .compression
-            .as_deref()
-            .map(|c| c.trim().to_ascii_lowercase())
-            .as_deref()
-        {
+        let compression = match lowered(&t.compression).as_deref() {
             None | Some("snappy") => Compression::Snappy,
             Some("none" | "uncompressed") => Compression::None,
             Some("gzip") => Compression::Gzip,
@@ -326,12 +326,7 @@ impl ParquetTarget {
                 ));
             }
         };
-        let mode = match t
-            .mode
-            .as_deref()
-            .map(|c| c.trim().to_ascii_lowercase())
-            .as_deref()
-        {
+        let mode = match lowered(&t.mode).as_deref() {
             None | Some("error" | "errorifexists") => Mode::Error,
             Some("overwrite") => Mode::Overwrite,
             Some("append") => Mode::Append,

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use num_bigint::BigInt;
 use scylla::cluster::metadata::{CollectionType, ColumnType, NativeType};
 
-use crate::connectors::cql::codec::encode_decimal;
+use crate::connectors::cql::codec::{encode_decimal, encode_duration};
 use crate::connectors::cql::schema::type_name;
 
 /// How strict the conversion is.
@@ -540,38 +540,6 @@ fn parse_decimal(t: &str) -> Option<(i32, BigInt)> {
     Some((scale, unscaled))
 }
 
-fn zigzag_vint(v: i64, out: &mut Vec<u8>) {
-    let mut u = ((v << 1) ^ (v >> 63)) as u64;
-    // Cassandra's unsigned vint: the number of extra bytes as leading ones of the first byte.
-    let bits = 64 - u.leading_zeros() as usize;
-    // Bytes after the first: n of them hold 7 * (n + 1) bits; 8 of them hold all 64.
-    let mut extra = 0usize;
-    while extra < 8 && bits > 7 * (extra + 1) {
-        extra += 1;
-    }
-    if extra == 8 {
-        out.push(0xff);
-        out.extend_from_slice(&u.to_be_bytes());
-        return;
-    }
-    let mut bytes = vec![0u8; extra + 1];
-    for i in (0..=extra).rev() {
-        bytes[i] = (u & 0xff) as u8;
-        u >>= 8;
-    }
-    bytes[0] |= !(0xffu8 >> extra);
-    out.extend_from_slice(&bytes);
-}
-
-/// Serializes a CQL `duration`.
-pub fn encode_duration(months: i64, days: i64, nanos: i64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(12);
-    for v in [months, days, nanos] {
-        zigzag_vint(v, &mut out);
-    }
-    out
-}
-
 /// `[n: i32]` then each item as `[len: i32][bytes]`.
 fn join<'a>(items: impl ExactSizeIterator<Item = &'a [u8]>, count: usize) -> Vec<u8> {
     let mut out = Vec::new();
@@ -683,10 +651,8 @@ fn values(array: &dyn Array, cql: &ColumnType<'_>, options: Options) -> Result<C
                         parts.push(element(&keys[e], "map key")?);
                         parts.push(element(&vals[e], "map value")?);
                     }
-                    let mut out = join(parts.into_iter(), b - a);
-                    // `join` counted pairs; its items are keys and values alternately.
-                    out[..4].copy_from_slice(&((b - a) as i32).to_be_bytes());
-                    Ok(out)
+                    // Counted in entries; the items are keys and values alternately.
+                    Ok(join(parts.into_iter(), b - a))
                 })
             }
             _ => Err(refuse(arrow, cql)),

@@ -35,7 +35,7 @@ use crate::connectors::cql::schema::{self, Column, TableSchema};
 use crate::connectors::cql::transfer::CopySink;
 use crate::connectors::cql::{self, CqlTarget};
 use crate::connectors::seam::{Pacing, Page, Plan, Retry, Scan, Unit};
-use crate::jobfile::Rename;
+use crate::jobfile::{Rename, SavepointsConfig};
 use crate::migrate::EngineError;
 use crate::savepoints;
 
@@ -137,8 +137,16 @@ pub async fn open_load(
     src: &ParquetSource,
     dst: &CqlTarget,
     renames: &[Rename],
-    tracking: bool,
+    savepoints: Option<&SavepointsConfig>,
 ) -> Result<(ParquetScan, CopySink, Pacing), EngineError> {
+    let tracking = savepoints
+        .and_then(|s| s.enable_parquet_file_tracking)
+        .unwrap_or(true);
+    if !tracking {
+        tracing::info!(
+            "savepoints.enableParquetFileTracking is false (ScyllaDB Migrator's legacy mode): finished files are not recorded, a re-run reads every file again"
+        );
+    }
     let store = Store::open("source", &src.location, &src.s3)?;
     let entries = store.parquet_files().await?;
     if entries.is_empty() {
