@@ -87,6 +87,78 @@ pub struct ValidationConfig {
     /// writetimes and TTLs when `source.preserveTimestamps` is set. Default false.
     #[serde(default)]
     pub copy_missing_rows: bool,
+    /// The writetime of the rows `copyMissingRows` writes back to a CQL target when
+    /// `source.preserveTimestamps` is set. Default `source`.
+    #[serde(default)]
+    pub repair_writetime_strategy: RepairWritetimeStrategy,
+    /// ScyllaDB Migrator's MySQL validation: columns compared through one content hash. No
+    /// source drover validates today reads MySQL, so it is accepted and ignored with a warning,
+    /// as ScyllaDB Migrator ignores it for other sources.
+    #[serde(default)]
+    pub hash_columns: Option<Vec<String>>,
+    /// How numbers of different types compare (`Lenient`, `DetectWiden`, `StrictType`). drover
+    /// copies only between columns whose types hold the same bytes (an `int` into an `int`),
+    /// so every policy gives the same answer; the key is accepted for ScyllaDB Migrator's job
+    /// files.
+    #[serde(default)]
+    pub numeric_type_policy: NumericTypePolicy,
+}
+
+/// `validation.repairWritetimeStrategy`: the writetime of a row that `copyMissingRows` writes
+/// back because the target lacks it (ScyllaDB Migrator's values, in any case).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RepairWritetimeStrategy {
+    /// The source's writetimes: exact, but a row deleted on the target after the copy stays
+    /// deleted (the target's tombstone is newer).
+    #[default]
+    Source,
+    /// One time taken when the validation starts, for every missing row: newer than the
+    /// deletions made before, so such rows come back.
+    Coordinator,
+    /// `target.writeWritetimestampInuS`.
+    Config,
+}
+
+impl<'de> Deserialize<'de> for RepairWritetimeStrategy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.to_ascii_lowercase().as_str() {
+            "source" => Ok(Self::Source),
+            "coordinator" => Ok(Self::Coordinator),
+            "config" => Ok(Self::Config),
+            _ => Err(serde::de::Error::custom(format!(
+                "invalid repairWritetimeStrategy {:?}, expected source, coordinator or config",
+                cap(&s)
+            ))),
+        }
+    }
+}
+
+/// `validation.numericTypePolicy` (ScyllaDB Migrator's values, in any case).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NumericTypePolicy {
+    /// Numbers compare by value whatever their types.
+    #[default]
+    Lenient,
+    /// A value that lost precision in a wider or narrower type differs.
+    DetectWiden,
+    /// Numbers of different types differ.
+    StrictType,
+}
+
+impl<'de> Deserialize<'de> for NumericTypePolicy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.to_ascii_lowercase().as_str() {
+            "lenient" => Ok(Self::Lenient),
+            "detectwiden" => Ok(Self::DetectWiden),
+            "stricttype" => Ok(Self::StrictType),
+            _ => Err(serde::de::Error::custom(format!(
+                "invalid numericTypePolicy {:?}, expected Lenient, DetectWiden or StrictType",
+                cap(&s)
+            ))),
+        }
+    }
 }
 
 impl Default for ValidationConfig {
@@ -99,6 +171,9 @@ impl Default for ValidationConfig {
             floating_point_tolerance: 0.0,
             timestamp_ms_tolerance: 0,
             copy_missing_rows: false,
+            repair_writetime_strategy: RepairWritetimeStrategy::Source,
+            hash_columns: None,
+            numeric_type_policy: NumericTypePolicy::Lenient,
         }
     }
 }
@@ -150,13 +225,33 @@ fn default_keep() -> usize {
     10
 }
 
+/// Removes every `key: null` of the mappings in `value`, at any depth: ScyllaDB Migrator reads
+/// null as absent for each optional key (its settings are `Option`s), and so does drover.
+pub fn without_nulls(mut value: yaml_serde::Value) -> yaml_serde::Value {
+    fn strip(value: &mut yaml_serde::Value) {
+        match value {
+            yaml_serde::Value::Mapping(map) => {
+                map.retain(|_, v| !v.is_null());
+                for (_, v) in map.iter_mut() {
+                    strip(v);
+                }
+            }
+            yaml_serde::Value::Sequence(items) => items.iter_mut().for_each(strip),
+            yaml_serde::Value::Tagged(tagged) => strip(&mut tagged.value),
+            _ => {}
+        }
+    }
+    strip(&mut value);
+    value
+}
+
 /// Deserializes the section `side` of a job file as `T`; errors name the key path and line.
 pub fn section<T: DeserializeOwned>(
     text: &str,
     side: &str,
     value: yaml_serde::Value,
 ) -> Result<T, JobConfigError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
+    serde_path_to_error::deserialize(without_nulls(value)).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
         // For unknown fields the path ends at the unknown key, which the message names already;

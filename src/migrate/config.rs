@@ -44,14 +44,15 @@ pub struct JobConfig {
 struct RawJob {
     source: yaml_serde::Value,
     target: yaml_serde::Value,
+    // `renames: null` is no renames, as in ScyllaDB Migrator.
     #[serde(default)]
-    renames: Vec<Rename>,
+    renames: Option<Vec<Rename>>,
     #[serde(default)]
-    skip_token_ranges: Option<Vec<(i64, i64)>>,
+    skip_token_ranges: Option<yaml_serde::Value>,
     #[serde(default)]
-    savepoints: Option<SavepointsConfig>,
+    savepoints: Option<yaml_serde::Value>,
     #[serde(default)]
-    validation: Option<ValidationConfig>,
+    validation: Option<yaml_serde::Value>,
     #[serde(default)]
     skip_segments: Option<yaml_serde::Value>,
     #[serde(default)]
@@ -126,41 +127,43 @@ impl JobConfig {
             }
             _ => Vec::new(),
         };
-        let config = JobConfig {
+        let skip_token_ranges = match raw.skip_token_ranges.filter(|v| !v.is_null()) {
+            None => Vec::new(),
+            Some(v) => {
+                let json = serde_json::to_value(&v).unwrap_or(serde_json::Value::Null);
+                crate::savepoints::ranges::parse_skip_ranges(&json)
+                    .map_err(|m| JobConfigError::at(text, "skipTokenRanges", m))?
+                    .into_iter()
+                    .map(|r| (r.start, r.end))
+                    .collect()
+            }
+        };
+        let mut config = JobConfig {
             source,
             target,
-            renames: raw.renames,
-            skip_token_ranges: raw.skip_token_ranges.unwrap_or_default(),
+            renames: raw.renames.unwrap_or_default(),
+            skip_token_ranges,
             skip_segments,
             skip_parquet_files,
-            savepoints: raw.savepoints,
-            validation: raw.validation.unwrap_or_default(),
+            savepoints: raw
+                .savepoints
+                .filter(|v| !v.is_null())
+                .map(|v| jobfile::section(text, "savepoints", v))
+                .transpose()?,
+            validation: raw
+                .validation
+                .filter(|v| !v.is_null())
+                .map(|v| jobfile::section(text, "validation", v))
+                .transpose()?
+                .unwrap_or_default(),
         };
         config.validate(text)?;
-        if let Some(sp) = &config.savepoints {
-            if let Some(target) = &sp.target {
-                let kind = target
-                    .get("type")
-                    .and_then(|t| t.as_str())
-                    .unwrap_or("")
-                    .to_ascii_lowercase();
-                let what = match kind.as_str() {
-                    "gcs" => "savepoints in Google Cloud Storage (GCS)",
-                    "s3" => "savepoints in S3",
-                    "filesystem" => "savepoints.target of type filesystem",
-                    "target-table" | "target-database" => {
-                        "savepoints stored in the target database"
-                    }
-                    _ => "savepoints.target",
-                };
-                return Err(JobConfigError::at(
-                    text,
-                    "savepoints.target",
-                    format!(
-                        "{what} are not supported by this version of drover yet; use savepoints.path (a local directory)"
-                    ),
-                ));
+        if let Some(sp) = &mut config.savepoints {
+            if let Some(target) = sp.target.take() {
+                sp.path = Some(savepoints_target(text, sp.path.is_some(), &target)?);
             }
+        }
+        if let Some(sp) = &config.savepoints {
             if sp.path.as_ref().is_none_or(|p| p.as_os_str().is_empty()) {
                 return Err(JobConfigError::at(
                     text,
@@ -222,6 +225,26 @@ impl JobConfig {
                 "must be a number of at least 0",
             ));
         }
+        let mut hashed = std::collections::HashSet::new();
+        for (i, c) in v.hash_columns.iter().flatten().enumerate() {
+            if c.trim().is_empty() {
+                return Err(JobConfigError::at(
+                    text,
+                    "validation.hashColumns",
+                    format!("hashColumns[{i}] is blank; name a column"),
+                ));
+            }
+            if !hashed.insert(c.to_lowercase()) {
+                return Err(JobConfigError::at(
+                    text,
+                    "validation.hashColumns",
+                    format!(
+                        "hashColumns[{i}]: column {:?} is listed twice (names compare without case)",
+                        jobfile::cap(c)
+                    ),
+                ));
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         for (i, r) in self.renames.iter().enumerate() {
             if !seen.insert(r.from.as_str()) {
@@ -229,17 +252,6 @@ impl JobConfig {
                     text,
                     "renames",
                     format!("renames[{i}]: column {:?} is renamed twice", r.from),
-                ));
-            }
-        }
-        for (i, (start, end)) in self.skip_token_ranges.iter().enumerate() {
-            if start >= end {
-                return Err(JobConfigError::at(
-                    text,
-                    "skipTokenRanges",
-                    format!(
-                        "skipTokenRanges[{i}]: ({start}, {end}] is empty; ranges are (start, end] with start < end"
-                    ),
                 ));
             }
         }
@@ -267,6 +279,88 @@ impl JobConfig {
             .find(|r| r.from == source_column)
             .map_or(source_column, |r| r.to.as_str())
     }
+}
+
+/// The directory of `savepoints.target` (ScyllaDB Migrator's typed savepoint destination),
+/// or why drover cannot keep savepoints there.
+fn savepoints_target(
+    text: &str,
+    has_path: bool,
+    target: &yaml_serde::Value,
+) -> Result<std::path::PathBuf, JobConfigError> {
+    let key = "savepoints.target";
+    if has_path {
+        return Err(JobConfigError::at(
+            text,
+            key,
+            "give savepoints.path or savepoints.target, not both",
+        ));
+    }
+    let kind = match target.get("type") {
+        Some(yaml_serde::Value::String(t)) => t.as_str(),
+        _ => {
+            return Err(JobConfigError::at(
+                text,
+                key,
+                "must be a mapping with a type: filesystem, s3, gcs or target-table",
+            ));
+        }
+    };
+    let what = match kind {
+        "filesystem" | "path" => {
+            let path = target.get("path").and_then(|p| p.as_str()).unwrap_or("");
+            if path.trim().is_empty() {
+                return Err(JobConfigError::at(
+                    text,
+                    key,
+                    "type filesystem needs a path (the directory of savepoint files)",
+                ));
+            }
+            if let Some((scheme, _)) = path.split_once("://")
+                && scheme != "file"
+            {
+                return Err(JobConfigError::at(
+                    text,
+                    key,
+                    format!(
+                        "type filesystem takes a local directory, not {scheme}:// (as in ScyllaDB Migrator)"
+                    ),
+                ));
+            }
+            return Ok(path.strip_prefix("file://").unwrap_or(path).into());
+        }
+        "s3" | "aws-s3" | "aws-bucket" => "savepoints in an S3 bucket (type s3)",
+        "gcs" | "gcp" | "google-cloud-storage" | "google-gcs" => {
+            "savepoints in a Google Cloud Storage bucket (type gcs)"
+        }
+        "target-table" | "target-database" => {
+            "savepoints in a table of the target database (type target-table)"
+        }
+        "hadoop" => {
+            return Err(JobConfigError::at(
+                text,
+                key,
+                "type hadoop is not a savepoints target (ScyllaDB Migrator refuses it too); use savepoints.path",
+            ));
+        }
+        other => {
+            return Err(JobConfigError::at(
+                text,
+                key,
+                format!(
+                    "unknown type {:?}, expected filesystem, s3, gcs or target-table",
+                    jobfile::cap(other)
+                ),
+            ));
+        }
+    };
+    Err(JobConfigError::at(
+        text,
+        key,
+        format!(
+            "{what} are not supported by this version of drover yet; use savepoints.path (a local directory) or savepoints.target with type filesystem"
+        ),
+    ))
 }
 
 fn as_u64(v: usize) -> u64 {

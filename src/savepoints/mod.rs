@@ -20,7 +20,7 @@ pub use file::{FileStore, parse_name};
 pub use identity::identity;
 pub use stream::StreamPositions;
 
-use ranges::{RangeSet, TokenRange};
+use ranges::RangeSet;
 
 /// Errors of the savepoint subsystem.
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +69,7 @@ pub struct Progress {
 impl Progress {
     /// Adds everything of `other`.
     pub fn merge(&mut self, other: &Progress) {
-        for r in other.token_ranges.ranges() {
+        for r in other.token_ranges.exact() {
             self.token_ranges.insert(*r);
         }
         self.segments.extend(other.segments.iter().copied());
@@ -100,11 +100,7 @@ impl Progress {
     pub fn from_document(doc: &serde_json::Value) -> Result<Self, String> {
         let mut progress = Progress::default();
         if let Some(ranges) = doc.get("skipTokenRanges").filter(|v| !v.is_null()) {
-            let pairs: Vec<(i64, i64)> = serde_json::from_value(ranges.clone())
-                .map_err(|e| format!("skipTokenRanges: {e}"))?;
-            for (a, b) in pairs {
-                let r = TokenRange::new(a, b)
-                    .ok_or_else(|| format!("skipTokenRanges: ({a}, {b}] is empty"))?;
+            for r in ranges::parse_skip_ranges(ranges)? {
                 progress.token_ranges.insert(r);
             }
         }
@@ -132,15 +128,11 @@ impl Progress {
         let Some(map) = doc.as_object_mut() else {
             return;
         };
-        let ranges: Vec<(i64, i64)> = self
-            .token_ranges
-            .ranges()
-            .iter()
-            .map(|r| (r.start, r.end))
-            .collect();
+        // Each range as recorded, not merged: ScyllaDB Migrator resumes only ranges whose
+        // exact pair it finds.
         map.insert(
             "skipTokenRanges".into(),
-            serde_json::to_value(ranges).expect("pairs serialize"),
+            ranges::encode_skip_ranges(self.token_ranges.exact()),
         );
         map.insert(
             "skipSegments".into(),

@@ -51,44 +51,175 @@ impl TokenRange {
     }
 }
 
+/// `skipTokenRanges` as written by either tool: ScyllaDB Migrator's typed tokens
+/// (`[[{type: long, value: a}, {type: long, value: b}], …]`, its token encoder) or plain pairs
+/// (`[[a, b], …]`, drover before it wrote Migrator's form). A value may be a number or a
+/// numeric string. A pair that ends at the minimum token runs to the end of the ring, and
+/// `(MIN, MIN)` is the whole ring, as in the connector's queries (`token > a`, `token >= MIN`);
+/// `(MAX, MIN)` holds no token and is left out. Errors name the entry.
+pub fn parse_skip_ranges(value: &serde_json::Value) -> Result<Vec<TokenRange>, String> {
+    let Some(items) = value.as_array() else {
+        return Err(format!(
+            "expected a list of [start, end] token pairs, not {}",
+            kind(value)
+        ));
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, pair) in items.iter().enumerate() {
+        let at = |m: String| format!("skipTokenRanges[{i}]: {m}");
+        let ends = pair
+            .as_array()
+            .filter(|p| p.len() == 2)
+            .ok_or_else(|| at("expected a pair [start, end]".into()))?;
+        let start = token(&ends[0]).map_err(|m| at(format!("start: {m}")))?;
+        let end = token(&ends[1]).map_err(|m| at(format!("end: {m}")))?;
+        if (start, end) == (i64::MAX, i64::MIN) {
+            continue;
+        }
+        let end = if end == i64::MIN { i64::MAX } else { end };
+        out.push(TokenRange::new(start, end).ok_or_else(|| {
+            at(format!(
+                "({start}, {end}] is empty; ranges are (start, end] with start < end"
+            ))
+        })?);
+    }
+    Ok(out)
+}
+
+fn token(v: &serde_json::Value) -> Result<i64, String> {
+    let (typ, value) = match v {
+        serde_json::Value::Object(map) => (
+            map.get("type").and_then(|t| t.as_str()).unwrap_or(""),
+            map.get("value").unwrap_or(&serde_json::Value::Null),
+        ),
+        plain => ("long", plain),
+    };
+    match typ {
+        "long" => {}
+        "bigint" => {
+            return Err(
+                "a RandomPartitioner token (type bigint): drover copies tables of \
+                 Murmur3Partitioner clusters only"
+                    .into(),
+            );
+        }
+        other => return Err(format!("unknown token type {other:?}, expected long")),
+    }
+    match value {
+        serde_json::Value::Number(n) => n.as_i64(),
+        serde_json::Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| format!("expected a 64-bit token, not {}", kind(value)))
+}
+
+fn kind(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => "null".into(),
+        serde_json::Value::Bool(b) => format!("{b}"),
+        serde_json::Value::Number(n) => format!("{n}"),
+        serde_json::Value::String(s) => format!("{:?}", crate::jobfile::cap(s)),
+        serde_json::Value::Array(_) => "a list".into(),
+        serde_json::Value::Object(_) => "a mapping".into(),
+    }
+}
+
+/// `ranges` in ScyllaDB Migrator's encoding of `skipTokenRanges`, which both tools read, with
+/// the end of the ring written as the connector writes it: `(a, MAX]` as `(a, MIN)`, the whole
+/// ring as `(MIN, MIN)`.
+pub fn encode_skip_ranges<'a>(
+    ranges: impl IntoIterator<Item = &'a TokenRange>,
+) -> serde_json::Value {
+    let typed = |t: i64| serde_json::json!({"type": "long", "value": t});
+    serde_json::Value::Array(
+        ranges
+            .into_iter()
+            .map(|r| {
+                let end = if r.end == i64::MAX { i64::MIN } else { r.end };
+                serde_json::json!([typed(r.start), typed(end)])
+            })
+            .collect(),
+    )
+}
+
 impl std::fmt::Display for TokenRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "({}, {}]", self.start, self.end)
     }
 }
 
-/// Ranges of a ring given its sorted node tokens: `(t[i-1], t[i]]`, with the wrapping range
-/// `(t[last], t[0]]` cut at the ends of the ring. With no tokens, the full ring.
-pub fn ring_ranges(tokens: &[i64]) -> Vec<TokenRange> {
-    let mut tokens = tokens.to_vec();
+/// Splits the ring into units the way the Spark Cassandra Connector (ScyllaDB Migrator's
+/// reader) splits it for `splitCount`, so that the ranges both tools record in
+/// `skipTokenRanges` are the same pairs and each resumes from the other's savepoints.
+///
+/// Each ring range (between consecutive node tokens; the whole ring for one token or one
+/// split) is cut into `max(1, rint(share of the ring × split_count))` pieces at
+/// `start + floor(width × i / pieces)`. The piece that crosses the end of the ring is one unit
+/// of two ranges, `(a, MAX]` and `(MIN, b]`. Every unit lies inside one ring range, so one
+/// replica set serves it.
+pub fn plan_units(node_tokens: &[i64], split_count: usize) -> Vec<Vec<TokenRange>> {
+    // Distances are taken over a ring of 2^64 - 1 tokens, as the connector's token factory
+    // does; (MIN, MIN) is the whole ring.
+    const TOTAL: i128 = u64::MAX as i128;
+    let distance = |a: i64, b: i64| {
+        let d = i128::from(b) - i128::from(a);
+        if b > a { d } else { d + TOTAL }
+    };
+    let mut tokens = node_tokens.to_vec();
     tokens.sort_unstable();
     tokens.dedup();
-    let Some((&first, &last)) = tokens.first().zip(tokens.last()) else {
-        return vec![TokenRange::FULL];
+    let split_count = split_count.max(1);
+    let ring: Vec<(i64, i64)> = if tokens.len() <= 1 || split_count == 1 {
+        vec![(i64::MIN, i64::MIN)]
+    } else {
+        (0..tokens.len())
+            .map(|i| (tokens[i], tokens[(i + 1) % tokens.len()]))
+            .collect()
     };
-    let mut out = Vec::with_capacity(tokens.len() + 1);
-    out.extend(TokenRange::new(i64::MIN, first));
-    for pair in tokens.windows(2) {
-        out.extend(TokenRange::new(pair[0], pair[1]));
+    let per_split = 1.0 / split_count as f64;
+    let mut units = Vec::new();
+    for (start, end) in ring {
+        let width = distance(start, end);
+        let share = width as f64 / 18_446_744_073_709_551_616.0;
+        // Java's Math.rint: halves go to the even neighbour.
+        let pieces = ((share / per_split).round_ties_even() as i64).max(1) as i128;
+        let pieces = pieces.min(width);
+        let mut points: Vec<i64> = (0..pieces)
+            .map(|i| start.wrapping_add((width * i / pieces) as u64 as i64))
+            .collect();
+        points.push(end);
+        for w in points.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let unit: Vec<TokenRange> = if b == i64::MIN {
+                // To the end of the ring; (MIN, MIN) is all of it.
+                TokenRange::new(a, i64::MAX).into_iter().collect()
+            } else if a >= b {
+                TokenRange::new(a, i64::MAX)
+                    .into_iter()
+                    .chain(TokenRange::new(i64::MIN, b))
+                    .collect()
+            } else {
+                vec![TokenRange { start: a, end: b }]
+            };
+            if !unit.is_empty() {
+                units.push(unit);
+            }
+        }
     }
-    out.extend(TokenRange::new(last, i64::MAX));
-    out
-}
-
-/// Splits the ring into at least `split_count` units, each inside one node range (so one
-/// replica set serves a whole unit).
-pub fn plan_units(node_tokens: &[i64], split_count: usize) -> Vec<TokenRange> {
-    let ranges = ring_ranges(node_tokens);
-    let per_range = split_count.div_ceil(ranges.len()).max(1);
-    ranges.iter().flat_map(|r| r.split(per_range)).collect()
+    units.sort();
+    units
 }
 
 /// A set of tokens held as sorted, disjoint, non-adjacent ranges. This is how completed work
-/// is recorded: merged intervals stay small, and a resume with different unit boundaries still
-/// skips everything done.
+/// is recorded: merged intervals answer "is this done?" whatever the unit boundaries of the
+/// run that asks. The ranges as inserted are kept beside them, because ScyllaDB Migrator
+/// skips a range on resume only when its exact `(start, end)` pair is listed: a savepoint
+/// written with the pairs keeps every range Migrator (or drover) recorded resumable by both.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RangeSet {
     ranges: Vec<TokenRange>,
+    #[serde(skip)]
+    exact: std::collections::BTreeSet<TokenRange>,
 }
 
 impl RangeSet {
@@ -111,8 +242,14 @@ impl RangeSet {
         &self.ranges
     }
 
+    /// The ranges as inserted (each once), in order.
+    pub fn exact(&self) -> impl Iterator<Item = &TokenRange> {
+        self.exact.iter()
+    }
+
     /// Adds a range, merging it with every range it overlaps or touches.
     pub fn insert(&mut self, r: TokenRange) {
+        self.exact.insert(r);
         // First range that ends at or after r.start (touching counts: (a,b] + (b,c] = (a,c]).
         let lo = self.ranges.partition_point(|x| x.end < r.start);
         // First range that starts after r.end.
@@ -164,24 +301,120 @@ mod tests {
         TokenRange::new(a, b).unwrap()
     }
 
-    #[test]
-    fn ring_ranges_cover_the_ring_once() {
-        let r = ring_ranges(&[10, -5, 10, 100]);
-        assert_eq!(
-            r,
-            vec![tr(i64::MIN, -5), tr(-5, 10), tr(10, 100), tr(100, i64::MAX)]
-        );
-        assert_eq!(ring_ranges(&[]), vec![TokenRange::FULL]);
-        assert_eq!(ring_ranges(&[i64::MIN]), vec![TokenRange::FULL]);
+    /// Pairs as the connector gives them: `(a, MIN)` for the end of the ring.
+    fn pairs(units: &[Vec<TokenRange>]) -> Vec<(i64, i64)> {
+        let mut out: Vec<(i64, i64)> = units
+            .iter()
+            .flatten()
+            .map(|r| (r.start, if r.end == i64::MAX { i64::MIN } else { r.end }))
+            .collect();
+        out.sort();
+        out
     }
 
     #[test]
-    fn units_stay_inside_node_ranges() {
-        let units = plan_units(&[0], 5);
-        assert_eq!(units.len(), 6);
-        assert!(units.iter().all(|u| u.end <= 0 || u.start >= 0));
-        assert_eq!(plan_units(&[], 1), vec![TokenRange::FULL]);
+    fn one_token_splits_the_whole_ring_as_the_connector_does() {
+        // Worked out from the Spark Cassandra Connector's splitter: the driver gives (MIN, MIN)
+        // for a ring of one token, cut at MIN + floor((2^64 - 1) * i / 8).
+        let want = vec![
+            (i64::MIN, -6917529027641081857),
+            (-6917529027641081857, -4611686018427387905),
+            (-4611686018427387905, -2305843009213693953),
+            (-2305843009213693953, -1),
+            (-1, 2305843009213693951),
+            (2305843009213693951, 4611686018427387903),
+            (4611686018427387903, 6917529027641081855),
+            (6917529027641081855, i64::MIN),
+        ];
+        assert_eq!(pairs(&plan_units(&[42], 8)), want);
+        assert_eq!(pairs(&plan_units(&[], 8)), want);
+        assert_eq!(plan_units(&[5, 9], 1), vec![vec![TokenRange::FULL]]);
         assert_eq!(tr(0, 2).split(10), vec![tr(0, 1), tr(1, 2)]);
+    }
+
+    #[test]
+    fn vnodes_split_in_proportion_and_the_wrapping_piece_is_one_unit_of_two_ranges() {
+        // 16 evenly spaced tokens: each range is 1/16 of the ring. splitCount 8 gives 0.5
+        // pieces per range, which Java's rint rounds to 0 (then 1); 32 gives 2.
+        let tokens: Vec<i64> = (0..16)
+            .map(|i: i128| (i128::from(i64::MIN) + (1 << 59) + i * (1 << 60)) as i64)
+            .collect();
+        let units = plan_units(&tokens, 8);
+        assert_eq!(units.len(), 16);
+        let p = pairs(&units);
+        assert_eq!(p.len(), 17);
+        assert!(p.contains(&(8646911284551352320, i64::MIN)), "{p:?}");
+        assert!(p.contains(&(i64::MIN, -8646911284551352320)), "{p:?}");
+        let wrap = units.iter().find(|u| u.len() == 2).unwrap();
+        assert_eq!(
+            wrap,
+            &vec![
+                tr(8646911284551352320, i64::MAX),
+                tr(i64::MIN, -8646911284551352320)
+            ]
+        );
+        let units = plan_units(&tokens, 32);
+        assert_eq!(units.len(), 32);
+        let p = pairs(&units);
+        // The wrapping range's midpoint is MAX itself: (t15, MAX] is a unit, (MAX, t0] the
+        // next one, whose part above MAX holds no token.
+        assert!(p.contains(&(8646911284551352320, i64::MIN)), "{p:?}");
+        assert!(p.contains(&(i64::MIN, -8646911284551352320)), "{p:?}");
+    }
+
+    #[test]
+    fn skip_ranges_read_both_encodings_and_are_written_in_migrators() {
+        let typed = serde_json::json!([
+            [{"type": "long", "value": -9223372036854775808i64}, {"type": "long", "value": -4611686018427387904i64}],
+            [{"type": "long", "value": "7"}, {"type": "long", "value": -9223372036854775808i64}],
+            [{"type": "long", "value": 9223372036854775807i64}, {"type": "long", "value": -9223372036854775808i64}],
+            [-5, 3]
+        ]);
+        let got = parse_skip_ranges(&typed).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                tr(i64::MIN, -4611686018427387904),
+                tr(7, i64::MAX),
+                tr(-5, 3)
+            ]
+        );
+        assert_eq!(
+            encode_skip_ranges(&got),
+            serde_json::json!([
+                [{"type": "long", "value": i64::MIN}, {"type": "long", "value": -4611686018427387904i64}],
+                [{"type": "long", "value": 7}, {"type": "long", "value": i64::MIN}],
+                [{"type": "long", "value": -5}, {"type": "long", "value": 3}]
+            ])
+        );
+        let full = serde_json::json!([[{"type": "long", "value": i64::MIN}, {"type": "long", "value": i64::MIN}]]);
+        assert_eq!(parse_skip_ranges(&full).unwrap(), vec![TokenRange::FULL]);
+        assert_eq!(encode_skip_ranges(&[TokenRange::FULL]), full);
+        for (bad, says) in [
+            (
+                serde_json::json!([[{"type": "bigint", "value": 1}, 2]]),
+                "skipTokenRanges[0]: start: a RandomPartitioner token",
+            ),
+            (
+                serde_json::json!([[1, {"type": "long"}]]),
+                "skipTokenRanges[0]: end: expected a 64-bit token, not null",
+            ),
+            (
+                serde_json::json!([[1, 2], [3]]),
+                "skipTokenRanges[1]: expected a pair",
+            ),
+            (
+                serde_json::json!([[5, 5]]),
+                "skipTokenRanges[0]: (5, 5] is empty",
+            ),
+            (
+                serde_json::json!({"a": 1}),
+                "expected a list of [start, end] token pairs, not a mapping",
+            ),
+        ] {
+            let e = parse_skip_ranges(&bad).unwrap_err();
+            assert!(e.starts_with(says), "{e}");
+        }
     }
 
     #[test]
@@ -292,23 +525,23 @@ mod tests {
         #[test]
         fn units_cover_the_ring_whatever_the_split(tokens in node_tokens(), split in 1usize..100) {
             let units = plan_units(&tokens, split);
-            let ring = ring_ranges(&tokens);
-            // Each node range is cut into the same number of pieces, as many as its tokens allow.
-            let per_range = split.div_ceil(ring.len()) as u128;
-            let expected: u128 = ring.iter().map(|r| per_range.min(r.width())).sum();
-            prop_assert_eq!(units.len() as u128, expected);
-            if ring.iter().all(|r| r.width() >= per_range) {
-                prop_assert!(units.len() >= split, "{} units for splitCount {}", units.len(), split);
-            }
-            prop_assert_eq!(units[0].start, i64::MIN);
-            prop_assert_eq!(units.last().unwrap().end, i64::MAX);
-            for w in units.windows(2) { prop_assert_eq!(w[0].end, w[1].start); }
+            let mut sorted: Vec<TokenRange> = units.iter().flatten().copied().collect();
+            sorted.sort();
+            // Disjoint, in order, and together the whole ring.
+            prop_assert_eq!(sorted[0].start, i64::MIN);
+            prop_assert_eq!(sorted.last().unwrap().end, i64::MAX);
+            for w in sorted.windows(2) { prop_assert_eq!(w[0].end, w[1].start); }
             // No unit crosses a node token: one replica set serves each.
-            for u in &units {
-                prop_assert!(ring.iter().any(|r| r.start <= u.start && u.end <= r.end), "{} crosses a node range", u);
+            let mut ring: Vec<i64> = tokens.clone();
+            ring.sort_unstable();
+            ring.dedup();
+            if ring.len() > 1 && split > 1 {
+                for u in &units {
+                    for r in u {
+                        prop_assert!(!ring.iter().any(|&t| r.start < t && t < r.end), "{} crosses a node token", r);
+                    }
+                }
             }
-            let set = RangeSet::from_ranges(units);
-            prop_assert!(set.covers(TokenRange::FULL));
         }
     }
 }

@@ -63,6 +63,18 @@ pub trait Comparator: Send + Sync + 'static {
 
 /// `copyMissingRows`: writes a source row to the target again.
 pub trait Repair<Row>: Send + Sync {
+    /// Writes `row`, which the target lacks, as [`copy`](Self::copy) does unless the repair
+    /// writes missing rows differently (`repairWritetimeStrategy`).
+    fn copy_missing<'a>(
+        &'a self,
+        row: &'a Row,
+        read_at: Instant,
+        retries: &'a Retries,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), EngineError>> {
+        self.copy(row, read_at, retries, cancel)
+    }
+
     /// Writes `row`, read at `read_at`, to the target; retries are counted in `retries` and
     /// end when `cancel` fires.
     fn copy<'a>(

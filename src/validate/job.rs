@@ -189,6 +189,11 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
             Duration::from_secs(sp.interval_seconds.expect("validated")),
         ));
     }
+    if config.validation.hash_columns.is_some() {
+        tracing::warn!(
+            "validation.hashColumns applies to ScyllaDB Migrator's MySQL validation only; ignored (every column is compared by value)"
+        );
+    }
     let validation = Validation::prepare(&config).await?;
     // Created (and swept of stale temporary files) only now that the job is accepted.
     let savepoints = match pending {

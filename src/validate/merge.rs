@@ -182,7 +182,7 @@ impl<C: Comparator> Merge<'_, C> {
                         scan.rows_read.fetch_add(1, AtomicOrdering::Relaxed);
                         self.found(report, ExampleKind::MissingRow, &row, vec![]);
                         report.differences.missing_rows += 1;
-                        self.repair(&row, src.read_at, report).await?;
+                        self.repair(&row, true, src.read_at, report).await?;
                     }
                     Ordering::Greater => {
                         let row = dst.pop(c)?;
@@ -219,7 +219,7 @@ impl<C: Comparator> Merge<'_, C> {
                         } else {
                             report.differences.count_row(&columns);
                             self.found(report, ExampleKind::DifferentRow, &s, columns);
-                            self.repair(&s, src.read_at, report).await?;
+                            self.repair(&s, false, src.read_at, report).await?;
                         }
                     }
                 }
@@ -252,19 +252,26 @@ impl<C: Comparator> Merge<'_, C> {
         });
     }
 
-    /// With `copyMissingRows`, writes a source row to the target again.
+    /// With `copyMissingRows`, writes a source row (`missing` from the target, or differing)
+    /// to the target again.
     async fn repair(
         &self,
         row: &C::Row,
+        missing: bool,
         read_at: Instant,
         report: &mut Report,
     ) -> Result<(), EngineError> {
         let Some(repair) = self.repair else {
             return Ok(());
         };
-        repair
-            .copy(row, read_at, &self.progress.scan.retries, self.cancel)
-            .await?;
+        let retries = &self.progress.scan.retries;
+        if missing {
+            repair
+                .copy_missing(row, read_at, retries, self.cancel)
+                .await?;
+        } else {
+            repair.copy(row, read_at, retries, self.cancel).await?;
+        }
         report.rows_copied += 1;
         self.progress
             .rows_copied

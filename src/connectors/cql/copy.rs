@@ -14,11 +14,13 @@ use super::codec::{
     join_collection, read_i32, read_i64, read_int_list, split_collection, strip_trailing_zeros,
 };
 use super::config::{CqlSource, CqlTarget};
+use super::multicell::{ListCheck, ListGuard, ListRead, udt_fields};
 use super::rows::{Bound, BoundRow, RawRow};
 use super::schema::{Column, TableSchema, quote};
 
 /// How a row is turned into writes: the prepared statements of a job and the layout of the
 /// scanned rows.
+#[derive(Clone)]
 pub struct CopyPlan {
     /// Source table.
     pub source: TableSchema,
@@ -27,10 +29,19 @@ pub struct CopyPlan {
     select: Option<PreparedStatement>,
     /// `INSERT` of primary key + regular columns (all of them; unset where not written).
     row_insert: Option<PreparedStatement>,
+    /// `UPDATE ... USING TIMESTAMP ? AND TTL ? SET <regular columns> WHERE <key>`: the cells
+    /// of a row written at another writetime than its oldest, which leave the row marker the
+    /// oldest's (as the source's `INSERT` left it).
+    row_update: Option<PreparedStatement>,
     /// `INSERT` of partition key + static columns.
     static_insert: Option<PreparedStatement>,
-    /// `UPDATE ... SET c = c + ?` for each regular multi-cell column, by regular index.
-    appends: BTreeMap<usize, PreparedStatement>,
+    /// Multi-cell columns written element by element (regular).
+    regular_cells: MultiCell,
+    /// Multi-cell columns written element by element (static).
+    static_cells: MultiCell,
+    /// `SELECT <first key column> FROM target WHERE <key>`: a row with no regular cell is
+    /// written only when the target lacks it, so that its marker keeps the first copy's time.
+    row_exists: Option<PreparedStatement>,
     /// `UPDATE ... SET c = c + ?` for each counter column, by regular index.
     counter_updates: BTreeMap<usize, PreparedStatement>,
     /// `SELECT <counters> FROM target WHERE <key>`: counters are written as the difference
@@ -44,6 +55,85 @@ pub struct CopyPlan {
     drop_null_keys: bool,
     decimal_regular: Vec<bool>,
     decimal_static: Vec<bool>,
+}
+
+/// The element-by-element writes of the multi-cell columns of one part of a row (its
+/// regular or its static columns), by the column's index in that part.
+#[derive(Clone, Default)]
+struct MultiCell {
+    /// `UPDATE ... SET c = c + ?` for each non-frozen collection.
+    appends: BTreeMap<usize, PreparedStatement>,
+    /// `UPDATE ... SET c.f = ?` for each field of each non-frozen UDT, in field order.
+    fields: BTreeMap<usize, Vec<PreparedStatement>>,
+    /// The read of the part's non-frozen lists before they are written.
+    lists: Option<ListRead>,
+}
+
+impl MultiCell {
+    /// Prepares the element-by-element writes of the multi-cell columns among `cols`, whose
+    /// rows are addressed by the condition `where_key` (`limit` for a partition's statics).
+    async fn prepare(
+        session: &Session,
+        target: &TableSchema,
+        cols: &[Column],
+        (where_key, limit): (String, &str),
+        renamed: &(dyn Fn(&Column) -> String + Sync),
+        tc: scylla::statement::Consistency,
+    ) -> Result<Self, CqlError> {
+        let mut part = MultiCell::default();
+        let mut lists = Vec::new();
+        for (i, c) in cols.iter().enumerate() {
+            let name = quote(&renamed(c));
+            let update = |set: String| {
+                format!(
+                    "UPDATE {} USING TIMESTAMP ? AND TTL ? SET {set} WHERE {where_key}",
+                    target.qualified()
+                )
+            };
+            match &c.typ {
+                ColumnType::Collection { frozen: false, typ } => {
+                    let cql = update(format!("{name} = {name} + ?"));
+                    part.appends
+                        .insert(i, prepare_write(session, &cql, tc, true).await?);
+                    if matches!(typ, CollectionType::List(_)) {
+                        lists.push((i, name));
+                    }
+                }
+                ColumnType::UserDefinedType {
+                    frozen: false,
+                    definition,
+                } => {
+                    let mut fields = Vec::with_capacity(definition.field_types.len());
+                    for (field, _) in &definition.field_types {
+                        let cql = update(format!("{name}.{} = ?", quote(field)));
+                        fields.push(prepare_write(session, &cql, tc, true).await?);
+                    }
+                    part.fields.insert(i, fields);
+                }
+                _ => {}
+            }
+        }
+        if !lists.is_empty() {
+            let select = lists
+                .iter()
+                .map(|(_, n)| format!("{n}, WRITETIME({n})"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let cql = format!(
+                "SELECT {select} FROM {} WHERE {where_key}{limit}",
+                target.qualified()
+            );
+            part.lists = Some(ListRead {
+                statement: prepare_write(session, &cql, tc, true).await?,
+                position: lists
+                    .iter()
+                    .enumerate()
+                    .map(|(j, (i, _))| (*i, j))
+                    .collect(),
+            });
+        }
+        Ok(part)
+    }
 }
 
 /// What one statement writes.
@@ -60,6 +150,8 @@ pub struct Write {
     /// For a counter row: (index among the counters read, `UPDATE ... c = c + ?`, source
     /// value) of each non-null counter. `statement` then reads the target's counters.
     pub counters: Option<Vec<(usize, PreparedStatement, i64)>>,
+    /// Lists (or a row's existence) checked on the target first: see [`multicell`].
+    pub guard: Option<ListGuard>,
 }
 
 impl Write {
@@ -74,12 +166,13 @@ impl Write {
         elapsed: std::time::Duration,
     ) -> Result<(), scylla::errors::ExecutionError> {
         let Some(counters) = &self.counters else {
-            return match self.values_at(elapsed) {
+            return match self.values_now(session, elapsed).await? {
                 Some(values) => session
                     .execute_unpaged(&self.statement, values)
                     .await
                     .map(|_| ()),
-                // Expired while waiting: the source no longer has it either.
+                // Expired while waiting (the source no longer has it either), or already
+                // on the target.
                 None => Ok(()),
             };
         };
@@ -101,6 +194,22 @@ impl Write {
             }
         }
         Ok(())
+    }
+
+    /// [`values_at`](Self::values_at) after the guard, if any, has left out what the target
+    /// already holds; `None` when nothing is left to write.
+    pub async fn values_now(
+        &self,
+        session: &Session,
+        elapsed: std::time::Duration,
+    ) -> Result<Option<BoundRow>, scylla::errors::ExecutionError> {
+        let Some(values) = self.values_at(elapsed) else {
+            return Ok(None);
+        };
+        match &self.guard {
+            None => Ok(Some(values)),
+            Some(guard) => guard.apply(session, &values).await,
+        }
     }
 
     /// The values to send now, `elapsed` after the source row was read: a source TTL is
@@ -139,7 +248,7 @@ pub async fn execute_batch(
     batch.set_is_idempotent(writes.iter().all(|w| w.idempotent));
     let mut values = Vec::with_capacity(writes.len());
     for w in writes {
-        if let Some(v) = w.values_at(elapsed) {
+        if let Some(v) = w.values_now(session, elapsed).await? {
             batch.append_statement(w.statement.clone());
             values.push(v);
         }
@@ -228,8 +337,11 @@ impl CopyPlan {
         };
 
         let mut row_insert = None;
+        let mut row_update = None;
+        let mut row_exists = None;
         let mut static_insert = None;
-        let mut appends = BTreeMap::new();
+        let mut regular_cells = MultiCell::default();
+        let mut static_cells = MultiCell::default();
         let mut counter_updates = BTreeMap::new();
         let mut counter_read = None;
         if counter {
@@ -266,17 +378,46 @@ impl CopyPlan {
                     Some(prepare_write(target_session, &insert(static_cols), tc, true).await?);
             }
             if preserve {
-                for (i, c) in source.regular.iter().enumerate() {
-                    if matches!(c.typ, ColumnType::Collection { frozen: false, .. }) {
-                        let name = quote(&renamed(c));
-                        let cql = format!(
-                            "UPDATE {} USING TIMESTAMP ? AND TTL ? SET {name} = {name} + ? WHERE {}",
-                            target.qualified(),
-                            where_key(&key_cols)
-                        );
-                        appends.insert(i, prepare_write(target_session, &cql, tc, true).await?);
-                    }
+                if !source.regular.is_empty() {
+                    let cql = format!(
+                        "UPDATE {} USING TIMESTAMP ? AND TTL ? SET {} WHERE {}",
+                        target.qualified(),
+                        source
+                            .regular
+                            .iter()
+                            .map(|c| format!("{} = ?", quote(&renamed(c))))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        where_key(&key_cols)
+                    );
+                    row_update = Some(prepare_write(target_session, &cql, tc, true).await?);
                 }
+                let first_key = key_cols.first().map(|c| quote(&renamed(c)));
+                let cql = format!(
+                    "SELECT {} FROM {} WHERE {}",
+                    first_key.unwrap_or_default(),
+                    target.qualified(),
+                    where_key(&key_cols)
+                );
+                row_exists = Some(prepare_write(target_session, &cql, tc, true).await?);
+                regular_cells = MultiCell::prepare(
+                    target_session,
+                    &target,
+                    &source.regular,
+                    (where_key(&key_cols), ""),
+                    &renamed,
+                    tc,
+                )
+                .await?;
+                static_cells = MultiCell::prepare(
+                    target_session,
+                    &target,
+                    &source.statics,
+                    (where_key(&pk_cols), " LIMIT 1"),
+                    &renamed,
+                    tc,
+                )
+                .await?;
             }
         }
         let is_decimal = |c: &Column| {
@@ -292,8 +433,11 @@ impl CopyPlan {
             target,
             select: None,
             row_insert,
+            row_update,
             static_insert,
-            appends,
+            regular_cells,
+            static_cells,
+            row_exists,
             counter_updates,
             counter_read,
             target_consistency: tc,
@@ -303,6 +447,17 @@ impl CopyPlan {
             fixed_timestamp: target_cfg.write_writetimestamp_in_us,
             drop_null_keys: target_cfg.drop_null_primary_keys,
         })
+    }
+
+    /// The same plan writing every cell at `micros` (keeping TTLs), as
+    /// `repairWritetimeStrategy: coordinator` or `config` writes rows the target lacks.
+    /// Without preserved writetimes the statements take no timestamp and this changes nothing.
+    pub fn at_timestamp(&self, micros: i64) -> Self {
+        let mut plan = self.clone();
+        if plan.preserve {
+            plan.fixed_timestamp = Some(micros);
+        }
+        plan
     }
 
     /// Consistency of target writes.
@@ -376,49 +531,61 @@ impl CopyPlan {
                     idempotent: true,
                     ttl_slot: None,
                     counters: Some(updates),
+                    guard: None,
                 });
             }
             return;
         }
 
         if write_statics && let Some(st) = &self.static_insert {
-            self.grouped(st, &pk, statics, &self.decimal_static, meta, 0, None, out);
+            let part = Part {
+                insert: st,
+                update: None,
+                key: &pk,
+                values: statics,
+                columns: &self.source.statics,
+                decimal: &self.decimal_static,
+                meta_offset: 0,
+                cells: &self.static_cells,
+                is_row: false,
+            };
+            self.grouped(part, meta, out);
         }
         if ck_null {
             // A partition holding only static data: there is no row to write.
             return;
         }
-        let st = self
-            .row_insert
-            .as_ref()
-            .expect("non-counter tables have a row insert");
-        self.grouped(
-            st,
-            &key,
-            regular,
-            &self.decimal_regular,
-            meta,
-            ns,
-            Some(&self.appends),
-            out,
-        );
+        let part = Part {
+            insert: self
+                .row_insert
+                .as_ref()
+                .expect("non-counter tables have a row insert"),
+            update: self.row_update.as_ref(),
+            key: &key,
+            values: regular,
+            columns: &self.source.regular,
+            decimal: &self.decimal_regular,
+            meta_offset: ns,
+            cells: &self.regular_cells,
+            is_row: true,
+        };
+        self.grouped(part, meta, out);
     }
 
-    /// Writes `values` with `key` through `st`, one statement per distinct (writetime, TTL)
-    /// when timestamps are preserved. `meta_offset` is the index (in columns) of the first of
-    /// `values` among the writetime/TTL pairs.
-    #[allow(clippy::too_many_arguments)]
-    fn grouped(
-        &self,
-        st: &PreparedStatement,
-        key: &[Bound],
-        values: &[Option<Bytes>],
-        decimal: &[bool],
-        meta: &[Option<Bytes>],
-        meta_offset: usize,
-        appends: Option<&BTreeMap<usize, PreparedStatement>>,
-        out: &mut Vec<Write>,
-    ) {
+    /// Writes one part of a row (its regular or its static cells), one statement per
+    /// distinct (writetime, TTL) when timestamps are preserved.
+    fn grouped(&self, part: Part<'_>, meta: &[Option<Bytes>], out: &mut Vec<Write>) {
+        let Part {
+            insert,
+            update,
+            key,
+            values,
+            columns,
+            decimal,
+            meta_offset,
+            cells,
+            is_row,
+        } = part;
         let value = |i: usize, v: &Bytes| {
             if self.strip_decimals && decimal[i] {
                 strip_trailing_zeros(v)
@@ -426,7 +593,21 @@ impl CopyPlan {
                 v.clone()
             }
         };
-        let statement_with = |cells: Vec<Bound>, ts: Option<i64>, ttl: i32| {
+        let guard = |checks: Vec<ListCheck>| {
+            (!checks.is_empty()).then(|| ListGuard {
+                read: cells
+                    .lists
+                    .as_ref()
+                    .expect("lists are checked only with their read")
+                    .statement
+                    .clone(),
+                key: BoundRow(key.to_vec()),
+                checks,
+                drop_if_present: false,
+            })
+        };
+        // `INSERT (key…, cells…) USING TIMESTAMP ? AND TTL ?`: writes the row marker too.
+        let insert_with = |cells: Vec<Bound>, ts: Option<i64>, ttl: i32, checks| {
             let mut all = key.to_vec();
             all.extend(cells);
             if self.preserve || self.fixed_ttl.is_some() || self.fixed_timestamp.is_some() {
@@ -436,15 +617,33 @@ impl CopyPlan {
             let ttl_slot =
                 (self.preserve && self.fixed_ttl.is_none()).then(|| all.len().saturating_sub(1));
             Write {
-                statement: st.clone(),
+                statement: insert.clone(),
                 values: BoundRow(all),
                 idempotent: true,
                 ttl_slot,
                 counters: None,
+                guard: guard(checks),
+            }
+        };
+        // `UPDATE … USING TIMESTAMP ? AND TTL ? SET <statement's cells> WHERE <key>`.
+        let update_with = |statement: &PreparedStatement, set: Vec<Bound>, wt: i64, ttl: i32| {
+            let mut all = vec![
+                Bound::BigInt(self.fixed_timestamp.unwrap_or(wt)),
+                Bound::Int(self.fixed_ttl.unwrap_or(ttl)),
+            ];
+            all.extend(set);
+            all.extend(key.iter().cloned());
+            Write {
+                statement: statement.clone(),
+                values: BoundRow(all),
+                idempotent: true,
+                ttl_slot: self.fixed_ttl.is_none().then_some(1),
+                counters: None,
+                guard: None,
             }
         };
         if !self.preserve {
-            if appends.is_none() && values.iter().all(Option::is_none) {
+            if !is_row && values.iter().all(Option::is_none) {
                 return;
             }
             let cells: Vec<Bound> = values
@@ -456,43 +655,53 @@ impl CopyPlan {
                 })
                 .collect();
             // A row with nothing but its key is written too: it exists in the source.
-            out.push(statement_with(
+            out.push(insert_with(
                 cells,
                 self.fixed_timestamp,
                 self.fixed_ttl.unwrap_or(0),
+                Vec::new(),
             ));
             return;
         }
-        // (writetime, ttl) -> cells of that group; no writetime: the target's clock.
-        let mut groups: BTreeMap<(Option<i64>, i32), Vec<Bound>> = BTreeMap::new();
+        // (writetime, TTL) -> the cells of that group and the lists among them (column index,
+        // elements); no writetime: the target's clock.
+        type Group = (Vec<Bound>, Vec<(usize, Vec<(Bytes, i64)>)>);
+        let mut groups: BTreeMap<(Option<i64>, i32), Group> = BTreeMap::new();
         let mut any = false;
         for (i, v) in values.iter().enumerate() {
             let Some(v) = v else { continue };
             any = true;
             let wt_cell = &meta[2 * (meta_offset + i)];
             let ttl_cell = &meta[2 * (meta_offset + i) + 1];
-            let single =
-                |wt: Option<i64>,
-                 ttl: i32,
-                 groups: &mut BTreeMap<(Option<i64>, i32), Vec<Bound>>| {
-                    let wt = self.fixed_timestamp.or(wt);
-                    let ttl = self.fixed_ttl.unwrap_or(ttl);
-                    groups
-                        .entry((wt, ttl))
-                        .or_insert_with(|| vec![Bound::Unset; values.len()])[i] =
-                        Bound::Value(value(i, v));
-                };
+            let is_list = cells
+                .lists
+                .as_ref()
+                .is_some_and(|l| l.position.contains_key(&i));
+            let mut single = |wt: Option<i64>, ttl: i32| {
+                let wt = self.fixed_timestamp.or(wt);
+                let ttl = self.fixed_ttl.unwrap_or(ttl);
+                let group = groups
+                    .entry((wt, ttl))
+                    .or_insert_with(|| (vec![Bound::Unset; values.len()], Vec::new()));
+                group.0[i] = Bound::Value(value(i, v));
+                if is_list && let Some(wt) = wt {
+                    let elements = split_collection(v, false).unwrap_or_default();
+                    group
+                        .1
+                        .push((i, elements.into_iter().map(|e| (e, wt)).collect()));
+                }
+            };
             if wt_cell.is_none() {
                 // A source that does not know this cell's writetime (a Parquet file without
                 // it): written at the target's time, with the TTL if one is known.
-                single(None, read_i32(ttl_cell).unwrap_or(0), &mut groups);
+                single(None, read_i32(ttl_cell).unwrap_or(0));
                 continue;
             }
             if let Some(wt) = read_i64(wt_cell) {
-                single(Some(wt), read_i32(ttl_cell).unwrap_or(0), &mut groups);
+                single(Some(wt), read_i32(ttl_cell).unwrap_or(0));
                 continue;
             }
-            // A multi-cell column: one writetime (and TTL) per element.
+            // A multi-cell column: one writetime (and TTL) per element or field.
             let wts = read_int_list(wt_cell).unwrap_or_default();
             let ttls = read_int_list(ttl_cell).unwrap_or_default();
             let pairs: Vec<(i64, i32)> = wts
@@ -506,34 +715,38 @@ impl CopyPlan {
                 })
                 .collect();
             let distinct: std::collections::BTreeSet<_> = pairs.iter().copied().collect();
-            let append = appends.and_then(|a| a.get(&i));
-            if distinct.len() <= 1 || append.is_none() {
-                // One (writetime, TTL) for the whole value, or a type whose elements cannot be
-                // written one by one here (a non-frozen UDT): the value is written whole with
-                // the newest writetime and the shortest TTL of its elements.
-                let wt = pairs.iter().map(|p| p.0).max().unwrap_or(0);
-                let ttl = pairs
-                    .iter()
-                    .map(|p| p.1)
-                    .filter(|t| *t > 0)
-                    .min()
-                    .unwrap_or(0);
-                single(Some(wt), ttl, &mut groups);
+            if distinct.len() <= 1 {
+                let (wt, ttl) = pairs.first().copied().unwrap_or((0, 0));
+                single(Some(wt), ttl);
                 continue;
             }
-            let is_map = self.source.regular.get(i).is_some_and(|c| {
-                matches!(
-                    c.typ,
-                    ColumnType::Collection {
-                        typ: CollectionType::Map(..),
-                        ..
+            if let Some(fields) = cells.fields.get(&i)
+                && let Some(parts) = udt_fields(v, &wts, &ttls)
+            {
+                // Each field at its own writetime and TTL; no tombstone for the whole value
+                // is written that could hide a field of another writetime.
+                for (field, bytes, wt, ttl) in parts {
+                    if let Some(st) = fields.get(field) {
+                        out.push(update_with(st, vec![Bound::Value(bytes)], wt, ttl));
                     }
-                )
-            });
-            let Some(elements) = split_collection(v, is_map).filter(|e| e.len() == pairs.len())
-            else {
+                }
+                continue;
+            }
+            let is_map = matches!(
+                columns.get(i).map(|c| &c.typ),
+                Some(ColumnType::Collection {
+                    typ: CollectionType::Map(..),
+                    ..
+                })
+            );
+            let (Some(append), Some(elements)) = (
+                cells.appends.get(&i),
+                split_collection(v, is_map).filter(|e| e.len() == pairs.len()),
+            ) else {
+                // Cells that do not line up with the value (never seen): the value whole,
+                // at its newest writetime.
                 let wt = pairs.iter().map(|p| p.0).max().unwrap_or(0);
-                single(Some(wt), 0, &mut groups);
+                single(Some(wt), 0);
                 continue;
             };
             // Elements in their order, grouped by (writetime, TTL), each group appended: no
@@ -542,39 +755,109 @@ impl CopyPlan {
             for (e, p) in elements.into_iter().zip(&pairs) {
                 by_pair.entry(*p).or_default().push(e);
             }
-            let append = append.expect("checked");
             for ((wt, ttl), elems) in by_pair {
-                let mut all = vec![
-                    Bound::BigInt(self.fixed_timestamp.unwrap_or(wt)),
-                    Bound::Int(self.fixed_ttl.unwrap_or(ttl)),
-                    Bound::Value(join_collection(&elems)),
-                ];
-                all.extend(key.iter().cloned());
-                let ttl_slot = self.fixed_ttl.is_none().then_some(1);
-                out.push(Write {
-                    statement: append.clone(),
-                    values: BoundRow(all),
-                    idempotent: true,
-                    ttl_slot,
-                    counters: None,
-                });
+                let mut write =
+                    update_with(append, vec![Bound::Value(join_collection(&elems))], wt, ttl);
+                if let Some(lists) = cells.lists.as_ref()
+                    && let Some(&column) = lists.position.get(&i)
+                {
+                    let wt = self.fixed_timestamp.unwrap_or(wt);
+                    write.guard = guard(vec![ListCheck {
+                        slot: 2,
+                        column,
+                        elements: elems.into_iter().map(|e| (e, wt)).collect(),
+                        alone: true,
+                    }]);
+                }
+                out.push(write);
             }
         }
-        if !any && appends.is_some() {
-            // The row has no regular cell: write its key alone so the row exists (its marker
-            // has no readable writetime or TTL; `writeWritetimestampInuS` and `writeTTLInS`
-            // still apply to it, as without preserveTimestamps).
-            out.push(statement_with(
+        if !any && is_row {
+            // The row has no regular cell: its key alone, so the row exists. Its marker's
+            // writetime cannot be read, so it is the target's time of the first copy: a copy
+            // made again leaves a row already there alone. `writeWritetimestampInuS` and
+            // `writeTTLInS` still apply, as without preserveTimestamps.
+            let mut write = insert_with(
                 vec![Bound::Unset; values.len()],
                 self.fixed_timestamp,
                 self.fixed_ttl.unwrap_or(0),
-            ));
+                Vec::new(),
+            );
+            if self.fixed_timestamp.is_none()
+                && let Some(read) = &self.row_exists
+            {
+                write.guard = Some(ListGuard {
+                    read: read.clone(),
+                    key: BoundRow(key.to_vec()),
+                    checks: Vec::new(),
+                    drop_if_present: true,
+                });
+            }
+            out.push(write);
             return;
         }
-        for ((wt, ttl), cells) in groups {
-            out.push(statement_with(cells, wt, ttl));
+        let position = |i: usize| {
+            cells
+                .lists
+                .as_ref()
+                .and_then(|l| l.position.get(&i).copied())
+                .expect("a list column has a read position")
+        };
+        // The oldest group writes the row marker (an INSERT, as the source's row was most
+        // likely created with its oldest cells); newer groups are UPDATEs, which write none.
+        for (n, ((wt, ttl), (group, lists))) in groups.into_iter().enumerate() {
+            match (n, update, wt) {
+                (0, _, _) | (_, None, _) | (_, _, None) => {
+                    let checks = lists
+                        .into_iter()
+                        .map(|(i, elements)| ListCheck {
+                            slot: key.len() + i,
+                            column: position(i),
+                            elements,
+                            alone: false,
+                        })
+                        .collect();
+                    out.push(insert_with(group, wt, ttl, checks));
+                }
+                (_, Some(update), Some(wt)) => {
+                    let mut write = update_with(update, group, wt, ttl);
+                    let checks: Vec<ListCheck> = lists
+                        .into_iter()
+                        .map(|(i, elements)| ListCheck {
+                            slot: 2 + i,
+                            column: position(i),
+                            elements,
+                            alone: false,
+                        })
+                        .collect();
+                    write.guard = guard(checks);
+                    out.push(write);
+                }
+            }
         }
     }
+}
+
+/// One part of a row as [`CopyPlan::grouped`] writes it.
+struct Part<'a> {
+    /// `INSERT (key…, cells…)`.
+    insert: &'a PreparedStatement,
+    /// `UPDATE … SET <cells…>` (regular cells only).
+    update: Option<&'a PreparedStatement>,
+    /// Values of the key (partition key for statics).
+    key: &'a [Bound],
+    /// The part's cells.
+    values: &'a [Option<Bytes>],
+    /// The part's columns.
+    columns: &'a [Column],
+    /// Which of them are decimals.
+    decimal: &'a [bool],
+    /// Index (in columns) of the part's first column among the writetime/TTL pairs.
+    meta_offset: usize,
+    /// Element-by-element writes.
+    cells: &'a MultiCell,
+    /// The regular part: a row with no cell is still written (its key).
+    is_row: bool,
 }
 
 /// `SELECT <every column> [, WRITETIME(c), TTL(c) per static and regular column] FROM source

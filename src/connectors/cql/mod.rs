@@ -5,6 +5,7 @@ pub mod codec;
 pub mod compare;
 pub mod config;
 pub mod copy;
+pub mod multicell;
 mod retry;
 pub mod rows;
 pub mod scan;

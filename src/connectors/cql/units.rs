@@ -60,7 +60,7 @@ pub fn plan(node_tokens: &[i64], split_count: usize, done: &RangeSet) -> Plan<To
         work: Vec::new(),
     };
     for unit in units {
-        let pieces = done.missing(unit);
+        let pieces: Vec<TokenRange> = unit.into_iter().flat_map(|r| done.missing(r)).collect();
         if pieces.is_empty() {
             plan.skipped += 1;
         } else {

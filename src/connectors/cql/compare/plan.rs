@@ -15,7 +15,7 @@ use crate::connectors::cql::schema::{Column, TableSchema, quote};
 use crate::connectors::cql::transfer::{CopySink, DEFAULT_SPLIT_COUNT, DEFAULT_UNITS_AT_ONCE};
 use crate::connectors::cql::{self, CqlError, CqlSource, CqlTarget};
 use crate::connectors::seam::Pacing;
-use crate::jobfile::{Rename, ValidationConfig};
+use crate::jobfile::{Rename, RepairWritetimeStrategy, ValidationConfig};
 use crate::validate::compare::{Repair, SinkRepair};
 use crate::validate::run::Sides;
 
@@ -264,18 +264,19 @@ pub(crate) async fn prepare(
     )
     .await?;
     let copy = if v.copy_missing_rows {
-        Some(Arc::new(
-            CopyPlan::prepare(
-                &source,
-                &target,
-                src,
-                dst,
-                source_schema.clone(),
-                target_schema.clone(),
-                &mapping,
-            )
-            .await?,
-        ))
+        let plan = CopyPlan::prepare(
+            &source,
+            &target,
+            src,
+            dst,
+            source_schema.clone(),
+            target_schema.clone(),
+            &mapping,
+        )
+        .await?;
+        let missing = repair_timestamp(v.repair_writetime_strategy, src, dst, counter)?
+            .map(|micros| Arc::new(plan.at_timestamp(micros)));
+        Some((Arc::new(plan), missing))
     } else {
         None
     };
@@ -323,8 +324,15 @@ pub(crate) async fn prepare(
             dst.endpoint.local_dc.clone(),
         ),
         comparator,
-        repair: copy.map(|plan| {
-            Box::new(SinkRepair(CopySink::new(target, plan))) as Box<dyn Repair<RawRow>>
+        repair: copy.map(|(plan, missing)| {
+            let differing = SinkRepair(CopySink::new(target.clone(), plan));
+            match missing {
+                None => Box::new(differing) as Box<dyn Repair<RawRow>>,
+                Some(missing) => Box::new(StrategyRepair {
+                    differing,
+                    missing: SinkRepair(CopySink::new(target, missing)),
+                }),
+            }
         }),
         pacing: Pacing {
             units_at_once: src.max_concurrent_units.unwrap_or(DEFAULT_UNITS_AT_ONCE),
@@ -333,6 +341,84 @@ pub(crate) async fn prepare(
             bytes_per_second: dst.bytes_per_second,
         },
     })
+}
+
+/// The writetime of the rows `copyMissingRows` writes because the target lacks them, when it
+/// is not the source's (`repairWritetimeStrategy`); checked before anything is read.
+fn repair_timestamp(
+    strategy: RepairWritetimeStrategy,
+    src: &CqlSource,
+    dst: &CqlTarget,
+    counter: bool,
+) -> Result<Option<i64>, CqlError> {
+    if strategy == RepairWritetimeStrategy::Config && dst.write_writetimestamp_in_us.is_none() {
+        return Err(CqlError::Invalid {
+            key: "validation.repairWritetimeStrategy".into(),
+            message: "config needs target.writeWritetimestampInuS (the writetime, in microseconds, of the rows copied back)".into(),
+        });
+    }
+    if strategy == RepairWritetimeStrategy::Source {
+        return Ok(None);
+    }
+    if !src.preserve_timestamps || counter {
+        tracing::warn!(
+            "validation.repairWritetimeStrategy {strategy:?} applies to copies that keep writetimes \
+             (source.preserveTimestamps, not a counter table); missing rows are written at the \
+             target's time"
+        );
+        return Ok(None);
+    }
+    let micros = match strategy {
+        RepairWritetimeStrategy::Config => dst.write_writetimestamp_in_us,
+        _ => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            // Milliseconds, as ScyllaDB Migrator takes them, in microseconds.
+            Some(
+                i64::try_from(now.as_millis())
+                    .unwrap_or(i64::MAX)
+                    .saturating_mul(1000),
+            )
+        }
+    };
+    tracing::info!(
+        "validation.repairWritetimeStrategy {strategy:?}: rows missing from the target are written \
+         back at writetime {} µs, newer than deletions made on the target before it; rows that \
+         differ keep the source's writetimes",
+        micros.unwrap_or_default()
+    );
+    Ok(micros)
+}
+
+/// `copyMissingRows` with `repairWritetimeStrategy` coordinator or config: a missing row is
+/// written at the strategy's writetime, a differing one with the source's (never over a
+/// target change newer than the source's).
+struct StrategyRepair {
+    differing: SinkRepair<CopySink>,
+    missing: SinkRepair<CopySink>,
+}
+
+impl Repair<RawRow> for StrategyRepair {
+    fn copy<'a>(
+        &'a self,
+        row: &'a RawRow,
+        read_at: std::time::Instant,
+        retries: &'a crate::migrate::retry::Retries,
+        cancel: &'a tokio_util::sync::CancellationToken,
+    ) -> futures::future::BoxFuture<'a, Result<(), crate::migrate::EngineError>> {
+        self.differing.copy(row, read_at, retries, cancel)
+    }
+
+    fn copy_missing<'a>(
+        &'a self,
+        row: &'a RawRow,
+        read_at: std::time::Instant,
+        retries: &'a crate::migrate::retry::Retries,
+        cancel: &'a tokio_util::sync::CancellationToken,
+    ) -> futures::future::BoxFuture<'a, Result<(), crate::migrate::EngineError>> {
+        self.missing.copy(row, read_at, retries, cancel)
+    }
 }
 
 #[cfg(test)]
