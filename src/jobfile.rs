@@ -83,10 +83,16 @@ pub struct ValidationConfig {
     /// Largest difference between two `timestamp` values, in milliseconds. Default 0.
     #[serde(default)]
     pub timestamp_ms_tolerance: u64,
-    /// Write missing and differing rows to the target again, from the source, with their
-    /// writetimes and TTLs when `source.preserveTimestamps` is set. Default false.
+    /// Write the rows the target lacks, from the source, with their writetimes and TTLs when
+    /// `source.preserveTimestamps` is set. Rows that differ are only reported (as in ScyllaDB
+    /// Migrator). Default false.
     #[serde(default)]
     pub copy_missing_rows: bool,
+    /// drover: write the rows that differ from the source again too, with the source's
+    /// writetimes when they are preserved (a target change newer than the source's stays).
+    /// Default false.
+    #[serde(default)]
+    pub copy_differing_rows: bool,
     /// The writetime of the rows `copyMissingRows` writes back to a CQL target when
     /// `source.preserveTimestamps` is set. Default `source`.
     #[serde(default)]
@@ -171,6 +177,7 @@ impl Default for ValidationConfig {
             floating_point_tolerance: 0.0,
             timestamp_ms_tolerance: 0,
             copy_missing_rows: false,
+            copy_differing_rows: false,
             repair_writetime_strategy: RepairWritetimeStrategy::Source,
             hash_columns: None,
             numeric_type_policy: NumericTypePolicy::Lenient,

@@ -39,8 +39,8 @@ pub enum TargetConfig {
     Parquet(parquet::ParquetTarget),
 }
 
-/// The `type` values a job file may name, for messages.
-const KNOWN_TYPES: &[&str] = &[
+/// The `source.type` values ScyllaDB Migrator reads, for messages.
+const MIGRATOR_SOURCES: &[&str] = &[
     "cassandra",
     "scylla",
     "dynamodb",
@@ -49,7 +49,17 @@ const KNOWN_TYPES: &[&str] = &[
     "parquet",
     "mysql",
     "dynamodb-s3-export",
-    "s3export",
+];
+
+/// The `target.type` values ScyllaDB Migrator writes to, for messages.
+const MIGRATOR_TARGETS: &[&str] = &[
+    "cassandra",
+    "scylla",
+    "dynamodb",
+    "dynamo",
+    "alternator",
+    "parquet",
+    "dynamodb-s3-export",
 ];
 
 impl SourceConfig {
@@ -61,7 +71,7 @@ impl SourceConfig {
                 Ok(Self::Dynamo(dynamodb::DynamoSource::parse(text, value)?))
             }
             "parquet" => Ok(Self::Parquet(parquet::ParquetSource::parse(text, value)?)),
-            other => Err(unsupported(text, "source.type", other)),
+            other => Err(unsupported(text, "source.type", other, MIGRATOR_SOURCES)),
         }
     }
 }
@@ -75,7 +85,7 @@ impl TargetConfig {
                 Ok(Self::Dynamo(dynamodb::DynamoTarget::parse(text, value)?))
             }
             "parquet" => Ok(Self::Parquet(parquet::ParquetTarget::parse(text, value)?)),
-            other => Err(unsupported(text, "target.type", other)),
+            other => Err(unsupported(text, "target.type", other, MIGRATOR_TARGETS)),
         }
     }
 }
@@ -134,13 +144,22 @@ pub fn check_pair(
     }
 }
 
-fn unsupported(text: &str, key: &str, value: &str) -> JobConfigError {
-    if KNOWN_TYPES.contains(&value) {
+fn unsupported(text: &str, key: &str, value: &str, migrator: &[&str]) -> JobConfigError {
+    let value = crate::jobfile::cap(value);
+    if migrator.contains(&value.as_ref()) {
         JobConfigError::at(
             text,
             key,
             format!(
                 "{value:?} is not supported by this version of drover yet; supported: cassandra, scylla, dynamodb, dynamo, alternator, parquet"
+            ),
+        )
+    } else if MIGRATOR_SOURCES.contains(&value.as_ref()) {
+        JobConfigError::at(
+            text,
+            key,
+            format!(
+                "{value:?} is a source type only; expected cassandra, scylla, dynamodb, alternator or parquet"
             ),
         )
     } else {

@@ -331,7 +331,7 @@ fn savepoints_target(
         }
         "s3" | "aws-s3" | "aws-bucket" => "savepoints in an S3 bucket (type s3)",
         "gcs" | "gcp" | "google-cloud-storage" | "google-gcs" => {
-            "savepoints in a Google Cloud Storage bucket (type gcs)"
+            "savepoints in a Google Cloud Storage (GCS) bucket (type gcs)"
         }
         "target-table" | "target-database" => {
             "savepoints in a table of the target database (type target-table)"

@@ -32,13 +32,39 @@ const TUNING: &[&str] = &[
     "compression",
 ];
 
+/// Keys whose `false` is what leaving them out means. ScyllaDB Migrator's savepoints spell out
+/// every setting of the job it read (`preserveTimestamps: false`), the job file need not.
+const FALSE_BY_DEFAULT: &[&str] = &[
+    "preserveTimestamps",
+    "stripTrailingZerosForDecimals",
+    "dropNullPrimaryKeys",
+    "streamChanges",
+    "skipInitialSnapshotTransfer",
+    "truncateTimestamps",
+];
+
 /// The identity of a migration: its `source`, `target` and `renames`, without tuning keys and
-/// secrets. Two documents describe the same migration when their identities are equal.
+/// secrets. Two documents describe the same migration when their identities are equal: a job
+/// file and a savepoint ScyllaDB Migrator wrote for it too, though Migrator writes the type it
+/// understood (`cassandra` for `scylla`), every default, and no null.
 pub fn identity(doc: &Value) -> Value {
     let side = |key: &str| {
         let mut v = doc.get(key).cloned().unwrap_or(Value::Null);
         if let Some(map) = v.as_object_mut() {
-            map.retain(|k, _| !TUNING.contains(&k.as_str()));
+            map.retain(|k, v| {
+                !TUNING.contains(&k.as_str())
+                    && !v.is_null()
+                    && !(FALSE_BY_DEFAULT.contains(&k.as_str()) && *v == Value::Bool(false))
+            });
+            if let Some(Value::String(t)) = map.get_mut("type") {
+                // One connector each, whatever the spelling.
+                let canonical = match t.as_str() {
+                    "scylla" => "cassandra",
+                    "dynamo" => "dynamodb",
+                    other => other,
+                };
+                *t = canonical.to_string();
+            }
         }
         v
     };
@@ -67,6 +93,34 @@ mod tests {
     #[test]
     fn tuning_keys_do_not_change_the_migration() {
         assert_eq!(identity(&dynamo(10, 100)), identity(&dynamo(10, 5)));
+    }
+
+    #[test]
+    fn a_savepoint_written_by_scylla_migrator_is_of_the_job_it_read() {
+        let job = json!({
+            "source": {"type": "scylla", "host": "h", "port": 9042, "keyspace": "k", "table": "t",
+                       "splitCount": 8},
+            "target": {"type": "scylla", "host": "g", "port": 9042, "keyspace": "k", "table": "t"},
+        });
+        // As Migrator's encoder writes it back: its type names, defaults spelled out, no
+        // nulls at all but `renames: null`.
+        let savepoint = json!({
+            "source": {"type": "cassandra", "host": "h", "port": 9042, "keyspace": "k", "table": "t",
+                       "splitCount": 8, "fetchSize": 1000, "preserveTimestamps": false,
+                       "consistencyLevel": "LOCAL_QUORUM"},
+            "target": {"type": "scylla", "host": "g", "port": 9042, "keyspace": "k", "table": "t",
+                       "stripTrailingZerosForDecimals": false, "consistencyLevel": "LOCAL_QUORUM",
+                       "writeTTLInS": null},
+            "renames": null,
+        });
+        assert_eq!(identity(&job), identity(&savepoint));
+        let mut kept = savepoint.clone();
+        kept["source"]["preserveTimestamps"] = json!(true);
+        assert_ne!(
+            identity(&job),
+            identity(&kept),
+            "timestamps kept is another copy"
+        );
     }
 
     #[test]

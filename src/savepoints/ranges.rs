@@ -155,7 +155,7 @@ impl std::fmt::Display for TokenRange {
 /// Each ring range (between consecutive node tokens; the whole ring for one token or one
 /// split) is cut into `max(1, rint(share of the ring × split_count))` pieces at
 /// `start + floor(width × i / pieces)`. The piece that crosses the end of the ring is one unit
-/// of two ranges, `(a, MAX]` and `(MIN, b]`. Every unit lies inside one ring range, so one
+/// of two ranges, `(MIN, b]` and `(a, MAX]`. Every unit lies inside one ring range, so one
 /// replica set serves it.
 pub fn plan_units(node_tokens: &[i64], split_count: usize) -> Vec<Vec<TokenRange>> {
     // Distances are taken over a ring of 2^64 - 1 tokens, as the connector's token factory
@@ -194,9 +194,10 @@ pub fn plan_units(node_tokens: &[i64], split_count: usize) -> Vec<Vec<TokenRange
                 // To the end of the ring; (MIN, MIN) is all of it.
                 TokenRange::new(a, i64::MAX).into_iter().collect()
             } else if a >= b {
-                TokenRange::new(a, i64::MAX)
+                // In token order: a unit's rows are read (and compared) in that order.
+                TokenRange::new(i64::MIN, b)
                     .into_iter()
-                    .chain(TokenRange::new(i64::MIN, b))
+                    .chain(TokenRange::new(a, i64::MAX))
                     .collect()
             } else {
                 vec![TokenRange { start: a, end: b }]
@@ -349,8 +350,8 @@ mod tests {
         assert_eq!(
             wrap,
             &vec![
-                tr(8646911284551352320, i64::MAX),
-                tr(i64::MIN, -8646911284551352320)
+                tr(i64::MIN, -8646911284551352320),
+                tr(8646911284551352320, i64::MAX)
             ]
         );
         let units = plan_units(&tokens, 32);

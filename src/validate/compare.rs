@@ -63,6 +63,16 @@ pub trait Comparator: Send + Sync + 'static {
 
 /// `copyMissingRows`: writes a source row to the target again.
 pub trait Repair<Row>: Send + Sync {
+    /// Whether rows the target lacks are written (`copyMissingRows`).
+    fn repairs_missing(&self) -> bool {
+        true
+    }
+
+    /// Whether rows that differ are written again (`copyDifferingRows`).
+    fn repairs_differing(&self) -> bool {
+        false
+    }
+
     /// Writes `row`, which the target lacks, as [`copy`](Self::copy) does unless the repair
     /// writes missing rows differently (`repairWritetimeStrategy`).
     fn copy_missing<'a>(

@@ -261,7 +261,13 @@ impl<C: Comparator> Merge<'_, C> {
         read_at: Instant,
         report: &mut Report,
     ) -> Result<(), EngineError> {
-        let Some(repair) = self.repair else {
+        let Some(repair) = self.repair.filter(|r| {
+            if missing {
+                r.repairs_missing()
+            } else {
+                r.repairs_differing()
+            }
+        }) else {
             return Ok(());
         };
         let retries = &self.progress.scan.retries;

@@ -343,7 +343,9 @@ async fn copy_missing_rows_repairs_missing_and_differing_rows_and_deletes_nothin
     )
     .await;
     // Five examples are reported; every differing row is counted and copied.
-    let repair = format!("{base}validation:\n  copyMissingRows: true\n  failuresToFetch: 5\n");
+    let repair = format!(
+        "{base}validation:\n  copyMissingRows: true\n  copyDifferingRows: true\n  failuresToFetch: 5\n"
+    );
     let first = run(&daemon, "/api/v1/validations", &repair).await;
     let report = &first["result"];
     assert_eq!(report["differences"]["missingRows"], 30, "{report:#}");

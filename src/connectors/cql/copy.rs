@@ -749,18 +749,34 @@ impl CopyPlan {
                 single(Some(wt), 0);
                 continue;
             };
-            // Elements in their order, grouped by (writetime, TTL), each group appended: no
-            // collection tombstone is written that could hide an element of another group.
-            let mut by_pair: BTreeMap<(i64, i32), Vec<Bytes>> = BTreeMap::new();
-            for (e, p) in elements.into_iter().zip(&pairs) {
-                by_pair.entry(*p).or_default().push(e);
+            // Elements grouped by (writetime, TTL), each group appended: no collection
+            // tombstone is written that could hide an element of another group. A list's
+            // elements are ordered by when they are appended, so a list is appended run by
+            // run of consecutive elements (in one batch, in order); a set's or map's
+            // elements are ordered by their value, so each group is one append.
+            let list_column = cells
+                .lists
+                .as_ref()
+                .and_then(|l| l.position.get(&i).copied());
+            let mut runs: Vec<((i64, i32), Vec<Bytes>)> = Vec::new();
+            if list_column.is_some() {
+                for (e, p) in elements.into_iter().zip(&pairs) {
+                    match runs.last_mut() {
+                        Some((last, run)) if last == p => run.push(e),
+                        _ => runs.push((*p, vec![e])),
+                    }
+                }
+            } else {
+                let mut by_pair: BTreeMap<(i64, i32), Vec<Bytes>> = BTreeMap::new();
+                for (e, p) in elements.into_iter().zip(&pairs) {
+                    by_pair.entry(*p).or_default().push(e);
+                }
+                runs.extend(by_pair);
             }
-            for ((wt, ttl), elems) in by_pair {
+            for ((wt, ttl), elems) in runs {
                 let mut write =
                     update_with(append, vec![Bound::Value(join_collection(&elems))], wt, ttl);
-                if let Some(lists) = cells.lists.as_ref()
-                    && let Some(&column) = lists.position.get(&i)
-                {
+                if let Some(column) = list_column {
                     let wt = self.fixed_timestamp.unwrap_or(wt);
                     write.guard = guard(vec![ListCheck {
                         slot: 2,

@@ -87,8 +87,21 @@ fn errors_name_key_and_line() {
     );
     assert_eq!(
         err(&GOOD.replace("  type: scylla", "  type: mysql")),
-        "target.type: \"mysql\" is not supported by this version of drover yet; supported: cassandra, scylla, dynamodb, dynamo, alternator, parquet (line 17)"
+        "target.type: \"mysql\" is a source type only; expected cassandra, scylla, dynamodb, alternator or parquet (line 17)"
     );
+    for (side, from, kind) in [
+        ("source", "  type: cassandra", "mysql"),
+        ("source", "  type: cassandra", "dynamodb-s3-export"),
+        ("target", "  type: scylla", "dynamodb-s3-export"),
+    ] {
+        assert_eq!(
+            err(&GOOD.replace(from, &format!("  type: {kind}"))),
+            format!(
+                "{side}.type: \"{kind}\" is not supported by this version of drover yet; supported: cassandra, scylla, dynamodb, dynamo, alternator, parquet (line {})",
+                if side == "source" { 2 } else { 17 }
+            )
+        );
+    }
     let e = err(&GOOD.replace(
         "  keyspace: ks\n  table: t\n  consistencyLevel: LOCAL_QUORUM\n  preserve",
         "  table: t\n  consistencyLevel: LOCAL_QUORUM\n  preserve",
@@ -212,4 +225,150 @@ fn validation_keys_parse_with_migrator_names_and_defaults() {
         e.contains("ttlToleranceMillis") || e.contains("validation"),
         "{e}"
     );
+}
+
+/// ScyllaDB Migrator reads `null` as "not given" for every optional key; so does drover.
+#[test]
+fn null_is_absent_wherever_migrator_accepts_it() {
+    let text = GOOD
+        .replace(
+            "renames:\n  - from: a\n    to: b\n",
+            "renames: null\nskipSegments: null\nskipParquetFiles: null\nvalidation: null\n",
+        )
+        .replace(
+            "  localDC: datacenter1\n",
+            "  localDC: null\n  where: null\n  sslOptions: null\n",
+        )
+        .replace(
+            "  stripTrailingZerosForDecimals: false\n",
+            "  stripTrailingZerosForDecimals: false\n  writeTTLInS: null\n  writeWritetimestampInuS: null\n  dropNullPrimaryKeys: null\n",
+        )
+        .replace(
+            "  intervalSeconds: 300\n",
+            "  intervalSeconds: 300\n  target: null\n  enableParquetFileTracking: null\n",
+        );
+    let job = JobConfig::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert!(job.renames.is_empty());
+    let with_nulls = format!(
+        "{}validation:\n  copyMissingRows: null\n  hashColumns: null\n  repairWritetimeStrategy: null\n",
+        GOOD
+    );
+    let job = JobConfig::parse(&with_nulls).unwrap();
+    assert!(!job.validation.copy_missing_rows);
+    assert_eq!(
+        job.validation.repair_writetime_strategy,
+        jobfile::RepairWritetimeStrategy::Source
+    );
+}
+
+#[test]
+fn skip_token_ranges_in_migrators_typed_form_are_read() {
+    let job = JobConfig::parse(&GOOD.replace(
+        "  - [-100, 0]\n",
+        "- - type: long\n    value: -9223372036854775808\n  - type: long\n    value: -4611686018427387904\n\
+         - - type: long\n    value: 7\n  - type: long\n    value: -9223372036854775808\n",
+    ))
+    .unwrap();
+    assert_eq!(
+        job.skip_token_ranges,
+        vec![(i64::MIN, -4611686018427387904), (7, i64::MAX)]
+    );
+    let e = err(&GOOD.replace(
+        "  - [-100, 0]\n",
+        "  - - {type: bigint, value: 1}\n    - {type: bigint, value: 2}\n",
+    ));
+    assert!(
+        e.starts_with("skipTokenRanges: skipTokenRanges[0]: start: a RandomPartitioner token"),
+        "{e}"
+    );
+}
+
+#[test]
+fn savepoints_target_is_read_as_migrator_reads_it() {
+    let target =
+        |body: &str| GOOD.replace("  path: /tmp/savepoints\n", &format!("  target:\n{body}"));
+    let job = JobConfig::parse(&target("    type: filesystem\n    path: /tmp/sp-dir\n")).unwrap();
+    assert_eq!(
+        job.savepoints.unwrap().path.unwrap(),
+        std::path::PathBuf::from("/tmp/sp-dir")
+    );
+    for (body, says) in [
+        (
+            "    type: s3\n    bucket: b\n",
+            "savepoints in an S3 bucket (type s3) are not supported by this version of drover yet",
+        ),
+        (
+            "    type: google-gcs\n    bucket: b\n",
+            "savepoints in a Google Cloud Storage (GCS) bucket (type gcs) are not supported by this version of drover yet",
+        ),
+        (
+            "    type: target-table\n",
+            "savepoints in a table of the target database (type target-table) are not supported",
+        ),
+        (
+            "    type: hadoop\n",
+            "type hadoop is not a savepoints target",
+        ),
+        (
+            "    type: filesystem\n    path: s3a://b/k\n",
+            "type filesystem takes a local directory, not s3a://",
+        ),
+        ("    type: ftp\n", "unknown type \"ftp\""),
+    ] {
+        let e = err(&target(body));
+        assert!(e.starts_with(&format!("savepoints.target: {says}")), "{e}");
+    }
+    let both = GOOD.replace(
+        "  path: /tmp/savepoints\n",
+        "  path: /tmp/savepoints\n  target:\n    type: filesystem\n    path: /tmp/x\n",
+    );
+    assert!(
+        err(&both)
+            .starts_with("savepoints.target: give savepoints.path or savepoints.target, not both"),
+        "{}",
+        err(&both)
+    );
+}
+
+#[test]
+fn validation_keys_of_migrator_are_read_with_its_values_and_checks() {
+    let with = |body: &str| format!("{GOOD}validation:\n{body}");
+    let job = JobConfig::parse(&with(
+        "  copyMissingRows: true\n  repairWritetimeStrategy: Coordinator\n  numericTypePolicy: detectwiden\n  hashColumns: [a, b]\n",
+    ))
+    .unwrap();
+    let v = &job.validation;
+    assert_eq!(
+        v.repair_writetime_strategy,
+        jobfile::RepairWritetimeStrategy::Coordinator
+    );
+    assert_eq!(
+        v.numeric_type_policy,
+        jobfile::NumericTypePolicy::DetectWiden
+    );
+    assert_eq!(
+        v.hash_columns.as_deref(),
+        Some(&["a".to_string(), "b".to_string()][..])
+    );
+    for (body, says) in [
+        (
+            "  repairWritetimeStrategy: newest\n",
+            "validation.repairWritetimeStrategy: invalid repairWritetimeStrategy \"newest\", expected source, coordinator or config",
+        ),
+        (
+            "  numericTypePolicy: loose\n",
+            "validation.numericTypePolicy: invalid numericTypePolicy \"loose\", expected Lenient, DetectWiden or StrictType",
+        ),
+        (
+            "  hashColumns: [a, ' ']\n",
+            "validation.hashColumns: hashColumns[1] is blank",
+        ),
+        (
+            "  hashColumns: [Col, col]\n",
+            "validation.hashColumns: hashColumns[1]: column \"col\" is listed twice",
+        ),
+    ] {
+        let e = err(&with(body));
+        assert!(e.starts_with(says), "{e}");
+    }
 }

@@ -189,7 +189,8 @@ pub(crate) async fn prepare(
     }
     let counter = source_schema.is_counter_table();
     let compare_timestamps = v.compare_timestamps.unwrap_or(src.preserve_timestamps) && !counter;
-    let copy_meta = v.copy_missing_rows && src.preserve_timestamps && !counter;
+    let copy_meta =
+        (v.copy_missing_rows || v.copy_differing_rows) && src.preserve_timestamps && !counter;
     let meta = compare_timestamps || copy_meta;
 
     let cols: Vec<(&Column, String)> = source_schema.all().map(|c| (c, c.name.clone())).collect();
@@ -263,7 +264,7 @@ pub(crate) async fn prepare(
         src.fetch_size,
     )
     .await?;
-    let copy = if v.copy_missing_rows {
+    let copy = if v.copy_missing_rows || v.copy_differing_rows {
         let plan = CopyPlan::prepare(
             &source,
             &target,
@@ -325,14 +326,15 @@ pub(crate) async fn prepare(
         ),
         comparator,
         repair: copy.map(|(plan, missing)| {
-            let differing = SinkRepair(CopySink::new(target.clone(), plan));
-            match missing {
-                None => Box::new(differing) as Box<dyn Repair<RawRow>>,
-                Some(missing) => Box::new(StrategyRepair {
-                    differing,
-                    missing: SinkRepair(CopySink::new(target, missing)),
-                }),
-            }
+            let missing = missing.unwrap_or_else(|| plan.clone());
+            Box::new(CqlRepair {
+                differing: v
+                    .copy_differing_rows
+                    .then(|| SinkRepair(CopySink::new(target.clone(), plan))),
+                missing: v
+                    .copy_missing_rows
+                    .then(|| SinkRepair(CopySink::new(target.clone(), missing))),
+            }) as Box<dyn Repair<RawRow>>
         }),
         pacing: Pacing {
             units_at_once: src.max_concurrent_units.unwrap_or(DEFAULT_UNITS_AT_ONCE),
@@ -391,15 +393,23 @@ fn repair_timestamp(
     Ok(micros)
 }
 
-/// `copyMissingRows` with `repairWritetimeStrategy` coordinator or config: a missing row is
-/// written at the strategy's writetime, a differing one with the source's (never over a
+/// `copyMissingRows` and `copyDifferingRows`: a missing row is written at the writetime
+/// `repairWritetimeStrategy` says, a differing one always with the source's (never over a
 /// target change newer than the source's).
-struct StrategyRepair {
-    differing: SinkRepair<CopySink>,
-    missing: SinkRepair<CopySink>,
+struct CqlRepair {
+    differing: Option<SinkRepair<CopySink>>,
+    missing: Option<SinkRepair<CopySink>>,
 }
 
-impl Repair<RawRow> for StrategyRepair {
+impl Repair<RawRow> for CqlRepair {
+    fn repairs_missing(&self) -> bool {
+        self.missing.is_some()
+    }
+
+    fn repairs_differing(&self) -> bool {
+        self.differing.is_some()
+    }
+
     fn copy<'a>(
         &'a self,
         row: &'a RawRow,
@@ -407,7 +417,10 @@ impl Repair<RawRow> for StrategyRepair {
         retries: &'a crate::migrate::retry::Retries,
         cancel: &'a tokio_util::sync::CancellationToken,
     ) -> futures::future::BoxFuture<'a, Result<(), crate::migrate::EngineError>> {
-        self.differing.copy(row, read_at, retries, cancel)
+        match &self.differing {
+            Some(d) => d.copy(row, read_at, retries, cancel),
+            None => Box::pin(async { Ok(()) }),
+        }
     }
 
     fn copy_missing<'a>(
@@ -417,7 +430,10 @@ impl Repair<RawRow> for StrategyRepair {
         retries: &'a crate::migrate::retry::Retries,
         cancel: &'a tokio_util::sync::CancellationToken,
     ) -> futures::future::BoxFuture<'a, Result<(), crate::migrate::EngineError>> {
-        self.missing.copy(row, read_at, retries, cancel)
+        match &self.missing {
+            Some(m) => m.copy(row, read_at, retries, cancel),
+            None => Box::pin(async { Ok(()) }),
+        }
     }
 }
 

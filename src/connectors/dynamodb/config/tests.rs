@@ -205,11 +205,11 @@ fn pairs_and_segments_as_migrator_reads_them() {
     // S3 exports are not supported yet, named as such.
     let (message, _) = refused(&job("", "").replace(
         "target:\n  type: alternator\n",
-        "target:\n  type: s3export\n",
+        "target:\n  type: dynamodb-s3-export\n",
     ));
     assert!(
         message.starts_with(
-            "target.type: \"s3export\" is not supported by this version of drover yet"
+            "target.type: \"dynamodb-s3-export\" is not supported by this version of drover yet"
         ),
         "{message}"
     );
