@@ -158,10 +158,10 @@ impl JobConfig {
                 .unwrap_or_default(),
         };
         config.validate(text)?;
-        if let Some(sp) = &mut config.savepoints {
-            if let Some(target) = sp.target.take() {
-                sp.path = Some(savepoints_target(text, sp.path.is_some(), &target)?);
-            }
+        if let Some(sp) = &mut config.savepoints
+            && let Some(target) = sp.target.take()
+        {
+            sp.path = Some(savepoints_target(text, sp.path.is_some(), &target)?);
         }
         if let Some(sp) = &config.savepoints {
             if sp.path.as_ref().is_none_or(|p| p.as_os_str().is_empty()) {

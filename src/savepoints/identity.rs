@@ -52,9 +52,9 @@ pub fn identity(doc: &Value) -> Value {
         let mut v = doc.get(key).cloned().unwrap_or(Value::Null);
         if let Some(map) = v.as_object_mut() {
             map.retain(|k, v| {
-                !TUNING.contains(&k.as_str())
-                    && !v.is_null()
-                    && !(FALSE_BY_DEFAULT.contains(&k.as_str()) && *v == Value::Bool(false))
+                let default = v.is_null()
+                    || FALSE_BY_DEFAULT.contains(&k.as_str()) && *v == Value::Bool(false);
+                !TUNING.contains(&k.as_str()) && !default
             });
             if let Some(Value::String(t)) = map.get_mut("type") {
                 // One connector each, whatever the spelling.

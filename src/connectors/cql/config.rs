@@ -196,9 +196,26 @@ pub fn is_system_keyspace(keyspace: &str) -> bool {
     SYSTEM_KEYSPACES.contains(&name.as_str())
 }
 
+/// `cloud.secureBundlePath` (a DataStax Astra secure connect bundle) is refused by name: the
+/// bundle's cluster is reached through Astra's SNI proxy, which the CQL driver drover uses
+/// cannot connect through.
+fn refuse_cloud(text: &str, side: &str, value: &yaml_serde::Value) -> Result<(), JobConfigError> {
+    match value.get("cloud") {
+        None | Some(yaml_serde::Value::Null) => Ok(()),
+        Some(_) => Err(JobConfigError::at(
+            text,
+            &format!("{side}.cloud"),
+            "Astra secure connect bundles (cloud.secureBundlePath) are not supported by this version of drover: \
+             the driver it uses cannot connect through Astra's SNI proxy. Give host, port, sslOptions and \
+             credentials of nodes drover can reach instead",
+        )),
+    }
+}
+
 impl CqlSource {
     /// Reads and checks a `source` section.
     pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
+        refuse_cloud(text, "source", &value)?;
         let s: RawCqlSource = section(text, "source", value)?;
         let source = CqlSource {
             endpoint: CqlEndpoint {
@@ -259,6 +276,7 @@ impl CqlSource {
 impl CqlTarget {
     /// Reads and checks a `target` section.
     pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
+        refuse_cloud(text, "target", &value)?;
         let t: RawCqlTarget = section(text, "target", value)?;
         let target = CqlTarget {
             endpoint: CqlEndpoint {

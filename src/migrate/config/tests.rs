@@ -372,3 +372,17 @@ fn validation_keys_of_migrator_are_read_with_its_values_and_checks() {
         assert!(e.starts_with(says), "{e}");
     }
 }
+
+#[test]
+fn astra_bundles_are_refused_by_name() {
+    let e = err(&GOOD.replace(
+        "  host: 127.0.0.1\n  port: 9042\n  localDC: datacenter1\n",
+        "  cloud:\n    secureBundlePath: /opt/bundle.zip\n",
+    ));
+    assert!(
+        e.starts_with(
+            "source.cloud: Astra secure connect bundles (cloud.secureBundlePath) are not supported"
+        ),
+        "{e}"
+    );
+}
