@@ -158,10 +158,12 @@ impl JobConfig {
                 .unwrap_or_default(),
         };
         config.validate(text)?;
-        if let Some(sp) = &mut config.savepoints
-            && let Some(target) = sp.target.take()
-        {
-            sp.path = Some(savepoints_target(text, sp.path.is_some(), &target)?);
+        if let Some(sp) = &mut config.savepoints {
+            if let Some(target) = sp.target.take() {
+                sp.path = Some(savepoints_target(text, sp.path.is_some(), &target)?);
+            } else if let Some(path) = sp.path.take() {
+                sp.path = Some(savepoints_uri(text, path)?);
+            }
         }
         if let Some(sp) = &config.savepoints {
             if sp.path.as_ref().is_none_or(|p| p.as_os_str().is_empty()) {
@@ -316,8 +318,9 @@ fn savepoints_target(
                     "type filesystem needs a path (the directory of savepoint files)",
                 ));
             }
-            if let Some((scheme, _)) = path.split_once("://")
+            if let Some((scheme, _)) = path.split_once(':')
                 && scheme != "file"
+                && path[scheme.len()..].starts_with(":/")
             {
                 return Err(JobConfigError::at(
                     text,
@@ -327,7 +330,7 @@ fn savepoints_target(
                     ),
                 ));
             }
-            return Ok(path.strip_prefix("file://").unwrap_or(path).into());
+            return savepoints_uri(text, path.into());
         }
         "s3" | "aws-s3" | "aws-bucket" => "savepoints in an S3 bucket (type s3)",
         "gcs" | "gcp" | "google-cloud-storage" | "google-gcs" => {
@@ -340,7 +343,7 @@ fn savepoints_target(
             return Err(JobConfigError::at(
                 text,
                 key,
-                "type hadoop is not a savepoints target (ScyllaDB Migrator refuses it too); use savepoints.path",
+                "type hadoop is not a savepoints target (ScyllaDB Migrator refuses it too); use savepoints.path with a local directory",
             ));
         }
         other => {
@@ -359,6 +362,40 @@ fn savepoints_target(
         key,
         format!(
             "{what} are not supported by this version of drover yet; use savepoints.path (a local directory) or savepoints.target with type filesystem"
+        ),
+    ))
+}
+
+/// `savepoints.path` as a local directory: ScyllaDB Migrator takes a Hadoop URI there too
+/// (`s3a://…`, `gs://…`), which drover must not read as a relative directory named `s3a:`.
+fn savepoints_uri(
+    text: &str,
+    path: std::path::PathBuf,
+) -> Result<std::path::PathBuf, JobConfigError> {
+    let Some(s) = path.to_str() else {
+        return Ok(path);
+    };
+    let Some((scheme, rest)) = s.split_once(':').filter(|(scheme, rest)| {
+        rest.starts_with('/')
+            && !scheme.is_empty()
+            && scheme
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+    }) else {
+        return Ok(path);
+    };
+    let what = match scheme.to_ascii_lowercase().as_str() {
+        // file:/x and file:///x are local paths.
+        "file" => return Ok(format!("/{}", rest.trim_start_matches('/')).into()),
+        "s3" | "s3a" | "s3n" => "savepoints in S3",
+        "gs" => "savepoints in Google Cloud Storage (GCS)",
+        _ => "savepoints in a Hadoop file system",
+    };
+    Err(JobConfigError::at(
+        text,
+        "savepoints.path",
+        format!(
+            "{what} ({scheme}://…) are not supported by this version of drover yet; use a local directory"
         ),
     ))
 }

@@ -39,10 +39,16 @@ pub struct SavepointList {
 /// The savepoints of the migration whose (redacted) job document is `spec`: those in its
 /// `savepoints.path` that belong to the same migration. Unreadable savepoints are left out.
 pub async fn list(spec: &serde_json::Value) -> Result<SavepointList, SavepointError> {
+    // `savepoints.path`, or the path of `savepoints.target` of type filesystem (the job was
+    // accepted, so it is one of the two).
     let Some(path) = spec
         .pointer("/savepoints/path")
+        .or_else(|| spec.pointer("/savepoints/target/path"))
         .and_then(|p| p.as_str())
-        .map(str::to_string)
+        .map(|p| match p.strip_prefix("file:") {
+            Some(rest) => format!("/{}", rest.trim_start_matches('/')),
+            None => p.to_string(),
+        })
     else {
         return Ok(SavepointList {
             path: None,

@@ -69,7 +69,7 @@ pub struct Progress {
 impl Progress {
     /// Adds everything of `other`.
     pub fn merge(&mut self, other: &Progress) {
-        for r in other.token_ranges.exact() {
+        for r in other.token_ranges.recorded() {
             self.token_ranges.insert(*r);
         }
         self.segments.extend(other.segments.iter().copied());
@@ -129,10 +129,10 @@ impl Progress {
             return;
         };
         // Each range as recorded, not merged: ScyllaDB Migrator resumes only ranges whose
-        // exact pair it finds.
+        // exact pair it finds (merged past ranges::MAX_PAIRS).
         map.insert(
             "skipTokenRanges".into(),
-            ranges::encode_skip_ranges(self.token_ranges.exact()),
+            ranges::encode_skip_ranges(self.token_ranges.recorded()),
         );
         map.insert(
             "skipSegments".into(),

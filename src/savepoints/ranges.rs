@@ -216,12 +216,21 @@ pub fn plan_units(node_tokens: &[i64], split_count: usize) -> Vec<Vec<TokenRange
 /// run that asks. The ranges as inserted are kept beside them, because ScyllaDB Migrator
 /// skips a range on resume only when its exact `(start, end)` pair is listed: a savepoint
 /// written with the pairs keeps every range Migrator (or drover) recorded resumable by both.
+/// Past [`MAX_PAIRS`] pairs only the merged ranges are kept, so that a job of very many units
+/// keeps small savepoints and bounded memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RangeSet {
     ranges: Vec<TokenRange>,
     #[serde(skip)]
     exact: std::collections::BTreeSet<TokenRange>,
+    /// More than [`MAX_PAIRS`] ranges were inserted: `exact` was given up.
+    #[serde(skip)]
+    merged_only: bool,
 }
+
+/// The most ranges kept as inserted. ScyllaDB Migrator runs with a few hundred to a few
+/// thousand ranges (`splitCount`); a savepoint of this many pairs is about 1.5 MB.
+pub const MAX_PAIRS: usize = 16_384;
 
 impl RangeSet {
     /// The empty set.
@@ -243,14 +252,24 @@ impl RangeSet {
         &self.ranges
     }
 
-    /// The ranges as inserted (each once), in order.
-    pub fn exact(&self) -> impl Iterator<Item = &TokenRange> {
-        self.exact.iter()
+    /// The ranges to record: as inserted (each once, in order), or merged past [`MAX_PAIRS`].
+    pub fn recorded(&self) -> Box<dyn Iterator<Item = &TokenRange> + '_> {
+        if self.merged_only {
+            Box::new(self.ranges.iter())
+        } else {
+            Box::new(self.exact.iter())
+        }
     }
 
     /// Adds a range, merging it with every range it overlaps or touches.
     pub fn insert(&mut self, r: TokenRange) {
-        self.exact.insert(r);
+        if !self.merged_only {
+            self.exact.insert(r);
+            if self.exact.len() > MAX_PAIRS {
+                self.merged_only = true;
+                self.exact = Default::default();
+            }
+        }
         // First range that ends at or after r.start (touching counts: (a,b] + (b,c] = (a,c]).
         let lo = self.ranges.partition_point(|x| x.end < r.start);
         // First range that starts after r.end.
@@ -361,6 +380,21 @@ mod tests {
         // next one, whose part above MAX holds no token.
         assert!(p.contains(&(8646911284551352320, i64::MIN)), "{p:?}");
         assert!(p.contains(&(i64::MIN, -8646911284551352320)), "{p:?}");
+    }
+
+    #[test]
+    fn pairs_are_kept_up_to_a_bound_then_only_merged_ranges() {
+        let mut set = RangeSet::new();
+        set.insert(tr(0, 10));
+        set.insert(tr(10, 20));
+        assert_eq!(set.recorded().count(), 2);
+        for i in 0..MAX_PAIRS as i64 {
+            set.insert(tr(100 + 2 * i, 101 + 2 * i));
+        }
+        // Past the bound: merged ranges only, still every token.
+        assert_eq!(set.recorded().count(), set.ranges().len());
+        assert!(set.recorded().count() <= MAX_PAIRS + 1);
+        assert!(set.covers(tr(0, 20)));
     }
 
     #[test]

@@ -73,9 +73,9 @@ fn progress(job: &Value, key: &str) -> u64 {
 const FIXED_TS: i64 = 1_700_000_000_000_000;
 const FIXED_TTL: i64 = 3600;
 
-/// `writeTTLInS` and `writeWritetimestampInuS` replace every cell's TTL and writetime, with and
-/// without `preserveTimestamps` (including collection elements appended one group at a time
-/// and static cells); `stripTrailingZerosForDecimals` rewrites regular and static decimals;
+/// `writeTTLInS` and `writeWritetimestampInuS` set every cell's TTL and writetime without
+/// `preserveTimestamps` (static cells and key-only rows included), and give way to the
+/// source's with it, as in ScyllaDB Migrator; `stripTrailingZerosForDecimals` rewrites regular and static decimals;
 /// `dropNullPrimaryKeys` does not take a partition holding only static data (whose clustering
 /// columns read as null) for a row with a null key: it is copied.
 #[tokio::test]
@@ -167,7 +167,21 @@ async fn fixed_writetimes_and_ttls_stripped_decimals_and_static_partitions() {
             ],
             "{target}: rows of the target"
         );
-        for r in &rows {
+        if target == "kept" {
+            // With preserveTimestamps the source's writetimes and TTLs win over the fixed
+            // ones, as in ScyllaDB Migrator: every cell is the source's.
+            let select = "k, c, writetime(st), writetime(de), writetime(v), writetime(s)";
+            let kept = raw_rows(&dst, &format!("{ks}.kept"), select).await;
+            let source = raw_rows(&src, &t, select).await;
+            assert_eq!(
+                kept.iter().map(|r| r.cells.clone()).collect::<Vec<_>>(),
+                source.iter().map(|r| r.cells.clone()).collect::<Vec<_>>(),
+                "kept: writetimes"
+            );
+            let ttls = raw_rows(&dst, &format!("{ks}.kept WHERE k = 2 AND c = 1"), "ttl(v)").await;
+            assert_eq!(ttls[0].cells[0], None, "kept: a cell without TTL got one");
+        }
+        for r in rows.iter().filter(|_| target == "plain") {
             let at = format!("{target}: row {:?}", key(r));
             for (value, multi) in [(2, false), (3, false), (4, false), (5, true)] {
                 if r.cells[value].is_none() {
@@ -220,6 +234,9 @@ async fn fixed_writetimes_and_ttls_stripped_decimals_and_static_partitions() {
         assert_eq!(cell(1, Some(1), 4), Some(b"one".to_vec()));
         let set = cql::raw_rows(&src, &t, "s").await[0].cells[0].clone();
         assert_eq!(cell(1, Some(1), 5), set.as_deref().map(<[u8]>::to_vec));
+        if target == "kept" {
+            continue;
+        }
         // The key-only row has no cell whose writetime could be read; its row marker must
         // carry the fixed writetime too: a deletion just newer than it removes the row (a
         // marker written with the target's clock would outlive it).
@@ -243,14 +260,7 @@ async fn fixed_writetimes_and_ttls_stripped_decimals_and_static_partitions() {
     daemon
         .run_job(
             "/api/v1/migrations",
-            &job_to(
-                ks,
-                "t",
-                "short",
-                "  preserveTimestamps: true\n",
-                "  writeTTLInS: 1\n",
-                "",
-            ),
+            &job_to(ks, "t", "short", "", "  writeTTLInS: 1\n", ""),
             WAIT,
         )
         .await;

@@ -56,13 +56,13 @@ pub(crate) fn claimed_ranges(path: &Path) -> Vec<(i64, i64)> {
         assert_eq!(v["type"], "long", "a typed token: {v}");
         v["value"].as_i64().unwrap_or_else(|| panic!("{v}"))
     };
-    pairs
-        .iter()
-        .map(|p| {
-            let (a, b) = (token(&p[0]), token(&p[1]));
-            (a, if b == i64::MIN { i64::MAX } else { b })
-        })
-        .collect()
+    let set = drover::savepoints::ranges::RangeSet::from_ranges(pairs.iter().map(|p| {
+        let (a, b) = (token(&p[0]), token(&p[1]));
+        drover::savepoints::ranges::TokenRange::new(a, if b == i64::MIN { i64::MAX } else { b })
+            .unwrap_or_else(|| panic!("an empty range in {doc}"))
+    }));
+    // Merged: what the savepoint covers, whatever the unit boundaries.
+    set.ranges().iter().map(|r| (r.start, r.end)).collect()
 }
 
 /// What the newest savepoint in `dir` records as complete.

@@ -321,6 +321,25 @@ impl CopyPlan {
             .chain(&source.clustering_key)
             .collect();
         let pk_cols: Vec<&Column> = source.partition_key.iter().collect();
+        // As in ScyllaDB Migrator, writetimes and TTLs read from the source win over the fixed
+        // ones: `writeWritetimestampInuS` then only serves `repairWritetimeStrategy: config`.
+        let (fixed_ttl, fixed_timestamp) = if preserve {
+            if target_cfg.write_ttl_in_s.is_some()
+                || target_cfg.write_writetimestamp_in_us.is_some()
+            {
+                tracing::warn!(
+                    "target.writeTTLInS and target.writeWritetimestampInuS do not apply to cells copied \
+                     with their own writetimes and TTLs (source.preserveTimestamps, or Parquet files \
+                     carrying them), as in ScyllaDB Migrator; they are ignored for the copy"
+                );
+            }
+            (None, None)
+        } else {
+            (
+                target_cfg.write_ttl_in_s,
+                target_cfg.write_writetimestamp_in_us,
+            )
+        };
         let using = if preserve
             || target_cfg.write_ttl_in_s.is_some()
             || target_cfg.write_writetimestamp_in_us.is_some()
@@ -443,8 +462,8 @@ impl CopyPlan {
             target_consistency: tc,
             preserve,
             strip_decimals: target_cfg.strip_trailing_zeros_for_decimals,
-            fixed_ttl: target_cfg.write_ttl_in_s,
-            fixed_timestamp: target_cfg.write_writetimestamp_in_us,
+            fixed_ttl,
+            fixed_timestamp,
             drop_null_keys: target_cfg.drop_null_primary_keys,
         })
     }

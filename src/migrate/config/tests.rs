@@ -318,6 +318,30 @@ fn savepoints_target_is_read_as_migrator_reads_it() {
         let e = err(&target(body));
         assert!(e.starts_with(&format!("savepoints.target: {says}")), "{e}");
     }
+    for (path, says) in [
+        (
+            "s3a://bucket/sp",
+            "savepoints.path: savepoints in S3 (s3a://…) are not supported",
+        ),
+        (
+            "gs://bucket/sp",
+            "savepoints.path: savepoints in Google Cloud Storage (GCS) (gs://…)",
+        ),
+        (
+            "hdfs://nn/sp",
+            "savepoints.path: savepoints in a Hadoop file system (hdfs://…)",
+        ),
+    ] {
+        let e = err(&GOOD.replace("/tmp/savepoints", path));
+        assert!(e.starts_with(says), "{e}");
+    }
+    for local in ["file:/tmp/sp", "file:///tmp/sp"] {
+        let job = JobConfig::parse(&GOOD.replace("/tmp/savepoints", local)).unwrap();
+        assert_eq!(
+            job.savepoints.unwrap().path.unwrap(),
+            std::path::PathBuf::from("/tmp/sp")
+        );
+    }
     let both = GOOD.replace(
         "  path: /tmp/savepoints\n",
         "  path: /tmp/savepoints\n  target:\n    type: filesystem\n    path: /tmp/x\n",

@@ -275,8 +275,14 @@ pub(crate) async fn prepare(
             &mapping,
         )
         .await?;
-        let missing = repair_timestamp(v.repair_writetime_strategy, src, dst, counter)?
-            .map(|micros| Arc::new(plan.at_timestamp(micros)));
+        let missing = repair_timestamp(
+            v.copy_missing_rows,
+            v.repair_writetime_strategy,
+            src,
+            dst,
+            counter,
+        )?
+        .map(|micros| Arc::new(plan.at_timestamp(micros)));
         Some((Arc::new(plan), missing))
     } else {
         None
@@ -302,8 +308,11 @@ pub(crate) async fn prepare(
         compare_timestamps,
         ttl_tolerance_ms: v.ttl_tolerance_millis,
         writetime_tolerance_us: v.writetime_tolerance_millis.saturating_mul(1000),
-        fixed_ttl: dst.write_ttl_in_s,
-        fixed_timestamp: dst.write_writetimestamp_in_us,
+        // What the copy wrote: fixed values only where it did not keep the source's.
+        fixed_ttl: dst.write_ttl_in_s.filter(|_| !src.preserve_timestamps),
+        fixed_timestamp: dst
+            .write_writetimestamp_in_us
+            .filter(|_| !src.preserve_timestamps),
         source: source_schema,
     };
     let source = Arc::new(source);
@@ -348,12 +357,16 @@ pub(crate) async fn prepare(
 /// The writetime of the rows `copyMissingRows` writes because the target lacks them, when it
 /// is not the source's (`repairWritetimeStrategy`); checked before anything is read.
 fn repair_timestamp(
+    copy_missing: bool,
     strategy: RepairWritetimeStrategy,
     src: &CqlSource,
     dst: &CqlTarget,
     counter: bool,
 ) -> Result<Option<i64>, CqlError> {
-    if strategy == RepairWritetimeStrategy::Config && dst.write_writetimestamp_in_us.is_none() {
+    if copy_missing
+        && strategy == RepairWritetimeStrategy::Config
+        && dst.write_writetimestamp_in_us.is_none()
+    {
         return Err(CqlError::Invalid {
             key: "validation.repairWritetimeStrategy".into(),
             message: "config needs target.writeWritetimestampInuS (the writetime, in microseconds, of the rows copied back)".into(),

@@ -344,6 +344,18 @@ fn warn_ignored(v: &ValidationConfig) {
             "ignored for a DynamoDB validation: DynamoDB items have no writetimes, per-attribute TTLs or timestamp type (ScyllaDB Migrator ignores it too)"
         );
     }
+    if v.copy_differing_rows {
+        tracing::warn!(
+            key = "validation.copyDifferingRows",
+            "ignored for a DynamoDB validation: a differing item may have been changed in the target on purpose, and a put would replace it whole; only missing items are written (copyMissingRows)"
+        );
+    }
+    if v.repair_writetime_strategy != crate::jobfile::RepairWritetimeStrategy::Source {
+        tracing::warn!(
+            key = "validation.repairWritetimeStrategy",
+            "ignored for a DynamoDB validation: DynamoDB items have no writetimes (ScyllaDB Migrator ignores it too)"
+        );
+    }
 }
 
 /// Connects to both tables (the target must exist with the source's key: nothing is created),
