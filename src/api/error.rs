@@ -80,6 +80,7 @@ impl From<JobError> for ApiError {
             | JobError::NoJobFile { .. }
             | JobError::NotResumable { .. } => StatusCode::CONFLICT,
             JobError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            JobError::Launch(e) | JobError::Relaunch(e) if e.is_in_use() => StatusCode::CONFLICT,
             JobError::Storage { .. }
             | JobError::KeepJobFile(_)
             | JobError::UnreadableSpec { .. } => StatusCode::INTERNAL_SERVER_ERROR,

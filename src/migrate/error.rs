@@ -30,6 +30,14 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// True when another run of the job holds its savepoint directory.
+    pub fn is_in_use(&self) -> bool {
+        matches!(
+            self,
+            Self::Savepoints(crate::savepoints::SavepointError::InUse { .. })
+        )
+    }
+
     /// True for problems in the job config or schemas (what a client must fix), false for
     /// databases that could not be reached or failed.
     pub fn is_config_problem(&self) -> bool {

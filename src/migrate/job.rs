@@ -30,6 +30,8 @@ pub struct Launch {
 /// The savepoints of one run.
 pub struct Savepoints {
     store: Arc<FileStore>,
+    /// This run's lease on the directory: one writer at a time.
+    _lock: savepoints::lock::WriterLock,
     /// The redacted job document that every savepoint repeats.
     base: serde_json::Value,
     interval: Duration,
@@ -130,13 +132,17 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
     let migration = Migration::prepare(&config, complete).await?;
     let savepoints = match pending {
         None => None,
-        Some((dir, keep, interval, initial)) => Some(Savepoints {
-            store: Arc::new(FileStore::open_blocking(dir, keep).await?),
-            base,
-            interval,
-            previous: Mutex::new(initial.clone()),
-            initial,
-        }),
+        Some((dir, keep, interval, initial)) => {
+            let (store, lock) = FileStore::open_for_writing(dir, keep).await?;
+            Some(Savepoints {
+                store: Arc::new(store),
+                _lock: lock,
+                base,
+                interval,
+                previous: Mutex::new(initial.clone()),
+                initial,
+            })
+        }
     };
     Ok(Launch {
         state_dir: None,

@@ -64,14 +64,24 @@ impl FileStore {
         Ok(store)
     }
 
-    /// [`open`](Self::open) on a blocking thread, for jobs opening their store once accepted.
-    pub async fn open_blocking(
+    /// [`open`](Self::open) on a blocking thread for a job just accepted, holding the
+    /// directory's writer lease (taken before stale temporary files are swept: they may be
+    /// another run's, which the lease then refuses). The lease is renewed until dropped.
+    pub async fn open_for_writing(
         dir: std::path::PathBuf,
         keep: usize,
-    ) -> Result<Self, SavepointError> {
-        tokio::task::spawn_blocking(move || Self::open(&dir, keep))
-            .await
-            .expect("opening savepoints does not panic")
+    ) -> Result<(Self, super::lock::WriterLock), SavepointError> {
+        let (store, lock) = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&dir).map_err(|source| SavepointError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+            let lock = super::lock::WriterLock::acquire(&dir)?;
+            Ok::<_, SavepointError>((Self::open(&dir, keep)?, lock))
+        })
+        .await
+        .expect("opening savepoints does not panic")?;
+        Ok((store, lock.keep_alive()))
     }
 
     /// A store for reading an existing directory only (listing, resume lookups by others):

@@ -8,6 +8,7 @@
 
 mod file;
 mod identity;
+pub mod lock;
 pub mod ranges;
 pub mod stream;
 mod summary;
@@ -32,6 +33,18 @@ pub enum SavepointError {
         path: std::path::PathBuf,
         /// The I/O error.
         source: std::io::Error,
+    },
+    /// Another run of a job writes savepoints in the same directory.
+    #[error(
+        "savepoints {}: in use by another run ({holder}); stop that run first (a lease not renewed for {} seconds, or of a process gone from this host, is taken over)",
+        dir.display(),
+        lock::LEASE.as_secs()
+    )]
+    InUse {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// Who holds it.
+        holder: String,
     },
     /// A savepoint could not be parsed.
     #[error("savepoint {name}: {message}")]

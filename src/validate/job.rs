@@ -48,6 +48,8 @@ pub struct Launch {
 /// The savepoints of one validation run.
 pub struct Savepoints {
     store: Arc<FileStore>,
+    /// This run's lease on the directory: one writer at a time.
+    _lock: savepoints::lock::WriterLock,
     base: serde_json::Value,
     interval: Duration,
 }
@@ -198,11 +200,15 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
     // Created (and swept of stale temporary files) only now that the job is accepted.
     let savepoints = match pending {
         None => None,
-        Some((dir, keep, interval)) => Some(Savepoints {
-            store: Arc::new(FileStore::open_blocking(dir, keep).await?),
-            base,
-            interval,
-        }),
+        Some((dir, keep, interval)) => {
+            let (store, lock) = FileStore::open_for_writing(dir, keep).await?;
+            Some(Savepoints {
+                store: Arc::new(store),
+                _lock: lock,
+                base,
+                interval,
+            })
+        }
     };
     Ok(Launch {
         validation,

@@ -904,3 +904,41 @@ async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goe
         .collect();
     assert_eq!(states, ["CANCELLED", "FAILED"], "{list}");
 }
+
+/// One run at a time writes a savepoint directory: a second run of the job, in the same
+/// daemon or in another one, is refused with 409 while the first runs, and runs once it ended.
+#[tokio::test]
+async fn a_second_run_is_refused_while_the_first_holds_the_savepoints_directory() {
+    let Fixture { ks, daemon, .. } = Fixture::rows("it_resume_lock", 2_000, 0, 10).await;
+    let sp_dir = daemon.home().path().join("savepoints");
+    let yaml = with_savepoints(&job(ks, "t", "", "  rowsPerSecond: 100\n", ""), &sp_dir, "");
+    let first = daemon.submit_job("/api/v1/migrations", &yaml).await;
+    let other = Daemon::fresh("").await;
+    for d in [&daemon, &other] {
+        let (status, body) = d
+            .post_raw("/api/v1/migrations", "application/yaml", yaml.clone())
+            .await;
+        assert_eq!(status, 409, "{body}");
+        let message = body["message"].as_str().unwrap();
+        assert!(
+            message.contains("in use by another run")
+                && message.contains(&format!(
+                    "process {}",
+                    listener_pid(&daemon.addr.to_string())
+                )),
+            "{message}"
+        );
+    }
+    let (status, body) = daemon
+        .post_json(&format!("/api/v1/migrations/{first}/cancel"), &Value::Null)
+        .await;
+    assert!(status < 300, "{body}");
+    daemon
+        .wait_job(&first, WAIT, |j| j["state"] == "CANCELLED")
+        .await;
+    // Ended: the directory is free again, for the other daemon too.
+    let again = other.submit_job("/api/v1/migrations", &yaml).await;
+    other
+        .post_json(&format!("/api/v1/migrations/{again}/cancel"), &Value::Null)
+        .await;
+}

@@ -246,9 +246,12 @@ pub async fn execute_batch(
         scylla::statement::batch::Batch::new(scylla::statement::batch::BatchType::Unlogged);
     batch.set_consistency(consistency);
     batch.set_is_idempotent(writes.iter().all(|w| w.idempotent));
+    // The guards' reads (lists already on the target) go out together.
+    let now = futures::future::try_join_all(writes.iter().map(|w| w.values_now(session, elapsed)))
+        .await?;
     let mut values = Vec::with_capacity(writes.len());
-    for w in writes {
-        if let Some(v) = w.values_now(session, elapsed).await? {
+    for (w, v) in writes.iter().zip(now) {
+        if let Some(v) = v {
             batch.append_statement(w.statement.clone());
             values.push(v);
         }
