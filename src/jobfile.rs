@@ -127,17 +127,34 @@ pub enum RepairWritetimeStrategy {
 
 impl<'de> Deserialize<'de> for RepairWritetimeStrategy {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        match s.to_ascii_lowercase().as_str() {
-            "source" => Ok(Self::Source),
-            "coordinator" => Ok(Self::Coordinator),
-            "config" => Ok(Self::Config),
-            _ => Err(serde::de::Error::custom(format!(
-                "invalid repairWritetimeStrategy {:?}, expected source, coordinator or config",
-                cap(&s)
-            ))),
-        }
+        one_of(
+            d,
+            "repairWritetimeStrategy",
+            &[
+                ("source", Self::Source),
+                ("coordinator", Self::Coordinator),
+                ("config", Self::Config),
+            ],
+            "source, coordinator or config",
+        )
     }
+}
+
+/// One of `choices`, named in any case (ScyllaDB Migrator compares them without case).
+fn one_of<'de, D: serde::Deserializer<'de>, T: Copy>(
+    d: D,
+    key: &str,
+    choices: &[(&str, T)],
+    expected: &str,
+) -> Result<T, D::Error> {
+    let s = String::deserialize(d)?;
+    choices
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(&s))
+        .map(|(_, value)| *value)
+        .ok_or_else(|| {
+            serde::de::Error::custom(format!("invalid {key} {:?}, expected {expected}", cap(&s)))
+        })
 }
 
 /// `validation.numericTypePolicy` (ScyllaDB Migrator's values, in any case).
@@ -154,16 +171,16 @@ pub enum NumericTypePolicy {
 
 impl<'de> Deserialize<'de> for NumericTypePolicy {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        match s.to_ascii_lowercase().as_str() {
-            "lenient" => Ok(Self::Lenient),
-            "detectwiden" => Ok(Self::DetectWiden),
-            "stricttype" => Ok(Self::StrictType),
-            _ => Err(serde::de::Error::custom(format!(
-                "invalid numericTypePolicy {:?}, expected Lenient, DetectWiden or StrictType",
-                cap(&s)
-            ))),
-        }
+        one_of(
+            d,
+            "numericTypePolicy",
+            &[
+                ("Lenient", Self::Lenient),
+                ("DetectWiden", Self::DetectWiden),
+                ("StrictType", Self::StrictType),
+            ],
+            "Lenient, DetectWiden or StrictType",
+        )
     }
 }
 

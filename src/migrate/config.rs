@@ -375,7 +375,7 @@ fn savepoints_uri(
     let Some(s) = path.to_str() else {
         return Ok(path);
     };
-    let Some((scheme, rest)) = s.split_once(':').filter(|(scheme, rest)| {
+    let Some((scheme, _)) = s.split_once(':').filter(|(scheme, rest)| {
         rest.starts_with('/')
             && !scheme.is_empty()
             && scheme
@@ -385,8 +385,7 @@ fn savepoints_uri(
         return Ok(path);
     };
     let what = match scheme.to_ascii_lowercase().as_str() {
-        // file:/x and file:///x are local paths.
-        "file" => return Ok(format!("/{}", rest.trim_start_matches('/')).into()),
+        "file" => return Ok(local_path(s)),
         "s3" | "s3a" | "s3n" => "savepoints in S3",
         "gs" => "savepoints in Google Cloud Storage (GCS)",
         _ => "savepoints in a Hadoop file system",
@@ -398,6 +397,14 @@ fn savepoints_uri(
             "{what} ({scheme}://…) are not supported by this version of drover yet; use a local directory"
         ),
     ))
+}
+
+/// A savepoint directory as written in a job file: `file:/x` and `file:///x` are `/x`.
+pub(crate) fn local_path(path: &str) -> std::path::PathBuf {
+    match path.strip_prefix("file:") {
+        Some(rest) => format!("/{}", rest.trim_start_matches('/')).into(),
+        None => path.into(),
+    }
 }
 
 fn as_u64(v: usize) -> u64 {

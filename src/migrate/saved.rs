@@ -1,8 +1,6 @@
 //! The savepoints of one migration as an operator reads them: which files, and how much of the
 //! work each records as done.
 
-use std::path::PathBuf;
-
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -45,10 +43,7 @@ pub async fn list(spec: &serde_json::Value) -> Result<SavepointList, SavepointEr
         .pointer("/savepoints/path")
         .or_else(|| spec.pointer("/savepoints/target/path"))
         .and_then(|p| p.as_str())
-        .map(|p| match p.strip_prefix("file:") {
-            Some(rest) => format!("/{}", rest.trim_start_matches('/')),
-            None => p.to_string(),
-        })
+        .map(super::config::local_path)
     else {
         return Ok(SavepointList {
             path: None,
@@ -56,7 +51,7 @@ pub async fn list(spec: &serde_json::Value) -> Result<SavepointList, SavepointEr
         });
     };
     let wanted = identity(spec);
-    let dir = PathBuf::from(&path);
+    let dir = path.clone();
     let views = tokio::task::spawn_blocking(move || -> Result<_, SavepointError> {
         if !dir.is_dir() {
             return Ok(vec![]);
@@ -85,7 +80,7 @@ pub async fn list(spec: &serde_json::Value) -> Result<SavepointList, SavepointEr
     .await
     .expect("listing savepoints does not panic")?;
     Ok(SavepointList {
-        path: Some(path),
+        path: Some(path.display().to_string()),
         savepoints: views,
     })
 }
