@@ -16,9 +16,27 @@ pub const EXIT_CONFIG: u8 = 2;
 /// Exit code: stopped by a signal.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
+/// The filter key of target-table savepoints for a foreground run, from the environment
+/// (`DROVER_SAVEPOINT_FILTER_KEY_FILE`; the daemon reads `jobs.savepoint_filter_key_file`).
+fn load_filter_key() -> Result<(), String> {
+    match std::env::var_os("DROVER_SAVEPOINT_FILTER_KEY_FILE") {
+        Some(path) if !path.is_empty() => {
+            let key = crate::connectors::cql::savepoints::read_filter_key(Path::new(&path))
+                .map_err(|e| format!("DROVER_SAVEPOINT_FILTER_KEY_FILE: {e}"))?;
+            crate::connectors::cql::savepoints::set_filter_key(key);
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// `drover migrate --config FILE`: runs a migration in the foreground. A progress bar is drawn
 /// on a terminal, a status line every 10 s otherwise (logs, CI). Returns the exit code.
 pub async fn migrate(path: &Path) -> u8 {
+    if let Err(e) = load_filter_key() {
+        eprintln!("drover: {e}");
+        return EXIT_CONFIG;
+    }
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => {
@@ -176,6 +194,10 @@ async fn show_progress((sample, noun): (Sampler, &'static str)) {
 /// Progress goes to stderr, the report to stdout (text, or JSON with `json`). Returns the exit
 /// code: 0 no differences, 1 differences, 2 the validation could not run, 130 stopped.
 pub async fn validate(path: &Path, json: bool) -> u8 {
+    if let Err(e) = load_filter_key() {
+        eprintln!("drover: {e}");
+        return EXIT_CONFIG;
+    }
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => {

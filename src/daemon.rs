@@ -141,6 +141,13 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
     // A file left by a crashed process would point clients at a dead port.
     let _ = std::fs::remove_file(&addr_file);
 
+    if let Some(path) = &config.jobs.savepoint_filter_key_file {
+        // Checked when the config was read; a file gone since fails the jobs that need it.
+        match crate::connectors::cql::savepoints::read_filter_key(path) {
+            Ok(key) => crate::connectors::cql::savepoints::set_filter_key(key),
+            Err(e) => tracing::error!("jobs.savepoint_filter_key_file: {e}"),
+        }
+    }
     let jobs = open_jobs(&config).await?;
     crate::kinds::sweep_kept_files(&jobs, &state_dir);
     let config = Arc::new(config);

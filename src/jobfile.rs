@@ -230,6 +230,9 @@ pub struct SavepointsConfig {
     /// (default true). false is ScyllaDB Migrator's legacy mode: no file is recorded, a re-run
     /// reads every file again.
     pub enable_parquet_file_tracking: Option<bool>,
+    /// Where savepoints are kept, resolved from `path` or `target` when the job is parsed.
+    #[serde(skip)]
+    pub location: Option<crate::savepoints::Location>,
 }
 
 /// `renames` entry.

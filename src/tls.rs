@@ -322,6 +322,26 @@ pub fn plain_client_config() -> rustls::ClientConfig {
         .with_no_client_auth()
 }
 
+/// A client config trusting the system's certificate authorities (the platform store), for
+/// public cloud services such as Google Cloud Storage. Certificates the store cannot parse are
+/// skipped, as every TLS client does.
+pub fn public_roots_client_config() -> rustls::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    for e in &found.errors {
+        tracing::debug!("system trust store: {e}");
+    }
+    let (_, skipped) = roots.add_parsable_certificates(found.certs);
+    if skipped > 0 {
+        tracing::debug!("system trust store: {skipped} certificates not usable");
+    }
+    rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("the aws-lc provider supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
 /// The names of a client certificate (DER): URI SANs, then DNS SANs, then the subject's CNs.
 /// A certificate that cannot be parsed has none (it then identifies nobody).
 pub fn client_cert_names(der: &[u8]) -> ClientCertNames {

@@ -97,7 +97,15 @@ impl From<JobError> for ApiError {
 
 impl From<SavepointError> for ApiError {
     fn from(err: SavepointError) -> Self {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, err.to_string())
+        let status = match &err {
+            SavepointError::Config(_) => StatusCode::BAD_REQUEST,
+            SavepointError::InUse { .. } => StatusCode::CONFLICT,
+            SavepointError::Remote { .. } => StatusCode::BAD_GATEWAY,
+            SavepointError::Io { .. } | SavepointError::Corrupt { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        };
+        ApiError::new(status, err.to_string())
     }
 }
 

@@ -112,7 +112,8 @@ pub async fn savepoints(
     Path(id): Path<String>,
 ) -> Result<Json<SavepointList>, ApiError> {
     let record = state.jobs.get_kind::<MigrationJob>(&id)?;
-    Ok(Json(crate::migrate::saved::list(&record.spec).await?))
+    let job_file = crate::jobs::kept::read_job_file(&state.config.state_dir, &id).ok();
+    Ok(Json(crate::migrate::saved::list(&record.spec, job_file).await?))
 }
 
 /// Resumes an `INTERRUPTED` migration (one the daemon did not resume by itself, or whose

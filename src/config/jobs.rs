@@ -23,6 +23,12 @@ pub struct JobsConfig {
     /// Which finished jobs (`SUCCEEDED`, `FAILED`, `CANCELLED`) are kept; the others are
     /// dropped with their records and kept job files.
     pub keep_finished: KeepFinished,
+    /// A file holding the secret key (16 to 4096 bytes, e.g. 32 random bytes) with which
+    /// savepoints kept in a table of the target database (`savepoints.target.type:
+    /// target-table`) store a source `where` filter: as its HMAC-SHA256, so that readers of
+    /// the table cannot confirm guesses of the filter. Daemons sharing jobs must share the
+    /// key. Unset: such jobs with a `where` filter are refused. Default unset.
+    pub savepoint_filter_key_file: Option<std::path::PathBuf>,
 }
 
 impl Default for JobsConfig {
@@ -32,6 +38,7 @@ impl Default for JobsConfig {
             progress_flush_interval: Duration::from_secs(2),
             resume_interrupted: true,
             keep_finished: KeepFinished::default(),
+            savepoint_filter_key_file: None,
         }
     }
 }
@@ -70,6 +77,10 @@ impl KeepFinished {
 impl JobsConfig {
     /// Checks what serde cannot; errors name the key.
     pub(crate) fn validate(&self) -> Result<(), (String, String)> {
+        if let Some(path) = &self.savepoint_filter_key_file {
+            crate::connectors::cql::savepoints::read_filter_key(path)
+                .map_err(|m| ("jobs.savepoint_filter_key_file".to_string(), m))?;
+        }
         if self.keep_finished.count == Some(0) {
             return Err((
                 "jobs.keep_finished.count".into(),

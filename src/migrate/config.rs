@@ -10,6 +10,7 @@ use serde::Deserialize;
 use crate::config::yaml;
 pub use crate::connectors::{SourceConfig, TargetConfig};
 use crate::jobfile;
+use crate::savepoints::Location;
 pub use crate::jobfile::{
     JobConfigError, REDACTED, Rename, SavepointsConfig, ValidationConfig, is_secret_key, redact,
     redacted_json,
@@ -159,25 +160,35 @@ impl JobConfig {
         };
         config.validate(text)?;
         if let Some(sp) = &mut config.savepoints {
-            if let Some(target) = sp.target.take() {
-                sp.path = Some(savepoints_target(text, sp.path.is_some(), &target)?);
-            } else if let Some(path) = sp.path.take() {
-                sp.path = Some(savepoints_uri(text, path)?);
+            let location = if let Some(target) = sp.target.take() {
+                savepoints::target(text, sp.path.is_some(), &target, &config.target)?
+            } else {
+                match sp.path.as_ref().and_then(|p| p.to_str()) {
+                    Some(p) if !p.trim().is_empty() => savepoints::uri(text, p)?,
+                    _ => {
+                        return Err(JobConfigError::at(
+                            text,
+                            "savepoints",
+                            "savepoints.path or savepoints.target is required (where savepoints are kept)",
+                        ));
+                    }
+                }
+            };
+            if let Location::Dir(d) = &location {
+                sp.path = Some(d.clone());
             }
+            if matches!(location, Location::Table(_)) {
+                sp.interval_seconds
+                    .get_or_insert(savepoints::TABLE_INTERVAL_SECONDS);
+            }
+            sp.location = Some(location);
         }
         if let Some(sp) = &config.savepoints {
-            if sp.path.as_ref().is_none_or(|p| p.as_os_str().is_empty()) {
-                return Err(JobConfigError::at(
-                    text,
-                    "savepoints",
-                    "savepoints.path is required (the directory of savepoint files)",
-                ));
-            }
             if sp.interval_seconds.is_none() {
                 return Err(JobConfigError::at(
                     text,
                     "savepoints",
-                    "savepoints.intervalSeconds is required with savepoint files (seconds between savepoints)",
+                    "savepoints.intervalSeconds is required with savepoint files and buckets (seconds between savepoints; only target-table defaults it, to 300)",
                 ));
             }
             // A timer of u64::MAX seconds overflows the clock it is added to.
@@ -283,133 +294,12 @@ impl JobConfig {
     }
 }
 
-/// The directory of `savepoints.target` (ScyllaDB Migrator's typed savepoint destination),
-/// or why drover cannot keep savepoints there.
-fn savepoints_target(
-    text: &str,
-    has_path: bool,
-    target: &yaml_serde::Value,
-) -> Result<std::path::PathBuf, JobConfigError> {
-    let key = "savepoints.target";
-    if has_path {
-        return Err(JobConfigError::at(
-            text,
-            key,
-            "give savepoints.path or savepoints.target, not both",
-        ));
-    }
-    let kind = match target.get("type") {
-        Some(yaml_serde::Value::String(t)) => t.as_str(),
-        _ => {
-            return Err(JobConfigError::at(
-                text,
-                key,
-                "must be a mapping with a type: filesystem, s3, gcs or target-table",
-            ));
-        }
-    };
-    let what = match kind {
-        "filesystem" | "path" => {
-            let path = target.get("path").and_then(|p| p.as_str()).unwrap_or("");
-            if path.trim().is_empty() {
-                return Err(JobConfigError::at(
-                    text,
-                    key,
-                    "type filesystem needs a path (the directory of savepoint files)",
-                ));
-            }
-            if let Some((scheme, _)) = path.split_once(':')
-                && scheme != "file"
-                && path[scheme.len()..].starts_with(":/")
-            {
-                return Err(JobConfigError::at(
-                    text,
-                    key,
-                    format!(
-                        "type filesystem takes a local directory, not {scheme}:// (as in ScyllaDB Migrator)"
-                    ),
-                ));
-            }
-            return savepoints_uri(text, path.into());
-        }
-        "s3" | "aws-s3" | "aws-bucket" => "savepoints in an S3 bucket (type s3)",
-        "gcs" | "gcp" | "google-cloud-storage" | "google-gcs" => {
-            "savepoints in a Google Cloud Storage (GCS) bucket (type gcs)"
-        }
-        "target-table" | "target-database" => {
-            "savepoints in a table of the target database (type target-table)"
-        }
-        "hadoop" => {
-            return Err(JobConfigError::at(
-                text,
-                key,
-                "type hadoop is not a savepoints target (ScyllaDB Migrator refuses it too); use savepoints.path with a local directory",
-            ));
-        }
-        other => {
-            return Err(JobConfigError::at(
-                text,
-                key,
-                format!(
-                    "unknown type {:?}, expected filesystem, s3, gcs or target-table",
-                    jobfile::cap(other)
-                ),
-            ));
-        }
-    };
-    Err(JobConfigError::at(
-        text,
-        key,
-        format!(
-            "{what} are not supported by this version of drover yet; use savepoints.path (a local directory) or savepoints.target with type filesystem"
-        ),
-    ))
-}
-
-/// `savepoints.path` as a local directory: ScyllaDB Migrator takes a Hadoop URI there too
-/// (`s3a://…`, `gs://…`), which drover must not read as a relative directory named `s3a:`.
-fn savepoints_uri(
-    text: &str,
-    path: std::path::PathBuf,
-) -> Result<std::path::PathBuf, JobConfigError> {
-    let Some(s) = path.to_str() else {
-        return Ok(path);
-    };
-    let Some((scheme, _)) = s.split_once(':').filter(|(scheme, rest)| {
-        rest.starts_with('/')
-            && !scheme.is_empty()
-            && scheme
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
-    }) else {
-        return Ok(path);
-    };
-    let what = match scheme.to_ascii_lowercase().as_str() {
-        "file" => return Ok(local_path(s)),
-        "s3" | "s3a" | "s3n" => "savepoints in S3",
-        "gs" => "savepoints in Google Cloud Storage (GCS)",
-        _ => "savepoints in a Hadoop file system",
-    };
-    Err(JobConfigError::at(
-        text,
-        "savepoints.path",
-        format!(
-            "{what} ({scheme}://…) are not supported by this version of drover yet; use a local directory"
-        ),
-    ))
-}
-
-/// A savepoint directory as written in a job file: `file:/x` and `file:///x` are `/x`.
-pub(crate) fn local_path(path: &str) -> std::path::PathBuf {
-    match path.strip_prefix("file:") {
-        Some(rest) => format!("/{}", rest.trim_start_matches('/')).into(),
-        None => path.into(),
-    }
-}
-
 fn as_u64(v: usize) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
+
+mod savepoints;
+pub use savepoints::{DEFAULT_TABLE, table_name};
 
 #[cfg(test)]
 mod proptests;

@@ -43,7 +43,9 @@ impl EngineError {
     pub fn is_config_problem(&self) -> bool {
         matches!(
             self,
-            Self::Config(_) | Self::Cql(CqlError::Invalid { .. } | CqlError::Tls { .. })
+            Self::Config(_)
+                | Self::Cql(CqlError::Invalid { .. } | CqlError::Tls { .. })
+                | Self::Savepoints(crate::savepoints::SavepointError::Config(_))
         ) || matches!(self, Self::Dynamo(e) if e.invalid)
             || matches!(
                 self,

@@ -12,7 +12,8 @@ use super::engine::{Counters, Migration};
 use crate::jobs::kept::forget_job_file;
 use crate::jobs::running::{Ending, Periodic, end, publish};
 use crate::jobs::{JobHandle, JobResult};
-use crate::savepoints::{self, FileStore, SavepointInfo, SavepointStore};
+use super::place::Place;
+use crate::savepoints::{self, SavepointInfo, Writer};
 
 /// A checked migration, with its savepoints and what it resumes from.
 pub struct Launch {
@@ -29,9 +30,8 @@ pub struct Launch {
 
 /// The savepoints of one run.
 pub struct Savepoints {
-    store: Arc<FileStore>,
-    /// This run's lease on the directory: one writer at a time.
-    _lock: savepoints::lock::WriterLock,
+    /// The store, with this run's lease on it: one writer at a time.
+    writer: Writer,
     /// The redacted job document that every savepoint repeats.
     base: serde_json::Value,
     interval: Duration,
@@ -52,7 +52,7 @@ impl Savepoints {
         progress.merge(done);
         let mut doc = self.base.clone();
         progress.into_document(&mut doc);
-        let store = self.store.clone();
+        let store = self.writer.store.clone();
         let info = tokio::task::spawn_blocking(move || store.write(&doc))
             .await
             .expect("writing a savepoint does not panic")?;
@@ -66,15 +66,16 @@ impl Savepoints {
             added
         };
         tracing::info!(
-            savepoint = %self.store.dir().join(&info.name).display(),
+            savepoint = %info.name,
+            place = %self.writer.store.describe(),
             "created a savepoint due to {why}; newly done: {added}; done in all, skipped on resume: {progress}"
         );
         Ok(info)
     }
 
-    /// The directory of the savepoint files.
-    pub fn dir(&self) -> &std::path::Path {
-        self.store.dir()
+    /// Where the savepoints are.
+    pub fn describe(&self) -> String {
+        self.writer.store.describe()
     }
 }
 
@@ -84,12 +85,12 @@ impl Savepoints {
 /// for clusters it cannot reach creates no directory and leaves the files in it alone.
 pub async fn launch(text: &str) -> Result<Launch, EngineError> {
     let config = JobConfig::parse(text)?;
-    let base = redacted_json(text);
+    let mut base = redacted_json(text);
     let mut pending = None;
     let mut complete = config.skip_progress();
     let mut resumed_from = None;
     if let Some(sp) = &config.savepoints {
-        let dir = sp.path.clone().expect("validated");
+        let place = Place::new(sp, &config.target, &mut base, None)?;
         let mut initial = savepoints::Progress::from_document(&base).unwrap_or_else(|e| {
             // JobConfig::parse checked skipTokenRanges; only the skip lists of other
             // connectors, which do not apply to this job, can be unreadable here. They must
@@ -99,22 +100,23 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
         });
         if sp.auto_resume {
             let identity = savepoints::identity(&base);
-            let lookup = dir.clone();
-            let savepoints::Lookup { found, warnings } = tokio::task::spawn_blocking(move || {
-                // Read only: the directory is created (and swept) once the job is accepted.
-                if !lookup.is_dir() {
-                    return Ok(savepoints::Lookup::default());
-                }
-                FileStore::reader(&lookup).newest_usable(&identity)
-            })
-            .await
-            .expect("reading savepoints does not panic")?;
+            let savepoints::Lookup { found, warnings } = place
+                .lookup(move |document| {
+                    if savepoints::identity(document) == identity {
+                        Ok(())
+                    } else {
+                        Err("belongs to another migration (source, target or renames differ)"
+                            .into())
+                    }
+                })
+                .await?;
             for w in warnings {
                 tracing::warn!("{w}");
             }
             if let Some((savepoint, progress)) = found {
                 tracing::info!(
                     savepoint = %savepoint.info.name,
+                    place = %place.describe(),
                     "resuming from the newest savepoint of this migration; skipping what it records as done: {progress}"
                 );
                 initial.merge(&progress);
@@ -123,26 +125,23 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
         }
         complete = initial.clone();
         pending = Some((
-            dir,
+            place,
             sp.keep,
             Duration::from_secs(sp.interval_seconds.expect("validated")),
             initial,
         ));
     }
     let migration = Migration::prepare(&config, complete).await?;
+    // Created (and swept, and leased) only now that the job is accepted.
     let savepoints = match pending {
         None => None,
-        Some((dir, keep, interval, initial)) => {
-            let (store, lock) = FileStore::open_for_writing(dir, keep).await?;
-            Some(Savepoints {
-                store: Arc::new(store),
-                _lock: lock,
-                base,
-                interval,
-                previous: Mutex::new(initial.clone()),
-                initial,
-            })
-        }
+        Some((place, keep, interval, initial)) => Some(Savepoints {
+            writer: place.writer(keep).await?,
+            base,
+            interval,
+            previous: Mutex::new(initial.clone()),
+            initial,
+        }),
     };
     Ok(Launch {
         state_dir: None,
@@ -177,14 +176,18 @@ pub async fn execute(
     if let Some(periodic) = periodic {
         periodic.stop().await;
     }
-    if let Some(sp) = &savepoints {
+    if let Some(sp) = savepoints {
         let snapshot = done.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let why = match &result {
             Ok(()) => "the end of the migration",
             Err(EngineError::Stopped) => "the migration being stopped",
             Err(_) => "the migration failing",
         };
-        if let Err(e) = sp.write(&snapshot, why).await {
+        let written = sp.write(&snapshot, why).await;
+        if let Ok(sp) = Arc::try_unwrap(sp) {
+            sp.writer.release().await;
+        }
+        if let Err(e) = written {
             // The data written is not affected; the next run redoes what this one did.
             tracing::error!(error = %e, "cannot write the final savepoint");
             if result.is_ok() {

@@ -5,7 +5,9 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::savepoints::ranges::TokenRange;
-use crate::savepoints::{FileStore, Progress, SavepointError, SavepointStore, identity};
+use super::config::JobConfig;
+use super::place::Place;
+use crate::savepoints::{Progress, SavepointError, identity};
 
 /// A savepoint of a migration, with a summary of its progress.
 #[derive(Debug, Serialize, ToSchema)]
@@ -34,29 +36,45 @@ pub struct SavepointList {
     pub savepoints: Vec<SavepointView>,
 }
 
-/// The savepoints of the migration whose (redacted) job document is `spec`: those in its
-/// `savepoints.path` that belong to the same migration. Unreadable savepoints are left out.
-pub async fn list(spec: &serde_json::Value) -> Result<SavepointList, SavepointError> {
-    // `savepoints.path`, or the path of `savepoints.target` of type filesystem (the job was
-    // accepted, so it is one of the two).
-    let Some(path) = spec
-        .pointer("/savepoints/path")
-        .or_else(|| spec.pointer("/savepoints/target/path"))
-        .and_then(|p| p.as_str())
-        .map(super::config::local_path)
-    else {
+/// The savepoints of the migration whose (redacted) job document is `spec`: those of its
+/// savepoint place that belong to the same migration. `job_file` is the job as submitted,
+/// while the daemon keeps it (a bucket or table is reached with its credentials); without it
+/// the redacted document is used, which reaches a directory, or a bucket through the
+/// environment's credentials. Unreadable savepoints are left out.
+pub async fn list(
+    spec: &serde_json::Value,
+    job_file: Option<String>,
+) -> Result<SavepointList, SavepointError> {
+    if spec.get("savepoints").is_none_or(|s| s.is_null()) {
+        return Ok(SavepointList {
+            path: None,
+            savepoints: vec![],
+        });
+    }
+    let text = job_file.unwrap_or_else(|| {
+        // Secrets are redacted: parse without them (a redacted key is left out).
+        let mut unredacted = spec.clone();
+        strip_redacted(&mut unredacted);
+        yaml_serde::to_string(&unredacted).unwrap_or_default()
+    });
+    let config = JobConfig::parse(&text).map_err(|e| SavepointError::Config(e.to_string()))?;
+    let Some(sp) = &config.savepoints else {
         return Ok(SavepointList {
             path: None,
             savepoints: vec![],
         });
     };
-    let wanted = identity(spec);
-    let dir = path.clone();
+    let mut base = crate::jobfile::redacted_json(&text);
+    let place = Place::new(sp, &config.target, &mut base, None)
+        .map_err(|e| SavepointError::Config(e.to_string()))?;
+    let wanted = identity(&base);
+    let Some(store) = place.reader().await? else {
+        return Ok(SavepointList {
+            path: Some(place.describe()),
+            savepoints: vec![],
+        });
+    };
     let views = tokio::task::spawn_blocking(move || -> Result<_, SavepointError> {
-        if !dir.is_dir() {
-            return Ok(vec![]);
-        }
-        let store = FileStore::reader(&dir);
         let mut out = Vec::new();
         for info in store.list()? {
             let Ok(sp) = store.read(&info) else { continue };
@@ -80,7 +98,19 @@ pub async fn list(spec: &serde_json::Value) -> Result<SavepointList, SavepointEr
     .await
     .expect("listing savepoints does not panic")?;
     Ok(SavepointList {
-        path: Some(path.display().to_string()),
+        path: Some(place.describe()),
         savepoints: views,
     })
+}
+
+/// Removes every key whose value is the redaction marker.
+fn strip_redacted(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.retain(|_, v| v.as_str() != Some(crate::jobfile::REDACTED));
+            map.values_mut().for_each(strip_redacted);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_redacted),
+        _ => {}
+    }
 }

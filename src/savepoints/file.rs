@@ -17,8 +17,93 @@ use crate::fsutil;
 pub struct FileStore {
     dir: PathBuf,
     keep: usize,
+    names: Namer,
+}
+
+/// Makes savepoint names that increase strictly, seeded from the names already stored.
+#[derive(Default)]
+pub(super) struct Namer {
     /// Last (millis, counter) used.
     last: Mutex<(u64, u64)>,
+}
+
+impl Namer {
+    /// Continues after every name of `existing`.
+    pub(super) fn seed(&self, existing: &[SavepointInfo]) {
+        let newest = existing
+            .iter()
+            .map(|i| (i.epoch_millis, i.counter))
+            .fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)));
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        *last = (last.0.max(newest.0), last.1.max(newest.1));
+    }
+
+    /// The next name.
+    pub(super) fn next(&self) -> SavepointInfo {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let millis = now.max(last.0);
+        let counter = last.1 + 1;
+        *last = (millis, counter);
+        SavepointInfo {
+            name: format!("savepoint_{millis:013}_{counter:010}.yaml"),
+            epoch_millis: millis,
+            counter,
+        }
+    }
+}
+
+/// The savepoints of `names` (any order), newest first.
+pub(super) fn newest_first(names: impl IntoIterator<Item = String>) -> Vec<SavepointInfo> {
+    let mut out: Vec<_> = names
+        .into_iter()
+        .filter_map(|name| {
+            let (epoch_millis, counter) = parse_name(&name)?;
+            Some(SavepointInfo {
+                name,
+                epoch_millis,
+                counter,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (b.epoch_millis, b.counter, &b.name).cmp(&(a.epoch_millis, a.counter, &a.name))
+    });
+    out
+}
+
+/// Of `newest_first`, those beyond the newest `keep` of the current format: what retention
+/// deletes (legacy names are left alone, they are not ours to judge).
+pub(super) fn beyond_retention(newest_first: &[SavepointInfo], keep: usize) -> Vec<&SavepointInfo> {
+    newest_first
+        .iter()
+        .filter(|i| is_current_format(&i.name))
+        .skip(keep)
+        .collect()
+}
+
+/// Parses a savepoint document as stored (YAML, with or without the header comment).
+pub fn parse_document(name: &str, text: &str) -> Result<serde_json::Value, SavepointError> {
+    let document: serde_json::Value =
+        crate::config::yaml::from_str(text).map_err(|e| SavepointError::Corrupt {
+            name: name.to_string(),
+            message: e.to_string(),
+        })?;
+    if !document.is_object() {
+        return Err(SavepointError::Corrupt {
+            name: name.to_string(),
+            message: "not a mapping".into(),
+        });
+    }
+    Ok(document)
+}
+
+/// A savepoint document as stored: the header comment, then the YAML.
+pub fn render_document(document: &serde_json::Value) -> String {
+    let body = yaml_serde::to_string(document).expect("JSON values serialize as YAML");
+    format!("{HEADER}{body}")
 }
 
 /// Parses a savepoint file name: the current format, or the legacy `savepoint_<epochSeconds>.yaml`.
@@ -53,14 +138,9 @@ impl FileStore {
         let store = Self {
             dir: dir.to_path_buf(),
             keep: keep.max(1),
-            last: Mutex::new((0, 0)),
+            names: Namer::default(),
         };
-        let newest = store
-            .list()?
-            .into_iter()
-            .map(|i| (i.epoch_millis, i.counter))
-            .fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)));
-        *store.last.lock().unwrap_or_else(|p| p.into_inner()) = newest;
+        store.names.seed(&store.list()?);
         Ok(store)
     }
 
@@ -91,41 +171,13 @@ impl FileStore {
         Self {
             dir: dir.to_path_buf(),
             keep: usize::MAX,
-            last: Mutex::new((0, 0)),
+            names: Namer::default(),
         }
     }
 
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir
-    }
-
-    fn next_name(&self) -> (String, u64, u64) {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        let millis = now.max(last.0);
-        let counter = last.1 + 1;
-        *last = (millis, counter);
-        (
-            format!("savepoint_{millis:013}_{counter:010}.yaml"),
-            millis,
-            counter,
-        )
-    }
-
-    fn prune(&self) -> Result<(), SavepointError> {
-        let current: Vec<_> = self
-            .list()?
-            .into_iter()
-            .filter(|i| is_current_format(&i.name))
-            .collect();
-        for old in current.iter().skip(self.keep) {
-            let path = self.dir.join(&old.name);
-            std::fs::remove_file(&path).map_err(|source| SavepointError::Io { path, source })?;
-        }
-        Ok(())
     }
 }
 
@@ -136,21 +188,19 @@ const HEADER: &str = "# drover savepoint: the job config with its secrets redact
 
 impl SavepointStore for FileStore {
     fn write(&self, document: &serde_json::Value) -> Result<SavepointInfo, SavepointError> {
-        let (name, epoch_millis, counter) = self.next_name();
-        let body = yaml_serde::to_string(document).expect("JSON values serialize as YAML");
-        let path = self.dir.join(&name);
-        fsutil::write_atomic(&path, format!("{HEADER}{body}").as_bytes()).map_err(|source| {
+        let info = self.names.next();
+        let path = self.dir.join(&info.name);
+        fsutil::write_atomic(&path, render_document(document).as_bytes()).map_err(|source| {
             SavepointError::Io {
                 path: path.clone(),
                 source,
             }
         })?;
-        self.prune()?;
-        Ok(SavepointInfo {
-            name,
-            epoch_millis,
-            counter,
-        })
+        for old in beyond_retention(&self.list()?, self.keep) {
+            let path = self.dir.join(&old.name);
+            std::fs::remove_file(&path).map_err(|source| SavepointError::Io { path, source })?;
+        }
+        Ok(info)
     }
 
     fn list(&self) -> Result<Vec<SavepointInfo>, SavepointError> {
@@ -158,42 +208,28 @@ impl SavepointStore for FileStore {
             path: self.dir.clone(),
             source,
         };
-        let mut out = Vec::new();
+        let mut names = Vec::new();
         for entry in std::fs::read_dir(&self.dir).map_err(io)? {
-            let name = entry
-                .map_err(io)?
-                .file_name()
-                .to_string_lossy()
-                .into_owned();
-            if let Some((epoch_millis, counter)) = parse_name(&name) {
-                out.push(SavepointInfo {
-                    name,
-                    epoch_millis,
-                    counter,
-                });
-            }
+            names.push(
+                entry
+                    .map_err(io)?
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned(),
+            );
         }
-        out.sort_by(|a, b| {
-            (b.epoch_millis, b.counter, &b.name).cmp(&(a.epoch_millis, a.counter, &a.name))
-        });
-        Ok(out)
+        Ok(newest_first(names))
+    }
+
+    fn describe(&self) -> String {
+        self.dir.display().to_string()
     }
 
     fn read(&self, info: &SavepointInfo) -> Result<Savepoint, SavepointError> {
         let path = self.dir.join(&info.name);
         let text =
             std::fs::read_to_string(&path).map_err(|source| SavepointError::Io { path, source })?;
-        let document: serde_json::Value =
-            crate::config::yaml::from_str(&text).map_err(|e| SavepointError::Corrupt {
-                name: info.name.clone(),
-                message: e.to_string(),
-            })?;
-        if !document.is_object() {
-            return Err(SavepointError::Corrupt {
-                name: info.name.clone(),
-                message: "not a mapping".into(),
-            });
-        }
+        let document = parse_document(&info.name, &text)?;
         Ok(Savepoint {
             info: info.clone(),
             document,

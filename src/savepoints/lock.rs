@@ -18,7 +18,7 @@ use super::SavepointError;
 pub const LEASE: Duration = Duration::from_secs(60);
 
 /// How often a held lease is renewed.
-const RENEW: Duration = Duration::from_secs(15);
+pub(super) const RENEW: Duration = Duration::from_secs(15);
 
 /// The lease file's name in a savepoint directory.
 pub const LOCK_NAME: &str = ".drover-writer.lock";
@@ -52,7 +52,7 @@ pub struct WriterLock {
     renewal: Option<tokio::task::JoinHandle<()>>,
 }
 
-fn host() -> String {
+pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default()
@@ -66,6 +66,13 @@ fn alive(pid: u32) -> bool {
     })
 }
 
+/// Whether the process of a lease is known to be gone: it ran on this host and runs no more
+/// (a run killed with `kill -9`, whose lease would otherwise block the next run until it
+/// expires).
+pub fn process_gone(host: &str, pid: u32) -> bool {
+    host == host_name() && !alive(pid)
+}
+
 fn now() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -77,7 +84,7 @@ impl WriterLock {
     pub fn acquire(dir: &Path) -> Result<Self, SavepointError> {
         let path = dir.join(LOCK_NAME);
         let holder = Holder {
-            host: host(),
+            host: host_name(),
             pid: std::process::id(),
             token: uuid::Uuid::new_v4().to_string(),
             since: now(),
@@ -107,7 +114,7 @@ impl WriterLock {
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     if let Some(current) = Self::live_holder(&path) {
                         return Err(SavepointError::InUse {
-                            dir: dir.to_path_buf(),
+                            location: dir.display().to_string(),
                             holder: current.to_string(),
                         });
                     }
@@ -123,7 +130,7 @@ impl WriterLock {
             }
         }
         Err(SavepointError::InUse {
-            dir: dir.to_path_buf(),
+            location: dir.display().to_string(),
             holder: "another run taking it at the same moment".into(),
         })
     }
@@ -140,7 +147,7 @@ impl WriterLock {
             return None;
         }
         let holder: Holder = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-        let gone = holder.host == host() && !alive(holder.pid);
+        let gone = process_gone(&holder.host, holder.pid);
         (!gone).then_some(holder)
     }
 
@@ -209,7 +216,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(LOCK_NAME);
         let dead = Holder {
-            host: host(),
+            host: host_name(),
             pid: u32::MAX - 7,
             token: "t".into(),
             since: 1,

@@ -6,9 +6,12 @@
 //! a savepoint and list the existing ones; files are the first backend, a table in the target
 //! database can be the second behind the same trait.
 
+pub mod blobs;
 mod file;
 mod identity;
+pub mod location;
 pub mod lock;
+mod object;
 pub mod ranges;
 pub mod stream;
 mod summary;
@@ -17,7 +20,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-pub use file::{FileStore, parse_name};
+pub use file::{FileStore, parse_document, parse_name, render_document};
+pub use location::{Location, Writer};
+pub use object::{ObjectLease, ObjectStoreSavepoints};
 pub use identity::identity;
 pub use stream::StreamPositions;
 
@@ -34,18 +39,28 @@ pub enum SavepointError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// Another run of a job writes savepoints in the same directory.
+    /// Another run of a job writes savepoints in the same place.
     #[error(
-        "savepoints {}: in use by another run ({holder}); stop that run first (a lease not renewed for {} seconds, or of a process gone from this host, is taken over)",
-        dir.display(),
+        "savepoints {location}: in use by another run ({holder}); stop that run first (a lease not renewed for {} seconds, or of a process gone from this host, is taken over)",
         lock::LEASE.as_secs()
     )]
     InUse {
-        /// The directory.
-        dir: std::path::PathBuf,
+        /// The directory, folder or table.
+        location: String,
         /// Who holds it.
         holder: String,
     },
+    /// An object store or the target database failed or refused a request.
+    #[error("savepoints {location}: {message}")]
+    Remote {
+        /// Where: `s3://…`, `gs://…`, `keyspace.table (job …)`.
+        location: String,
+        /// What failed.
+        message: String,
+    },
+    /// The savepoint backend cannot be used as configured.
+    #[error("savepoints: {0}")]
+    Config(String),
     /// A savepoint could not be parsed.
     #[error("savepoint {name}: {message}")]
     Corrupt {
@@ -215,6 +230,8 @@ pub trait SavepointStore: Send + Sync {
     fn list(&self) -> Result<Vec<SavepointInfo>, SavepointError>;
     /// Reads one savepoint.
     fn read(&self, info: &SavepointInfo) -> Result<Savepoint, SavepointError>;
+    /// Where the savepoints are, for messages (a directory, `s3://bucket/prefix`, a table).
+    fn describe(&self) -> String;
 
     /// The newest savepoint that parses and belongs to the migration `identity`. Unusable
     /// ones are skipped with a warning each (returned as well, for the caller to report).

@@ -17,7 +17,8 @@ use crate::jobs::running::{Ending, Periodic, end, publish};
 use crate::jobs::{JobHandle, JobResult};
 use crate::migrate::EngineError;
 use crate::migrate::config::{JobConfig, redacted_json};
-use crate::savepoints::{self, FileStore, SavepointStore};
+use crate::migrate::place::Place;
+use crate::savepoints::{self, Writer};
 
 /// Key of a validation savepoint holding the findings of the ranges it records.
 const REPORT_KEY: &str = "validationReport";
@@ -47,9 +48,8 @@ pub struct Launch {
 
 /// The savepoints of one validation run.
 pub struct Savepoints {
-    store: Arc<FileStore>,
-    /// This run's lease on the directory: one writer at a time.
-    _lock: savepoints::lock::WriterLock,
+    /// The store, with this run's lease on it: one writer at a time.
+    writer: Writer,
     base: serde_json::Value,
     interval: Duration,
 }
@@ -70,12 +70,13 @@ impl Savepoints {
                 map.insert(REVERSE_KEY.into(), reverse);
             }
         }
-        let store = self.store.clone();
+        let store = self.writer.store.clone();
         let info = tokio::task::spawn_blocking(move || store.write(&doc))
             .await
             .expect("writing a savepoint does not panic")?;
         tracing::info!(
-            savepoint = %self.store.dir().join(&info.name).display(),
+            savepoint = %info.name,
+            place = %self.writer.store.describe(),
             "created a validation savepoint due to {why}; compared: {}{}",
             state.done,
             if state.reverse.is_empty() {
@@ -119,19 +120,12 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
     let mut pending = None;
     let mut resumed_from = None;
     if let Some(sp) = &config.savepoints {
-        let dir = sp.path.clone().expect("validated").join("validation");
+        let place = Place::new(sp, &config.target, &mut base, Some("validation"))?;
         if sp.auto_resume {
-            let lookup = dir.clone();
             let wanted = base.clone();
-            let savepoints::Lookup { found, warnings } = tokio::task::spawn_blocking(move || {
-                // Read only: the directory is created (and swept) once the job is accepted.
-                if !lookup.is_dir() {
-                    return Ok(savepoints::Lookup::default());
-                }
-                FileStore::reader(&lookup).newest_matching(&|doc| same_validation(&wanted, doc))
-            })
-            .await
-            .expect("reading savepoints does not panic")?;
+            let savepoints::Lookup { found, warnings } = place
+                .lookup(move |doc| same_validation(&wanted, doc))
+                .await?;
             for w in warnings {
                 tracing::warn!("{w}");
             }
@@ -186,7 +180,7 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
             }
         }
         pending = Some((
-            dir,
+            place,
             sp.keep,
             Duration::from_secs(sp.interval_seconds.expect("validated")),
         ));
@@ -200,15 +194,11 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
     // Created (and swept of stale temporary files) only now that the job is accepted.
     let savepoints = match pending {
         None => None,
-        Some((dir, keep, interval)) => {
-            let (store, lock) = FileStore::open_for_writing(dir, keep).await?;
-            Some(Savepoints {
-                store: Arc::new(store),
-                _lock: lock,
-                base,
-                interval,
-            })
-        }
+        Some((place, keep, interval)) => Some(Savepoints {
+            writer: place.writer(keep).await?,
+            base,
+            interval,
+        }),
     };
     Ok(Launch {
         validation,
@@ -252,20 +242,24 @@ pub async fn execute(
     }
     let snapshot = state.lock().unwrap_or_else(|p| p.into_inner()).clone();
     progress.count_from(&snapshot.report);
-    if let Some(sp) = &savepoints {
+    if let Some(sp) = savepoints {
         let (complete, why) = match &result {
             Ok(()) => (true, "the end of the validation"),
             Err(EngineError::Stopped) => (false, "the validation being stopped"),
             Err(_) => (false, "the validation failing"),
         };
-        if let Err(e) = sp.write(&snapshot, complete, why).await {
+        let written = sp.write(&snapshot, complete, why).await;
+        let place = sp.writer.store.describe();
+        if let Ok(sp) = Arc::try_unwrap(sp) {
+            sp.writer.release().await;
+        }
+        if let Err(e) = written {
             tracing::error!(error = %e, "cannot write the final validation savepoint");
             if complete {
                 // Without the mark of its end, the next run would resume from an older
                 // savepoint of this one instead of comparing everything again.
                 result = Err(EngineError::Failed(format!(
-                    "the validation ran to the end but its final savepoint could not be written ({e}); delete the unfinished ones in {} before the next run",
-                    sp.store.dir().display()
+                    "the validation ran to the end but its final savepoint could not be written ({e}); delete the unfinished ones in {place} before the next run"
                 )));
             }
         }

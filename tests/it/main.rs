@@ -28,6 +28,7 @@ mod openapi;
 mod parquet;
 mod parquet_migrator;
 mod resume;
+mod savepoint_places;
 mod router;
 mod schemathesis;
 mod secrets;

@@ -8,6 +8,7 @@ pub mod copy;
 pub mod multicell;
 mod retry;
 pub mod rows;
+pub mod savepoints;
 pub mod scan;
 pub mod schema;
 pub mod transfer;
