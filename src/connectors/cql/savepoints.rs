@@ -799,3 +799,41 @@ impl SavepointStore for TableSavepoints {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(extra: &str) -> serde_json::Value {
+        crate::jobfile::redacted_json(&format!(
+            "source:\n  type: cassandra\n  host: h\n  port: 9042\n  keyspace: ks\n  table: t\n  where: \"v = 'x'\"\ntarget:\n  type: scylla\n  host: d\n  port: 9042\n  keyspace: ks\n  table: t\n{extra}"
+        ))
+    }
+
+    #[test]
+    fn the_job_id_follows_the_identity_and_the_filter_is_sealed_with_the_key() {
+        set_filter_key(b"0123456789abcdef".to_vec());
+        let sealed = |extra: &str| {
+            let mut d = doc(extra);
+            seal_filter(&mut d).unwrap();
+            d
+        };
+        let plain = sealed("");
+        let filter = plain["source"]["where"].as_str().unwrap();
+        assert!(filter.starts_with(SEALED_PREFIX) && !filter.contains("v = "), "{filter}");
+        // Not a plain SHA-256 of the filter: a reader of the table cannot confirm guesses.
+        let unsalted = hex(&sha2::Sha256::digest(b"v = 'x'"));
+        assert!(!filter.contains(&unsalted));
+        let id = derived_job_id(&plain);
+        assert!(id.starts_with("job-") && id.len() == 36, "{id}");
+        // Progress, savepoint and validation settings and tuning keys do not change it.
+        for extra in [
+            "skipTokenRanges: [[1, 2]]\nsavepoints:\n  path: /x\n  intervalSeconds: 5\n",
+            "validation:\n  failuresToFetch: 3\n",
+        ] {
+            assert_eq!(derived_job_id(&sealed(extra)), id, "{extra}");
+        }
+        let renamed = sealed("renames:\n  - from: a\n    to: b\n");
+        assert_ne!(derived_job_id(&renamed), id);
+    }
+}

@@ -285,56 +285,89 @@ fn skip_token_ranges_in_migrators_typed_form_are_read() {
 
 #[test]
 fn savepoints_target_is_read_as_migrator_reads_it() {
+    use crate::savepoints::Location;
     let target =
         |body: &str| GOOD.replace("  path: /tmp/savepoints\n", &format!("  target:\n{body}"));
+    let place = |text: &str| {
+        JobConfig::parse(text)
+            .unwrap()
+            .savepoints
+            .unwrap()
+            .location
+            .unwrap()
+    };
     let job = JobConfig::parse(&target("    type: filesystem\n    path: /tmp/sp-dir\n")).unwrap();
     assert_eq!(
         job.savepoints.unwrap().path.unwrap(),
         std::path::PathBuf::from("/tmp/sp-dir")
     );
+    assert_eq!(
+        place(&target(
+            "    type: s3\n    bucket: ' b '\n    prefix: /a/b/\n    region: eu-west-1\n    credentials:\n      accessKey: k\n      secretKey: s\n"
+        ))
+        .describe(),
+        "s3://b/a/b"
+    );
+    assert_eq!(
+        place(&target(
+            "    type: google-gcs\n    bucket: b\n    projectId: p\n    endpoint:\n      host: 127.0.0.1\n      port: 9023\n"
+        ))
+        .describe(),
+        "gs://b/"
+    );
+    assert_eq!(
+        place(&GOOD.replace("/tmp/savepoints", "s3a://bucket/sp/x")).describe(),
+        "s3://bucket/sp/x"
+    );
+    // Only this backend defaults its interval (to 300 s), as in Migrator's documentation.
+    let table =
+        JobConfig::parse(&target("    type: target-table\n").replace("  intervalSeconds: 300\n", ""))
+            .unwrap();
+    let sp = table.savepoints.unwrap();
+    assert_eq!(sp.interval_seconds, Some(300));
+    let Some(Location::Table(t)) = sp.location else {
+        panic!("a table")
+    };
+    assert_eq!(t.table, "scylla_migrator_savepoints");
+    assert_eq!(t.job_id, None);
     for (body, says) in [
+        ("    type: s3\n    bucket: ''\n", "savepoints.target.bucket: must not be empty"),
         (
-            "    type: s3\n    bucket: b\n",
-            "savepoints in an S3 bucket (type s3) are not supported by this version of drover yet",
+            "    type: s3\n    bucket: b\n    credentials:\n      accessKey: k\n      secretKey: s\n      assumeRole:\n        arn: x\n",
+            "savepoints.target.credentials.assumeRole: assuming a role",
+        ),
+        ("    type: s3\n    bucket: b\n    colour: red\n", "savepoints.target: unknown field `colour`"),
+        (
+            "    type: gcs\n    bucket: b\n    credentials:\n      serviceAccountJsonKeyfile: /nonexistent/key.json\n",
+            "savepoints.target.credentials.serviceAccountJsonKeyfile: /nonexistent/key.json: No such file",
         ),
         (
-            "    type: google-gcs\n    bucket: b\n",
-            "savepoints in a Google Cloud Storage (GCS) bucket (type gcs) are not supported by this version of drover yet",
+            "    type: target-table\n    keyspace: 'my-ks'\n",
+            "savepoints.target.keyspace: \"my-ks\": only ASCII letters, digits and underscores",
         ),
         (
-            "    type: target-table\n",
-            "savepoints in a table of the target database (type target-table) are not supported",
+            "    type: target-table\n    table: '\"a b\"'\n",
+            "savepoints.target.table: \"\\\"a b\\\"\": only ASCII letters",
         ),
+        ("    type: target-table\n    jobId: ' '\n", "savepoints.target.jobId: must not be empty"),
         (
             "    type: hadoop\n",
-            "type hadoop is not a savepoints target",
+            "savepoints.target: type hadoop is not a savepoints target",
         ),
         (
             "    type: filesystem\n    path: s3a://b/k\n",
-            "type filesystem takes a local directory, not s3a://",
+            "savepoints.target: type filesystem takes a local directory, not s3a://",
         ),
-        ("    type: ftp\n", "unknown type \"ftp\""),
+        ("    type: ftp\n", "savepoints.target: unknown type \"ftp\""),
     ] {
         let e = err(&target(body));
-        assert!(e.starts_with(&format!("savepoints.target: {says}")), "{e}");
-    }
-    for (path, says) in [
-        (
-            "s3a://bucket/sp",
-            "savepoints.path: savepoints in S3 (s3a://…) are not supported",
-        ),
-        (
-            "gs://bucket/sp",
-            "savepoints.path: savepoints in Google Cloud Storage (GCS) (gs://…)",
-        ),
-        (
-            "hdfs://nn/sp",
-            "savepoints.path: savepoints in a Hadoop file system (hdfs://…)",
-        ),
-    ] {
-        let e = err(&GOOD.replace("/tmp/savepoints", path));
         assert!(e.starts_with(says), "{e}");
     }
+    let e = err(&GOOD.replace("/tmp/savepoints", "hdfs://nn/sp"));
+    assert!(
+        e.starts_with("savepoints.path: savepoints in a Hadoop file system (hdfs://…)"),
+        "{e}"
+    );
     for local in ["file:/tmp/sp", "file:///tmp/sp"] {
         let job = JobConfig::parse(&GOOD.replace("/tmp/savepoints", local)).unwrap();
         assert_eq!(
@@ -352,6 +385,26 @@ fn savepoints_target_is_read_as_migrator_reads_it() {
         "{}",
         err(&both)
     );
+}
+
+#[test]
+fn target_table_names_follow_cql_rules_with_the_seed_restrictions() {
+    let name = |v: &str| super::table_name("", "k", v);
+    assert_eq!(name("MyKs").unwrap(), "myks");
+    assert_eq!(name("\"MyKs\"").unwrap(), "MyKs");
+    assert_eq!(name(" snake_case_9 ").unwrap(), "snake_case_9");
+    for bad in ["\"my ks\"", "my-ks", "ks.t", "\"\"", "", "é", &"a".repeat(49)] {
+        assert!(name(bad).is_err(), "{bad:?} is refused");
+    }
+    // An omitted keyspace inherits target.keyspace as the target resolves it.
+    let text = GOOD.replace("  path: /tmp/savepoints\n", "  target:\n    type: target-table\n");
+    let at = text.rfind("keyspace: ks").expect("the target's keyspace");
+    let text = format!("{}keyspace: '\"Dst_KS\"'{}", &text[..at], &text[at + 12..]);
+    let job = JobConfig::parse(&text).unwrap();
+    let Some(crate::savepoints::Location::Table(t)) = job.savepoints.unwrap().location else {
+        panic!("a table")
+    };
+    assert_eq!(t.keyspace, "Dst_KS");
 }
 
 #[test]
