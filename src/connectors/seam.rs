@@ -201,3 +201,46 @@ pub struct Pacing {
     /// Bytes written per second, at most (unset: no limit).
     pub bytes_per_second: Option<u64>,
 }
+
+/// What [`Coordinator::claim`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// This run holds the unit now (until it completes it, or its lease expires).
+    Mine,
+    /// Another run completed the unit.
+    Done,
+    /// Another run holds the unit.
+    Held,
+}
+
+/// Where one job's units stand across every run sharing it (`coordination`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shared {
+    /// Units recorded complete, by any run.
+    pub done: u64,
+    /// Units held by a run now.
+    pub held: u64,
+}
+
+/// Units shared by several runs of one job, in several daemons: each unit is run by one of
+/// them at a time, under a lease that lapses when its run dies, and recorded complete once.
+/// The engine asks before each unit and reports each unit it completes; the store of the
+/// leases (a table of the target database, say) is the coordinator's.
+pub trait Coordinator: Send + Sync + 'static {
+    /// Tries to take the unit named `key` (a [`Unit::key`]).
+    fn claim(&self, key: &str) -> futures::future::BoxFuture<'_, Result<Claim, String>>;
+    /// Renews this run's lease on a unit it holds; `false` when the lease was lost.
+    fn renew(&self, key: &str) -> futures::future::BoxFuture<'_, Result<bool, String>>;
+    /// Records a unit this run copied as complete, giving up its lease.
+    fn complete(&self, key: &str) -> futures::future::BoxFuture<'_, Result<(), String>>;
+    /// Gives up a unit this run holds without completing it (the run failed or stops).
+    fn release(&self, key: &str) -> futures::future::BoxFuture<'_, Result<(), String>>;
+    /// The whole job's state, every run's units counted.
+    fn shared(&self) -> futures::future::BoxFuture<'_, Result<Shared, String>>;
+    /// How long a lease lasts without renewal.
+    fn lease(&self) -> std::time::Duration;
+    /// Counters (requests made for coordination), by their name in job status.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+}

@@ -36,6 +36,8 @@ pub struct JobConfig {
     pub savepoints: Option<SavepointsConfig>,
     /// Validator settings (`drover validate`, `/api/v1/validations`); migrations ignore them.
     pub validation: ValidationConfig,
+    /// drover: the job's units shared by several daemons.
+    pub coordination: Option<CoordinationConfig>,
 }
 
 // ---- raw shapes, as written in the file ----
@@ -58,6 +60,8 @@ struct RawJob {
     skip_segments: Option<yaml_serde::Value>,
     #[serde(default)]
     skip_parquet_files: Option<yaml_serde::Value>,
+    #[serde(default)]
+    coordination: Option<yaml_serde::Value>,
 }
 
 impl JobConfig {
@@ -157,8 +161,17 @@ impl JobConfig {
                 .map(|v| jobfile::section(text, "validation", v))
                 .transpose()?
                 .unwrap_or_default(),
+            coordination: None,
         };
         config.validate(text)?;
+        if let Some(c) = raw.coordination.filter(|v| !v.is_null()) {
+            config.coordination = Some(coordination::parse(
+                text,
+                c,
+                &config.target,
+                config.savepoints.is_some(),
+            )?);
+        }
         if let Some(sp) = &mut config.savepoints {
             let location = if let Some(target) = sp.target.take() {
                 savepoints::target(text, sp.path.is_some(), &target, &config.target)?
@@ -298,7 +311,9 @@ fn as_u64(v: usize) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
+mod coordination;
 mod savepoints;
+pub use coordination::CoordinationConfig;
 pub use savepoints::{DEFAULT_TABLE, table_name};
 
 #[cfg(test)]

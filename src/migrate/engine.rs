@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use tokio::sync::Semaphore;
@@ -19,7 +19,9 @@ use super::EngineError;
 use super::config::{JobConfig, SourceConfig, TargetConfig};
 use super::limits::Limits;
 use super::retry::{Retries, retry};
-use crate::connectors::seam::{Changes, Pacing, Page, Pushed, Request, Scan, Sink, Unit};
+use crate::connectors::seam::{
+    Changes, Claim, Coordinator, Pacing, Page, Pushed, Request, Scan, Sink, Unit,
+};
 use crate::connectors::{cql, dynamodb, parquet};
 use crate::jobs::running::Sample;
 use crate::savepoints;
@@ -195,9 +197,15 @@ pub struct Migration {
     copy: Option<Box<dyn RunCopy>>,
     changes: Option<Arc<dyn Changes>>,
     skip: savepoints::Progress,
+    coordinator: Option<Arc<dyn Coordinator>>,
 }
 
 impl Migration {
+    /// Shares the job's units with the other runs `coordinator` knows (`coordination`).
+    pub fn coordinate(&mut self, coordinator: Arc<dyn Coordinator>) {
+        self.coordinator = Some(coordinator);
+    }
+
     /// Connects to both sides, checks the schemas and prepares statements; the work in
     /// `complete` (the job's skip lists and the savepoint it resumes from) is not done again.
     /// Nothing is written to the target's rows.
@@ -229,6 +237,7 @@ impl Migration {
                         copy: None,
                         changes,
                         skip,
+                        coordinator: None,
                     });
                 }
                 (Box::new(copy), changes)
@@ -250,6 +259,7 @@ impl Migration {
                             copy: None,
                             changes: None,
                             skip,
+                            coordinator: None,
                         });
                     }
                 }
@@ -269,6 +279,7 @@ impl Migration {
             copy: Some(copy),
             changes,
             skip,
+            coordinator: None,
         })
     }
 
@@ -289,8 +300,17 @@ impl Migration {
             counters.connector.add(Box::new(move || changes.counters()));
         }
         if let Some(copy) = self.copy {
-            copy.run(counters.clone(), done.clone(), cancel.clone())
-                .await?;
+            if let Some(c) = &self.coordinator {
+                let c = c.clone();
+                counters.connector.add(Box::new(move || c.counters()));
+            }
+            copy.run(
+                counters.clone(),
+                done.clone(),
+                cancel.clone(),
+                self.coordinator,
+            )
+            .await?;
         }
         let Some(changes) = self.changes else {
             return Ok(());
@@ -316,6 +336,7 @@ trait RunCopy: Send {
         counters: Arc<Counters>,
         done: Arc<Mutex<savepoints::Progress>>,
         cancel: CancellationToken,
+        coordinator: Option<Arc<dyn Coordinator>>,
     ) -> futures::future::BoxFuture<'static, Result<(), EngineError>>;
 }
 
@@ -344,6 +365,7 @@ impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
         counters: Arc<Counters>,
         done: Arc<Mutex<savepoints::Progress>>,
         cancel: CancellationToken,
+        coordinator: Option<Arc<dyn Coordinator>>,
     ) -> futures::future::BoxFuture<'static, Result<(), EngineError>> {
         Box::pin(async move {
             done.lock()
@@ -383,6 +405,17 @@ impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
                 // A failure of one unit stops the others; a stop request reaches them through it.
                 cancel: failed.clone(),
             });
+            if let Some(coordinator) = coordinator {
+                return drive_shared(
+                    plan.work,
+                    plan.skipped,
+                    self.pacing.units_at_once,
+                    (&cancel, &failed),
+                    worker,
+                    coordinator,
+                )
+                .await;
+            }
             drive_units(
                 plan.work,
                 self.pacing.units_at_once,
@@ -434,6 +467,132 @@ where
         None => Ok(()),
         Some(e) => Err(e),
     }
+}
+
+/// [`drive_units`] for units shared with other runs: each unit is claimed first, run only if
+/// this run got it, and recorded complete with the coordinator. Units other runs hold are
+/// tried again until they are done (or their runs die and their leases lapse), so every run
+/// ends when the whole job is done. The job's counters show every run's units.
+async fn drive_shared<S: Scan, T: Sink<S::Row>>(
+    work: Vec<S::Unit>,
+    skipped: u64,
+    max: usize,
+    (cancel, failed): (&CancellationToken, &CancellationToken),
+    worker: Arc<Worker<S, T>>,
+    coordinator: Arc<dyn Coordinator>,
+) -> Result<(), EngineError> {
+    let coordination = |e: String| EngineError::Failed(format!("coordination: {e}"));
+    let counters = worker.counters.clone();
+    let poll = {
+        let (coordinator, counters) = (coordinator.clone(), counters.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(2));
+            loop {
+                tick.tick().await;
+                if let Ok(shared) = coordinator.shared().await {
+                    counters
+                        .units_done
+                        .store(skipped + shared.done, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let lease = coordinator.lease();
+    let mut pending = work;
+    let result = loop {
+        let held = Arc::new(Mutex::new(Vec::new()));
+        let round = drive_units(
+            pending,
+            max,
+            (cancel, failed),
+            (
+                |e: &EngineError| matches!(e, EngineError::Stopped),
+                || EngineError::Stopped,
+            ),
+            |unit| {
+                let (w, c, held) = (worker.clone(), coordinator.clone(), held.clone());
+                async move {
+                    let key = unit.key();
+                    match c.claim(&key).await.map_err(coordination)? {
+                        Claim::Done => {
+                            unit.record(&mut w.done.lock().unwrap_or_else(|p| p.into_inner()));
+                            Ok(())
+                        }
+                        Claim::Held => {
+                            held.lock().unwrap_or_else(|p| p.into_inner()).push(unit);
+                            Ok(())
+                        }
+                        Claim::Mine => {
+                            let renewal = {
+                                let (c, key) = (c.clone(), key.clone());
+                                tokio::spawn(async move {
+                                    let every = lease / 3;
+                                    let mut tick = tokio::time::interval_at(
+                                        tokio::time::Instant::now() + every,
+                                        every,
+                                    );
+                                    loop {
+                                        tick.tick().await;
+                                        match c.renew(&key).await {
+                                            Ok(true) => {}
+                                            Ok(false) => {
+                                                tracing::warn!(
+                                                    "coordination: the lease of {key} was lost; another run may copy it too"
+                                                );
+                                                return;
+                                            }
+                                            Err(e) => tracing::warn!(
+                                                "coordination: renewing the lease of {key}: {e}"
+                                            ),
+                                        }
+                                    }
+                                })
+                            };
+                            let copied = w.copy_unit(unit).await;
+                            renewal.abort();
+                            match copied {
+                                Ok(()) => c.complete(&key).await.map_err(coordination),
+                                Err(e) => {
+                                    if let Err(r) = c.release(&key).await {
+                                        tracing::warn!(
+                                            "coordination: releasing {key} (it lapses by itself): {r}"
+                                        );
+                                    }
+                                    Err(e)
+                                }
+                            }
+                        }
+                    }
+                }
+            },
+        )
+        .await;
+        if let Err(e) = round {
+            break Err(e);
+        }
+        pending = std::mem::take(&mut *held.lock().unwrap_or_else(|p| p.into_inner()));
+        if pending.is_empty() {
+            break Ok(());
+        }
+        tracing::debug!(
+            "coordination: {} units held by other runs; trying them again",
+            pending.len()
+        );
+        // A held unit is done by its run, or free once that run's lease lapses.
+        tokio::select! {
+            _ = tokio::time::sleep((lease / 4).clamp(Duration::from_millis(500), Duration::from_secs(5))) => {}
+            _ = cancel.cancelled() => break Err(EngineError::Stopped),
+        }
+    };
+    poll.abort();
+    if result.is_ok()
+        && let Ok(shared) = coordinator.shared().await
+    {
+        counters
+            .units_done
+            .store(skipped + shared.done, Ordering::Relaxed);
+    }
+    result
 }
 
 struct Worker<S: Scan, T: Sink<S::Row>> {

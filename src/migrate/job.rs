@@ -131,7 +131,10 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
             initial,
         ));
     }
-    let migration = Migration::prepare(&config, complete).await?;
+    let mut migration = Migration::prepare(&config, complete).await?;
+    if let Some(coordination) = &config.coordination {
+        migration.coordinate(super::place::coordinator(&config, coordination, text).await?);
+    }
     // Created (and swept, and leased) only now that the job is accepted.
     let savepoints = match pending {
         None => None,

@@ -123,3 +123,51 @@ impl Place {
         }
     }
 }
+
+/// The coordinator of a job shared by several daemons (`coordination`), on its table of the
+/// target database.
+pub async fn coordinator(
+    config: &super::config::JobConfig,
+    coordination: &super::config::CoordinationConfig,
+    text: &str,
+) -> Result<Arc<dyn crate::connectors::seam::Coordinator>, EngineError> {
+    let TargetConfig::Cql(target) = &config.target else {
+        unreachable!("checked by the parser: coordination needs a CQL target");
+    };
+    let job_id = match &coordination.job_id {
+        Some(id) => id.clone(),
+        None => {
+            let mut sealed = crate::jobfile::redacted_json(text);
+            seal_filter(&mut sealed)?;
+            derived_job_id(&sealed)
+        }
+    };
+    let place = format!(
+        "coordination table {}.{} (job {job_id})",
+        coordination.keyspace, coordination.table
+    );
+    let session = crate::connectors::cql::connect("target", &target.endpoint).await?;
+    let opened = crate::connectors::cql::coordination::TableCoordinator::open(
+        Arc::new(session),
+        &coordination.keyspace,
+        &coordination.table,
+        &job_id,
+        std::time::Duration::from_secs(coordination.lease_seconds),
+    )
+    .await;
+    match opened {
+        Ok(c) => {
+            tracing::info!(
+                "units shared with the other daemons running this job, through the {place}"
+            );
+            Ok(Arc::new(c))
+        }
+        Err(message) if message.starts_with("coordination.") => {
+            Err(EngineError::Config(crate::jobfile::JobConfigError {
+                message,
+                line: None,
+            }))
+        }
+        Err(message) => Err(EngineError::Failed(format!("{place}: {message}"))),
+    }
+}

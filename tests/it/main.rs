@@ -6,6 +6,7 @@
 mod api_errors;
 mod auth;
 mod cli;
+mod coordination;
 mod copy_semantics;
 mod copy_twice;
 mod daemon;

@@ -4,6 +4,7 @@
 pub mod codec;
 pub mod compare;
 pub mod config;
+pub mod coordination;
 pub mod copy;
 pub mod multicell;
 mod retry;
