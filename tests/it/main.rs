@@ -10,6 +10,7 @@ mod coordination;
 mod copy_semantics;
 mod copy_twice;
 mod daemon;
+mod deploy;
 mod dynamodb_migrator;
 mod dynamodb_stream;
 mod dynamodb_tables;
