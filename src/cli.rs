@@ -81,6 +81,15 @@ pub async fn migrate(path: &Path) -> u8 {
     if let Some((_, records)) = connector.iter().find(|(k, _)| *k == "streamRecordsRead") {
         summary.push_str(&format!(", {records} stream records applied"));
     }
+    let count = |name: &str| connector.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
+    if let (Some(all), Some(lwt)) = (
+        count("coordinationRequests"),
+        count("coordinationLwtRequests"),
+    ) {
+        summary.push_str(&format!(
+            ", {all} coordination requests ({lwt} lightweight transactions)"
+        ));
+    }
     if std::io::stderr().is_terminal() {
         eprintln!();
     }

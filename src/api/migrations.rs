@@ -113,7 +113,9 @@ pub async fn savepoints(
 ) -> Result<Json<SavepointList>, ApiError> {
     let record = state.jobs.get_kind::<MigrationJob>(&id)?;
     let job_file = crate::jobs::kept::read_job_file(&state.config.state_dir, &id).ok();
-    Ok(Json(crate::migrate::saved::list(&record.spec, job_file).await?))
+    Ok(Json(
+        crate::migrate::saved::list(&record.spec, job_file).await?,
+    ))
 }
 
 /// Resumes an `INTERRUPTED` migration (one the daemon did not resume by itself, or whose

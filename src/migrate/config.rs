@@ -10,11 +10,11 @@ use serde::Deserialize;
 use crate::config::yaml;
 pub use crate::connectors::{SourceConfig, TargetConfig};
 use crate::jobfile;
-use crate::savepoints::Location;
 pub use crate::jobfile::{
     JobConfigError, REDACTED, Rename, SavepointsConfig, ValidationConfig, is_secret_key, redact,
     redacted_json,
 };
+use crate::savepoints::Location;
 
 /// A whole migration job.
 #[derive(Debug, Clone)]

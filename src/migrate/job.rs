@@ -9,10 +9,10 @@ use tokio_util::sync::CancellationToken;
 use super::EngineError;
 use super::config::{JobConfig, redacted_json};
 use super::engine::{Counters, Migration};
+use super::place::Place;
 use crate::jobs::kept::forget_job_file;
 use crate::jobs::running::{Ending, Periodic, end, publish};
 use crate::jobs::{JobHandle, JobResult};
-use super::place::Place;
 use crate::savepoints::{self, SavepointInfo, Writer};
 
 /// A checked migration, with its savepoints and what it resumes from.
@@ -105,8 +105,10 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
                     if savepoints::identity(document) == identity {
                         Ok(())
                     } else {
-                        Err("belongs to another migration (source, target or renames differ)"
-                            .into())
+                        Err(
+                            "belongs to another migration (source, target or renames differ)"
+                                .into(),
+                        )
                     }
                 })
                 .await?;

@@ -40,7 +40,8 @@ impl Place {
             }
             (Location::Table(_), _) => {
                 return Err(SavepointError::Config(
-                    "savepoints.target: type target-table needs a Cassandra or ScyllaDB target".into(),
+                    "savepoints.target: type target-table needs a Cassandra or ScyllaDB target"
+                        .into(),
                 )
                 .into());
             }

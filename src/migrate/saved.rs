@@ -4,9 +4,9 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::savepoints::ranges::TokenRange;
 use super::config::JobConfig;
 use super::place::Place;
+use crate::savepoints::ranges::TokenRange;
 use crate::savepoints::{Progress, SavepointError, identity};
 
 /// A savepoint of a migration, with a summary of its progress.

@@ -369,10 +369,9 @@ impl GcsBlobs {
                     "iss": email, "scope": SCOPE, "aud": token_uri,
                     "iat": now, "exp": now + 3600,
                 });
-                let signer = jsonwebtoken::EncodingKey::from_rsa_pem(
-                    key.expose_secret().as_bytes(),
-                )
-                .map_err(|e| format!("the service account's private_key: {e}"))?;
+                let signer =
+                    jsonwebtoken::EncodingKey::from_rsa_pem(key.expose_secret().as_bytes())
+                        .map_err(|e| format!("the service account's private_key: {e}"))?;
                 let assertion = jsonwebtoken::encode(
                     &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
                     &claims,

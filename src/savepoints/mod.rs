@@ -21,9 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 pub use file::{FileStore, parse_document, parse_name, render_document};
+pub use identity::identity;
 pub use location::{Location, Writer};
 pub use object::{ObjectLease, ObjectStoreSavepoints};
-pub use identity::identity;
 pub use stream::StreamPositions;
 
 use ranges::RangeSet;

@@ -13,7 +13,15 @@ use test_support::{Daemon, drover_bin, listener_pid};
 const WAIT: Duration = Duration::from_secs(300);
 const LEASE_MS: i64 = 5_000;
 
-type LeaseRecord = (String, i64, String, String, Option<i64>, Option<i64>, Option<String>);
+type LeaseRecord = (
+    String,
+    i64,
+    String,
+    String,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+);
 
 /// Three daemons share a job; one is killed with `kill -9` mid-way. The two others finish
 /// it, taking over the dead one's units once their leases lapse; both report the whole job;
@@ -57,10 +65,7 @@ async fn three_daemons_share_a_job_and_finish_it_when_one_is_killed() {
             p["unitsDone"], p["unitsTotal"],
             "each daemon shows the whole job: {done}"
         );
-        assert!(
-            p["coordinationLwtRequests"].as_u64() > Some(0),
-            "{done}"
-        );
+        assert!(p["coordinationLwtRequests"].as_u64() > Some(0), "{done}");
         ended.push(done);
     }
     let written: u64 = ended

@@ -22,8 +22,8 @@ fn documents() -> Vec<serde_json::Value> {
     for file in manifests() {
         let text = std::fs::read_to_string(&file).unwrap();
         for doc in text.split("\n---\n") {
-            let value: serde_json::Value = yaml_serde::from_str(doc)
-                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let value: serde_json::Value =
+                yaml_serde::from_str(doc).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
             if !value.is_null() {
                 out.push(value);
             }
@@ -49,7 +49,10 @@ async fn kubernetes_manifests_validate_against_the_api_schemas() {
     );
     assert!(out.status.success(), "{report}");
     for kind in ["statefulset/", "job/", "configmap/", "secret/"] {
-        assert!(report.contains(&format!("passed for resource {kind}")), "{report}");
+        assert!(
+            report.contains(&format!("passed for resource {kind}")),
+            "{report}"
+        );
     }
 
     // The validator does bite: a misspelt field fails.
@@ -87,8 +90,9 @@ fn the_drover_files_in_the_manifests_are_read_by_drover() {
         .iter()
         .find(|d| d["kind"] == "Secret" && d["stringData"]["job.yaml"].is_string())
         .expect("the shared job's Secret");
-    let job = drover::migrate::config::JobConfig::parse(job["stringData"]["job.yaml"].as_str().unwrap())
-        .unwrap();
+    let job =
+        drover::migrate::config::JobConfig::parse(job["stringData"]["job.yaml"].as_str().unwrap())
+            .unwrap();
     let coordination = job.coordination.expect("a shared job");
     assert_eq!(coordination.job_id.as_deref(), Some("orders-2026-12"));
 
@@ -107,5 +111,8 @@ fn the_drover_files_in_the_manifests_are_read_by_drover() {
         assert_eq!(drover_container[probe]["httpGet"]["path"], path);
     }
     let k8s_job = docs.iter().find(|d| d["kind"] == "Job").unwrap();
-    assert_eq!(k8s_job["spec"]["parallelism"], k8s_job["spec"]["completions"]);
+    assert_eq!(
+        k8s_job["spec"]["parallelism"],
+        k8s_job["spec"]["completions"]
+    );
 }

@@ -100,7 +100,10 @@ async fn s3_get(bucket: &str, key: &str) -> String {
         .with_secret_access_key("test")
         .build()
         .unwrap();
-    let got = store.get(&object_store::path::Path::from(key)).await.unwrap();
+    let got = store
+        .get(&object_store::path::Path::from(key))
+        .await
+        .unwrap();
     String::from_utf8(got.bytes().await.unwrap().to_vec()).unwrap()
 }
 
@@ -171,19 +174,13 @@ async fn s3_savepoints_resume_after_kill_9_and_admit_one_run_at_a_time() {
         .await;
     assert_eq!(status, 200, "{list}");
     assert_eq!(list["path"], format!("s3://{bucket}/{prefix}"), "{list}");
-    assert!(
-        !list["savepoints"].as_array().unwrap().is_empty(),
-        "{list}"
-    );
+    assert!(!list["savepoints"].as_array().unwrap().is_empty(), "{list}");
 
     let before_kill = daemon.get(&format!("/api/v1/migrations/{id}")).await.1;
     daemon.kill9();
     let keys = s3_keys(&bucket, prefix).await;
     let savepoints: Vec<_> = keys.iter().filter(|k| k.contains("savepoint_")).collect();
-    assert!(
-        (1..=3).contains(&savepoints.len()),
-        "kept to 3: {keys:?}"
-    );
+    assert!((1..=3).contains(&savepoints.len()), "kept to 3: {keys:?}");
     assert!(
         keys.contains(&format!("{prefix}/.drover-writer.lock")),
         "the killed run's lease is still there: {keys:?}\n{before_kill}"
@@ -201,7 +198,12 @@ async fn s3_savepoints_resume_after_kill_9_and_admit_one_run_at_a_time() {
         "secrets are redacted in savepoints: {text}"
     );
     let corrupt = future_name(0, 1);
-    s3_put(&bucket, &format!("{prefix}/{corrupt}"), "source: [not closed").await;
+    s3_put(
+        &bucket,
+        &format!("{prefix}/{corrupt}"),
+        "source: [not closed",
+    )
+    .await;
 
     // The lease of a process gone from this host is taken over at once.
     let home = daemon.home().clone();
@@ -225,7 +227,10 @@ async fn s3_savepoints_resume_after_kill_9_and_admit_one_run_at_a_time() {
         logs.contains(&corrupt) && logs.contains("trying an older savepoint"),
         "{logs}"
     );
-    assert!(logs.contains("resuming from the newest savepoint"), "{logs}");
+    assert!(
+        logs.contains("resuming from the newest savepoint"),
+        "{logs}"
+    );
     let keys = s3_keys(&bucket, prefix).await;
     assert!(
         !keys.iter().any(|k| k.ends_with(".drover-writer.lock")),
@@ -401,6 +406,13 @@ async fn gcs_savepoints_are_kept_to_their_number_and_resumed_past_corrupt_ones()
 // ---- Target table ---------------------------------------------------------------------------
 
 type Row = (String, i64, i64, Option<String>, Option<i64>);
+type RawSavepointRow = (
+    String,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+);
 
 async fn savepoint_rows(dst: &Session, table: &str) -> Vec<Row> {
     let result = dst
@@ -412,11 +424,7 @@ async fn savepoint_rows(dst: &Session, table: &str) -> Vec<Row> {
         .unwrap()
         .into_rows_result()
         .unwrap();
-    let mut rows: Vec<(String, Option<i64>, Option<i64>, Option<String>, Option<i64>)> = result
-        .rows()
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let mut rows: Vec<RawSavepointRow> = result.rows().unwrap().collect::<Result<_, _>>().unwrap();
     rows.retain(|r| r.1.is_some());
     rows.into_iter()
         .map(|(j, c, n, y, e)| (j, c.unwrap(), n.unwrap(), y, e))
@@ -460,7 +468,11 @@ async fn target_table_savepoints_resume_across_pages_and_keep_to_their_migration
     let (code, stderr) = cli(&yaml, &[]).await;
     assert_eq!(code, Some(0), "{stderr}");
     let rows = savepoint_rows(&dst, &table).await;
-    assert_eq!(rows.len(), 1, "intervalSeconds defaults to 300: one final savepoint");
+    assert_eq!(
+        rows.len(),
+        1,
+        "intervalSeconds defaults to 300: one final savepoint"
+    );
     let (job_id, _, _, yaml_text, epoch) = rows[0].clone();
     assert!(job_id.starts_with("job-"), "{job_id}");
     assert_eq!(epoch, Some(1));
@@ -533,7 +545,8 @@ async fn target_table_savepoints_resume_across_pages_and_keep_to_their_migration
 async fn target_table_names_quorum_and_filters_follow_the_seed() {
     let Fixture { dst, ks, .. } = Fixture::rows("it_sp_rules", 500, 0, 10).await;
     let base = job(ks, "t", "", "", "");
-    let with = |target: &str| format!("{base}savepoints:\n  target:\n    type: target-table\n{target}");
+    let with =
+        |target: &str| format!("{base}savepoints:\n  target:\n    type: target-table\n{target}");
 
     let (code, stderr) = cli(&with("    keyspace: 'my-ks'\n"), &[]).await;
     assert_eq!(code, Some(2), "{stderr}");
@@ -557,7 +570,10 @@ async fn target_table_names_quorum_and_filters_follow_the_seed() {
     )
     .await;
     let (code, stderr) = cli(
-        &with(&format!("    keyspace: {}\n    table: Meta_Table\n", meta.to_uppercase())),
+        &with(&format!(
+            "    keyspace: {}\n    table: Meta_Table\n",
+            meta.to_uppercase()
+        )),
         &[],
     )
     .await;

@@ -102,11 +102,7 @@ impl TableCoordinator {
             .refresh_metadata()
             .await
             .map_err(|e| e.to_string())?;
-        if session
-            .get_cluster_state()
-            .get_keyspace(keyspace)
-            .is_none()
-        {
+        if session.get_cluster_state().get_keyspace(keyspace).is_none() {
             return Err(format!(
                 "coordination.keyspace: keyspace {keyspace:?} does not exist on the target cluster; create it (drover creates only its tables)"
             ));
@@ -404,10 +400,7 @@ impl Coordinator for TableCoordinator {
                 "coordinationRequests",
                 self.requests.load(Ordering::Relaxed),
             ),
-            (
-                "coordinationLwtRequests",
-                self.lwt.load(Ordering::Relaxed),
-            ),
+            ("coordinationLwtRequests", self.lwt.load(Ordering::Relaxed)),
         ]
     }
 }

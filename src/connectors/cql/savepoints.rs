@@ -166,10 +166,7 @@ impl TableOpener {
     pub fn new(session: Arc<Session>, target: &TableTarget, job_id: &str) -> Self {
         let job_id = format!("{job_id}{}", target.suffix);
         Self {
-            describe: format!(
-                "table {}.{} (job {job_id})",
-                target.keyspace, target.table
-            ),
+            describe: format!("table {}.{} (job {job_id})", target.keyspace, target.table),
             session,
             target: target.clone(),
             job_id,
@@ -177,7 +174,11 @@ impl TableOpener {
     }
 
     fn name(&self) -> String {
-        format!("{}.{}", quote(&self.target.keyspace), quote(&self.target.table))
+        format!(
+            "{}.{}",
+            quote(&self.target.keyspace),
+            quote(&self.target.table)
+        )
     }
 
     async fn prepare(
@@ -457,9 +458,7 @@ async fn read_lease_row(
         .execute_unpaged(statement, (job_id,))
         .await
         .map_err(|e| statement_error(describe, e))?;
-    let rows = result
-        .into_rows_result()
-        .map_err(|e| remote(describe, e))?;
+    let rows = result.into_rows_result().map_err(|e| remote(describe, e))?;
     Ok(rows
         .maybe_first_row::<LeaseRow>()
         .map_err(|e| remote(describe, e))?
@@ -498,10 +497,19 @@ fn renew_lease(
             let result = session
                 .execute_unpaged(
                     &renew,
-                    (owner.as_str(), holder.as_str(), job_id.as_str(), owner.as_str(), epoch),
+                    (
+                        owner.as_str(),
+                        holder.as_str(),
+                        job_id.as_str(),
+                        owner.as_str(),
+                        epoch,
+                    ),
                 )
                 .await;
-            match result.map_err(|e| statement_error(&describe, e)).and_then(applied) {
+            match result
+                .map_err(|e| statement_error(&describe, e))
+                .and_then(applied)
+            {
                 Ok(true) => {}
                 Ok(false) => {
                     lost.store(true, Ordering::SeqCst);
@@ -571,8 +579,13 @@ impl TableSavepoints {
     async fn page(
         &self,
         paging: PagingState,
-    ) -> Result<(Vec<(i64, i64, Option<String>, Option<i64>)>, PagingStateResponse), SavepointError>
-    {
+    ) -> Result<
+        (
+            Vec<(i64, i64, Option<String>, Option<i64>)>,
+            PagingStateResponse,
+        ),
+        SavepointError,
+    > {
         let (result, next) = self
             .session
             .execute_single_page(&self.select_page, (self.job_id.as_str(),), paging)
@@ -820,7 +833,10 @@ mod tests {
         };
         let plain = sealed("");
         let filter = plain["source"]["where"].as_str().unwrap();
-        assert!(filter.starts_with(SEALED_PREFIX) && !filter.contains("v = "), "{filter}");
+        assert!(
+            filter.starts_with(SEALED_PREFIX) && !filter.contains("v = "),
+            "{filter}"
+        );
         // Not a plain SHA-256 of the filter: a reader of the table cannot confirm guesses.
         let unsalted = hex(&sha2::Sha256::digest(b"v = 'x'"));
         assert!(!filter.contains(&unsalted));

@@ -190,11 +190,7 @@ fn s3(text: &str, keys: S3Target) -> Result<Location, JobConfigError> {
             .with_secret_access_key(c.secret_key.expose_secret());
     }
     let store = b.build().map_err(|e| {
-        JobConfigError::at(
-            text,
-            KEY,
-            format!("cannot use S3 bucket {bucket:?}: {e}"),
-        )
+        JobConfigError::at(text, KEY, format!("cannot use S3 bucket {bucket:?}: {e}"))
     })?;
     Ok(Location::Objects(Arc::new(S3Blobs::new(
         Arc::new(store),
@@ -281,11 +277,7 @@ fn default_gcs_auth(text: &str) -> Result<(GcsAuth, Option<String>), JobConfigEr
     match std::env::var_os("GOOGLE_APPLICATION_CREDENTIALS") {
         Some(path) if !path.is_empty() => GcsAuth::from_key_file(std::path::Path::new(&path))
             .map_err(|m| {
-                JobConfigError::at(
-                    text,
-                    KEY,
-                    format!("GOOGLE_APPLICATION_CREDENTIALS: {m}"),
-                )
+                JobConfigError::at(text, KEY, format!("GOOGLE_APPLICATION_CREDENTIALS: {m}"))
             }),
         _ => Ok((GcsAuth::Metadata, None)),
     }
@@ -296,10 +288,7 @@ fn default_gcs_auth(text: &str) -> Result<(GcsAuth, Option<String>), JobConfigEr
 /// are spliced into statements drover creates tables with).
 pub fn table_name(text: &str, key: &str, value: &str) -> Result<String, JobConfigError> {
     let trimmed = value.trim();
-    let (inner, quoted) = match trimmed
-        .strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
-    {
+    let (inner, quoted) = match trimmed.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
         Some(inner) => (inner, true),
         None => (trimmed, false),
     };

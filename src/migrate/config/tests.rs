@@ -320,9 +320,10 @@ fn savepoints_target_is_read_as_migrator_reads_it() {
         "s3://bucket/sp/x"
     );
     // Only this backend defaults its interval (to 300 s), as in Migrator's documentation.
-    let table =
-        JobConfig::parse(&target("    type: target-table\n").replace("  intervalSeconds: 300\n", ""))
-            .unwrap();
+    let table = JobConfig::parse(
+        &target("    type: target-table\n").replace("  intervalSeconds: 300\n", ""),
+    )
+    .unwrap();
     let sp = table.savepoints.unwrap();
     assert_eq!(sp.interval_seconds, Some(300));
     let Some(Location::Table(t)) = sp.location else {
@@ -331,12 +332,18 @@ fn savepoints_target_is_read_as_migrator_reads_it() {
     assert_eq!(t.table, "scylla_migrator_savepoints");
     assert_eq!(t.job_id, None);
     for (body, says) in [
-        ("    type: s3\n    bucket: ''\n", "savepoints.target.bucket: must not be empty"),
+        (
+            "    type: s3\n    bucket: ''\n",
+            "savepoints.target.bucket: must not be empty",
+        ),
         (
             "    type: s3\n    bucket: b\n    credentials:\n      accessKey: k\n      secretKey: s\n      assumeRole:\n        arn: x\n",
             "savepoints.target.credentials.assumeRole: assuming a role",
         ),
-        ("    type: s3\n    bucket: b\n    colour: red\n", "savepoints.target: unknown field `colour`"),
+        (
+            "    type: s3\n    bucket: b\n    colour: red\n",
+            "savepoints.target: unknown field `colour`",
+        ),
         (
             "    type: gcs\n    bucket: b\n    credentials:\n      serviceAccountJsonKeyfile: /nonexistent/key.json\n",
             "savepoints.target.credentials.serviceAccountJsonKeyfile: /nonexistent/key.json: No such file",
@@ -349,7 +356,10 @@ fn savepoints_target_is_read_as_migrator_reads_it() {
             "    type: target-table\n    table: '\"a b\"'\n",
             "savepoints.target.table: \"\\\"a b\\\"\": only ASCII letters",
         ),
-        ("    type: target-table\n    jobId: ' '\n", "savepoints.target.jobId: must not be empty"),
+        (
+            "    type: target-table\n    jobId: ' '\n",
+            "savepoints.target.jobId: must not be empty",
+        ),
         (
             "    type: hadoop\n",
             "savepoints.target: type hadoop is not a savepoints target",
@@ -393,11 +403,22 @@ fn target_table_names_follow_cql_rules_with_the_seed_restrictions() {
     assert_eq!(name("MyKs").unwrap(), "myks");
     assert_eq!(name("\"MyKs\"").unwrap(), "MyKs");
     assert_eq!(name(" snake_case_9 ").unwrap(), "snake_case_9");
-    for bad in ["\"my ks\"", "my-ks", "ks.t", "\"\"", "", "é", &"a".repeat(49)] {
+    for bad in [
+        "\"my ks\"",
+        "my-ks",
+        "ks.t",
+        "\"\"",
+        "",
+        "é",
+        &"a".repeat(49),
+    ] {
         assert!(name(bad).is_err(), "{bad:?} is refused");
     }
     // An omitted keyspace inherits target.keyspace as the target resolves it.
-    let text = GOOD.replace("  path: /tmp/savepoints\n", "  target:\n    type: target-table\n");
+    let text = GOOD.replace(
+        "  path: /tmp/savepoints\n",
+        "  target:\n    type: target-table\n",
+    );
     let at = text.rfind("keyspace: ks").expect("the target's keyspace");
     let text = format!("{}keyspace: '\"Dst_KS\"'{}", &text[..at], &text[at + 12..]);
     let job = JobConfig::parse(&text).unwrap();
