@@ -35,7 +35,7 @@ pub struct MigrationList {
     responses(
         (status = 202, description = "Accepted; poll statusUrl", body = Accepted),
         (status = 400, description = "The job config or the schemas are invalid", body = ErrorBody),
-        (status = 409, description = "Another run of the job holds its savepoints directory", body = ErrorBody),
+        (status = 409, description = "Another run of the job holds its savepoints (directory, bucket folder or table)", body = ErrorBody),
         (status = 502, description = "A database could not be reached", body = ErrorBody),
     )
 )]
@@ -105,7 +105,11 @@ pub async fn cancel(
     path = "/api/v1/migrations/{id}/savepoints",
     tag = "migrations",
     params(("id" = String, Path, description = "Job id")),
-    responses((status = 200, body = SavepointList), (status = 404, body = ErrorBody))
+    responses(
+        (status = 200, body = SavepointList),
+        (status = 404, body = ErrorBody),
+        (status = 502, description = "The bucket or table of the savepoints cannot be read", body = ErrorBody)
+    )
 )]
 pub async fn savepoints(
     State(state): State<AppState>,

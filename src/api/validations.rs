@@ -36,7 +36,7 @@ pub struct ValidationList {
     responses(
         (status = 202, description = "Accepted; poll statusUrl", body = Accepted),
         (status = 400, description = "The job config or the schemas are invalid", body = ErrorBody),
-        (status = 409, description = "Another run of the job holds its savepoints directory", body = ErrorBody),
+        (status = 409, description = "Another run of the job holds its savepoints (directory, bucket folder or table)", body = ErrorBody),
         (status = 502, description = "A database could not be reached", body = ErrorBody),
     )
 )]

@@ -13,7 +13,7 @@ use crate::savepoints::{Progress, SavepointError, identity};
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SavepointView {
-    /// File name (`savepoint_<epochMillis>_<counter>.yaml`).
+    /// Name (`savepoint_<epochMillis>_<counter>.yaml`; rows of a table are named alike).
     pub name: String,
     /// Creation time, milliseconds since the epoch.
     pub epoch_millis: u64,
@@ -30,7 +30,8 @@ pub struct SavepointView {
 /// Savepoints of a migration.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SavepointList {
-    /// Directory of the savepoint files.
+    /// Where the savepoints are: a directory, `s3://bucket/prefix`, `gs://bucket/prefix`, or
+    /// `table keyspace.table (job id)`.
     pub path: Option<String>,
     /// Newest first; only those of this migration (same source, target and renames).
     pub savepoints: Vec<SavepointView>,
