@@ -142,3 +142,37 @@ fn progress_round_trips_through_a_document() {
     );
     assert!(Progress::from_document(&json!({"skipTokenRanges": [[5, 1]]})).is_err());
 }
+
+/// 100k completed units, finished in any order: the savepoint stays a few kilobytes (merged
+/// intervals past `MAX_PAIRS`), whatever backend stores it.
+#[test]
+fn a_hundred_thousand_units_keep_a_savepoint_small() {
+    let n: i64 = 100_000;
+    let width = (u64::MAX / n as u64) as i64;
+    let unit = |i: i64| {
+        let start = (i64::MIN as i128 + i as i128 * width as i128) as i64;
+        let end = if i == n - 1 { i64::MAX } else { start + width };
+        TokenRange::new(start, end).unwrap()
+    };
+    // A scrambled order, as units finish `maxConcurrentUnits` at a time.
+    let mut order: Vec<i64> = (0..n).collect();
+    for i in 0..order.len() {
+        let j = (i * 7919 + 13) % order.len();
+        order.swap(i, j);
+    }
+    let mut progress = Progress::default();
+    for (k, i) in order.iter().enumerate() {
+        if k % 1000 == 999 {
+            // Every thousandth unit is still running when the savepoint is taken.
+            continue;
+        }
+        progress.token_ranges.insert(unit(*i));
+    }
+    let mut d = json!({"source": {}, "target": {}});
+    progress.into_document(&mut d);
+    let text = super::render_document(&d);
+    assert!(text.len() < 64 * 1024, "{} bytes", text.len());
+    let back = Progress::from_document(&super::parse_document("x", &text).unwrap()).unwrap();
+    assert_eq!(back.token_ranges.ranges(), progress.token_ranges.ranges());
+    assert_eq!(back.token_ranges.ranges().len(), 101, "100 gaps: 101 intervals");
+}
