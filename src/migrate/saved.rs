@@ -35,6 +35,10 @@ pub struct SavepointList {
     pub path: Option<String>,
     /// Newest first; only those of this migration (same source, target and renames).
     pub savepoints: Vec<SavepointView>,
+    /// Why the list is empty without reading the savepoints, when it is so: the job ended and
+    /// the credentials of its bucket went with its kept job file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The savepoints of the migration whose (redacted) job document is `spec`: those of its
@@ -50,8 +54,18 @@ pub async fn list(
         return Ok(SavepointList {
             path: None,
             savepoints: vec![],
+            note: None,
         });
     }
+    // The savepoints' own credentials were redacted and the job file is gone: reaching the
+    // bucket without them would only try the environment's (the metadata service, slowly).
+    let redacted = |v: &serde_json::Value| v.to_string().contains(crate::jobfile::REDACTED);
+    let in_target = spec
+        .pointer("/savepoints/target/type")
+        .and_then(|t| t.as_str())
+        .is_some_and(|t| t.starts_with("target-"));
+    let credentials_gone = job_file.is_none()
+        && (redacted(&spec["savepoints"]) || in_target && redacted(&spec["target"]));
     let text = job_file.unwrap_or_else(|| {
         // Secrets are redacted: parse without them (a redacted key is left out).
         let mut unredacted = spec.clone();
@@ -63,16 +77,27 @@ pub async fn list(
         return Ok(SavepointList {
             path: None,
             savepoints: vec![],
+            note: None,
         });
     };
     let mut base = crate::jobfile::redacted_json(&text);
     let place = Place::new(sp, &config.target, &mut base, None)
         .map_err(|e| SavepointError::Config(e.to_string()))?;
     let wanted = identity(&base);
+    if credentials_gone {
+        return Ok(SavepointList {
+            path: Some(place.describe()),
+            savepoints: vec![],
+            note: Some(
+                "the job has ended and its credentials for the savepoints were deleted with its kept job file; they are still where path says".into(),
+            ),
+        });
+    }
     let Some(store) = place.reader().await? else {
         return Ok(SavepointList {
             path: Some(place.describe()),
             savepoints: vec![],
+            note: None,
         });
     };
     let views = tokio::task::spawn_blocking(move || -> Result<_, SavepointError> {
@@ -101,6 +126,7 @@ pub async fn list(
     Ok(SavepointList {
         path: Some(place.describe()),
         savepoints: views,
+        note: None,
     })
 }
 
