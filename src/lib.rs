@@ -36,6 +36,7 @@ pub mod kinds;
 pub mod livemigration;
 pub mod metrics;
 pub mod migrate;
+pub mod s3;
 pub mod savepoints;
 pub mod telemetry;
 pub mod tls;

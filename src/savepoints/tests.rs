@@ -174,5 +174,9 @@ fn a_hundred_thousand_units_keep_a_savepoint_small() {
     assert!(text.len() < 64 * 1024, "{} bytes", text.len());
     let back = Progress::from_document(&super::parse_document("x", &text).unwrap()).unwrap();
     assert_eq!(back.token_ranges.ranges(), progress.token_ranges.ranges());
-    assert_eq!(back.token_ranges.ranges().len(), 101, "100 gaps: 101 intervals");
+    assert_eq!(
+        back.token_ranges.ranges().len(),
+        101,
+        "100 gaps: 101 intervals"
+    );
 }

@@ -3,14 +3,11 @@
 //! `s3a://bucket/key`), so that savepoints read the same in ScyllaDB Migrator and drover.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::TryStreamExt;
-use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjPath;
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, RetryConfig};
-use secrecy::ExposeSecret;
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 
 use super::ParquetError;
 use super::config::{Location, S3Access};
@@ -71,33 +68,13 @@ impl Store {
                 })
             }
             Location::S3 { bucket, prefix, .. } => {
-                let mut b = AmazonS3Builder::from_env()
-                    .with_bucket_name(bucket)
-                    // Bounded: a wrong endpoint or bucket fails the job in seconds, not minutes.
-                    .with_retry(RetryConfig {
-                        max_retries: 4,
-                        retry_timeout: Duration::from_secs(60),
-                        ..Default::default()
-                    });
-                let region = s3
-                    .region
-                    .clone()
-                    .or_else(|| std::env::var("AWS_REGION").ok())
-                    .unwrap_or_else(|| "us-east-1".into());
-                b = b.with_region(region);
-                if let Some(e) = &s3.endpoint {
-                    let url = e.url();
-                    b = b
-                        .with_allow_http(url.starts_with("http://"))
-                        .with_endpoint(url)
-                        .with_virtual_hosted_style_request(false);
-                }
-                if let Some(c) = &s3.credentials {
-                    b = b
-                        .with_access_key_id(c.access_key.expose_secret())
-                        .with_secret_access_key(c.secret_key.expose_secret());
-                }
-                let inner = b.build().map_err(|e| ParquetError::Invalid {
+                let inner = crate::s3::client(
+                    bucket,
+                    s3.region.as_deref(),
+                    s3.endpoint.as_ref(),
+                    s3.credentials.as_ref(),
+                )
+                .map_err(|e| ParquetError::Invalid {
                     key: side.to_string(),
                     message: format!("cannot use S3 bucket {bucket:?}: {e}"),
                 })?;

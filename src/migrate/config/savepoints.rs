@@ -3,11 +3,7 @@
 //! documentation), plus drover's `endpoint` for S3-compatible servers and GCS emulators.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use object_store::RetryConfig;
-use object_store::aws::AmazonS3Builder;
-use secrecy::ExposeSecret;
 use serde::Deserialize;
 
 use crate::connectors::TargetConfig;
@@ -156,42 +152,27 @@ fn non_empty(text: &str, key: &str, value: &str) -> Result<(), JobConfigError> {
 fn s3(text: &str, keys: S3Target) -> Result<Location, JobConfigError> {
     non_empty(text, "savepoints.target.bucket", &keys.bucket)?;
     let bucket = keys.bucket.trim();
-    let mut b = AmazonS3Builder::from_env()
-        .with_bucket_name(bucket)
-        // Bounded: a wrong endpoint or bucket fails a savepoint in seconds, not minutes.
-        .with_retry(RetryConfig {
-            max_retries: 4,
-            retry_timeout: Duration::from_secs(60),
-            ..Default::default()
-        })
-        .with_region(
-            keys.region
-                .or_else(|| std::env::var("AWS_REGION").ok())
-                .unwrap_or_else(|| "us-east-1".into()),
-        );
     if let Some(e) = &keys.endpoint {
         endpoint(text, e)?;
-        let url = e.url();
-        b = b
-            .with_allow_http(url.starts_with("http://"))
-            .with_endpoint(url)
-            .with_virtual_hosted_style_request(false);
     }
-    if let Some(c) = &keys.credentials {
-        if c.assume_role.is_some() {
-            return Err(JobConfigError::at(
-                text,
-                "savepoints.target.credentials.assumeRole",
-                "assuming a role for savepoints in S3 is not supported by this version of drover yet; give the role's keys, or use the AWS environment",
-            ));
-        }
-        b = b
-            .with_access_key_id(c.access_key.expose_secret())
-            .with_secret_access_key(c.secret_key.expose_secret());
+    if keys
+        .credentials
+        .as_ref()
+        .is_some_and(|c| c.assume_role.is_some())
+    {
+        return Err(JobConfigError::at(
+            text,
+            "savepoints.target.credentials.assumeRole",
+            "assuming a role for savepoints in S3 is not supported by this version of drover yet; give the role's keys, or use the AWS environment",
+        ));
     }
-    let store = b.build().map_err(|e| {
-        JobConfigError::at(text, KEY, format!("cannot use S3 bucket {bucket:?}: {e}"))
-    })?;
+    let store = crate::s3::client(
+        bucket,
+        keys.region.as_deref(),
+        keys.endpoint.as_ref(),
+        keys.credentials.as_ref(),
+    )
+    .map_err(|e| JobConfigError::at(text, KEY, format!("cannot use S3 bucket {bucket:?}: {e}")))?;
     Ok(Location::Objects(Arc::new(S3Blobs::new(
         Arc::new(store),
         bucket,
