@@ -32,6 +32,9 @@ use crate::connectors::seam::{Claim, Coordinator, Shared};
 /// The default table of unit leases.
 pub const DEFAULT_TABLE: &str = "drover_units";
 
+/// Attempts after the first of a coordination statement that timed out.
+const RETRIES: usize = 6;
+
 /// A job's units in a table of the target database.
 pub struct TableCoordinator {
     session: Arc<Session>,
@@ -187,20 +190,44 @@ impl TableCoordinator {
         })
     }
 
+    /// Runs a statement, again after a timeout or an unavailable replica (a contended
+    /// lightweight transaction times out under load): each statement here is safe to repeat,
+    /// since a repeat finds the state the first attempt left (see `claim` and `complete`).
     async fn execute(
         &self,
         statement: &PreparedStatement,
         values: impl scylla::serialize::row::SerializeRow,
         conditional: bool,
     ) -> Result<scylla::response::query_result::QueryResult, String> {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        if conditional {
-            self.lwt.fetch_add(1, Ordering::Relaxed);
+        use backon::BackoffBuilder;
+        let mut delays = backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(200))
+            .with_max_delay(Duration::from_secs(5))
+            .with_max_times(RETRIES)
+            .with_jitter()
+            .build();
+        loop {
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            if conditional {
+                self.lwt.fetch_add(1, Ordering::Relaxed);
+            }
+            match self.session.execute_unpaged(statement, &values).await {
+                Ok(result) => return Ok(result),
+                Err(e) => {
+                    let message = e.to_string();
+                    let transient = ["timed out", "Timeout", "Unavailable", "Not enough nodes"]
+                        .iter()
+                        .any(|t| message.contains(t));
+                    match delays.next() {
+                        Some(delay) if transient => {
+                            tracing::debug!("coordination: {message}; trying again in {delay:?}");
+                            tokio::time::sleep(delay).await;
+                        }
+                        _ => return Err(message),
+                    }
+                }
+            }
         }
-        self.session
-            .execute_unpaged(statement, values)
-            .await
-            .map_err(|e| e.to_string())
     }
 
     async fn record_ended(&self, key: &str, how: &str) {
@@ -246,7 +273,10 @@ impl Coordinator for TableCoordinator {
                 )
                 .await?;
             let (applied, current) = outcome(result)?;
-            if !applied {
+            // An attempt that timed out may have been applied: the repeat then finds our own
+            // lease.
+            let ours = matches!(current.get("owner"), Some(CqlValue::Text(o)) if *o == self.owner);
+            if !applied && !ours {
                 return Ok(
                     if matches!(current.get("done"), Some(CqlValue::Boolean(true))) {
                         Claim::Done
@@ -330,8 +360,10 @@ impl Coordinator for TableCoordinator {
                     true,
                 )
                 .await?;
-            let (applied, _) = outcome(result)?;
-            if !applied {
+            let (applied, current) = outcome(result)?;
+            // A repeat of an attempt that was applied finds the unit done.
+            let repeated = matches!(current.get("done"), Some(CqlValue::Boolean(true)));
+            if !applied && !repeated {
                 // Copied whole, every write acknowledged, but the lease lapsed meanwhile (a
                 // pause longer than the lease): the unit is complete all the same; another
                 // run that took it copies it again, idempotently.
@@ -341,7 +373,7 @@ impl Coordinator for TableCoordinator {
                 let values = (self.holder.as_str(), self.job_id.as_str(), key.as_str());
                 self.execute(&self.complete_lost, values, true).await?;
             }
-            self.record_ended(&key, if applied { "done" } else { "lapsed" })
+            self.record_ended(&key, if applied || repeated { "done" } else { "lapsed" })
                 .await;
             Ok(())
         })
