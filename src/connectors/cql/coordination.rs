@@ -373,8 +373,15 @@ impl Coordinator for TableCoordinator {
                 let values = (self.holder.as_str(), self.job_id.as_str(), key.as_str());
                 self.execute(&self.complete_lost, values, true).await?;
             }
-            self.record_ended(&key, if applied || repeated { "done" } else { "lapsed" })
-                .await;
+            self.record_ended(
+                &key,
+                if applied || repeated {
+                    "done"
+                } else {
+                    "lapsed"
+                },
+            )
+            .await;
             Ok(())
         })
     }
