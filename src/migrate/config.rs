@@ -314,6 +314,7 @@ fn as_u64(v: usize) -> u64 {
 mod coordination;
 mod savepoints;
 pub use coordination::CoordinationConfig;
+pub(crate) use savepoints::local_path;
 pub use savepoints::{DEFAULT_TABLE, table_name};
 
 #[cfg(test)]

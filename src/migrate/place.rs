@@ -50,6 +50,14 @@ impl Place {
         Ok(Self { location, table })
     }
 
+    /// A local directory.
+    pub fn directory(dir: std::path::PathBuf) -> Self {
+        Self {
+            location: Location::Dir(dir),
+            table: None,
+        }
+    }
+
     /// The place, for messages.
     pub fn describe(&self) -> String {
         match &self.table {

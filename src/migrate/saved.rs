@@ -57,42 +57,52 @@ pub async fn list(
             note: None,
         });
     }
-    // The savepoints' own credentials were redacted and the job file is gone: reaching the
-    // bucket without them would only try the environment's (the metadata service, slowly).
-    let redacted = |v: &serde_json::Value| v.to_string().contains(crate::jobfile::REDACTED);
-    let in_target = spec
-        .pointer("/savepoints/target/type")
-        .and_then(|t| t.as_str())
-        .is_some_and(|t| t.starts_with("target-"));
-    let credentials_gone = job_file.is_none()
-        && (redacted(&spec["savepoints"]) || in_target && redacted(&spec["target"]));
-    let text = job_file.unwrap_or_else(|| {
-        // Secrets are redacted: parse without them (a redacted key is left out).
-        let mut unredacted = spec.clone();
-        strip_redacted(&mut unredacted);
-        yaml_serde::to_string(&unredacted).unwrap_or_default()
-    });
-    let config = JobConfig::parse(&text).map_err(|e| SavepointError::Config(e.to_string()))?;
-    let Some(sp) = &config.savepoints else {
-        return Ok(SavepointList {
-            path: None,
-            savepoints: vec![],
-            note: None,
-        });
+    // A directory needs nothing of the job but its path (the job file may be gone, and the
+    // redacted document does not parse: its secrets are missing).
+    let dir = spec
+        .pointer("/savepoints/path")
+        .or_else(|| {
+            spec.pointer("/savepoints/target")
+                .filter(|t| matches!(t["type"].as_str(), Some("filesystem" | "path")))
+                .and_then(|t| t.get("path"))
+        })
+        .and_then(|p| p.as_str())
+        .filter(|p| !p.contains("://"));
+    let (place, wanted) = match (dir, job_file) {
+        (Some(dir), _) => (
+            Place::directory(super::config::local_path(dir)),
+            identity(spec),
+        ),
+        (None, Some(text)) => {
+            let config =
+                JobConfig::parse(&text).map_err(|e| SavepointError::Config(e.to_string()))?;
+            let Some(sp) = &config.savepoints else {
+                return Ok(SavepointList {
+                    path: None,
+                    savepoints: vec![],
+                    note: None,
+                });
+            };
+            let mut base = crate::jobfile::redacted_json(&text);
+            let place = Place::new(sp, &config.target, &mut base, None)
+                .map_err(|e| SavepointError::Config(e.to_string()))?;
+            (place, identity(&base))
+        }
+        (None, None) => {
+            // The job ended and its kept job file went with its credentials: a bucket or
+            // table is not reached without them (the environment's would be tried, slowly).
+            return Ok(SavepointList {
+                path: spec
+                    .pointer("/savepoints/path")
+                    .and_then(|p| p.as_str())
+                    .map(str::to_string),
+                savepoints: vec![],
+                note: Some(
+                    "the job has ended, and the credentials its savepoints are read with went with its kept job file; the savepoints are still where the job's savepoints section says".into(),
+                ),
+            });
+        }
     };
-    let mut base = crate::jobfile::redacted_json(&text);
-    let place = Place::new(sp, &config.target, &mut base, None)
-        .map_err(|e| SavepointError::Config(e.to_string()))?;
-    let wanted = identity(&base);
-    if credentials_gone {
-        return Ok(SavepointList {
-            path: Some(place.describe()),
-            savepoints: vec![],
-            note: Some(
-                "the job has ended and its credentials for the savepoints were deleted with its kept job file; they are still where path says".into(),
-            ),
-        });
-    }
     let Some(store) = place.reader().await? else {
         return Ok(SavepointList {
             path: Some(place.describe()),
@@ -128,16 +138,4 @@ pub async fn list(
         savepoints: views,
         note: None,
     })
-}
-
-/// Removes every key whose value is the redaction marker.
-fn strip_redacted(value: &mut serde_json::Value) {
-    match value {
-        serde_json::Value::Object(map) => {
-            map.retain(|_, v| v.as_str() != Some(crate::jobfile::REDACTED));
-            map.values_mut().for_each(strip_redacted);
-        }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_redacted),
-        _ => {}
-    }
 }
