@@ -1,11 +1,12 @@
 //! ScyllaDB Migrator's own Parquet job files (`tests/data/migrator-parquet/`): every one is
-//! read by drover's parser as it is (its GCS savepoint file refused naming GCS), and the
+//! read by drover's parser as it is (its GCS savepoints included), and the
 //! scenarios run the way Migrator's tests run them, with only addresses and paths changed:
 //! its CQL → Parquet → CQL timestamp round trip, a single file, parallel files, and the
 //! legacy/new mode comparison (the same table content either way).
 //!
 //! Not run here: `bench-e2e-*` (benchmarks: `bench/`), the resume files (the `kill -9` resume
-//! of `parquet.rs` covers them), `parquet-to-scylla-gcs-savepoints` (GCS: refused).
+//! of `parquet.rs` covers them), `parquet-to-scylla-gcs-savepoints` (GCS savepoints run in
+//! `savepoint_places.rs`, against the GCS emulator).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -28,7 +29,7 @@ fn fixture(name: &str) -> String {
 }
 
 #[test]
-fn every_migrator_parquet_job_file_is_accepted_and_gcs_savepoints_are_refused_by_name() {
+fn every_migrator_parquet_job_file_is_accepted_gcs_savepoints_included() {
     let mut names: Vec<String> = std::fs::read_dir(fixtures_dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -37,16 +38,14 @@ fn every_migrator_parquet_job_file_is_accepted_and_gcs_savepoints_are_refused_by
     names.sort();
     assert_eq!(names.len(), 20, "{names:?}");
     for name in &names {
-        let parsed = JobConfig::parse(&fixture(name));
+        let job = JobConfig::parse(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         if name == "parquet-to-scylla-gcs-savepoints.yaml" {
-            let err = parsed.expect_err(name);
-            assert!(
-                err.message.starts_with("savepoints.target: ") && err.message.contains("GCS"),
-                "{name}: {err}"
+            let place = job.savepoints.as_ref().unwrap().location.as_ref().unwrap();
+            assert_eq!(
+                place.describe(),
+                "gs://migrator-savepoints/parquet-gcs-savepoints"
             );
-            continue;
         }
-        let job = parsed.unwrap_or_else(|e| panic!("{name}: {e}"));
         match (&job.source, &job.target) {
             (SourceConfig::Parquet(_), TargetConfig::Cql(_))
             | (SourceConfig::Cql(_), TargetConfig::Parquet(_)) => {}
