@@ -214,9 +214,10 @@ fn default_failures_to_fetch() -> usize {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SavepointsConfig {
     /// Directory of savepoint files (created if missing; relative to the working directory of
-    /// the process that runs the job).
+    /// the process that runs the job), or an `s3a://`/`gs://` bucket folder. After parsing:
+    /// the directory, when savepoints are kept in one.
     pub path: Option<std::path::PathBuf>,
-    /// Seconds between savepoints. Required for the file backend.
+    /// Seconds between savepoints. Required, except for `target-table` (default 300).
     pub interval_seconds: Option<u64>,
     /// On start, continue from the newest savepoint of the same migration. Default true.
     #[serde(default = "yes")]
@@ -224,7 +225,8 @@ pub struct SavepointsConfig {
     /// drover: savepoint files kept (the newest); older ones are deleted. Default 10.
     #[serde(default = "default_keep")]
     pub keep: usize,
-    /// Savepoints stored in the target database (ScyllaDB Migrator's `target-table` backend).
+    /// ScyllaDB Migrator's typed destination: `type` filesystem, s3, gcs or target-table
+    /// (read into `location` by the job's parser).
     pub target: Option<yaml_serde::Value>,
     /// Parquet sources: record each finished file in `skipParquetFiles` so a re-run skips it
     /// (default true). false is ScyllaDB Migrator's legacy mode: no file is recorded, a re-run
