@@ -222,7 +222,7 @@ pub struct SavepointsConfig {
     /// On start, continue from the newest savepoint of the same migration. Default true.
     #[serde(default = "yes")]
     pub auto_resume: bool,
-    /// drover: savepoint files kept (the newest); older ones are deleted. Default 10.
+    /// drover: savepoints kept (the newest, on every backend); older ones are deleted. Default 10.
     #[serde(default = "default_keep")]
     pub keep: usize,
     /// ScyllaDB Migrator's typed destination: `type` filesystem, s3, gcs or target-table
