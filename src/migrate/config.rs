@@ -315,7 +315,7 @@ mod coordination;
 mod savepoints;
 pub use coordination::CoordinationConfig;
 pub(crate) use savepoints::local_path;
-pub use savepoints::{DEFAULT_TABLE, table_name};
+pub use savepoints::table_name;
 
 #[cfg(test)]
 mod proptests;

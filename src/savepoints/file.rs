@@ -174,11 +174,6 @@ impl FileStore {
             names: Namer::default(),
         }
     }
-
-    /// The directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
 }
 
 const HEADER: &str = "# drover savepoint: the job config with its secrets redacted, and the progress made\n\

@@ -83,9 +83,7 @@ impl Location {
                 .await
                 .expect("checking a directory does not panic"))
             }
-            Self::Objects(b) => Ok(Some(Arc::new(
-                ObjectStoreSavepoints::open(b.clone(), usize::MAX).await?,
-            ))),
+            Self::Objects(b) => Ok(Some(Arc::new(ObjectStoreSavepoints::reader(b.clone())))),
             Self::Table(_) => Ok(None),
         }
     }

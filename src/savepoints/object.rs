@@ -53,9 +53,14 @@ impl ObjectStoreSavepoints {
         Ok(store)
     }
 
-    /// Where the savepoints are.
-    pub fn describe(&self) -> String {
-        self.blobs.describe()
+    /// The savepoints of `blobs` for reading only: nothing is listed until asked.
+    pub fn reader(blobs: Arc<dyn Blobs>) -> Self {
+        Self {
+            blobs,
+            keep: usize::MAX,
+            names: Namer::default(),
+            runtime: tokio::runtime::Handle::current(),
+        }
     }
 
     async fn list_async(&self) -> Result<Vec<SavepointInfo>, SavepointError> {

@@ -313,7 +313,8 @@ impl TableOpener {
             });
         }
         // Taken over from a process gone from this host (`kill -9`) without waiting for the
-        // TTL: conditional on that lease being the one read.
+        // TTL: conditional on that lease being the one read. The same statement renews the
+        // lease (the run's own owner and epoch as the condition).
         let take_owner = self
             .prepare(
                 &format!(
@@ -330,7 +331,7 @@ impl TableOpener {
             )
             .await?;
         let mut batch = Batch::new(BatchType::Logged);
-        batch.append_statement(take_owner);
+        batch.append_statement(take_owner.clone());
         batch.append_statement(take_epoch);
         batch.set_consistency(Consistency::LocalQuorum);
         batch.set_serial_consistency(Some(SerialConsistency::LocalSerial));
@@ -385,15 +386,6 @@ impl TableOpener {
         if let Some(newest) = store.first_page().await?.into_iter().next() {
             *store.last.lock().unwrap_or_else(|p| p.into_inner()) = (newest.0, newest.1);
         }
-        let renew = self
-            .prepare(
-                &format!(
-                    "UPDATE {name} USING TTL {} SET lease_owner = ?, lease_holder = ? WHERE job_id = ? IF lease_owner = ? AND current_epoch = ?",
-                    LEASE.as_secs()
-                ),
-                Consistency::LocalQuorum,
-            )
-            .await?;
         let release = self
             .prepare(
                 &format!(
@@ -409,7 +401,7 @@ impl TableOpener {
             release,
             renewal: Some(renew_lease(
                 self.session.clone(),
-                renew,
+                take_owner,
                 self.job_id.clone(),
                 owner,
                 holder,
