@@ -7,6 +7,7 @@
 
 pub mod cql;
 pub mod dynamodb;
+pub mod mysql;
 pub mod parquet;
 pub mod seam;
 
@@ -24,6 +25,8 @@ pub enum SourceConfig {
     Dynamo(dynamodb::DynamoSource),
     /// Parquet files on disk or in S3 (`type: parquet`).
     Parquet(parquet::ParquetSource),
+    /// A MySQL or MariaDB table (`type: mysql`).
+    Mysql(mysql::MysqlSource),
 }
 
 /// The target of a job.
@@ -71,6 +74,7 @@ impl SourceConfig {
                 Ok(Self::Dynamo(dynamodb::DynamoSource::parse(text, value)?))
             }
             "parquet" => Ok(Self::Parquet(parquet::ParquetSource::parse(text, value)?)),
+            "mysql" => Ok(Self::Mysql(mysql::MysqlSource::parse(text, value)?)),
             other => Err(unsupported(text, "source.type", other, MIGRATOR_SOURCES)),
         }
     }
@@ -97,6 +101,7 @@ impl SourceConfig {
             Self::Cql(_) => "cassandra/scylla",
             Self::Dynamo(_) => "dynamodb",
             Self::Parquet(_) => "parquet",
+            Self::Mysql(_) => "mysql",
         }
     }
 }
@@ -131,12 +136,13 @@ pub fn check_pair(
         (SourceConfig::Cql(_), TargetConfig::Cql(_))
         | (SourceConfig::Dynamo(_), TargetConfig::Dynamo(_))
         | (SourceConfig::Parquet(_), TargetConfig::Cql(_))
+        | (SourceConfig::Mysql(_), TargetConfig::Cql(_))
         | (SourceConfig::Cql(_), TargetConfig::Parquet(_)) => Ok(()),
         _ => Err(JobConfigError::at(
             text,
             "target.type",
             format!(
-                "a {} target cannot take rows of a {} source; supported pairs: cassandra/scylla to cassandra/scylla, dynamodb/alternator to dynamodb/alternator, parquet to cassandra/scylla, cassandra/scylla to parquet",
+                "a {} target cannot take rows of a {} source; supported pairs: cassandra/scylla to cassandra/scylla, dynamodb/alternator to dynamodb/alternator, parquet to cassandra/scylla, cassandra/scylla to parquet, mysql to cassandra/scylla",
                 target.kind(),
                 source.kind()
             ),
@@ -151,7 +157,7 @@ fn unsupported(text: &str, key: &str, value: &str, migrator: &[&str]) -> JobConf
             text,
             key,
             format!(
-                "{value:?} is not supported by this version of drover yet; supported: cassandra, scylla, dynamodb, dynamo, alternator, parquet"
+                "{value:?} is not supported by this version of drover yet; supported: cassandra, scylla, dynamodb, dynamo, alternator, parquet, mysql (sources only)"
             ),
         )
     } else if MIGRATOR_SOURCES.contains(&value.as_ref()) {

@@ -32,6 +32,9 @@ pub struct JobConfig {
     /// Parquet files already loaded (as recorded: `file:/path`, `s3a://bucket/key`); skipped
     /// by this run unless file tracking is off.
     pub skip_parquet_files: Vec<String>,
+    /// drover: MySQL ranges already copied (as recorded: the condition of each); skipped by
+    /// this run.
+    pub skip_mysql_ranges: Vec<String>,
     /// Savepoint settings.
     pub savepoints: Option<SavepointsConfig>,
     /// Validator settings (`drover validate`, `/api/v1/validations`); migrations ignore them.
@@ -60,6 +63,8 @@ struct RawJob {
     skip_segments: Option<yaml_serde::Value>,
     #[serde(default)]
     skip_parquet_files: Option<yaml_serde::Value>,
+    #[serde(default, rename = "skipMySqlRanges")]
+    skip_mysql_ranges: Option<yaml_serde::Value>,
     #[serde(default)]
     coordination: Option<yaml_serde::Value>,
 }
@@ -132,6 +137,18 @@ impl JobConfig {
             }
             _ => Vec::new(),
         };
+        let skip_mysql_ranges = match (&source, raw.skip_mysql_ranges) {
+            (SourceConfig::Mysql(_), Some(v)) if !v.is_null() => {
+                yaml_serde::from_value::<Vec<String>>(v).map_err(|e| {
+                    JobConfigError::at(
+                        text,
+                        "skipMySqlRanges",
+                        format!("expected a list of range conditions: {e}"),
+                    )
+                })?
+            }
+            _ => Vec::new(),
+        };
         let skip_token_ranges = match raw.skip_token_ranges.filter(|v| !v.is_null()) {
             None => Vec::new(),
             Some(v) => {
@@ -150,6 +167,7 @@ impl JobConfig {
             skip_token_ranges,
             skip_segments,
             skip_parquet_files,
+            skip_mysql_ranges,
             savepoints: raw
                 .savepoints
                 .filter(|v| !v.is_null())
@@ -294,6 +312,7 @@ impl JobConfig {
             ),
             segments: self.skip_segments.iter().copied().collect(),
             parquet_files: self.skip_parquet_files.iter().cloned().collect(),
+            mysql_ranges: self.skip_mysql_ranges.iter().cloned().collect(),
             ..Default::default()
         }
     }

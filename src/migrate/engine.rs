@@ -22,7 +22,7 @@ use super::retry::{Retries, retry};
 use crate::connectors::seam::{
     Changes, Claim, Coordinator, Pacing, Page, Pushed, Request, Scan, Sink, Unit,
 };
-use crate::connectors::{cql, dynamodb, parquet};
+use crate::connectors::{cql, dynamodb, mysql, parquet};
 use crate::jobs::running::Sample;
 use crate::savepoints;
 
@@ -246,6 +246,11 @@ impl Migration {
                 let (scan, sink, pacing) =
                     parquet::load::open_load(src, dst, &config.renames, config.savepoints.as_ref())
                         .await?;
+                (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
+            }
+            (SourceConfig::Mysql(src), TargetConfig::Cql(dst)) => {
+                let (scan, sink, pacing) =
+                    mysql::scan::open_load(src, dst, &config.renames).await?;
                 (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
             }
             (SourceConfig::Cql(src), TargetConfig::Parquet(dst)) => {
@@ -523,6 +528,9 @@ async fn drive_shared<S: Scan, T: Sink<S::Row>>(
                             Ok(())
                         }
                         Claim::Mine => {
+                            // Set when the lease is lost: another run may hold the unit by
+                            // then, so this one stops copying it and leaves it to that run.
+                            let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
                             let renewal = {
                                 let (c, key) = (c.clone(), key.clone());
                                 tokio::spawn(async move {
@@ -537,8 +545,10 @@ async fn drive_shared<S: Scan, T: Sink<S::Row>>(
                                             Ok(true) => {}
                                             Ok(false) => {
                                                 tracing::warn!(
-                                                    "coordination: the lease of {key} was lost; another run may copy it too"
+                                                    "coordination: the lease of {key} was lost (not renewed within its {} s); this run stops copying it",
+                                                    lease.as_secs()
                                                 );
+                                                let _ = lost_tx.send(());
                                                 return;
                                             }
                                             Err(e) => tracing::warn!(
@@ -548,11 +558,19 @@ async fn drive_shared<S: Scan, T: Sink<S::Row>>(
                                     }
                                 })
                             };
-                            let copied = w.copy_unit(unit).await;
+                            let copied = tokio::select! {
+                                copied = w.copy_unit(unit.clone()) => Some(copied),
+                                Ok(()) = lost_rx => None,
+                            };
                             renewal.abort();
                             match copied {
-                                Ok(()) => c.complete(&key).await.map_err(coordination),
-                                Err(e) => {
+                                // Whoever holds it now completes it, or it lapses again.
+                                None => {
+                                    held.lock().unwrap_or_else(|p| p.into_inner()).push(unit);
+                                    Ok(())
+                                }
+                                Some(Ok(())) => c.complete(&key).await.map_err(coordination),
+                                Some(Err(e)) => {
                                     if let Err(r) = c.release(&key).await {
                                         tracing::warn!(
                                             "coordination: releasing {key} (it lapses by itself): {r}"

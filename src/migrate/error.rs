@@ -18,6 +18,9 @@ pub enum EngineError {
     /// Parquet files could not be read or written, or do not fit the job.
     #[error(transparent)]
     Parquet(#[from] crate::connectors::parquet::ParquetError),
+    /// A MySQL table could not be read, or does not fit the job.
+    #[error(transparent)]
+    Mysql(#[from] crate::connectors::mysql::MysqlError),
     /// A read or write failed for good (after retries, where retrying is safe).
     #[error("{0}")]
     Failed(String),
@@ -50,6 +53,7 @@ impl EngineError {
             || matches!(
                 self,
                 Self::Parquet(crate::connectors::parquet::ParquetError::Invalid { .. })
+                    | Self::Mysql(crate::connectors::mysql::MysqlError::Invalid { .. })
             )
     }
 }

@@ -76,6 +76,8 @@ pub const VERSIONS_KEY: &str = "parquetFileVersions";
 
 /// The savepoint key of [`StreamPositions`].
 pub const STREAM_KEY: &str = "streamPositions";
+/// drover's key for the completed ranges of a MySQL source.
+pub const MYSQL_KEY: &str = "skipMySqlRanges";
 
 /// What is already done, in the job file's terms.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -92,6 +94,9 @@ pub struct Progress {
     pub parquet_versions: BTreeMap<String, String>,
     /// Where the replication of the source's change stream stands (`streamChanges`).
     pub stream: Option<StreamPositions>,
+    /// drover: completed ranges of a MySQL table, each as the condition that selects it
+    /// (ScyllaDB Migrator keeps no progress for MySQL; the key is drover's own).
+    pub mysql_ranges: BTreeSet<String>,
 }
 
 impl Progress {
@@ -109,6 +114,7 @@ impl Progress {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone())),
         );
+        self.mysql_ranges.extend(other.mysql_ranges.iter().cloned());
         match (&mut self.stream, &other.stream) {
             (Some(mine), Some(theirs)) => mine.merge(theirs),
             (None, Some(theirs)) => self.stream = Some(theirs.clone()),
@@ -121,6 +127,7 @@ impl Progress {
         self.token_ranges.ranges().is_empty()
             && self.segments.is_empty()
             && self.parquet_files.is_empty()
+            && self.mysql_ranges.is_empty()
             && self.stream.is_none()
     }
 
@@ -143,6 +150,10 @@ impl Progress {
         if let Some(f) = doc.get(VERSIONS_KEY).filter(|v| !v.is_null()) {
             progress.parquet_versions =
                 serde_json::from_value(f.clone()).map_err(|e| format!("{VERSIONS_KEY}: {e}"))?;
+        }
+        if let Some(f) = doc.get(MYSQL_KEY).filter(|v| !v.is_null()) {
+            progress.mysql_ranges =
+                serde_json::from_value(f.clone()).map_err(|e| format!("{MYSQL_KEY}: {e}"))?;
         }
         if let Some(p) = doc.get(STREAM_KEY).filter(|v| !v.is_null()) {
             progress.stream =
@@ -176,6 +187,14 @@ impl Progress {
             map.insert(
                 VERSIONS_KEY.into(),
                 serde_json::to_value(&self.parquet_versions).expect("map serializes"),
+            );
+        }
+        if self.mysql_ranges.is_empty() {
+            map.remove(MYSQL_KEY);
+        } else {
+            map.insert(
+                MYSQL_KEY.into(),
+                serde_json::to_value(&self.mysql_ranges).expect("set serializes"),
             );
         }
         match &self.stream {

@@ -30,6 +30,11 @@ impl Progress {
             .difference(&earlier.parquet_files)
             .cloned()
             .collect();
+        added.mysql_ranges = self
+            .mysql_ranges
+            .difference(&earlier.mysql_ranges)
+            .cloned()
+            .collect();
         added.stream = match (&self.stream, &earlier.stream) {
             (Some(now), Some(then)) if now == then => None,
             (now, _) => now.clone(),
@@ -75,6 +80,9 @@ impl fmt::Display for Progress {
                 names.join(", "),
                 self.parquet_files.len()
             ));
+        }
+        if !self.mysql_ranges.is_empty() {
+            parts.push(format!("MySQL ranges ({})", self.mysql_ranges.len()));
         }
         if let Some(s) = &self.stream {
             let mut at: Vec<String> = s

@@ -11,7 +11,9 @@ use test_support::cql::{self, Fixture, assert_same, job};
 use test_support::{Daemon, drover_bin, listener_pid};
 
 const WAIT: Duration = Duration::from_secs(300);
-const LEASE_MS: i64 = 5_000;
+/// Long enough that a daemon of a loaded two-core machine (the whole suite runs beside this
+/// test) renews its leases in time; the killed daemon's units then wait this long.
+const LEASE_MS: i64 = 10_000;
 
 type LeaseRecord = (
     String,
@@ -37,7 +39,10 @@ async fn three_daemons_share_a_job_and_finish_it_when_one_is_killed() {
         daemon: first,
     } = Fixture::rows("it_coord", rows, 100, 100).await;
     let base = job(ks, "t", "", "  rowsPerSecond: 2500\n", "");
-    let yaml = format!("{base}coordination:\n  type: target-table\n  leaseSeconds: 5\n");
+    let yaml = format!(
+        "{base}coordination:\n  type: target-table\n  leaseSeconds: {}\n",
+        LEASE_MS / 1000
+    );
     let mut second = Daemon::fresh("").await;
     let third = Daemon::fresh("").await;
     let mut ids = Vec::new();
@@ -68,14 +73,13 @@ async fn three_daemons_share_a_job_and_finish_it_when_one_is_killed() {
         assert!(p["coordinationLwtRequests"].as_u64() > Some(0), "{done}");
         ended.push(done);
     }
-    let written: u64 = ended
-        .iter()
-        .map(|d| d["progress"]["rowsWritten"].as_u64().unwrap())
-        .sum();
-    assert!(
-        written < rows as u64,
-        "the survivors did not copy everything each: {written} rows between them"
-    );
+    for done in &ended {
+        let written = done["progress"]["rowsWritten"].as_u64().unwrap();
+        assert!(
+            written < rows as u64,
+            "each survivor copied a share of the job, not all of it: {done}"
+        );
+    }
 
     // The lease records.
     let result = dst

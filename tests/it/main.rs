@@ -26,6 +26,7 @@ mod live_migration_hostile;
 mod live_migration_source;
 mod migrations;
 mod migrator_cql;
+mod mysql;
 mod openapi;
 mod parquet;
 mod parquet_migrator;

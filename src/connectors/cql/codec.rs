@@ -154,6 +154,23 @@ pub fn decimal(b: &[u8]) -> Option<(i32, BigInt)> {
     Some((scale, BigInt::from_signed_bytes_be(&b[4..])))
 }
 
+/// Parses `-12.340`, `1E+3`, `5e-2` into (scale, unscaled).
+pub fn parse_decimal(t: &str) -> Option<(i32, BigInt)> {
+    let t = t.trim();
+    let (mantissa, exp) = match t.find(['e', 'E']) {
+        Some(i) => (&t[..i], t[i + 1..].parse::<i32>().ok()?),
+        None => (t, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let digits = format!("{int}{frac}");
+    let unscaled: BigInt = digits.parse().ok()?;
+    let scale = i32::try_from(frac.len()).ok()?.checked_sub(exp)?;
+    Some((scale, unscaled))
+}
+
 /// Serializes a `decimal`.
 pub fn encode_decimal(scale: i32, unscaled: &BigInt) -> Bytes {
     let mut out = scale.to_be_bytes().to_vec();

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use num_bigint::BigInt;
 use scylla::cluster::metadata::{CollectionType, ColumnType, NativeType};
 
-use crate::connectors::cql::codec::{encode_decimal, encode_duration};
+use crate::connectors::cql::codec::{encode_decimal, encode_duration, parse_decimal};
 use crate::connectors::cql::schema::type_name;
 
 /// How strict the conversion is.
@@ -521,23 +521,6 @@ fn native(
         },
         _ => Err(no()),
     }
-}
-
-/// Parses `-12.340`, `1E+3`, `5e-2` into (scale, unscaled).
-fn parse_decimal(t: &str) -> Option<(i32, BigInt)> {
-    let t = t.trim();
-    let (mantissa, exp) = match t.find(['e', 'E']) {
-        Some(i) => (&t[..i], t[i + 1..].parse::<i32>().ok()?),
-        None => (t, 0),
-    };
-    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    if int.is_empty() && frac.is_empty() {
-        return None;
-    }
-    let digits = format!("{int}{frac}");
-    let unscaled: BigInt = digits.parse().ok()?;
-    let scale = i32::try_from(frac.len()).ok()?.checked_sub(exp)?;
-    Some((scale, unscaled))
 }
 
 /// `[n: i32]` then each item as `[len: i32][bytes]`.

@@ -239,6 +239,15 @@ fn check_accepted(job: &JobConfig) -> Result<(), TestCaseError> {
             prop_assert!(within(Some(n(s.batch_size)), MAX_BATCH_SIZE));
             prop_assert!(within(Some(n(s.max_concurrent_files)), MAX_FILES_AT_ONCE));
         }
+        SourceConfig::Mysql(s) => {
+            use crate::connectors::mysql::config::{MAX_FETCH_SIZE, MAX_PARTITIONS};
+            prop_assert!(within(Some(n(s.fetch_size)), MAX_FETCH_SIZE));
+            prop_assert!(within(
+                s.partitioning.as_ref().map(|p| p.count),
+                MAX_PARTITIONS
+            ));
+            prop_assert!(within(Some(n(s.ranges_at_once)), 256));
+        }
     }
     match &job.target {
         TargetConfig::Cql(t) => {

@@ -1,0 +1,483 @@
+//! MySQL → CQL: the table's ranges as units, each one `SELECT` streamed from the server by a
+//! task of its own into a bounded channel of pages (the server sends rows as drover reads
+//! them; at most a few pages of a range are held), converted to CQL cells and written by the
+//! CQL connector's writer.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use mysql_async::prelude::Queryable;
+use tokio::sync::mpsc;
+
+use super::config::quote;
+use super::convert::{self, Conv};
+use super::schema::{self, SourceTable};
+use super::units::{self, RangeUnit};
+use super::{MysqlError, MysqlSource, connect};
+use crate::connectors::cql::copy::CopyPlan;
+use crate::connectors::cql::rows::RawRow;
+use crate::connectors::cql::schema::{self as cql_schema, Column, TableSchema};
+use crate::connectors::cql::transfer::CopySink;
+use crate::connectors::cql::{self, CqlTarget};
+use crate::connectors::seam::{Pacing, Page, Plan, Scan};
+use crate::jobfile::Rename;
+use crate::migrate::EngineError;
+use crate::savepoints;
+
+/// One slot of the rows handed to the CQL writer: a source column and its conversion.
+#[derive(Debug, Clone)]
+struct Slot {
+    /// Index of the column in the SELECT.
+    index: usize,
+    /// The source column's name.
+    name: String,
+    conv: Conv,
+}
+
+/// A page of a range, and whether it is the range's last.
+type Sent = Result<(Vec<RawRow>, bool), MysqlError>;
+
+/// A range being read: where its stream stands, and the task that reads it.
+struct Open {
+    next: u64,
+    pages: mpsc::Receiver<Sent>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The shared, read-only part of a scan, given to each range's task.
+struct Reader {
+    src: MysqlSource,
+    pool: mysql_async::Pool,
+    /// `SELECT <columns> FROM <table> WHERE `: a range's condition completes it.
+    select: String,
+    slots: Vec<Slot>,
+    /// SELECT indexes of the key columns, for messages.
+    key: Vec<(usize, String)>,
+    options: convert::Options,
+    /// The one connection of `consistentSnapshot`, in its transaction.
+    snapshot: Option<Arc<tokio::sync::Mutex<Option<mysql_async::Conn>>>>,
+}
+
+/// A MySQL table read range by range.
+pub struct MysqlScan {
+    reader: Arc<Reader>,
+    conditions: Vec<String>,
+    open: Mutex<HashMap<String, Open>>,
+}
+
+impl Drop for MysqlScan {
+    fn drop(&mut self) {
+        for (_, open) in self
+            .open
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+        {
+            open.task.abort();
+        }
+    }
+}
+
+impl Reader {
+    fn condition(&self, range: &str) -> String {
+        match &self.src.where_clause {
+            Some(w) => format!("{}({w}) AND ({range})", self.select),
+            None => format!("{}{range}", self.select),
+        }
+    }
+
+    /// The row's key, for messages (taken before its values are moved into cells).
+    fn key_of(&self, values: &[mysql_async::Value]) -> Vec<String> {
+        self.key
+            .iter()
+            .map(|(i, name)| {
+                let v = values.get(*i).map(|v| v.as_sql(true)).unwrap_or_default();
+                format!("{name}={}", crate::jobfile::cap(&v))
+            })
+            .collect()
+    }
+
+    /// Streams one range into `tx`, page by page.
+    async fn stream(self: Arc<Self>, range: String, tx: mpsc::Sender<Sent>) {
+        let fail = |e: MysqlError| async { drop(tx.send(Err(e)).await) };
+        let sql = self.condition(&range);
+        let mut guard;
+        let mut own;
+        let conn: &mut mysql_async::Conn = if let Some(snapshot) = &self.snapshot {
+            guard = snapshot.clone().lock_owned().await;
+            match guard.as_mut() {
+                Some(c) => c,
+                None => {
+                    return fail(MysqlError::Query {
+                        what: format!("range {range}"),
+                        message: "the connection of the consistent snapshot was lost; run the job again: finished ranges are skipped, the others are read in a new snapshot".into(),
+                        retry: crate::connectors::seam::Retry::Never,
+                    })
+                    .await;
+                }
+            }
+        } else {
+            own = match connect(&self.pool, &self.src).await {
+                Ok(c) => c,
+                Err(e) => return fail(e).await,
+            };
+            &mut own
+        };
+        let what = || format!("reading range {range}");
+        let mut result = match conn.exec_iter(sql.as_str(), ()).await {
+            Ok(r) => r,
+            Err(e) => {
+                if let Some(s) = &self.snapshot {
+                    // A failed statement may have broken the transaction: nothing reads on.
+                    drop(s.try_lock().map(|mut g| g.take()));
+                }
+                return fail(MysqlError::query(what(), e)).await;
+            }
+        };
+        let fetch = self.src.fetch_size;
+        let mut held: Option<Vec<RawRow>> = None;
+        let mut page = Vec::with_capacity(fetch.min(4096));
+        loop {
+            let row = match result.next().await {
+                Ok(Some(row)) => row,
+                Ok(None) => break,
+                Err(e) => return fail(MysqlError::query(what(), e)).await,
+            };
+            let mut values = row.unwrap();
+            // Small (the key's columns): kept only to name the row if a value is refused.
+            let key = self.key_of(&values);
+            let mut cells = Vec::with_capacity(self.slots.len());
+            for slot in &self.slots {
+                let v = std::mem::replace(&mut values[slot.index], mysql_async::Value::NULL);
+                match convert::convert(&slot.conv, v, self.options) {
+                    Ok(cell) => cells.push(cell),
+                    Err(message) => {
+                        return fail(MysqlError::Value {
+                            range: range.clone(),
+                            message: format!(
+                                "column {:?} of the row with key ({}): {message}",
+                                slot.name,
+                                key.join(", ")
+                            ),
+                        })
+                        .await;
+                    }
+                }
+            }
+            page.push(RawRow { cells });
+            if page.len() >= fetch {
+                let full = std::mem::replace(&mut page, Vec::with_capacity(fetch.min(4096)));
+                if let Some(previous) = held.replace(full)
+                    && tx.send(Ok((previous, false))).await.is_err()
+                {
+                    return;
+                }
+            }
+        }
+        match held {
+            Some(previous) if page.is_empty() => drop(tx.send(Ok((previous, true))).await),
+            Some(previous) => {
+                if tx.send(Ok((previous, false))).await.is_ok() {
+                    drop(tx.send(Ok((page, true))).await);
+                }
+            }
+            None => drop(tx.send(Ok((page, true))).await),
+        }
+    }
+}
+
+impl Scan for MysqlScan {
+    type Unit = RangeUnit;
+    type Row = RawRow;
+    type Cursor = u64;
+    type Error = MysqlError;
+
+    fn plan(&self, done: &savepoints::Progress) -> Plan<RangeUnit> {
+        units::plan(self.conditions.clone(), done)
+    }
+
+    fn start(&self, _: &RangeUnit) -> u64 {
+        0
+    }
+
+    async fn page(&self, unit: &RangeUnit, cursor: &u64) -> Result<Page<RawRow, u64>, MysqlError> {
+        let key = unit.condition.to_string();
+        let taken = self
+            .open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
+        let mut open = match taken {
+            Some(open) if open.next == *cursor => open,
+            other => {
+                if let Some(old) = other {
+                    old.task.abort();
+                }
+                if *cursor > 0 {
+                    // Rows are not read in a set order: the range is read again from its
+                    // start, and its first rows written again (the same values).
+                    tracing::warn!(range = %key, "reading the range again from its start");
+                }
+                let (tx, rx) = mpsc::channel(1);
+                let task = tokio::spawn(self.reader.clone().stream(key.clone(), tx));
+                Open {
+                    next: *cursor,
+                    pages: rx,
+                    task,
+                }
+            }
+        };
+        let received = open.pages.recv().await;
+        match received {
+            Some(Ok((rows, last))) => {
+                let next = if last {
+                    None
+                } else {
+                    open.next += 1;
+                    let at = open.next;
+                    self.open
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(key, open);
+                    Some(at)
+                };
+                Ok(Page { rows, next })
+            }
+            Some(Err(e)) => Err(e),
+            None => Err(MysqlError::Query {
+                what: format!("reading range {key}"),
+                message: "the reading task ended without a result".into(),
+                retry: crate::connectors::seam::Retry::Safe,
+            }),
+        }
+    }
+
+    fn row_size(row: &RawRow) -> usize {
+        row.size()
+    }
+}
+
+/// Connects to both sides, matches the table's columns to the target's (after `renames`),
+/// plans the ranges and prepares the writes. Nothing is written.
+pub async fn open_load(
+    src: &MysqlSource,
+    dst: &CqlTarget,
+    renames: &[Rename],
+) -> Result<(MysqlScan, CopySink, Pacing), EngineError> {
+    let pool = mysql_async::Pool::new(super::options(src)?);
+    let mut conn = connect(&pool, src).await?;
+    let table = schema::load(&mut conn, src).await?;
+    let session = cql::connect("target", &dst.endpoint).await?;
+    cql::check_local_dc(&session, "target", dst.endpoint.local_dc.as_deref())?;
+    let target = cql_schema::load(
+        &session,
+        "target",
+        &dst.endpoint.keyspace,
+        &dst.endpoint.table,
+    )
+    .await?;
+    let (described, mapping, slots) = match_columns(&table, &target, renames)?;
+    let key: Vec<String> = match &src.primary_key {
+        Some(k) => {
+            for c in k {
+                if table.column(c).is_none() {
+                    return Err(MysqlError::Invalid {
+                        key: "source.primaryKey".into(),
+                        message: format!("{c:?} is not a column of {}", table.name),
+                    }
+                    .into());
+                }
+            }
+            k.clone()
+        }
+        None => table.primary_key.clone(),
+    };
+    let conditions = match &src.partitioning {
+        Some(p) => units::partitioned(p, &table)?,
+        None => units::by_key(&mut conn, src, &table, &key).await?,
+    };
+    let selected: Vec<String> = table.columns.iter().map(|c| quote(&c.name)).collect();
+    let select = format!(
+        "SELECT {} FROM {}.{} WHERE ",
+        selected.join(", "),
+        quote(&src.database),
+        quote(&src.table)
+    );
+    // Checked now, on the server: a `where` that does not parse fails the job before anything
+    // is written.
+    let probe = match &src.where_clause {
+        Some(w) => format!("{select}({w}) AND FALSE"),
+        None => format!("{select}FALSE"),
+    };
+    conn.exec_drop(probe.as_str(), ())
+        .await
+        .map_err(|e| match e {
+            mysql_async::Error::Server(s) => EngineError::from(MysqlError::Invalid {
+                key: "source.where".into(),
+                message: format!("the server refused the query: {}", s.message),
+            }),
+            e => MysqlError::query("checking the query", e).into(),
+        })?;
+    let snapshot = if src.consistent_snapshot {
+        conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            .await
+            .map_err(|e| MysqlError::query("starting the snapshot", e))?;
+        conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            .await
+            .map_err(|e| MysqlError::query("starting the snapshot", e))?;
+        tracing::info!(
+            "consistentSnapshot: every range is read in one transaction, one range at a time"
+        );
+        Some(Arc::new(tokio::sync::Mutex::new(Some(conn))))
+    } else {
+        tracing::info!(
+            "{} range(s) of {} read on separate connections: each range is a consistent read of its own, the table as a whole is not one snapshot (set source.consistentSnapshot for one)",
+            conditions.len(),
+            table.name
+        );
+        drop(conn);
+        None
+    };
+    let key_indexes = key
+        .iter()
+        .filter_map(|k| {
+            table
+                .columns
+                .iter()
+                .position(|c| c.name.eq_ignore_ascii_case(k))
+                .map(|i| (i, table.columns[i].name.clone()))
+        })
+        .collect();
+    let plan = CopyPlan::prepare_writes(&session, dst, described, target, &mapping, false).await?;
+    let sink = CopySink::new(Arc::new(session), Arc::new(plan));
+    let pacing = Pacing {
+        units_at_once: src.ranges_at_once,
+        requests_in_flight: dst.max_in_flight,
+        rows_per_second: dst.rows_per_second,
+        bytes_per_second: dst.bytes_per_second,
+    };
+    let scan = MysqlScan {
+        reader: Arc::new(Reader {
+            src: src.clone(),
+            pool,
+            select,
+            slots,
+            key: key_indexes,
+            options: convert::Options {
+                zero_dates: src.zero_dates,
+                truncate_timestamps: src.truncate_timestamps,
+            },
+            snapshot,
+        }),
+        conditions,
+        open: Mutex::new(HashMap::new()),
+    };
+    Ok((scan, sink, pacing))
+}
+
+/// The described table, the column mapping and the slots.
+type Matched = (TableSchema, HashMap<String, String>, Vec<Slot>);
+
+/// The source table described as a table of the target's columns named as in the source;
+/// source column → target column; and the slots of the rows, in the described table's order.
+fn match_columns(
+    table: &SourceTable,
+    target: &TableSchema,
+    renames: &[Rename],
+) -> Result<Matched, MysqlError> {
+    let invalid = |message: String| MysqlError::Invalid {
+        key: "source.table".into(),
+        message,
+    };
+    let mut mapping = HashMap::new();
+    for r in renames {
+        if table.column(&r.from).is_none() {
+            tracing::warn!(
+                "renames: {} has no column {:?}; the rename does nothing",
+                table.name,
+                r.from
+            );
+        }
+    }
+    for c in &table.columns {
+        let to = renames
+            .iter()
+            .find(|r| r.from.eq_ignore_ascii_case(&c.name))
+            .map_or(c.name.as_str(), |r| r.to.as_str());
+        let Some(col) = target.all().find(|t| t.name == to) else {
+            return Err(invalid(format!(
+                "column {:?} of {} ({}) is not a column of the target table {}{}",
+                c.name,
+                table.name,
+                c.column_type,
+                target.qualified(),
+                if to == c.name {
+                    String::new()
+                } else {
+                    format!(" (renamed to {to:?})")
+                }
+            )));
+        };
+        if let Some((other, _)) = mapping
+            .iter()
+            .find(|(_, v): &(&String, &String)| **v == col.name)
+        {
+            return Err(invalid(format!(
+                "columns {other:?} and {:?} would both be written to the target column {:?}",
+                c.name, col.name
+            )));
+        }
+        mapping.insert(c.name.clone(), col.name.clone());
+    }
+    for k in target.partition_key.iter().chain(&target.clustering_key) {
+        if !mapping.values().any(|v| *v == k.name) {
+            return Err(invalid(format!(
+                "{} has no column for the target's primary key column {:?}",
+                table.name, k.name
+            )));
+        }
+    }
+    let from_target: HashMap<&str, &str> = mapping
+        .iter()
+        .map(|(s, t)| (t.as_str(), s.as_str()))
+        .collect();
+    let mut slots = Vec::new();
+    let mut describe = |cols: &[Column]| -> Result<Vec<Column>, MysqlError> {
+        let mut out = Vec::new();
+        for t in cols {
+            let Some(source_name) = from_target.get(t.name.as_str()) else {
+                continue;
+            };
+            let index = table
+                .columns
+                .iter()
+                .position(|c| c.name == *source_name)
+                .expect("mapped from the table");
+            let conv = convert::plan(&table.columns[index], &t.typ).map_err(|e| {
+                invalid(format!(
+                    "column {source_name:?} of {} → {:?}: {e}",
+                    table.name, t.name
+                ))
+            })?;
+            slots.push(Slot {
+                index,
+                name: (*source_name).to_string(),
+                conv,
+            });
+            out.push(Column {
+                name: (*source_name).to_string(),
+                typ: t.typ.clone(),
+            });
+        }
+        Ok(out)
+    };
+    let described = TableSchema {
+        keyspace: target.keyspace.clone(),
+        table: target.table.clone(),
+        partition_key: describe(&target.partition_key)?,
+        clustering_key: describe(&target.clustering_key)?,
+        statics: describe(&target.statics)?,
+        regular: describe(&target.regular)?,
+    };
+    Ok((described, mapping, slots))
+}
