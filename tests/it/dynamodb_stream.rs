@@ -165,7 +165,7 @@ async fn changes_during_and_after_the_snapshot_arrive_in_order_and_survive_kill_
     // Every stream record is read once: 30 updates + 10 deletes + 20 puts + 25 updates + 2 +
     // 10 deletes + 10 puts (status is published every second: wait for it).
     let job = daemon
-        .wait_job(&id, Duration::from_secs(10), |j| {
+        .wait_job(&id, Duration::from_secs(30), |j| {
             j["progress"]["streamRecordsRead"].as_u64() >= Some(107)
         })
         .await;
@@ -174,8 +174,27 @@ async fn changes_during_and_after_the_snapshot_arrive_in_order_and_survive_kill_
     assert!(p["streamItemsDeleted"].as_u64().unwrap() >= 20, "{job:#}");
     assert!(p.get("streamLagSeconds").is_some(), "{job:#}");
 
-    // Let a savepoint record the positions, then die without warning.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Let a savepoint taken after every record was applied record the positions (its name
+    // holds its time), then die without warning.
+    let applied_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    poll(Duration::from_secs(30), async || {
+        let newest = savepoint_files(&sp_dir).pop().unwrap_or_default();
+        let at: u128 = newest
+            .strip_prefix("savepoint_")
+            .and_then(|n| n.split('_').next())
+            .and_then(|ms| ms.parse().ok())
+            .unwrap_or(0);
+        if at > applied_at + 1000 {
+            Ok(())
+        } else {
+            Err(newest)
+        }
+    })
+    .await
+    .unwrap_or_else(|last| panic!("no savepoint after the records were applied; newest: {last}"));
     daemon.kill9();
     let saved = newest_savepoint(&sp_dir);
     let positions = &saved["streamPositions"];
@@ -208,6 +227,11 @@ async fn changes_during_and_after_the_snapshot_arrive_in_order_and_survive_kill_
     assert_eq!(resumed["progress"]["unitsSkipped"], 4, "{resumed:#}");
     assert_eq!(resumed["progress"]["rowsRead"], 0, "{resumed:#}");
     converge(&daemon, &id, &c, &src, &dst).await;
+    daemon
+        .wait_job(&id, Duration::from_secs(30), |j| {
+            j["progress"]["streamRecordsRead"].as_u64() >= Some(12)
+        })
+        .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let (_, job) = daemon.get(&format!("{MIGRATIONS}/{id}")).await;
     assert_eq!(
