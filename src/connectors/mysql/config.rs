@@ -647,3 +647,45 @@ fn tls(text: &str, mode: Option<String>, ssl: Option<SslOptions>) -> Result<Tls,
     }
     Ok(tls)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::connectors::SourceConfig;
+    use crate::migrate::config::JobConfig;
+
+    use super::*;
+
+    #[test]
+    fn the_example_parses_to_what_its_comments_say() {
+        let job = JobConfig::parse(include_str!("../../../config/job-mysql.yaml")).unwrap();
+        let SourceConfig::Mysql(s) = &job.source else {
+            panic!("a MySQL source");
+        };
+        let p = s.partitioning.as_ref().unwrap();
+        assert_eq!((p.column.as_str(), p.count), ("id", 16));
+        assert_eq!((p.lower.integer(), p.upper.integer()), (Some(0), Some(10_000_000)));
+        assert_eq!(s.fetch_size, 1000);
+        assert_eq!(s.connect_timeout_ms, 5000);
+        assert_eq!(s.zero_dates, ZeroDates::Exception);
+        assert!(s.tls.enabled && s.tls.verify && s.tls.verify_identity);
+        assert_eq!(s.tls.ca.as_deref(), Some("/etc/drover/mysql-ca.pem"));
+        assert_eq!(s.ranges_at_once, 4);
+        assert_eq!(job.renames.len(), 1);
+    }
+
+    #[test]
+    fn identifiers_and_filters() {
+        assert!(check_identifier("created_at").is_ok());
+        assert!(check_identifier("`my ``odd`` column`").is_ok());
+        assert_eq!(unquote("`my ``odd`` column`"), "my `odd` column");
+        assert_eq!(quote("a`b"), "`a``b`");
+        for bad in ["1abc", "a b", "`a`b`", "``", "a;b"] {
+            assert!(check_identifier(bad).is_err(), "{bad}");
+        }
+        assert!(check_where("name = 'o''brien' AND n > 3").is_ok());
+        assert!(check_where("note = 'DROP TABLE; -- fine in quotes'").is_ok());
+        for bad in ["a = 1; DROP TABLE t", "a = 1 /* x */", "a = 'x\\' OR 1=1", "SLEEP(5) = 0", "a = 'open"] {
+            assert!(check_where(bad).is_err(), "{bad}");
+        }
+    }
+}

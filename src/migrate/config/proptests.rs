@@ -14,11 +14,12 @@ use crate::connectors::cql::config::{
 };
 use crate::connectors::dynamodb::config::{MAX_MAP_TASKS, MAX_SCAN_SEGMENTS, MAX_THROUGHPUT};
 
-const EXAMPLES: [&str; 4] = [
+const EXAMPLES: [&str; 5] = [
     include_str!("../../../config/job-cql.yaml"),
     include_str!("../../../config/job-dynamodb.yaml"),
     include_str!("../../../config/job-parquet.yaml"),
     include_str!("../../../config/job-export-parquet.yaml"),
+    include_str!("../../../config/job-mysql.yaml"),
 ];
 
 /// Text an editor (or an attacker) might splice into a job file: YAML's own punctuation,
