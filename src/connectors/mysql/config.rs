@@ -663,7 +663,10 @@ mod tests {
         };
         let p = s.partitioning.as_ref().unwrap();
         assert_eq!((p.column.as_str(), p.count), ("id", 16));
-        assert_eq!((p.lower.integer(), p.upper.integer()), (Some(0), Some(10_000_000)));
+        assert_eq!(
+            (p.lower.integer(), p.upper.integer()),
+            (Some(0), Some(10_000_000))
+        );
         assert_eq!(s.fetch_size, 1000);
         assert_eq!(s.connect_timeout_ms, 5000);
         assert_eq!(s.zero_dates, ZeroDates::Exception);
@@ -684,7 +687,13 @@ mod tests {
         }
         assert!(check_where("name = 'o''brien' AND n > 3").is_ok());
         assert!(check_where("note = 'DROP TABLE; -- fine in quotes'").is_ok());
-        for bad in ["a = 1; DROP TABLE t", "a = 1 /* x */", "a = 'x\\' OR 1=1", "SLEEP(5) = 0", "a = 'open"] {
+        for bad in [
+            "a = 1; DROP TABLE t",
+            "a = 1 /* x */",
+            "a = 'x\\' OR 1=1",
+            "SLEEP(5) = 0",
+            "a = 'open",
+        ] {
             assert!(check_where(bad).is_err(), "{bad}");
         }
     }
