@@ -1,16 +1,20 @@
 # bench/lib.sh: what the benchmark scripts share (sourced, never run): messages, the clusters'
 # processes and CPU time, one timed run of a tool with its CPU and memory, and Spark's install
 # and launch options. The caller sets CACHE, WORK, TXT, SRC, DST, PORT, CLK_TCK, VENV, VENV_PKGS,
-# VENV_SPEC, SCC_URL, JARS_DIR and BENCH before sourcing it.
+# VENV_SPEC, SCC_URL, JARS_DIR and BENCH before sourcing it. A benchmark whose source is not a
+# Cassandra node on SRC:PORT (bench/mysql-copy: MariaDB) also sets SRC_PORT, the source server's
+# port on SRC, and SRC_LABEL, its name in the .txt (default cassandra-src).
 
 say() { printf '\n== %s  %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
 note() { printf '%s\n' "$*" >>"$TXT"; }
 
 answers() { (exec 3<>"/dev/tcp/$1/$PORT") 2>/dev/null; }
-# Pid of the process listening on $1:$PORT (a Cassandra JVM), for its CPU time.
+# Pid of the process listening on $1:${2:-$PORT} (a Cassandra JVM, or another source server),
+# for its CPU time.
 listener_pid() {
-  ss -Hltnp "sport = :$PORT" | grep -F " $1:$PORT " | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2 || true
+  local port=${2:-$PORT}
+  ss -Hltnp "sport = :$port" | grep -F " $1:$port " | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2 || true
 }
 # CPU time (user+system, clock ticks) of a process.
 cpu_ticks() {
@@ -68,12 +72,13 @@ install_python_and_spark() {
 
 # run_timed NAME CMD...: runs CMD under /usr/bin/time -v (stdout NAME.out, stderr NAME.log in
 # $WORK). Sets SECS (wall clock), RC, RSS_MB (peak RSS of the largest process), TOOL_CPU,
-# SRC_CPU and DST_CPU (CPU seconds of the tool and of each Cassandra JVM during the run).
+# SRC_CPU and DST_CPU (CPU seconds of the tool and of each Cassandra JVM during the run; with
+# SRC_PORT set, SRC_CPU is that of the process listening on SRC:SRC_PORT).
 run_timed() {
   local name=$1
   shift
   local spid dpid s0 d0 b0 t0 t1 load0
-  spid=$(listener_pid $SRC) dpid=$(listener_pid $DST)
+  spid=$(listener_pid "$SRC" "${SRC_PORT:-$PORT}") dpid=$(listener_pid "$DST")
   s0=$(cpu_ticks "$spid") d0=$(cpu_ticks "$dpid") b0=$(busy_ticks) load0=$(cut -d' ' -f1-3 /proc/loadavg)
   say "$name: $*"
   t0=$(date +%s.%N)
@@ -90,7 +95,7 @@ run_timed() {
   BUSY=$(awk -v a="$b0" -v b="$(busy_ticks)" -v t="$CLK_TCK" 'BEGIN{printf "%.1f", (b - a) / t}')
   OTHER_CPU=$(awk -v b="$BUSY" -v x="$TOOL_CPU" -v s="$SRC_CPU" -v d="$DST_CPU" 'BEGIN{o = b - x - s - d; printf "%.1f", o < 0 ? 0 : o}')
   {
-    echo "$name: exit $RC, wall ${SECS}s; CPU seconds: tool $TOOL_CPU, cassandra-src $SRC_CPU, cassandra-dst $DST_CPU, everything else $OTHER_CPU, machine busy $BUSY of $(awk -v s="$SECS" -v n="$(nproc)" 'BEGIN{printf "%.0f", s * n}') ($(nproc) cores x ${SECS}s); peak RSS ${RSS_MB} MB"
+    echo "$name: exit $RC, wall ${SECS}s; CPU seconds: tool $TOOL_CPU, ${SRC_LABEL:-cassandra-src} $SRC_CPU, cassandra-dst $DST_CPU, everything else $OTHER_CPU, machine busy $BUSY of $(awk -v s="$SECS" -v n="$(nproc)" 'BEGIN{printf "%.0f", s * n}') ($(nproc) cores x ${SECS}s); peak RSS ${RSS_MB} MB"
     echo "  load average before: $load0, after: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "  command: $*"
     grep -E 'Elapsed|Maximum resident|Percent of CPU' "$WORK/$name.time" | sed 's/^\s*/  time: /' || true

@@ -3,7 +3,7 @@
 //! the validation runs.
 
 use super::run::Validation;
-use crate::connectors::{cql, dynamodb};
+use crate::connectors::{cql, dynamodb, mysql};
 use crate::migrate::EngineError;
 use crate::migrate::config::{JobConfig, SourceConfig, TargetConfig};
 
@@ -20,6 +20,10 @@ impl Validation {
             }
             (SourceConfig::Dynamo(src), TargetConfig::Dynamo(dst)) => {
                 let sides = dynamodb::compare::prepare(src, dst, &config.renames, v).await?;
+                Self::lookup(sides, v.failures_to_fetch)
+            }
+            (SourceConfig::Mysql(src), TargetConfig::Cql(dst)) => {
+                let sides = mysql::compare::prepare(src, dst, &config.renames, v).await?;
                 Self::lookup(sides, v.failures_to_fetch)
             }
             (source, target) => {

@@ -777,3 +777,139 @@ async fn a_consistent_snapshot_reads_every_range_as_of_the_start() {
         daemon.logs()
     );
 }
+
+async fn validate_cli(yaml: &str) -> (Option<i32>, String) {
+    let out = tokio::process::Command::new(drover_bin())
+        .args(["validate", "--config"])
+        .arg(write_job(yaml))
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The validator on a MySQL → CQL copy: clean after the copy (composite key, a uuid key
+/// column held as BINARY(16), decimals and timestamps); after damage to the target it reports
+/// the row deleted, the value changed and the row only the target has, each by key;
+/// `copyMissingRows` writes the missing row back; with a `where` filter, rows of the target
+/// outside it are not reported (as ScyllaDB Migrator's validator ignores them).
+#[tokio::test]
+async fn validation_is_clean_after_a_copy_and_reports_damage_by_key() {
+    let (mut my, db) = fresh_db("it_mysql_validate").await;
+    let Fixture { dst, ks, .. } = Fixture::new(
+        "it_mysql_validate",
+        "CREATE TABLE $ks.t (tenant uuid, id bigint, amount decimal, at timestamp, note text, PRIMARY KEY (tenant, id))",
+    )
+    .await;
+    my.query_drop("CREATE TABLE t (tenant BINARY(16) NOT NULL, id BIGINT NOT NULL, amount DECIMAL(12,3), at DATETIME(3), note VARCHAR(40), PRIMARY KEY (tenant, id))").await.unwrap();
+    let rows = 3000;
+    let values: Vec<String> = (0..rows)
+        .map(|i| {
+            format!(
+                "(UNHEX('{:032x}'), {i}, {}.{:03}, '2024-03-01 10:00:00' + INTERVAL {i} SECOND, 'note {i}')",
+                i % 7,
+                i * 3,
+                i % 1000
+            )
+        })
+        .collect();
+    my.query_drop(format!("INSERT INTO t VALUES {}", values.join(",")))
+        .await
+        .unwrap();
+    let yaml = |extra_source: &str, validation: &str| {
+        format!(
+            "{}{}validation:\n  compareTimestamps: false\n  failuresToFetch: 100\n  floatingPointTolerance: 0.001\n  timestampMsTolerance: 0\n  ttlToleranceMillis: 0\n  writetimeToleranceMillis: 0\n  hashColumns: [note]\n{validation}",
+            source(
+                &db,
+                "t",
+                &format!(
+                    "  primaryKey: [tenant, id]\n  partitionColumn: id\n  numPartitions: 4\n  lowerBound: 0\n  upperBound: {rows}\n{extra_source}"
+                )
+            ),
+            target(ks, "t", "")
+        )
+    };
+    let (code, out) = migrate_cli(&yaml("", "")).await;
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = validate_cli(&yaml("", "")).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains(&format!(
+            "no differences: {rows} rows compared ({rows} source, {rows} target), {rows} matched"
+        )),
+        "{out}"
+    );
+
+    let table = format!("{ks}.t");
+    let tenant = |i: u32| format!("00000000-0000-0000-0000-{:012x}", i % 7);
+    exec(
+        &dst,
+        &format!(
+            "DELETE FROM {table} WHERE tenant = {} AND id = 5",
+            tenant(5)
+        ),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!(
+            "UPDATE {table} SET amount = 1.5 WHERE tenant = {} AND id = 8",
+            tenant(8)
+        ),
+    )
+    .await;
+    exec(
+        &dst,
+        &format!(
+            "INSERT INTO {table} (tenant, id, note) VALUES ({}, 99999, 'only in the target')",
+            tenant(0)
+        ),
+    )
+    .await;
+    let (code, out) = validate_cli(&yaml("", "")).await;
+    assert_eq!(code, Some(1), "{out}");
+    for line in [
+        "missing rows (not in the target): 1",
+        "extra rows (not in the source): 1",
+        "rows with different values: 1",
+        &format!("- missing row: \"tenant\" = {} AND \"id\" = 5", tenant(5)),
+        &format!("- extra row: \"tenant\" = {} AND \"id\" = 99999", tenant(0)),
+        "amount: value: source 24.008 | target 1.5",
+    ] {
+        assert!(out.contains(line), "{line:?} not in\n{out}");
+    }
+
+    // With a filter, the target's rows outside it are not looked for.
+    let (code, out) = validate_cli(&yaml("  where: \"id < 1000\"\n", "")).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("extra rows (not in the source): 0") || !out.contains("extra row:"),
+        "{out}"
+    );
+    assert!(out.contains("missing rows (not in the target): 1"), "{out}");
+
+    // copyMissingRows writes the deleted row back; the changed one stays as it is.
+    let (code, out) = validate_cli(&yaml("", "  copyMissingRows: true\n")).await;
+    assert_eq!(code, Some(1), "{out}");
+    let r = dst
+        .query_unpaged(
+            format!(
+                "SELECT note FROM {table} WHERE tenant = {} AND id = 5",
+                tenant(5)
+            ),
+            (),
+        )
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap();
+    let (note,): (String,) = r.first_row().unwrap();
+    assert_eq!(note, "note 5");
+}

@@ -15,6 +15,7 @@
 //! column, and a value that cannot be (an unsigned BIGINT beyond a CQL `bigint`, a zero date
 //! with `zeroDateTimeBehavior: EXCEPTION`) fails the job naming the column and the row's key.
 
+pub mod compare;
 pub mod config;
 pub mod convert;
 pub mod scan;

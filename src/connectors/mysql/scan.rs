@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use mysql_async::prelude::Queryable;
+use scylla::client::session::Session;
 use tokio::sync::mpsc;
 
 use super::config::quote;
@@ -45,11 +46,11 @@ struct Open {
 }
 
 /// The shared, read-only part of a scan, given to each range's task.
-struct Reader {
-    src: MysqlSource,
-    pool: mysql_async::Pool,
+pub(crate) struct Reader {
+    pub(crate) src: MysqlSource,
+    pub(crate) pool: mysql_async::Pool,
     /// `SELECT <columns> FROM <table> WHERE `: a range's condition completes it.
-    select: String,
+    pub(crate) select: String,
     slots: Vec<Slot>,
     /// SELECT indexes of the key columns, for messages.
     key: Vec<(usize, String)>,
@@ -63,6 +64,13 @@ pub struct MysqlScan {
     reader: Arc<Reader>,
     conditions: Vec<String>,
     open: Mutex<HashMap<String, Open>>,
+}
+
+impl MysqlScan {
+    /// The reading part, shared with lookups by key.
+    pub(crate) fn reader(&self) -> Arc<Reader> {
+        self.reader.clone()
+    }
 }
 
 impl Drop for MysqlScan {
@@ -97,15 +105,46 @@ impl Reader {
             .collect()
     }
 
+    /// A row read from MySQL as the cells of the CQL writer's row.
+    pub(crate) fn convert_row(
+        &self,
+        row: mysql_async::Row,
+        range: &str,
+    ) -> Result<RawRow, MysqlError> {
+        let mut values = row.unwrap();
+        // Small (the key's columns): kept only to name the row if a value is refused.
+        let key = self.key_of(&values);
+        let mut cells = Vec::with_capacity(self.slots.len());
+        for slot in &self.slots {
+            let v = std::mem::replace(&mut values[slot.index], mysql_async::Value::NULL);
+            match convert::convert(&slot.conv, v, self.options) {
+                Ok(cell) => cells.push(cell),
+                Err(message) => {
+                    return Err(MysqlError::Value {
+                        range: range.to_string(),
+                        message: format!(
+                            "column {:?} of the row with key ({}): {message}",
+                            slot.name,
+                            key.join(", ")
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(RawRow { cells })
+    }
+
     /// Streams one range into `tx`, page by page.
     async fn stream(self: Arc<Self>, range: String, tx: mpsc::Sender<Sent>) {
         let fail = |e: MysqlError| async { drop(tx.send(Err(e)).await) };
         let sql = self.condition(&range);
-        let mut guard;
-        let mut own;
-        let conn: &mut mysql_async::Conn = if let Some(snapshot) = &self.snapshot {
-            guard = snapshot.clone().lock_owned().await;
-            match guard.as_mut() {
+        let mut guard = match &self.snapshot {
+            Some(s) => Some(s.clone().lock_owned().await),
+            None => None,
+        };
+        let mut own = None;
+        let conn: &mut mysql_async::Conn = match guard.as_mut() {
+            Some(g) => match g.as_mut() {
                 Some(c) => c,
                 None => {
                     return fail(MysqlError::Query {
@@ -115,21 +154,19 @@ impl Reader {
                     })
                     .await;
                 }
-            }
-        } else {
-            own = match connect(&self.pool, &self.src).await {
-                Ok(c) => c,
+            },
+            None => match connect(&self.pool, &self.src).await {
+                Ok(c) => own.insert(c),
                 Err(e) => return fail(e).await,
-            };
-            &mut own
+            },
         };
         let what = || format!("reading range {range}");
         let mut result = match conn.exec_iter(sql.as_str(), ()).await {
             Ok(r) => r,
             Err(e) => {
-                if let Some(s) = &self.snapshot {
+                if let Some(g) = guard.as_mut() {
                     // A failed statement may have broken the transaction: nothing reads on.
-                    drop(s.try_lock().map(|mut g| g.take()));
+                    g.take();
                 }
                 return fail(MysqlError::query(what(), e)).await;
             }
@@ -143,28 +180,11 @@ impl Reader {
                 Ok(None) => break,
                 Err(e) => return fail(MysqlError::query(what(), e)).await,
             };
-            let mut values = row.unwrap();
-            // Small (the key's columns): kept only to name the row if a value is refused.
-            let key = self.key_of(&values);
-            let mut cells = Vec::with_capacity(self.slots.len());
-            for slot in &self.slots {
-                let v = std::mem::replace(&mut values[slot.index], mysql_async::Value::NULL);
-                match convert::convert(&slot.conv, v, self.options) {
-                    Ok(cell) => cells.push(cell),
-                    Err(message) => {
-                        return fail(MysqlError::Value {
-                            range: range.clone(),
-                            message: format!(
-                                "column {:?} of the row with key ({}): {message}",
-                                slot.name,
-                                key.join(", ")
-                            ),
-                        })
-                        .await;
-                    }
-                }
-            }
-            page.push(RawRow { cells });
+            let cells = match self.convert_row(row, &range) {
+                Ok(row) => row,
+                Err(e) => return fail(e).await,
+            };
+            page.push(cells);
             if page.len() >= fetch {
                 let full = std::mem::replace(&mut page, Vec::with_capacity(fetch.min(4096)));
                 if let Some(previous) = held.replace(full)
@@ -257,6 +277,36 @@ impl Scan for MysqlScan {
     }
 }
 
+/// What a copy and a validation of a MySQL table both start from.
+pub(crate) struct Prepared {
+    /// The table's ranges, read as the copy reads them.
+    pub scan: MysqlScan,
+    /// The target's session.
+    pub session: Session,
+    /// The target's columns the source has, named as in the source, in the rows' order.
+    pub described: TableSchema,
+    /// The target table.
+    pub target: TableSchema,
+    /// Source column → target column.
+    pub mapping: HashMap<String, String>,
+    /// The target's primary key columns, as the source columns they come from (the first
+    /// cells of a row).
+    pub keys: Vec<KeySource>,
+    /// The target's writes.
+    pub plan: CopyPlan,
+}
+
+/// The source column of a cell of the target's primary key.
+#[derive(Debug, Clone)]
+pub(crate) struct KeySource {
+    /// Its name.
+    pub name: String,
+    /// Its conversion.
+    pub conv: Conv,
+    /// Whether it holds bytes rather than characters.
+    pub binary: bool,
+}
+
 /// Connects to both sides, matches the table's columns to the target's (after `renames`),
 /// plans the ranges and prepares the writes. Nothing is written.
 pub async fn open_load(
@@ -264,6 +314,28 @@ pub async fn open_load(
     dst: &CqlTarget,
     renames: &[Rename],
 ) -> Result<(MysqlScan, CopySink, Pacing), EngineError> {
+    let Prepared {
+        scan,
+        session,
+        plan,
+        ..
+    } = prepare(src, dst, renames).await?;
+    let sink = CopySink::new(Arc::new(session), Arc::new(plan));
+    let pacing = Pacing {
+        units_at_once: src.ranges_at_once,
+        requests_in_flight: dst.max_in_flight,
+        rows_per_second: dst.rows_per_second,
+        bytes_per_second: dst.bytes_per_second,
+    };
+    Ok((scan, sink, pacing))
+}
+
+/// [`open_load`]'s work before the writer: both sides checked, the ranges planned.
+pub(crate) async fn prepare(
+    src: &MysqlSource,
+    dst: &CqlTarget,
+    renames: &[Rename],
+) -> Result<Prepared, EngineError> {
     let pool = mysql_async::Pool::new(super::options(src)?);
     let mut conn = connect(&pool, src).await?;
     let table = schema::load(&mut conn, src).await?;
@@ -348,14 +420,24 @@ pub async fn open_load(
                 .map(|i| (i, table.columns[i].name.clone()))
         })
         .collect();
-    let plan = CopyPlan::prepare_writes(&session, dst, described, target, &mapping, false).await?;
-    let sink = CopySink::new(Arc::new(session), Arc::new(plan));
-    let pacing = Pacing {
-        units_at_once: src.ranges_at_once,
-        requests_in_flight: dst.max_in_flight,
-        rows_per_second: dst.rows_per_second,
-        bytes_per_second: dst.bytes_per_second,
-    };
+    let key_len = target.partition_key.len() + target.clustering_key.len();
+    let keys = slots[..key_len]
+        .iter()
+        .map(|slot| KeySource {
+            name: slot.name.clone(),
+            conv: slot.conv.clone(),
+            binary: table.columns[slot.index].is_binary(),
+        })
+        .collect();
+    let plan = CopyPlan::prepare_writes(
+        &session,
+        dst,
+        described.clone(),
+        target.clone(),
+        &mapping,
+        false,
+    )
+    .await?;
     let scan = MysqlScan {
         reader: Arc::new(Reader {
             src: src.clone(),
@@ -372,7 +454,15 @@ pub async fn open_load(
         conditions,
         open: Mutex::new(HashMap::new()),
     };
-    Ok((scan, sink, pacing))
+    Ok(Prepared {
+        scan,
+        session,
+        described,
+        target,
+        mapping,
+        keys,
+        plan,
+    })
 }
 
 /// The described table, the column mapping and the slots.

@@ -90,14 +90,13 @@ fn errors_name_key_and_line() {
         "target.type: \"mysql\" is a source type only; expected cassandra, scylla, dynamodb, alternator or parquet (line 17)"
     );
     for (side, from, kind) in [
-        ("source", "  type: cassandra", "mysql"),
         ("source", "  type: cassandra", "dynamodb-s3-export"),
         ("target", "  type: scylla", "dynamodb-s3-export"),
     ] {
         assert_eq!(
             err(&GOOD.replace(from, &format!("  type: {kind}"))),
             format!(
-                "{side}.type: \"{kind}\" is not supported by this version of drover yet; supported: cassandra, scylla, dynamodb, dynamo, alternator, parquet (line {})",
+                "{side}.type: \"{kind}\" is not supported by this version of drover yet; supported: cassandra, scylla, dynamodb, dynamo, alternator, parquet, mysql (sources only) (line {})",
                 if side == "source" { 2 } else { 17 }
             )
         );
