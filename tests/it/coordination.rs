@@ -107,7 +107,15 @@ async fn three_daemons_share_a_job_and_finish_it_when_one_is_killed() {
             .iter()
             .filter(|l| l.6.as_deref() == Some("done"))
             .collect();
-        assert_eq!(done.len(), 1, "{unit}: completed once: {leases:?}");
+        // The end of a lease is recorded after the unit is marked complete: the killed daemon
+        // may have completed its last unit and died before recording it.
+        let killed_last = leases
+            .last()
+            .is_some_and(|l| l.5.is_none() && l.3.contains(&format!("\"pid\":{killed_pid}")));
+        assert!(
+            done.len() == 1 || (done.is_empty() && killed_last),
+            "{unit}: completed once: {leases:?}"
+        );
         for pair in leases.windows(2) {
             let (a, b) = (&pair[0], &pair[1]);
             // Only a holder that died leaves a lease without an end; the next taker came

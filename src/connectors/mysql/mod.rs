@@ -128,8 +128,10 @@ pub fn options(src: &MysqlSource) -> Result<mysql_async::Opts, MysqlError> {
         ])
         .pool_opts(
             mysql_async::PoolOpts::default()
+                // A connection per range read at once, plus a validation's lookups by key
+                // (a few per range) and the planning connection.
                 .with_constraints(
-                    mysql_async::PoolConstraints::new(0, src.ranges_at_once.max(1) + 1)
+                    mysql_async::PoolConstraints::new(0, src.ranges_at_once.max(1) * 5 + 1)
                         .expect("0 <= max"),
                 )
                 .with_inactive_connection_ttl(std::time::Duration::from_secs(60)),
