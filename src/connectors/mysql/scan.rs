@@ -94,15 +94,14 @@ impl Reader {
         }
     }
 
-    /// The row's key, for messages (taken before its values are moved into cells).
-    fn key_of(&self, values: &[mysql_async::Value]) -> Vec<String> {
+    /// The row's key as `name=value` pairs, for messages.
+    fn render_key(&self, values: &[mysql_async::Value]) -> String {
         self.key
             .iter()
-            .map(|(i, name)| {
-                let v = values.get(*i).map(|v| v.as_sql(true)).unwrap_or_default();
-                format!("{name}={}", crate::jobfile::cap(&v))
-            })
-            .collect()
+            .zip(values)
+            .map(|((_, name), v)| format!("{name}={}", crate::jobfile::cap(&v.as_sql(true))))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// A row read from MySQL as the cells of the CQL writer's row.
@@ -112,8 +111,10 @@ impl Reader {
         range: &str,
     ) -> Result<RawRow, MysqlError> {
         let mut values = row.unwrap();
-        // Small (the key's columns): kept only to name the row if a value is refused.
-        let key = self.key_of(&values);
+        // The key's values (a few small ones), kept to name the row if a value is refused;
+        // rendered only then.
+        let key: Vec<mysql_async::Value> =
+            self.key.iter().map(|(i, _)| values[*i].clone()).collect();
         let mut cells = Vec::with_capacity(self.slots.len());
         for slot in &self.slots {
             let v = std::mem::replace(&mut values[slot.index], mysql_async::Value::NULL);
@@ -125,7 +126,7 @@ impl Reader {
                         message: format!(
                             "column {:?} of the row with key ({}): {message}",
                             slot.name,
-                            key.join(", ")
+                            self.render_key(&key)
                         ),
                     });
                 }
