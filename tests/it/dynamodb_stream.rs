@@ -96,6 +96,70 @@ async fn converge(daemon: &Daemon, id: &str, c: &Client, src: &str, dst: &str) {
     }
 }
 
+/// The shard and sequence number of the last record of `table`'s stream on moto.
+async fn last_stream_record(table: &str) -> (String, String) {
+    let c = Server::Moto.client();
+    let arn = c
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .expect("describe table")
+        .table
+        .and_then(|t| t.latest_stream_arn)
+        .expect("a stream");
+    use aws_sdk_dynamodbstreams::config::{BehaviorVersion, Credentials, Region};
+    let streams = aws_sdk_dynamodbstreams::Client::from_conf(
+        aws_sdk_dynamodbstreams::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .endpoint_url(Server::Moto.url())
+            .credentials_provider(Credentials::new("dummy", "dummy", None, None, "tests"))
+            .build(),
+    );
+    let shards = streams
+        .describe_stream()
+        .stream_arn(&arn)
+        .send()
+        .await
+        .expect("describe stream")
+        .stream_description
+        .and_then(|d| d.shards)
+        .unwrap_or_default();
+    let shard = shards
+        .last()
+        .and_then(|s| s.shard_id.clone())
+        .expect("a shard");
+    let mut iterator = streams
+        .get_shard_iterator()
+        .stream_arn(&arn)
+        .shard_id(&shard)
+        .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
+        .send()
+        .await
+        .expect("shard iterator")
+        .shard_iterator;
+    let mut last = None;
+    while let Some(it) = iterator {
+        let page = streams
+            .get_records()
+            .shard_iterator(it)
+            .send()
+            .await
+            .expect("records");
+        let records = page.records.unwrap_or_default();
+        if records.is_empty() {
+            break;
+        }
+        last = records
+            .last()
+            .and_then(|r| r.dynamodb.as_ref())
+            .and_then(|d| d.sequence_number.clone());
+        iterator = page.next_shard_iterator;
+    }
+    (shard, last.expect("records in the stream"))
+}
+
 fn newest_savepoint(dir: &std::path::Path) -> Value {
     let name = savepoint_files(dir).pop().expect("a savepoint");
     let text = std::fs::read_to_string(dir.join(name)).unwrap();
@@ -174,27 +238,22 @@ async fn changes_during_and_after_the_snapshot_arrive_in_order_and_survive_kill_
     assert!(p["streamItemsDeleted"].as_u64().unwrap() >= 20, "{job:#}");
     assert!(p.get("streamLagSeconds").is_some(), "{job:#}");
 
-    // Let a savepoint taken after every record was applied record the positions (its name
-    // holds its time), then die without warning.
-    let applied_at = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    poll(Duration::from_secs(30), async || {
+    // Let a savepoint record the position of the stream's last record, then die without
+    // warning.
+    let (shard, last) = last_stream_record(&src).await;
+    poll(Duration::from_secs(60), async || {
         let newest = savepoint_files(&sp_dir).pop().unwrap_or_default();
-        let at: u128 = newest
-            .strip_prefix("savepoint_")
-            .and_then(|n| n.split('_').next())
-            .and_then(|ms| ms.parse().ok())
-            .unwrap_or(0);
-        if at > applied_at + 1000 {
+        let saved = newest_savepoint(&sp_dir);
+        if saved["streamPositions"]["shards"][&shard] == last.as_str() {
             Ok(())
         } else {
-            Err(newest)
+            Err((newest, saved["streamPositions"].clone()))
         }
     })
     .await
-    .unwrap_or_else(|last| panic!("no savepoint after the records were applied; newest: {last}"));
+    .unwrap_or_else(|(name, positions)| {
+        panic!("no savepoint records {shard} at {last}; newest: {name}: {positions}")
+    });
     daemon.kill9();
     let saved = newest_savepoint(&sp_dir);
     let positions = &saved["streamPositions"];
