@@ -9,6 +9,7 @@ pub mod cql;
 pub mod dynamodb;
 pub mod mysql;
 pub mod parquet;
+pub mod s3export;
 pub mod seam;
 
 use crate::config::yaml;
@@ -27,6 +28,8 @@ pub enum SourceConfig {
     Parquet(parquet::ParquetSource),
     /// A MySQL or MariaDB table (`type: mysql`).
     Mysql(mysql::MysqlSource),
+    /// A DynamoDB S3 export (`type: dynamodb-s3-export`).
+    S3Export(s3export::ExportSource),
 }
 
 /// The target of a job.
@@ -40,6 +43,8 @@ pub enum TargetConfig {
     Dynamo(dynamodb::DynamoTarget),
     /// Parquet files on disk or in S3 (`type: parquet`).
     Parquet(parquet::ParquetTarget),
+    /// A DynamoDB S3 export on disk or in S3 (`type: dynamodb-s3-export`).
+    S3Export(s3export::ExportTarget),
 }
 
 /// The `source.type` values ScyllaDB Migrator reads, for messages.
@@ -75,6 +80,7 @@ impl SourceConfig {
             }
             "parquet" => Ok(Self::Parquet(parquet::ParquetSource::parse(text, value)?)),
             "mysql" => Ok(Self::Mysql(mysql::MysqlSource::parse(text, value)?)),
+            "dynamodb-s3-export" => Ok(Self::S3Export(s3export::ExportSource::parse(text, value)?)),
             other => Err(unsupported(text, "source.type", other, MIGRATOR_SOURCES)),
         }
     }
@@ -89,6 +95,7 @@ impl TargetConfig {
                 Ok(Self::Dynamo(dynamodb::DynamoTarget::parse(text, value)?))
             }
             "parquet" => Ok(Self::Parquet(parquet::ParquetTarget::parse(text, value)?)),
+            "dynamodb-s3-export" => Ok(Self::S3Export(s3export::ExportTarget::parse(text, value)?)),
             other => Err(unsupported(text, "target.type", other, MIGRATOR_TARGETS)),
         }
     }
@@ -102,6 +109,7 @@ impl SourceConfig {
             Self::Dynamo(_) => "dynamodb",
             Self::Parquet(_) => "parquet",
             Self::Mysql(_) => "mysql",
+            Self::S3Export(_) => "dynamodb-s3-export",
         }
     }
 }
@@ -113,6 +121,7 @@ impl TargetConfig {
             Self::Cql(_) => "cassandra/scylla",
             Self::Dynamo(_) => "dynamodb",
             Self::Parquet(_) => "parquet",
+            Self::S3Export(_) => "dynamodb-s3-export",
         }
     }
 }
@@ -133,16 +142,25 @@ pub fn check_pair(
                 "true is not supported with a source of type alternator: Alternator tables have no DynamoDB Streams",
             ))
         }
+        (SourceConfig::S3Export(_), TargetConfig::Dynamo(t)) if t.stream_changes => {
+            Err(JobConfigError::at(
+                text,
+                "target.streamChanges",
+                "true is not supported with a source of type dynamodb-s3-export: an export has no change stream",
+            ))
+        }
         (SourceConfig::Cql(_), TargetConfig::Cql(_))
         | (SourceConfig::Dynamo(_), TargetConfig::Dynamo(_))
+        | (SourceConfig::S3Export(_), TargetConfig::Dynamo(_))
         | (SourceConfig::Parquet(_), TargetConfig::Cql(_))
         | (SourceConfig::Mysql(_), TargetConfig::Cql(_))
+        | (SourceConfig::Dynamo(_), TargetConfig::S3Export(_))
         | (SourceConfig::Cql(_), TargetConfig::Parquet(_)) => Ok(()),
         _ => Err(JobConfigError::at(
             text,
             "target.type",
             format!(
-                "a {} target cannot take rows of a {} source; supported pairs: cassandra/scylla to cassandra/scylla, dynamodb/alternator to dynamodb/alternator, parquet to cassandra/scylla, cassandra/scylla to parquet, mysql to cassandra/scylla",
+                "a {} target cannot take rows of a {} source; supported pairs: cassandra/scylla to cassandra/scylla, dynamodb/alternator to dynamodb/alternator, parquet to cassandra/scylla, cassandra/scylla to parquet, mysql to cassandra/scylla, dynamodb-s3-export to dynamodb/alternator, dynamodb/alternator to dynamodb-s3-export",
                 target.kind(),
                 source.kind()
             ),
@@ -152,29 +170,18 @@ pub fn check_pair(
 
 fn unsupported(text: &str, key: &str, value: &str, migrator: &[&str]) -> JobConfigError {
     let value = crate::jobfile::cap(value);
-    if migrator.contains(&value.as_ref()) {
+    let expected = migrator.join(", ");
+    if key == "target.type" && MIGRATOR_SOURCES.contains(&value.as_ref()) {
         JobConfigError::at(
             text,
             key,
-            format!(
-                "{value:?} is not supported by this version of drover yet; supported: cassandra, scylla, dynamodb, dynamo, alternator, parquet, mysql (sources only)"
-            ),
-        )
-    } else if MIGRATOR_SOURCES.contains(&value.as_ref()) {
-        JobConfigError::at(
-            text,
-            key,
-            format!(
-                "{value:?} is a source type only; expected cassandra, scylla, dynamodb, alternator or parquet"
-            ),
+            format!("{value:?} is a source type only; expected {expected}"),
         )
     } else {
         JobConfigError::at(
             text,
             key,
-            format!(
-                "unknown type {value:?}, expected cassandra, scylla, dynamodb, alternator or parquet"
-            ),
+            format!("unknown type {value:?}, expected {expected}"),
         )
     }
 }

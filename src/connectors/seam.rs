@@ -154,6 +154,13 @@ pub trait Sink<R>: Send + Sync + 'static {
         std::future::ready(Ok(()))
     }
 
+    /// Ends a run in which every unit of the table is complete (none failed, none was
+    /// stopped): what describes the whole output is written (an export's manifests). Not
+    /// called when a run ends early; a resumed run that completes calls it again.
+    fn complete(&self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        std::future::ready(Ok(()))
+    }
+
     /// Turns one row, read at `read_at`, into writes; requests that are complete are pushed
     /// to `out`, in the order they must be sent.
     fn push(

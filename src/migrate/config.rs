@@ -35,6 +35,9 @@ pub struct JobConfig {
     /// drover: MySQL ranges already copied (as recorded: the condition of each); skipped by
     /// this run.
     pub skip_mysql_ranges: Vec<String>,
+    /// drover: data files of a DynamoDB S3 export already loaded (as recorded:
+    /// `s3://bucket/key`); skipped by this run.
+    pub skip_export_data_files: Vec<String>,
     /// Savepoint settings.
     pub savepoints: Option<SavepointsConfig>,
     /// Validator settings (`drover validate`, `/api/v1/validations`); migrations ignore them.
@@ -65,6 +68,8 @@ struct RawJob {
     skip_parquet_files: Option<yaml_serde::Value>,
     #[serde(default, rename = "skipMySqlRanges")]
     skip_mysql_ranges: Option<yaml_serde::Value>,
+    #[serde(default)]
+    skip_export_data_files: Option<yaml_serde::Value>,
     #[serde(default)]
     coordination: Option<yaml_serde::Value>,
 }
@@ -149,6 +154,18 @@ impl JobConfig {
             }
             _ => Vec::new(),
         };
+        let skip_export_data_files = match (&source, raw.skip_export_data_files) {
+            (SourceConfig::S3Export(_), Some(v)) if !v.is_null() => {
+                yaml_serde::from_value::<Vec<String>>(v).map_err(|e| {
+                    JobConfigError::at(
+                        text,
+                        "skipExportDataFiles",
+                        format!("expected a list of data files (s3://bucket/key): {e}"),
+                    )
+                })?
+            }
+            _ => Vec::new(),
+        };
         let skip_token_ranges = match raw.skip_token_ranges.filter(|v| !v.is_null()) {
             None => Vec::new(),
             Some(v) => {
@@ -168,6 +185,7 @@ impl JobConfig {
             skip_segments,
             skip_parquet_files,
             skip_mysql_ranges,
+            skip_export_data_files,
             savepoints: raw
                 .savepoints
                 .filter(|v| !v.is_null())
@@ -313,6 +331,7 @@ impl JobConfig {
             segments: self.skip_segments.iter().copied().collect(),
             parquet_files: self.skip_parquet_files.iter().cloned().collect(),
             mysql_ranges: self.skip_mysql_ranges.iter().cloned().collect(),
+            export_files: self.skip_export_data_files.iter().cloned().collect(),
             ..Default::default()
         }
     }

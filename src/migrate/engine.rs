@@ -22,7 +22,7 @@ use super::retry::{Retries, retry};
 use crate::connectors::seam::{
     Changes, Claim, Coordinator, Pacing, Page, Pushed, Request, Scan, Sink, Unit,
 };
-use crate::connectors::{cql, dynamodb, mysql, parquet};
+use crate::connectors::{cql, dynamodb, mysql, parquet, s3export};
 use crate::jobs::running::Sample;
 use crate::savepoints;
 
@@ -253,6 +253,16 @@ impl Migration {
                     mysql::scan::open_load(src, dst, &config.renames).await?;
                 (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
             }
+            (SourceConfig::S3Export(src), TargetConfig::Dynamo(dst)) => {
+                let (scan, sink, pacing) =
+                    s3export::read::open_load(src, dst, &config.renames).await?;
+                (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
+            }
+            (SourceConfig::Dynamo(src), TargetConfig::S3Export(dst)) => {
+                let (scan, sink, pacing) =
+                    s3export::write::open_export(src, dst, &config.renames, &skip).await?;
+                (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
+            }
             (SourceConfig::Cql(src), TargetConfig::Parquet(dst)) => {
                 match parquet::export::open_export(src, dst, &config.renames, &skip).await? {
                     parquet::export::Opened::Copy(opened) => {
@@ -410,31 +420,40 @@ impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
                 // A failure of one unit stops the others; a stop request reaches them through it.
                 cancel: failed.clone(),
             });
-            if let Some(coordinator) = coordinator {
-                return drive_shared(
+            let copied = if let Some(coordinator) = coordinator {
+                drive_shared(
                     plan.work,
                     plan.skipped,
                     self.pacing.units_at_once,
                     (&cancel, &failed),
-                    worker,
+                    worker.clone(),
                     coordinator,
                 )
-                .await;
-            }
-            drive_units(
-                plan.work,
-                self.pacing.units_at_once,
-                (&cancel, &failed),
-                (
-                    |e: &EngineError| matches!(e, EngineError::Stopped),
-                    || EngineError::Stopped,
-                ),
-                |unit| {
-                    let w = worker.clone();
-                    async move { w.copy_unit(unit).await }
-                },
-            )
-            .await
+                .await
+            } else {
+                drive_units(
+                    plan.work,
+                    self.pacing.units_at_once,
+                    (&cancel, &failed),
+                    (
+                        |e: &EngineError| matches!(e, EngineError::Stopped),
+                        || EngineError::Stopped,
+                    ),
+                    |unit| {
+                        let w = worker.clone();
+                        async move { w.copy_unit(unit).await }
+                    },
+                )
+                .await
+            };
+            copied?;
+            // Every unit is complete: what describes the whole output (an export's
+            // manifests) can be written now, and only now.
+            worker
+                .sink
+                .complete()
+                .await
+                .map_err(|e| EngineError::Failed(format!("target: {e}")))
         })
     }
 }

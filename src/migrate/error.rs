@@ -21,6 +21,9 @@ pub enum EngineError {
     /// A MySQL table could not be read, or does not fit the job.
     #[error(transparent)]
     Mysql(#[from] crate::connectors::mysql::MysqlError),
+    /// A DynamoDB S3 export could not be read or written, or does not fit the job.
+    #[error(transparent)]
+    Export(#[from] crate::connectors::s3export::ExportError),
     /// A read or write failed for good (after retries, where retrying is safe).
     #[error("{0}")]
     Failed(String),
@@ -54,6 +57,7 @@ impl EngineError {
                 self,
                 Self::Parquet(crate::connectors::parquet::ParquetError::Invalid { .. })
                     | Self::Mysql(crate::connectors::mysql::MysqlError::Invalid { .. })
+                    | Self::Export(crate::connectors::s3export::ExportError::Invalid { .. })
             )
     }
 }

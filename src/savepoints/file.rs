@@ -177,9 +177,9 @@ impl FileStore {
 }
 
 const HEADER: &str = "# drover savepoint: the job config with its secrets redacted, and the progress made\n\
-# (skipTokenRanges, skipSegments, skipParquetFiles, streamPositions). It is not a job config:\n\
-# run the original config again and automatic resume (savepoints.autoResume, on by default)\n\
-# continues from here.\n";
+# (skipTokenRanges, skipSegments, skipParquetFiles, skipMySqlRanges, skipExportDataFiles,\n\
+# streamPositions). It is not a job config: run the original config again and automatic\n\
+# resume (savepoints.autoResume, on by default) continues from here.\n";
 
 impl SavepointStore for FileStore {
     fn write(&self, document: &serde_json::Value) -> Result<SavepointInfo, SavepointError> {

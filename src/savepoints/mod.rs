@@ -78,6 +78,8 @@ pub const VERSIONS_KEY: &str = "parquetFileVersions";
 pub const STREAM_KEY: &str = "streamPositions";
 /// drover's key for the completed ranges of a MySQL source.
 pub const MYSQL_KEY: &str = "skipMySqlRanges";
+/// drover's key for the completed data files of a DynamoDB S3 export source.
+pub const EXPORT_KEY: &str = "skipExportDataFiles";
 
 /// What is already done, in the job file's terms.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -97,6 +99,9 @@ pub struct Progress {
     /// drover: completed ranges of a MySQL table, each as the condition that selects it
     /// (ScyllaDB Migrator keeps no progress for MySQL; the key is drover's own).
     pub mysql_ranges: BTreeSet<String>,
+    /// drover: completed data files of a DynamoDB S3 export (`s3://bucket/key`; ScyllaDB
+    /// Migrator keeps no progress for exports; the key is drover's own).
+    pub export_files: BTreeSet<String>,
 }
 
 impl Progress {
@@ -115,6 +120,7 @@ impl Progress {
                 .map(|(k, v)| (k.clone(), v.clone())),
         );
         self.mysql_ranges.extend(other.mysql_ranges.iter().cloned());
+        self.export_files.extend(other.export_files.iter().cloned());
         match (&mut self.stream, &other.stream) {
             (Some(mine), Some(theirs)) => mine.merge(theirs),
             (None, Some(theirs)) => self.stream = Some(theirs.clone()),
@@ -128,6 +134,7 @@ impl Progress {
             && self.segments.is_empty()
             && self.parquet_files.is_empty()
             && self.mysql_ranges.is_empty()
+            && self.export_files.is_empty()
             && self.stream.is_none()
     }
 
@@ -154,6 +161,10 @@ impl Progress {
         if let Some(f) = doc.get(MYSQL_KEY).filter(|v| !v.is_null()) {
             progress.mysql_ranges =
                 serde_json::from_value(f.clone()).map_err(|e| format!("{MYSQL_KEY}: {e}"))?;
+        }
+        if let Some(f) = doc.get(EXPORT_KEY).filter(|v| !v.is_null()) {
+            progress.export_files =
+                serde_json::from_value(f.clone()).map_err(|e| format!("{EXPORT_KEY}: {e}"))?;
         }
         if let Some(p) = doc.get(STREAM_KEY).filter(|v| !v.is_null()) {
             progress.stream =
@@ -195,6 +206,14 @@ impl Progress {
             map.insert(
                 MYSQL_KEY.into(),
                 serde_json::to_value(&self.mysql_ranges).expect("set serializes"),
+            );
+        }
+        if self.export_files.is_empty() {
+            map.remove(EXPORT_KEY);
+        } else {
+            map.insert(
+                EXPORT_KEY.into(),
+                serde_json::to_value(&self.export_files).expect("set serializes"),
             );
         }
         match &self.stream {

@@ -30,6 +30,11 @@ impl Progress {
             .difference(&earlier.parquet_files)
             .cloned()
             .collect();
+        added.export_files = self
+            .export_files
+            .difference(&earlier.export_files)
+            .cloned()
+            .collect();
         added.mysql_ranges = self
             .mysql_ranges
             .difference(&earlier.mysql_ranges)
@@ -80,6 +85,9 @@ impl fmt::Display for Progress {
                 names.join(", "),
                 self.parquet_files.len()
             ));
+        }
+        if !self.export_files.is_empty() {
+            parts.push(format!("export data files ({})", self.export_files.len()));
         }
         if !self.mysql_ranges.is_empty() {
             parts.push(format!("MySQL ranges ({})", self.mysql_ranges.len()));

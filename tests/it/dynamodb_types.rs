@@ -96,7 +96,7 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
 
 /// The key attributes `key` and, around them, every attribute type, varied by `i`. Small
 /// (under 1 KB); every twentieth one also nests 32 levels deep.
-fn every_type(i: usize, key: Vec<(&str, AttributeValue)>) -> Item {
+pub(crate) fn every_type(i: usize, key: Vec<(&str, AttributeValue)>) -> Item {
     let mut item: Item = key.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let fields = vec![
         ("s", s(format!("text {i} — ünïcödé ✓ 日本語 🔑"))),

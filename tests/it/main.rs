@@ -32,6 +32,7 @@ mod parquet;
 mod parquet_migrator;
 mod resume;
 mod router;
+mod s3export;
 mod savepoint_places;
 mod schemathesis;
 mod secrets;

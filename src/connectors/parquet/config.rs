@@ -220,7 +220,7 @@ fn location(text: &str, key: &str, path: &str) -> Result<Location, JobConfigErro
     Location::parse(path).map_err(|e| JobConfigError::at(text, key, e))
 }
 
-fn access(
+pub(crate) fn access(
     text: &str,
     side: &str,
     location: &Location,

@@ -249,6 +249,10 @@ fn check_accepted(job: &JobConfig) -> Result<(), TestCaseError> {
             ));
             prop_assert!(within(Some(n(s.ranges_at_once)), 256));
         }
+        SourceConfig::S3Export(s) => {
+            use crate::connectors::s3export::config::MAX_FILES_AT_ONCE;
+            prop_assert!(within(Some(n(s.files_at_once)), MAX_FILES_AT_ONCE));
+        }
     }
     match &job.target {
         TargetConfig::Cql(t) => {
@@ -266,7 +270,7 @@ fn check_accepted(job: &JobConfig) -> Result<(), TestCaseError> {
                 u64::from(MAX_THROUGHPUT)
             ));
         }
-        TargetConfig::Parquet(_) => {}
+        TargetConfig::Parquet(_) | TargetConfig::S3Export(_) => {}
     }
     if let Some(sp) = &job.savepoints {
         prop_assert!(within(sp.interval_seconds, jobfile::MAX_INTERVAL_SECONDS));

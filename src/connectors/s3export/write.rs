@@ -1,0 +1,599 @@
+//! Writing a DynamoDB table as an S3 export, in AWS's layout under the target `path`:
+//! `data/<name>.json.gz` (one per scan segment), `manifest-files.json` and
+//! `manifest-summary.json`.
+//!
+//! A segment's file is written under a temporary name while the segment is read, then made
+//! visible whole — renamed after an fsync on a local disk, uploaded as one multipart upload in
+//! S3 — and only then recorded: first in a small record of its own (`_drover/parts/`, with its
+//! item count and MD5 digest), then complete in savepoints. The manifests are written from
+//! those records once every segment is complete, the summary last: a reader that finds the
+//! summary finds every file it lists complete. A segment copied again (after a crash, before a
+//! savepoint recorded it) replaces its file and its record.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use futures::TryStreamExt;
+use md5::{Digest, Md5};
+use object_store::path::Path as ObjPath;
+use object_store::{ObjectStoreExt, PutPayload, WriteMultipart};
+use tokio::io::AsyncReadExt;
+
+use super::ExportError;
+use super::config::ExportTarget;
+use super::format::{self, DataFile};
+use crate::connectors::dynamodb::config::DynamoSource;
+use crate::connectors::dynamodb::item::{Item, rename};
+use crate::connectors::dynamodb::scan::SegmentScan;
+use crate::connectors::dynamodb::table::{self, Described};
+use crate::connectors::dynamodb::transfer::{self, DEFAULT_PARALLEL_SEGMENTS, DEFAULT_SEGMENTS};
+use crate::connectors::parquet::store::Store;
+use crate::connectors::seam::{Pacing, Pushed, Refused, Request, Sink};
+use crate::jobfile::Rename;
+use crate::migrate::EngineError;
+use crate::savepoints;
+
+/// Items per write request (lines appended to the segment's file).
+const ITEMS_PER_REQUEST: usize = 1000;
+/// Parts of an S3 upload.
+const PART_BYTES: usize = 16 * 1024 * 1024;
+/// Where the record of each complete data file is kept, below the target path.
+const PARTS_DIR: &str = "_drover/parts";
+
+/// Writes items of a DynamoDB scan as an export, a data file per segment.
+pub struct ExportSink {
+    files: Arc<Files>,
+    renames: Vec<(String, String)>,
+    /// When the export began, for the summary.
+    started: chrono::DateTime<chrono::Utc>,
+    /// Key schema and attribute types of the table, for the summary.
+    table: Described,
+}
+
+/// Where the export goes (shared with the blocking tasks that write).
+struct Files {
+    store: Store,
+    /// Where files bound for S3 are written before their upload.
+    spool: Option<PathBuf>,
+}
+
+/// The data file of a segment being written.
+struct UnitFile {
+    /// Taken when the file is closed.
+    encoder: Option<flate2::write::GzEncoder<Digesting<std::io::BufWriter<std::fs::File>>>>,
+    temp: PathBuf,
+    items: u64,
+}
+
+/// Digests the bytes written through it (the compressed file, as a reader will download it).
+struct Digesting<W> {
+    inner: W,
+    md5: Md5,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Digesting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.md5.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl Drop for UnitFile {
+    fn drop(&mut self) {
+        // Only a unit that failed or was stopped drops its file: nothing of it may stay.
+        if !self.temp.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+type Shared = Arc<Mutex<Option<UnitFile>>>;
+
+/// A segment's items waiting to be written, and its file.
+#[derive(Default)]
+pub struct ExportBatcher {
+    key: String,
+    lines: Vec<String>,
+    bytes: usize,
+    file: Shared,
+}
+
+/// Lines appended to a segment's file.
+pub struct ExportRequest {
+    lines: Vec<String>,
+    bytes: u64,
+    file: Shared,
+    key: String,
+}
+
+impl Request for ExportRequest {
+    fn rows(&self) -> u64 {
+        self.lines.len() as u64
+    }
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    fn statements(&self) -> u64 {
+        1
+    }
+    fn idempotent(&self) -> bool {
+        // Appending twice would write the items twice; a failed append fails the segment,
+        // whose file is then dropped unseen.
+        false
+    }
+}
+
+impl ExportBatcher {
+    fn take(&mut self, out: &mut Vec<ExportRequest>) {
+        if self.lines.is_empty() {
+            return;
+        }
+        out.push(ExportRequest {
+            lines: std::mem::take(&mut self.lines),
+            bytes: std::mem::take(&mut self.bytes) as u64,
+            file: self.file.clone(),
+            key: self.key.clone(),
+        });
+    }
+}
+
+/// The name of a unit's data file: stable for the unit, so a unit copied again replaces it.
+fn file_name(key: &str) -> String {
+    format!(
+        "{:016x}.json.gz",
+        xxhash_rust::xxh3::xxh3_64(key.as_bytes())
+    )
+}
+
+impl Files {
+    fn path(&self, rel: &str) -> ObjPath {
+        if self.store.root.as_ref().is_empty() {
+            ObjPath::from(rel)
+        } else {
+            ObjPath::from(format!("{}/{rel}", self.store.root))
+        }
+    }
+
+    /// The key a manifest records for `rel`: relative to the summary for a local export (as
+    /// ScyllaDB Migrator writes them), the full key in S3 (as AWS writes them).
+    fn manifest_key(&self, rel: &str) -> String {
+        if self.store.local_root.is_some() {
+            rel.to_string()
+        } else {
+            self.path(rel).to_string()
+        }
+    }
+
+    fn create(&self, key: &str) -> Result<UnitFile, ExportError> {
+        let name = file_name(key);
+        let temp = match (&self.spool, &self.store.local_root) {
+            (Some(dir), _) => dir.join(format!("{name}.{}.tmp", uuid::Uuid::now_v7())),
+            (None, Some(root)) => {
+                let data = root.join("data");
+                std::fs::create_dir_all(&data).map_err(|e| ExportError::Write {
+                    file: data.display().to_string(),
+                    message: format!("cannot create the directory: {e}"),
+                })?;
+                data.join(format!(".{name}.{}.tmp", std::process::id()))
+            }
+            (None, None) => unreachable!("an S3 target has a spool directory"),
+        };
+        let file = std::fs::File::create(&temp).map_err(|e| ExportError::Write {
+            file: temp.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(UnitFile {
+            encoder: Some(flate2::write::GzEncoder::new(
+                Digesting {
+                    inner: std::io::BufWriter::with_capacity(256 * 1024, file),
+                    md5: Md5::new(),
+                    bytes: 0,
+                },
+                flate2::Compression::default(),
+            )),
+            temp,
+            items: 0,
+        })
+    }
+
+    fn store_error(&self, what: &str, e: impl std::fmt::Display) -> ExportError {
+        ExportError::Write {
+            file: what.to_string(),
+            message: e.to_string(),
+        }
+    }
+
+    /// Writes a small object whole: renamed into place on disk, one PUT in S3.
+    async fn put_small(&self, rel: &str, bytes: Vec<u8>) -> Result<(), ExportError> {
+        let path = self.path(rel);
+        let id = self.store.id_of(&path);
+        if let Some(root) = &self.store.local_root {
+            let to = root.join(rel);
+            let result = tokio::task::spawn_blocking(move || {
+                if let Some(dir) = to.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                crate::fsutil::write_atomic(&to, &bytes)
+            })
+            .await
+            .expect("writing a file does not panic");
+            return result.map_err(|e| self.store_error(&id, e));
+        }
+        self.store
+            .inner
+            .put(&path, PutPayload::from(bytes))
+            .await
+            .map(|_| ())
+            .map_err(|e| self.store_error(&id, e))
+    }
+
+    async fn delete(&self, rel: &str) -> Result<(), ExportError> {
+        let path = self.path(rel);
+        match self.store.inner.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.store_error(&self.store.id_of(&path), e)),
+        }
+    }
+
+    /// Uploads a finished file as one multipart upload: the object appears whole, when the
+    /// upload completes, or not at all.
+    async fn upload(&self, file: &std::path::Path, rel: &str) -> Result<(), ExportError> {
+        let to = self.path(rel);
+        let id = self.store.id_of(&to);
+        let fail = |e: &dyn std::fmt::Display| self.store_error(&id, format!("upload: {e}"));
+        let upload = self
+            .store
+            .inner
+            .put_multipart(&to)
+            .await
+            .map_err(|e| fail(&e))?;
+        let mut write = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
+        let mut f = tokio::fs::File::open(file).await.map_err(|e| fail(&e))?;
+        let mut buf = vec![0u8; PART_BYTES];
+        loop {
+            write.wait_for_capacity(2).await.map_err(|e| fail(&e))?;
+            let n = f.read(&mut buf).await.map_err(|e| fail(&e))?;
+            if n == 0 {
+                break;
+            }
+            write.write(&buf[..n]);
+        }
+        write.finish().await.map_err(|e| fail(&e))?;
+        Ok(())
+    }
+}
+
+/// Connects to the source table, checks the target path (empty, unless the run resumes), and
+/// prepares the scan and the writer. Nothing is written yet.
+pub async fn open_export(
+    src: &DynamoSource,
+    dst: &ExportTarget,
+    renames: &[Rename],
+    done: &savepoints::Progress,
+) -> Result<(SegmentScan, ExportSink, Pacing), EngineError> {
+    let invalid = |message: String| ExportError::Invalid {
+        key: "target.path".into(),
+        message,
+    };
+    let store = Store::open("target", &dst.location, &dst.s3)
+        .map_err(|e| EngineError::from(invalid(e.to_string())))?;
+    if let Some(root) = &store.local_root
+        && root.is_file()
+    {
+        return Err(invalid(format!(
+            "{} is a file; an export is a directory",
+            root.display()
+        ))
+        .into());
+    }
+    let existing = store
+        .list_all()
+        .await
+        .map_err(|e| EngineError::from(invalid(e.to_string())))?;
+    if done.segments.is_empty() && !existing.is_empty() {
+        return Err(invalid(format!(
+            "{} already holds {} files ({} first); an export is written to an empty place: delete them or choose another path",
+            dst.location,
+            existing.len(),
+            store.id_of(&existing[0].location)
+        ))
+        .into());
+    }
+    let client = crate::connectors::dynamodb::client(&src.connection).await;
+    let source = table::source(&client, &src.connection)
+        .await
+        .map_err(|e| e.on("source"))?;
+    transfer::key_not_renamed(&source, renames)?;
+    let segments = src.scan_segments.unwrap_or(DEFAULT_SEGMENTS);
+    let read_units = transfer::rate(
+        src.read_throughput
+            .map(i64::from)
+            .or(source.provisioned().map(|(r, _)| r)),
+        src.throughput_read_percent,
+    );
+    let parallel = src
+        .max_map_tasks
+        .unwrap_or(DEFAULT_PARALLEL_SEGMENTS)
+        .min(segments) as usize;
+    let scan = SegmentScan::new(
+        client,
+        &src.connection.table,
+        segments,
+        read_units,
+        !src.connection.remove_consumed_capacity,
+    );
+    let spool = if store.local_root.is_some() {
+        None
+    } else {
+        let dir = std::env::temp_dir().join("drover-export-spool");
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            EngineError::from(ExportError::Write {
+                file: dir.display().to_string(),
+                message: format!("cannot create the spool directory: {e}"),
+            })
+        })?;
+        Some(dir)
+    };
+    tracing::info!(
+        source = %crate::connectors::dynamodb::describe(&src.connection),
+        target = %dst.location,
+        segments,
+        parallel,
+        "DynamoDB export to S3 format planned"
+    );
+    let sink = ExportSink {
+        files: Arc::new(Files { store, spool }),
+        renames: renames
+            .iter()
+            .map(|r| (r.from.clone(), r.to.clone()))
+            .collect(),
+        started: chrono::Utc::now(),
+        table: source,
+    };
+    let pacing = Pacing {
+        units_at_once: parallel,
+        requests_in_flight: (parallel * 2).max(4),
+        rows_per_second: None,
+        bytes_per_second: None,
+    };
+    Ok((scan, sink, pacing))
+}
+
+impl Sink<Item> for ExportSink {
+    type Request = ExportRequest;
+    type Error = ExportError;
+    type Batcher = ExportBatcher;
+
+    fn begin(&self, unit: &str) -> ExportBatcher {
+        ExportBatcher {
+            key: unit.to_string(),
+            ..ExportBatcher::default()
+        }
+    }
+
+    fn push(
+        &self,
+        b: &mut ExportBatcher,
+        row: &Item,
+        _read_at: Instant,
+        out: &mut Vec<ExportRequest>,
+    ) -> Result<Pushed, Refused> {
+        let line = if self.renames.is_empty() {
+            format::encode_line(row)
+        } else {
+            let mut item = row.clone();
+            rename(&mut item, &self.renames);
+            format::encode_line(&item)
+        }
+        .map_err(Refused)?;
+        b.bytes += line.len();
+        b.lines.push(line);
+        if b.lines.len() >= ITEMS_PER_REQUEST {
+            b.take(out);
+        }
+        Ok(Pushed::Written)
+    }
+
+    fn flush(&self, b: &mut ExportBatcher, out: &mut Vec<ExportRequest>) {
+        b.take(out);
+    }
+
+    async fn send(&self, request: &ExportRequest) -> Result<(), ExportError> {
+        let files = self.files.clone();
+        let file = request.file.clone();
+        let lines = request.lines.clone();
+        let key = request.key.clone();
+        tokio::task::spawn_blocking(move || {
+            // Requests of one unit may be in flight together: the first creates the file,
+            // under the lock every append of the unit takes.
+            let mut guard = file.lock().unwrap_or_else(|p| p.into_inner());
+            if guard.is_none() {
+                *guard = Some(files.create(&key)?);
+            }
+            let unit = guard.as_mut().expect("created above");
+            let encoder = unit.encoder.as_mut().expect("open until the unit finishes");
+            for line in &lines {
+                encoder
+                    .write_all(line.as_bytes())
+                    .and_then(|()| encoder.write_all(b"\n"))
+                    .map_err(|e| ExportError::Write {
+                        file: unit.temp.display().to_string(),
+                        message: e.to_string(),
+                    })?;
+            }
+            unit.items += lines.len() as u64;
+            Ok(())
+        })
+        .await
+        .expect("writing lines does not panic")
+    }
+
+    async fn finish(&self, batcher: ExportBatcher) -> Result<(), ExportError> {
+        let name = file_name(&batcher.key);
+        let data_rel = format!("data/{name}");
+        let part_rel = format!("{PARTS_DIR}/{name}.json");
+        // The record goes first: a crash from here on leaves no record of a file that may
+        // not be whole, and the unit, not yet recorded complete, is copied again.
+        self.files.delete(&part_rel).await?;
+        let taken = batcher
+            .file
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let Some(unit) = taken else {
+            // No item in this segment: no file (and none left of an earlier run's).
+            return self.files.delete(&data_rel).await;
+        };
+        let local = self.files.store.local_root.clone();
+        let rel = data_rel.clone();
+        let (closed, items, digest) =
+            tokio::task::spawn_blocking(move || -> Result<(PathBuf, u64, String), ExportError> {
+                let mut unit = unit;
+                let err = |file: &std::path::Path, message: String| ExportError::Write {
+                    file: file.display().to_string(),
+                    message,
+                };
+                let encoder = unit.encoder.take().expect("open until the unit finishes");
+                let digesting = encoder
+                    .finish()
+                    .map_err(|e| err(&unit.temp, e.to_string()))?;
+                let digest = format::md5_base64(&digesting.md5.finalize());
+                let file = digesting
+                    .inner
+                    .into_inner()
+                    .map_err(|e| err(&unit.temp, e.to_string()))?;
+                file.sync_all()
+                    .map_err(|e| err(&unit.temp, e.to_string()))?;
+                drop(file);
+                let temp = std::mem::take(&mut unit.temp);
+                if let Some(root) = local {
+                    let to = root.join(&rel);
+                    std::fs::rename(&temp, &to).map_err(|e| {
+                        let _ = std::fs::remove_file(&temp);
+                        err(
+                            &to,
+                            format!("cannot rename {} into place: {e}", temp.display()),
+                        )
+                    })?;
+                    if let Some(dir) = to.parent() {
+                        crate::fsutil::sync_dir(dir).map_err(|e| err(dir, e.to_string()))?;
+                    }
+                    return Ok((to, unit.items, digest));
+                }
+                Ok((temp, unit.items, digest))
+            })
+            .await
+            .expect("closing a file does not panic")?;
+        if self.files.store.local_root.is_none() {
+            let uploaded = self.files.upload(&closed, &data_rel).await;
+            let _ = std::fs::remove_file(&closed);
+            uploaded?;
+        }
+        let record = DataFile {
+            item_count: Some(items),
+            md5_checksum: Some(digest),
+            etag: None,
+            data_file_s3_key: self.files.manifest_key(&data_rel),
+        };
+        let line = serde_json::to_vec(&record).expect("a record serializes");
+        self.files.put_small(&part_rel, line).await
+    }
+
+    async fn complete(&self) -> Result<(), ExportError> {
+        let files = &self.files;
+        let parts_dir = files.path(PARTS_DIR);
+        let listed: Vec<object_store::ObjectMeta> = files
+            .store
+            .inner
+            .list(Some(&parts_dir))
+            .try_collect()
+            .await
+            .map_err(|e| files.store_error(&files.store.id_of(&parts_dir), e))?;
+        let mut records = Vec::with_capacity(listed.len());
+        for meta in listed
+            .iter()
+            .filter(|m| m.location.filename().is_some_and(|n| n.ends_with(".json")))
+        {
+            let id = files.store.id_of(&meta.location);
+            let bytes = files
+                .store
+                .inner
+                .get(&meta.location)
+                .await
+                .map_err(|e| files.store_error(&id, e))?
+                .bytes()
+                .await
+                .map_err(|e| files.store_error(&id, e))?;
+            let record: DataFile = serde_json::from_slice(&bytes)
+                .map_err(|e| files.store_error(&id, format!("not a data file record: {e}")))?;
+            records.push(record);
+        }
+        records.sort_by(|a, b| a.data_file_s3_key.cmp(&b.data_file_s3_key));
+        let mut manifest = String::new();
+        for r in &records {
+            manifest.push_str(&serde_json::to_string(r).expect("a record serializes"));
+            manifest.push('\n');
+        }
+        let items: u64 = records.iter().filter_map(|r| r.item_count).sum();
+        files
+            .put_small("manifest-files.json", manifest.into_bytes())
+            .await?;
+        let summary = self.summary(items, records.len());
+        files
+            .put_small("manifest-summary.json", summary.to_string().into_bytes())
+            .await?;
+        tracing::info!(
+            export = %files.store.location,
+            items,
+            data_files = records.len(),
+            "DynamoDB S3 export complete: manifests written"
+        );
+        Ok(())
+    }
+}
+
+impl ExportSink {
+    fn summary(&self, items: u64, data_files: usize) -> serde_json::Value {
+        let t = &self.table.table;
+        let time = |t: chrono::DateTime<chrono::Utc>| {
+            t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        };
+        let mut s = serde_json::json!({
+            "version": format::VERSION,
+            "exportType": format::FULL_EXPORT,
+            "outputFormat": format::DYNAMODB_JSON,
+            "startTime": time(self.started),
+            "exportTime": time(self.started),
+            "endTime": time(chrono::Utc::now()),
+            "manifestFilesS3Key": self.files.manifest_key("manifest-files.json"),
+            "itemCount": items,
+            "dataFileCount": data_files,
+            "tableKeySchema": t.key_schema().iter().map(|k| serde_json::json!({
+                "AttributeName": k.attribute_name(),
+                "KeyType": k.key_type().as_str(),
+            })).collect::<Vec<_>>(),
+            "tableAttributeDefinitions": t.attribute_definitions().iter().map(|a| serde_json::json!({
+                "AttributeName": a.attribute_name(),
+                "AttributeType": a.attribute_type().as_str(),
+            })).collect::<Vec<_>>(),
+        });
+        if let Some(arn) = t.table_arn() {
+            s["tableArn"] = arn.into();
+        }
+        if let crate::connectors::parquet::config::Location::S3 { bucket, prefix, .. } =
+            &self.files.store.location
+        {
+            s["s3Bucket"] = bucket.as_str().into();
+            s["s3Prefix"] = prefix.as_str().into();
+        }
+        s
+    }
+}
