@@ -267,3 +267,75 @@ impl ExportTarget {
         Ok(Self { location, s3 })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::connectors::{SourceConfig, TargetConfig};
+    use crate::migrate::config::JobConfig;
+
+    #[test]
+    fn the_example_job_files_show_every_key() {
+        let load = include_str!("../../../config/job-s3export-load.yaml");
+        let job = JobConfig::parse(load).unwrap();
+        let SourceConfig::S3Export(s) = &job.source else {
+            panic!("not an export source")
+        };
+        assert_eq!(s.table.key_schema.len(), 2);
+        assert_eq!(s.files_at_once, 4);
+        for key in [
+            "bucket:",
+            "manifestKey:",
+            "tableDescription:",
+            "attributeDefinitions:",
+            "keySchema:",
+            "billingMode:",
+            "provisionedThroughput:",
+            "readCapacityUnits:",
+            "writeCapacityUnits:",
+            "endpoint:",
+            "region:",
+            "credentials:",
+            "usePathStyleAccess:",
+            "filesAtOnce:",
+        ] {
+            assert!(load.contains(key), "{key}");
+        }
+        let write = include_str!("../../../config/job-s3export-write.yaml");
+        let job = JobConfig::parse(write).unwrap();
+        assert!(matches!(job.target, TargetConfig::S3Export(_)));
+        for key in ["path:", "endpoint:", "region:", "credentials:"] {
+            assert!(write.contains(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn bad_sources_are_refused_naming_the_key() {
+        let load = include_str!("../../../config/job-s3export-load.yaml");
+        let refused = |from: &str, to: &str| {
+            assert!(load.contains(from), "{from}");
+            JobConfig::parse(&load.replace(from, to)).unwrap_err().message
+        };
+        let e = refused("        type: HASH\n", "        type: RANGE\n");
+        assert!(e.starts_with("source.tableDescription.keySchema: expected one HASH"), "{e}");
+        let e = refused("      - name: at\n        type: N\n", "");
+        assert!(e.contains("\"at\" has no definition"), "{e}");
+        let e = refused("  filesAtOnce: 4", "  filesAtOnce: 0");
+        assert!(e.starts_with("source.filesAtOnce: must be 1 to 64"), "{e}");
+        let e = refused(
+            "manifestKey: my-path/AWSDynamoDB/01234567890123-1234abcd/manifest-summary.json",
+            "manifestKey: my-path/",
+        );
+        assert!(e.contains("is a folder"), "{e}");
+        let e = refused(
+            "    provisionedThroughput:            # required with PROVISIONED\n      readCapacityUnits: 25\n      writeCapacityUnits: 25\n",
+            "",
+        );
+        assert!(e.contains("required with billingMode: PROVISIONED"), "{e}");
+        let e = refused("        type: S\n", "        type: BOOL\n");
+        assert!(e.contains("source"), "{e}");
+        let e = refused("  streamChanges: false", "  streamChanges: true");
+        assert!(e.starts_with("target.streamChanges: "), "{e}");
+        let e = refused("  bucket: my-dynamodb-exports", "  bucket: ''");
+        assert!(e.starts_with("source.bucket: must not be empty"), "{e}");
+    }
+}

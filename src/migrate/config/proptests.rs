@@ -14,12 +14,14 @@ use crate::connectors::cql::config::{
 };
 use crate::connectors::dynamodb::config::{MAX_MAP_TASKS, MAX_SCAN_SEGMENTS, MAX_THROUGHPUT};
 
-const EXAMPLES: [&str; 5] = [
+const EXAMPLES: [&str; 7] = [
     include_str!("../../../config/job-cql.yaml"),
     include_str!("../../../config/job-dynamodb.yaml"),
     include_str!("../../../config/job-parquet.yaml"),
     include_str!("../../../config/job-export-parquet.yaml"),
     include_str!("../../../config/job-mysql.yaml"),
+    include_str!("../../../config/job-s3export-load.yaml"),
+    include_str!("../../../config/job-s3export-write.yaml"),
 ];
 
 /// Text an editor (or an attacker) might splice into a job file: YAML's own punctuation,
