@@ -313,10 +313,15 @@ mod tests {
         let load = include_str!("../../../config/job-s3export-load.yaml");
         let refused = |from: &str, to: &str| {
             assert!(load.contains(from), "{from}");
-            JobConfig::parse(&load.replace(from, to)).unwrap_err().message
+            JobConfig::parse(&load.replace(from, to))
+                .unwrap_err()
+                .message
         };
         let e = refused("        type: HASH\n", "        type: RANGE\n");
-        assert!(e.starts_with("source.tableDescription.keySchema: expected one HASH"), "{e}");
+        assert!(
+            e.starts_with("source.tableDescription.keySchema: expected one HASH"),
+            "{e}"
+        );
         let e = refused("      - name: at\n        type: N\n", "");
         assert!(e.contains("\"at\" has no definition"), "{e}");
         let e = refused("  filesAtOnce: 4", "  filesAtOnce: 0");
