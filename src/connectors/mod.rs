@@ -11,6 +11,7 @@ pub mod mysql;
 pub mod parquet;
 pub mod s3export;
 pub mod seam;
+pub mod streamed;
 
 use crate::config::yaml;
 use crate::jobfile::JobConfigError;

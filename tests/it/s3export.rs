@@ -404,21 +404,40 @@ async fn aws_layout_export(
     files: usize,
     per_file: usize,
 ) -> (String, HashMap<String, Item>) {
+    aws_export_in(bucket, prefix, files, per_file, false).await
+}
+
+/// [`aws_layout_export`] in DynamoDB JSON, or in Amazon Ion (`ion`) with the same items.
+async fn aws_export_in(
+    bucket: &str,
+    prefix: &str,
+    files: usize,
+    per_file: usize,
+    ion: bool,
+) -> (String, HashMap<String, Item>) {
     let dir = format!("{prefix}/AWSDynamoDB/01764000000000-abcdef12");
     put_object(bucket, &format!("{dir}/_started"), Vec::new()).await;
     let mut manifest = String::new();
     let mut all = String::new();
     for f in 0..files {
         let mut text = String::new();
+        let mut ion_text = String::new();
         for i in 0..per_file {
             let n = f * per_file + i;
+            ion_text.push_str(&format!(
+                "$ion_1_0 {{Item:{{id:\"x{n}\",n:{n}.25,blob:{{{{AAEC/w==}}}},set:$dynamodb_SS::[\"a\",\"b{n}\"],m:{{l:[null,true]}}}}}}\n"
+            ));
             text.push_str(&format!(
                 "{{\"Item\":{{\"id\":{{\"S\":\"x{n}\"}},\"n\":{{\"N\":\"{n}.25\"}},\"blob\":{{\"B\":\"AAEC/w==\"}},\"set\":{{\"SS\":[\"a\",\"b{n}\"]}},\"m\":{{\"M\":{{\"l\":{{\"L\":[{{\"NULL\":true}},{{\"BOOL\":true}}]}}}}}}}}}}\n"
             ));
         }
         all.push_str(&text);
-        let bytes = gzip(&text);
-        let key = format!("{dir}/data/{}{f}.json.gz", "q3vbz7ewl4yrbdpxnkhm2a5sxe");
+        let (bytes, extension) = if ion {
+            (gzip(&ion_text), "ion.gz")
+        } else {
+            (gzip(&text), "json.gz")
+        };
+        let key = format!("{dir}/data/{}{f}.{extension}", "q3vbz7ewl4yrbdpxnkhm2a5sxe");
         manifest.push_str(&format!(
             "{{\"itemCount\":{per_file},\"md5Checksum\":\"{}\",\"etag\":\"0123456789abcdef0123456789abcdef-1\",\"dataFileS3Key\":\"{key}\"}}\n",
             md5_b64(&bytes)
@@ -432,8 +451,9 @@ async fn aws_layout_export(
     )
     .await;
     let summary = format!(
-        "{{\"version\":\"2020-06-30\",\"exportArn\":\"arn:aws:dynamodb:us-east-1:123456789012:table/T/export/01764000000000-abcdef12\",\"startTime\":\"2026-11-24T16:00:00.000Z\",\"endTime\":\"2026-11-24T16:05:00.000Z\",\"tableArn\":\"arn:aws:dynamodb:us-east-1:123456789012:table/T\",\"tableId\":\"0c7e9d4e-0000-4000-8000-000000000000\",\"exportTime\":\"2026-11-24T16:00:00.000Z\",\"s3Bucket\":\"{bucket}\",\"s3Prefix\":\"{prefix}\",\"s3SseAlgorithm\":\"AES256\",\"s3SseKmsKeyId\":null,\"manifestFilesS3Key\":\"{dir}/manifest-files.json\",\"billedSizeBytes\":1000,\"itemCount\":{},\"outputFormat\":\"DYNAMODB_JSON\",\"exportType\":\"FULL_EXPORT\"}}",
-        files * per_file
+        "{{\"version\":\"2020-06-30\",\"exportArn\":\"arn:aws:dynamodb:us-east-1:123456789012:table/T/export/01764000000000-abcdef12\",\"startTime\":\"2026-11-24T16:00:00.000Z\",\"endTime\":\"2026-11-24T16:05:00.000Z\",\"tableArn\":\"arn:aws:dynamodb:us-east-1:123456789012:table/T\",\"tableId\":\"0c7e9d4e-0000-4000-8000-000000000000\",\"exportTime\":\"2026-11-24T16:00:00.000Z\",\"s3Bucket\":\"{bucket}\",\"s3Prefix\":\"{prefix}\",\"s3SseAlgorithm\":\"AES256\",\"s3SseKmsKeyId\":null,\"manifestFilesS3Key\":\"{dir}/manifest-files.json\",\"billedSizeBytes\":1000,\"itemCount\":{},\"outputFormat\":\"{}\",\"exportType\":\"FULL_EXPORT\"}}",
+        files * per_file,
+        if ion { "ION" } else { "DYNAMODB_JSON" }
     );
     put_object(
         bucket,
@@ -583,7 +603,7 @@ async fn corrupt_missing_and_mislabelled_files_are_refused_by_name() {
     let e = fail(&job).await;
     assert!(e.contains("line 2") && e.contains("\"X\""), "{e}");
 
-    // No manifest, an ION export, an incremental export: refused before anything runs.
+    // No manifest, an unknown format, an incremental export: refused before anything runs.
     let (key, job) = run("formats", "sp5").await;
     let refused = async |job: String| -> String {
         let (status, body) = daemon.post_raw(MIGRATIONS, "application/yaml", job).await;
@@ -601,11 +621,11 @@ async fn corrupt_missing_and_mislabelled_files_are_refused_by_name() {
     put_object(
         &bucket,
         &key,
-        summary.replace("\"DYNAMODB_JSON\"", "\"ION\"").into_bytes(),
+        summary.replace("\"DYNAMODB_JSON\"", "\"CSV\"").into_bytes(),
     )
     .await;
     let e = refused(job.clone()).await;
-    assert!(e.contains("\"ION\""), "{e}");
+    assert!(e.contains("\"CSV\"") && e.contains("ION"), "{e}");
     put_object(
         &bucket,
         &key,
@@ -617,5 +637,23 @@ async fn corrupt_missing_and_mislabelled_files_are_refused_by_name() {
     let e = refused(job.clone()).await;
     assert!(e.contains("INCREMENTAL_EXPORT"), "{e}");
     // Nothing was written by the refused jobs.
+    drop_table(&c, &table).await;
+}
+
+#[tokio::test]
+async fn an_ion_export_loads_the_same_items_as_its_dynamodb_json_twin() {
+    let c = Server::Moto.client();
+    let table = table_name("it_export_ion");
+    drop_table(&c, &table).await;
+    let bucket = bucket("drover-it-export-ion").await;
+    let (key, want) = aws_export_in(&bucket, "ion", 3, 40, true).await;
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let job = load_job(&bucket, &key, &table, &home.path().join("sp"), "", "");
+    let done = daemon.run_job(MIGRATIONS, &job, WAIT).await;
+    assert_eq!(done["progress"]["rowsWritten"], 120, "{done:#}");
+    let got = scan_all(&c, &table).await;
+    assert_eq!(got["x7"]["n"], AttributeValue::N("7.25".into()));
+    assert_eq!(got, want);
     drop_table(&c, &table).await;
 }

@@ -4,7 +4,7 @@
 //! CQL connector's writer.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use mysql_async::prelude::Queryable;
 use scylla::client::session::Session;
@@ -21,6 +21,7 @@ use crate::connectors::cql::schema::{self as cql_schema, Column, TableSchema};
 use crate::connectors::cql::transfer::CopySink;
 use crate::connectors::cql::{self, CqlTarget};
 use crate::connectors::seam::{Pacing, Page, Plan, Scan};
+use crate::connectors::streamed::Streams;
 use crate::jobfile::Rename;
 use crate::migrate::EngineError;
 use crate::savepoints;
@@ -35,15 +36,7 @@ struct Slot {
     conv: Conv,
 }
 
-/// A page of a range, and whether it is the range's last.
-type Sent = Result<(Vec<RawRow>, bool), MysqlError>;
-
-/// A range being read: where its stream stands, and the task that reads it.
-struct Open {
-    next: u64,
-    pages: mpsc::Receiver<Sent>,
-    task: tokio::task::JoinHandle<()>,
-}
+type Sent = crate::connectors::streamed::Sent<RawRow, MysqlError>;
 
 /// The shared, read-only part of a scan, given to each range's task.
 pub(crate) struct Reader {
@@ -63,26 +56,13 @@ pub(crate) struct Reader {
 pub struct MysqlScan {
     reader: Arc<Reader>,
     conditions: Vec<String>,
-    open: Mutex<HashMap<String, Open>>,
+    open: Streams<RawRow, MysqlError>,
 }
 
 impl MysqlScan {
     /// The reading part, shared with lookups by key.
     pub(crate) fn reader(&self) -> Arc<Reader> {
         self.reader.clone()
-    }
-}
-
-impl Drop for MysqlScan {
-    fn drop(&mut self) {
-        for (_, open) in self
-            .open
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-        {
-            open.task.abort();
-        }
     }
 }
 
@@ -223,54 +203,19 @@ impl Scan for MysqlScan {
 
     async fn page(&self, unit: &RangeUnit, cursor: &u64) -> Result<Page<RawRow, u64>, MysqlError> {
         let key = unit.condition.to_string();
-        let taken = self
-            .open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&key);
-        let mut open = match taken {
-            Some(open) if open.next == *cursor => open,
-            other => {
-                if let Some(old) = other {
-                    old.task.abort();
-                }
-                if *cursor > 0 {
-                    // Rows are not read in a set order: the range is read again from its
-                    // start, and its first rows written again (the same values).
-                    tracing::warn!(range = %key, "reading the range again from its start");
-                }
-                let (tx, rx) = mpsc::channel(1);
-                let task = tokio::spawn(self.reader.clone().stream(key.clone(), tx));
-                Open {
-                    next: *cursor,
-                    pages: rx,
-                    task,
-                }
-            }
-        };
-        let received = open.pages.recv().await;
-        match received {
-            Some(Ok((rows, last))) => {
-                let next = if last {
-                    None
-                } else {
-                    open.next += 1;
-                    let at = open.next;
-                    self.open
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(key, open);
-                    Some(at)
-                };
-                Ok(Page { rows, next })
-            }
-            Some(Err(e)) => Err(e),
-            None => Err(MysqlError::Query {
-                what: format!("reading range {key}"),
-                message: "the reading task ended without a result".into(),
-                retry: crate::connectors::seam::Retry::Safe,
-            }),
-        }
+        let reader = self.reader.clone();
+        self.open
+            .page(
+                &key,
+                *cursor,
+                |tx| reader.stream(key.clone(), tx),
+                || MysqlError::Query {
+                    what: format!("reading range {key}"),
+                    message: "the reading task ended without a result".into(),
+                    retry: crate::connectors::seam::Retry::Safe,
+                },
+            )
+            .await
     }
 
     fn row_size(row: &RawRow) -> usize {
@@ -453,7 +398,7 @@ pub(crate) async fn prepare(
             snapshot,
         }),
         conditions,
-        open: Mutex::new(HashMap::new()),
+        open: Streams::default(),
     };
     Ok(Prepared {
         scan,

@@ -16,15 +16,14 @@ use std::time::Instant;
 
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{Field, Schema, SchemaRef};
+use object_store::ObjectStoreExt;
 use object_store::path::Path as ObjPath;
-use object_store::{ObjectStoreExt, WriteMultipart};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::basic::{Compression as Codec, GzipLevel, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use scylla::cluster::metadata::{CollectionType, ColumnType, NativeType};
-use tokio::io::AsyncReadExt;
 
 use super::config::{Compression, Mode, ParquetTarget};
 use super::store::{FileReader, Store, is_data_file};
@@ -578,36 +577,14 @@ impl Sink<RawRow> for ParquetSink {
 }
 
 impl ParquetSink {
-    /// Uploads a finished file as one multipart upload: the object appears whole, when the
-    /// upload completes, or not at all.
     async fn upload(&self, file: &std::path::Path, to: &ObjPath) -> Result<(), ParquetError> {
         let store = &self.files.store;
-        let id = store.id_of(to);
-        let fail = |message: String| ParquetError::Store {
-            side: "target",
-            message: format!("uploading {id}: {message}"),
-        };
-        let upload = store
-            .inner
-            .put_multipart(to)
+        store
+            .upload(file, to, PART_BYTES)
             .await
-            .map_err(|e| fail(e.to_string()))?;
-        let mut write = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
-        let mut f = tokio::fs::File::open(file)
-            .await
-            .map_err(|e| fail(e.to_string()))?;
-        let mut buf = vec![0u8; PART_BYTES];
-        loop {
-            if let Err(e) = write.wait_for_capacity(2).await {
-                return Err(fail(e.to_string()));
-            }
-            let n = f.read(&mut buf).await.map_err(|e| fail(e.to_string()))?;
-            if n == 0 {
-                break;
-            }
-            write.write(&buf[..n]);
-        }
-        write.finish().await.map_err(|e| fail(e.to_string()))?;
-        Ok(())
+            .map_err(|message| ParquetError::Store {
+                side: "target",
+                message: format!("uploading {}: {message}", store.id_of(to)),
+            })
     }
 }

@@ -97,6 +97,41 @@ impl Store {
         }
     }
 
+    /// Uploads the local `file` to `to` as one multipart upload of `part_bytes` parts: the
+    /// object appears whole, when the upload completes, or not at all. The error says what
+    /// failed, without the object's name.
+    pub async fn upload(
+        &self,
+        file: &std::path::Path,
+        to: &ObjPath,
+        part_bytes: usize,
+    ) -> Result<(), String> {
+        use tokio::io::AsyncReadExt;
+        let upload = self
+            .inner
+            .put_multipart(to)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut write = object_store::WriteMultipart::new_with_chunk_size(upload, part_bytes);
+        let mut f = tokio::fs::File::open(file)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut buf = vec![0u8; part_bytes];
+        loop {
+            write
+                .wait_for_capacity(2)
+                .await
+                .map_err(|e| e.to_string())?;
+            let n = f.read(&mut buf).await.map_err(|e| e.to_string())?;
+            if n == 0 {
+                break;
+            }
+            write.write(&buf[..n]);
+        }
+        write.finish().await.map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
     /// The local file of `path` (local locations only).
     pub fn local_path(&self, path: &ObjPath) -> std::path::PathBuf {
         std::path::PathBuf::from(format!("/{path}"))

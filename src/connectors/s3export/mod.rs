@@ -4,10 +4,12 @@
 //! scan segment, listed in the manifest only once every file is complete.
 //!
 //! The format is AWS's (`S3DataExport.Output.html`): `manifest-summary.json` names
-//! `manifest-files.json`, which lists gzipped data files of DynamoDB JSON, one item per line.
+//! `manifest-files.json`, which lists gzipped data files of DynamoDB JSON (or Amazon Ion), one
+//! item per line.
 
 pub mod config;
 pub mod format;
+pub mod ion;
 pub mod read;
 pub mod write;
 

@@ -6,16 +6,14 @@
 //! are checked at its end: a file that does not match fails its unit, which is then not
 //! recorded complete.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::io::{BufRead, BufReader, Read};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::TryStreamExt;
 use md5::{Digest, Md5};
 use object_store::path::Path as ObjPath;
 use object_store::{ObjectStore, ObjectStoreExt};
-use tokio::sync::mpsc;
 
 use super::ExportError;
 use super::config::{ExportSource, KeyType};
@@ -27,6 +25,7 @@ use crate::connectors::dynamodb::transfer::{self, BatchSink};
 use crate::connectors::parquet::config::Location;
 use crate::connectors::parquet::store::Store;
 use crate::connectors::seam::{Pacing, Page, Plan, Retry, Scan, Unit};
+use crate::connectors::streamed::Streams;
 use crate::jobfile::Rename;
 use crate::migrate::EngineError;
 use crate::savepoints;
@@ -50,6 +49,8 @@ pub struct FileUnit {
     pub path: ObjPath,
     /// What the manifest says of it.
     pub entry: DataFile,
+    /// Its lines are Amazon Ion (`outputFormat: ION`), not DynamoDB JSON.
+    pub ion: bool,
 }
 
 impl fmt::Display for FileUnit {
@@ -68,20 +69,7 @@ impl Unit for FileUnit {
 pub struct ExportScan {
     store: Arc<dyn ObjectStore>,
     files: Vec<FileUnit>,
-    open: Mutex<HashMap<String, Open>>,
-}
-
-/// A file being read: its pages arrive from its reading task.
-struct Open {
-    next: u64,
-    pages: mpsc::Receiver<Result<(Vec<Item>, bool), ExportError>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    open: Streams<Item, ExportError>,
 }
 
 /// An export's manifests, read.
@@ -153,16 +141,18 @@ pub async fn read_manifest(
             ),
         ));
     }
-    if summary.output_format != format::DYNAMODB_JSON {
+    if summary.output_format != format::DYNAMODB_JSON && summary.output_format != format::ION {
         return Err(invalid(
             key,
             format!(
-                "{summary_id} has data files in {:?}; this version of drover reads {} exports only (export again with ExportFormat DYNAMODB_JSON)",
+                "{summary_id} has data files in {:?}; expected {} or {}",
                 summary.output_format,
-                format::DYNAMODB_JSON
+                format::DYNAMODB_JSON,
+                format::ION
             ),
         ));
     }
+    let ion = summary.output_format == format::ION;
     // Keys are full in AWS's exports, relative to the summary in ScyllaDB Migrator's.
     let dir = match src.manifest_key.rfind('/') {
         Some(i) => &src.manifest_key[..=i],
@@ -199,6 +189,7 @@ pub async fn read_manifest(
                 id: format!("s3://{}/{k}", src.bucket),
                 path: ObjPath::from(k.as_str()),
                 entry,
+                ion,
             }
         })
         .collect();
@@ -305,7 +296,7 @@ pub async fn open_load(
     let scan = ExportScan {
         store: store.inner,
         files: manifest.files,
-        open: Mutex::default(),
+        open: Streams::default(),
     };
     Ok((scan, sink, pacing))
 }
@@ -335,50 +326,19 @@ impl Scan for ExportScan {
     }
 
     async fn page(&self, unit: &FileUnit, cursor: &u64) -> Result<Page<Item, u64>, ExportError> {
-        let taken = self
-            .open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&unit.id);
-        let mut open = match taken {
-            Some(open) if open.next == *cursor => open,
-            _ => {
-                if *cursor > 0 {
-                    // The file's stream broke: it is read again from its start, and its first
-                    // items written again (puts of the same items).
-                    tracing::warn!(file = %unit.id, "reading the data file again from its start");
-                }
-                let (tx, rx) = mpsc::channel(1);
-                let task = tokio::spawn(stream_file(self.store.clone(), unit.clone(), tx));
-                Open {
-                    next: *cursor,
-                    pages: rx,
-                    task,
-                }
-            }
-        };
-        match open.pages.recv().await {
-            Some(Ok((rows, last))) => {
-                let next = if last {
-                    None
-                } else {
-                    open.next += 1;
-                    let at = open.next;
-                    self.open
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(unit.id.clone(), open);
-                    Some(at)
-                };
-                Ok(Page { rows, next })
-            }
-            Some(Err(e)) => Err(e),
-            None => Err(ExportError::Read {
-                file: unit.id.clone(),
-                message: "the reading task ended without a result".into(),
-                retry: Retry::Safe,
-            }),
-        }
+        let (store, file) = (self.store.clone(), unit.clone());
+        self.open
+            .page(
+                &unit.id,
+                *cursor,
+                |tx| stream_file(store, file, tx),
+                || ExportError::Read {
+                    file: unit.id.clone(),
+                    message: "the reading task ended without a result".into(),
+                    retry: Retry::Safe,
+                },
+            )
+            .await
     }
 
     fn row_size(row: &Item) -> usize {
@@ -386,7 +346,7 @@ impl Scan for ExportScan {
     }
 }
 
-type PageSender = mpsc::Sender<Result<(Vec<Item>, bool), ExportError>>;
+type PageSender = crate::connectors::streamed::PageSender<Item, ExportError>;
 
 /// Downloads, decompresses and parses one data file, sending its items page by page; the last
 /// page (maybe empty) is sent once the file's count and digest are checked.
@@ -498,7 +458,12 @@ fn parse_file(body: impl Read, unit: &FileUnit, tx: &PageSender) {
         if text.is_empty() {
             continue;
         }
-        match format::parse_line(text) {
+        let parsed = if unit.ion {
+            super::ion::parse_line(text)
+        } else {
+            format::parse_line(text)
+        };
+        match parsed {
             Ok(item) => {
                 count += 1;
                 page_bytes += text.len();

@@ -18,8 +18,7 @@ use std::time::Instant;
 use futures::TryStreamExt;
 use md5::{Digest, Md5};
 use object_store::path::Path as ObjPath;
-use object_store::{ObjectStoreExt, PutPayload, WriteMultipart};
-use tokio::io::AsyncReadExt;
+use object_store::{ObjectStoreExt, PutPayload};
 
 use super::ExportError;
 use super::config::ExportTarget;
@@ -243,31 +242,12 @@ impl Files {
         }
     }
 
-    /// Uploads a finished file as one multipart upload: the object appears whole, when the
-    /// upload completes, or not at all.
     async fn upload(&self, file: &std::path::Path, rel: &str) -> Result<(), ExportError> {
         let to = self.path(rel);
-        let id = self.store.id_of(&to);
-        let fail = |e: &dyn std::fmt::Display| self.store_error(&id, format!("upload: {e}"));
-        let upload = self
-            .store
-            .inner
-            .put_multipart(&to)
+        self.store
+            .upload(file, &to, PART_BYTES)
             .await
-            .map_err(|e| fail(&e))?;
-        let mut write = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
-        let mut f = tokio::fs::File::open(file).await.map_err(|e| fail(&e))?;
-        let mut buf = vec![0u8; PART_BYTES];
-        loop {
-            write.wait_for_capacity(2).await.map_err(|e| fail(&e))?;
-            let n = f.read(&mut buf).await.map_err(|e| fail(&e))?;
-            if n == 0 {
-                break;
-            }
-            write.write(&buf[..n]);
-        }
-        write.finish().await.map_err(|e| fail(&e))?;
-        Ok(())
+            .map_err(|e| self.store_error(&self.store.id_of(&to), format!("upload: {e}")))
     }
 }
 
