@@ -657,3 +657,86 @@ async fn an_ion_export_loads_the_same_items_as_its_dynamodb_json_twin() {
     assert_eq!(got, want);
     drop_table(&c, &table).await;
 }
+
+#[tokio::test]
+async fn an_export_killed_mid_way_resumes_keeping_finished_files() {
+    let c = Server::Moto.client();
+    let src = table_name("it_export_kill");
+    fresh_table(&c, &src, None).await;
+    let items: Vec<Item> = (0..400)
+        .map(|i| every_type(i, vec![("id", AttributeValue::S(format!("k{i}")))]))
+        .collect();
+    put_all(&c, &src, items).await;
+    let source = scan_all(&c, &src).await;
+    let mut daemon = Daemon::fresh("").await;
+    let home = daemon.home().clone();
+    let sp = home.path().join("savepoints");
+    let out = home.path().join("export");
+    // One segment at a time, reads paced at 40 capacity units a second: several seconds a
+    // segment.
+    let job = test_support::dynamodb::job(
+        (Server::Moto, &src),
+        (Server::Moto, "unused"),
+        "  scanSegments: 4\n  maxMapTasks: 1\n  readThroughput: 40\n",
+        "",
+        &format!(
+            "savepoints:\n  path: {}\n  intervalSeconds: 1\n",
+            sp.display()
+        ),
+    );
+    let target = job.find("target:").unwrap();
+    let job = format!(
+        "{}target:\n  type: dynamodb-s3-export\n  path: {}\n{}",
+        &job[..target],
+        out.display(),
+        &job[job.find("savepoints:").unwrap()..]
+    );
+    let id = daemon.submit_job(MIGRATIONS, &job).await;
+    poll(Duration::from_secs(120), async || {
+        let Some(name) = savepoint_files(&sp).pop() else {
+            return Err(());
+        };
+        let text = std::fs::read_to_string(sp.join(name)).unwrap_or_default();
+        if text.contains("skipSegments:\n- ") {
+            Ok(())
+        } else {
+            Err(())
+        }
+    })
+    .await
+    .unwrap_or_else(|()| panic!("no segment recorded: {}", daemon.logs()));
+    daemon.kill9();
+    assert!(
+        !out.join("manifest-summary.json").exists(),
+        "the manifests were written before every segment was"
+    );
+    // A temporary file of a file being written when the daemon died.
+    std::fs::create_dir_all(out.join("data")).unwrap();
+    std::fs::write(out.join("data/.0123.json.gz.999.tmp"), b"half").unwrap();
+
+    let daemon = Daemon::start(&home, "").await;
+    let done = daemon
+        .wait_job(&id, WAIT, |j| ended(j) && j["attempts"] == 2)
+        .await;
+    assert_eq!(done["state"], "SUCCEEDED", "{done:#}\n{}", daemon.logs());
+    assert!(
+        done["progress"]["unitsSkipped"].as_u64() >= Some(1),
+        "{done:#}"
+    );
+    let manifest = std::fs::read_to_string(out.join("manifest-files.json")).unwrap();
+    let mut exported = HashMap::new();
+    for line in manifest.lines() {
+        let entry: Value = serde_json::from_str(line).unwrap();
+        let bytes = std::fs::read(out.join(entry["dataFileS3Key"].as_str().unwrap())).unwrap();
+        assert_eq!(entry["md5Checksum"], md5_b64(&bytes), "{line}");
+        exported.extend(items_of(&gunzip(&bytes)));
+    }
+    assert_eq!(manifest.lines().count(), 4, "{manifest}");
+    assert_eq!(exported, source);
+    let names: Vec<String> = std::fs::read_dir(out.join("data"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    drop_table(&c, &src).await;
+}

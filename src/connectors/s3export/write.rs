@@ -352,6 +352,27 @@ impl Sink<Item> for ExportSink {
     type Error = ExportError;
     type Batcher = ExportBatcher;
 
+    async fn start(&self) -> Result<(), ExportError> {
+        // A resumed export on disk: temporary files of a run that died mid-file would be read
+        // as data by whatever imports the `data/` folder.
+        let Some(root) = &self.files.store.local_root else {
+            return Ok(());
+        };
+        let data = root.join("data");
+        match crate::fsutil::remove_stale_temp_files(&data) {
+            Ok(0) => Ok(()),
+            Ok(n) => {
+                tracing::info!(folder = %data.display(), removed = n, "temporary files of an interrupted export removed");
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(ExportError::Write {
+                file: data.display().to_string(),
+                message: format!("cannot remove temporary files: {e}"),
+            }),
+        }
+    }
+
     fn begin(&self, unit: &str) -> ExportBatcher {
         ExportBatcher {
             key: unit.to_string(),
