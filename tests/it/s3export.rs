@@ -663,7 +663,7 @@ async fn an_export_killed_mid_way_resumes_keeping_finished_files() {
     let c = Server::Moto.client();
     let src = table_name("it_export_kill");
     fresh_table(&c, &src, None).await;
-    let items: Vec<Item> = (0..400)
+    let items: Vec<Item> = (0..600)
         .map(|i| every_type(i, vec![("id", AttributeValue::S(format!("k{i}")))]))
         .collect();
     put_all(&c, &src, items).await;
@@ -672,12 +672,12 @@ async fn an_export_killed_mid_way_resumes_keeping_finished_files() {
     let home = daemon.home().clone();
     let sp = home.path().join("savepoints");
     let out = home.path().join("export");
-    // One segment at a time, reads paced at 40 capacity units a second: several seconds a
-    // segment.
+    // One segment at a time, reads paced at 20 capacity units a second: several seconds a
+    // segment, so the kill comes long before the last one.
     let job = test_support::dynamodb::job(
         (Server::Moto, &src),
         (Server::Moto, "unused"),
-        "  scanSegments: 4\n  maxMapTasks: 1\n  readThroughput: 40\n",
+        "  scanSegments: 4\n  maxMapTasks: 1\n  readThroughput: 20\n",
         "",
         &format!(
             "savepoints:\n  path: {}\n  intervalSeconds: 1\n",
