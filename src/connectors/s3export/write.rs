@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use md5::{Digest, Md5};
 use object_store::path::Path as ObjPath;
 use object_store::{ObjectStoreExt, PutPayload};
@@ -38,6 +38,8 @@ use crate::savepoints;
 const ITEMS_PER_REQUEST: usize = 1000;
 /// Parts of an S3 upload.
 const PART_BYTES: usize = 16 * 1024 * 1024;
+/// Records of data files read at once when the manifests are written.
+const RECORDS_AT_ONCE: usize = 16;
 /// Where the record of each complete data file is kept, below the target path.
 const PARTS_DIR: &str = "_drover/parts";
 
@@ -518,25 +520,33 @@ impl Sink<Item> for ExportSink {
             .try_collect()
             .await
             .map_err(|e| files.store_error(&files.store.id_of(&parts_dir), e))?;
-        let mut records = Vec::with_capacity(listed.len());
-        for meta in listed
-            .iter()
-            .filter(|m| m.location.filename().is_some_and(|n| n.ends_with(".json")))
-        {
-            let id = files.store.id_of(&meta.location);
-            let bytes = files
-                .store
-                .inner
-                .get(&meta.location)
-                .await
-                .map_err(|e| files.store_error(&id, e))?
-                .bytes()
-                .await
-                .map_err(|e| files.store_error(&id, e))?;
-            let record: DataFile = serde_json::from_slice(&bytes)
-                .map_err(|e| files.store_error(&id, format!("not a data file record: {e}")))?;
-            records.push(record);
-        }
+        // One small GET per data file: a few at once, since an export may have many files.
+        let paths: Vec<ObjPath> = listed
+            .into_iter()
+            .map(|m| m.location)
+            .filter(|p| p.filename().is_some_and(|n| n.ends_with(".json")))
+            .collect();
+        let mut records: Vec<DataFile> = futures::stream::iter(paths)
+            .map(|path| {
+                let files = files.clone();
+                async move {
+                    let id = files.store.id_of(&path);
+                    let bytes = files
+                        .store
+                        .inner
+                        .get(&path)
+                        .await
+                        .map_err(|e| files.store_error(&id, e))?
+                        .bytes()
+                        .await
+                        .map_err(|e| files.store_error(&id, e))?;
+                    serde_json::from_slice::<DataFile>(&bytes)
+                        .map_err(|e| files.store_error(&id, format!("not a data file record: {e}")))
+                }
+            })
+            .buffer_unordered(RECORDS_AT_ONCE)
+            .try_collect()
+            .await?;
         records.sort_by(|a, b| a.data_file_s3_key.cmp(&b.data_file_s3_key));
         let mut manifest = String::new();
         for r in &records {
