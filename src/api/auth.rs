@@ -84,6 +84,8 @@ pub fn required(method: &Method, route: &str) -> Option<Access> {
             | "/files-verification-tasks"
             | "/files-verification-tasks/{taskId}" => Operator,
             "/status" if method == Method::POST => Admin,
+            // A destination's batch transfer, with its peer credentials.
+            "/files-batch" if method == Method::POST => Peer,
             _ => return None,
         },
         ("DELETE", "/api/v1/live-migration/status") => Admin,

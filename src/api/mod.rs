@@ -77,7 +77,7 @@ impl AppState {
         (name = "diagnostics", description = "Checks of a deployment that touch no data"),
         (name = "metrics", description = "Prometheus metrics"),
     ),
-    components(schemas(error::ErrorBody))
+    components(schemas(error::ErrorBody, crate::livemigration::batch::BlockDigests))
 )]
 struct ApiDoc;
 
@@ -102,6 +102,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(live_migration::files::list))
         .routes(routes!(live_migration::files::file))
         .routes(routes!(live_migration::files::files_digest))
+        .routes(routes!(live_migration::files::files_batch))
         .routes(routes!(
             live_migration::status::status,
             live_migration::status::complete,

@@ -12,6 +12,7 @@
 //! - [`tasks`]: those tasks as jobs — admission, records, resume after a restart;
 //! - [`error`]: the one error type.
 
+pub mod batch;
 pub mod beneath;
 pub mod copy;
 pub mod digest;

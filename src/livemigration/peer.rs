@@ -8,6 +8,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 
 use super::LiveMigrationError;
+use super::batch::{self, BlockDigests, Features};
 use super::digest::Algorithm;
 
 /// How much of a source's error body is read.
@@ -259,6 +260,14 @@ impl PeerClient {
     /// The source's files. The body is read up to `max_listing_bytes` and may hold up to
     /// `max_listed_files` entries: past either, the listing is refused rather than held.
     pub async fn list(&self) -> Result<Vec<RemoteFile>, LiveMigrationError> {
+        self.list_with_features().await.map(|(files, _)| files)
+    }
+
+    /// The source's files, and the drover extensions it announces with them (none for a
+    /// Sidecar).
+    pub async fn list_with_features(
+        &self,
+    ) -> Result<(Vec<RemoteFile>, Features), LiveMigrationError> {
         let url = format!("{}/api/v1/live-migration/files", self.base);
         let failed = |e: reqwest::Error| {
             LiveMigrationError::Peer(format!("listing files at {url}: {}", self.describe(&e)))
@@ -267,6 +276,12 @@ impl PeerClient {
         if !response.status().is_success() {
             return Err(Self::error_of(response, "listing files").await);
         }
+        let features = Features::parse(
+            response
+                .headers()
+                .get(batch::FEATURES_HEADER)
+                .and_then(|v| v.to_str().ok()),
+        );
         let limit = self.limits.max_listing_bytes;
         let too_long = || {
             LiveMigrationError::Invalid(format!(
@@ -296,7 +311,7 @@ impl PeerClient {
                 self.limits.max_listed_files
             )));
         }
-        Ok(list.files)
+        Ok((list.files, features))
     }
 
     /// The `state` of the source's live-migration status (`NOT_COMPLETED`, `COMPLETED`), as
@@ -364,6 +379,84 @@ impl PeerClient {
             .ok_or_else(|| {
                 LiveMigrationError::Peer(format!("digest of {file_url}: no digest in {body}"))
             })
+    }
+
+    /// The block digests of one source file (a drover source's extension);
+    /// [`LiveMigrationError::Gone`] when the source no longer has it. The answer is read up
+    /// to what [`batch::MAX_BLOCKS`] digests take.
+    pub async fn block_digests(
+        &self,
+        file_url: &str,
+        block_size: u64,
+    ) -> Result<BlockDigests, LiveMigrationError> {
+        let url = format!(
+            "{}{file_url}?digestAlgorithm=xxh3&blockSize={block_size}",
+            self.base
+        );
+        let failed = |e: reqwest::Error| {
+            LiveMigrationError::Peer(format!(
+                "block digests of {file_url}: {}",
+                self.describe(&e)
+            ))
+        };
+        let response = self.http.get(&url).send().await.map_err(failed)?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Err(LiveMigrationError::Gone(format!(
+                "{file_url} is gone at the source"
+            )));
+        }
+        if !response.status().is_success() {
+            return Err(Self::error_of(response, &format!("block digests of {file_url}")).await);
+        }
+        let limit = batch::MAX_BLOCKS * 24 + 4096;
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(failed)?;
+            if (body.len() + chunk.len()) as u64 > limit {
+                return Err(LiveMigrationError::Peer(format!(
+                    "block digests of {file_url}: an answer longer than {limit} bytes"
+                )));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        serde_json::from_slice(&body).map_err(|e| {
+            LiveMigrationError::Peer(format!(
+                "block digests of {file_url}: not a block-digest answer: {e}"
+            ))
+        })
+    }
+
+    /// Asks for `files` in one batch (a drover source's extension); the caller reads the
+    /// frames. A source without the route answers 404 (see [`Self::list_with_features`]).
+    pub async fn batch(
+        &self,
+        files: Vec<String>,
+    ) -> Result<
+        batch::FrameReader<
+            impl futures::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Unpin + use<>,
+        >,
+        LiveMigrationError,
+    > {
+        let url = format!("{}/api/v1/live-migration/files-batch", self.base);
+        let n = files.len();
+        let request = batch::BatchRequest {
+            files,
+            digest_algorithm: Some("xxh3".into()),
+        };
+        let response = self
+            .http
+            .post(&url)
+            .json(&request)
+            .send()
+            .await
+            .map_err(|e| {
+                LiveMigrationError::Peer(format!("a batch of {n} files: {}", self.describe(&e)))
+            })?;
+        if !response.status().is_success() {
+            return Err(Self::error_of(response, &format!("a batch of {n} files")).await);
+        }
+        Ok(batch::FrameReader::new(response.bytes_stream()))
     }
 
     /// Asks for the bytes of `file_url` from byte `from` on (the whole file when 0). The

@@ -139,6 +139,29 @@ impl ServedFile {
 }
 
 impl ServedFile {
+    /// The digests of the file's blocks of `block_size` bytes and of the whole file, in one
+    /// read (see [`super::batch`]); the slot is given back once they are computed.
+    pub async fn block_digests(
+        self,
+        algorithm: Algorithm,
+        block_size: u64,
+    ) -> Result<super::batch::BlockDigests, LiveMigrationError> {
+        let len = self
+            .file
+            .metadata()
+            .map_err(LiveMigrationError::reading)?
+            .len();
+        super::batch::check_block_size(block_size, len)?;
+        tokio::task::spawn_blocking(move || {
+            let d = super::batch::block_digests(&self.file, algorithm, block_size);
+            drop(self.permit);
+            d
+        })
+        .await
+        .expect("hashing does not panic")
+        .map_err(LiveMigrationError::reading)
+    }
+
     /// Prepares the bytes a `Range` header asks for (one range: `bytes=a-b`, `bytes=a-`,
     /// `bytes=-n`; none means the whole file, anything else is refused; a range that is the
     /// whole file is sent as the whole file, as Sidecar does). With `If-Range`, the range

@@ -90,14 +90,14 @@ pub(crate) fn free_port() -> u16 {
 }
 
 /// A source daemon on a fixed port (so that it can be restarted at the same address).
-struct SourceNode {
+pub(crate) struct SourceNode {
     home: Home,
-    addr: String,
+    pub(crate) addr: String,
     config: PathBuf,
 }
 
 impl SourceNode {
-    fn new(extra: &str) -> Self {
+    pub(crate) fn new(extra: &str) -> Self {
         let home = Home::new();
         let addr = format!("127.0.0.1:{}", free_port());
         let config = home.write_config_at(
@@ -110,16 +110,16 @@ impl SourceNode {
         Self { home, addr, config }
     }
 
-    fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.home.path()
     }
 
-    async fn start(&self) -> Daemon {
+    pub(crate) async fn start(&self) -> Daemon {
         Daemon::start_with(&self.home, &self.config).await
     }
 }
 
-async fn destination(home: &Home, source: &str, extra: &str) -> Daemon {
+pub(crate) async fn destination(home: &Home, source: &str, extra: &str) -> Daemon {
     Daemon::start_with(home, &destination_config(home, source, extra)).await
 }
 
@@ -520,7 +520,7 @@ async fn start_task(dst: &Daemon, tasks: &str, body: &Value) -> (String, String)
 }
 
 /// Starts a data-copy task on `dst`; returns its status URL and id.
-async fn start_copy(dst: &Daemon, body: &Value) -> (String, String) {
+pub(crate) async fn start_copy(dst: &Daemon, body: &Value) -> (String, String) {
     start_task(dst, COPY_TASKS, body).await
 }
 
@@ -635,7 +635,7 @@ pub(crate) fn same_tree(src: &Path, dst: &Path, files: &[(String, Vec<u8>)]) {
     }
 }
 
-fn staging_files(root: &Path) -> Vec<PathBuf> {
+pub(crate) fn staging_files(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -1129,7 +1129,7 @@ async fn a_destination_pulls_every_file_in_iterations_and_verifies_them() {
 }
 
 /// Sets a file's modification time, in milliseconds since the epoch.
-fn set_mtime(path: &Path, ms: u64) {
+pub(crate) fn set_mtime(path: &Path, ms: u64) {
     std::fs::File::options()
         .write(true)
         .open(path)

@@ -22,6 +22,7 @@ mod hostile_jobs;
 mod jobs;
 mod limits;
 mod live_migration;
+mod live_migration_fast;
 mod live_migration_hostile;
 mod live_migration_source;
 mod migrations;

@@ -11,6 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorBody};
 use crate::livemigration::LiveMigrationError;
+use crate::livemigration::batch::{self, BatchRequest};
 use crate::livemigration::digest::Algorithm;
 use crate::livemigration::files::Entry;
 use crate::livemigration::range::Validator;
@@ -90,6 +91,9 @@ pub async fn list(State(state): State<AppState>) -> Result<Response, ApiError> {
     };
     Ok(Response::builder()
         .header(header::CONTENT_TYPE, "application/json")
+        // A header, not a field: Sidecar's clients read the body, and must not meet an
+        // unknown key there.
+        .header(batch::FEATURES_HEADER, batch::FEATURES)
         .body(Body::from_stream(futures::stream::iter(ListingBody::new(
             listing,
         ))))
@@ -173,6 +177,10 @@ pub struct DigestQuery {
     /// the file's digest instead of its bytes.
     #[param(value_type = Option<crate::livemigration::digest::Algorithm>, inline)]
     pub digest_algorithm: Option<String>,
+    /// drover (on a file, with `digestAlgorithm`): also the digest of each block of this many
+    /// bytes (at least 65536, at most 65536 blocks), as a [`BlockDigests`] answer.
+    #[serde(default)]
+    pub block_size: Option<u64>,
 }
 
 /// A digest.
@@ -207,7 +215,7 @@ pub struct DigestResponse {
         DigestQuery,
     ),
     responses(
-        (status = 200, description = "The file", content_type = "application/octet-stream",
+        (status = 200, description = "The file; its digest (`DigestResponse`) with `digestAlgorithm`; its block digests (`BlockDigests`) with `blockSize` too", content_type = "application/octet-stream",
             headers(("ETag" = String, description = "The file's version: size and modification time"), ("Last-Modified" = String, description = "The file's modification time"))),
         (status = 206, description = "The range", content_type = "application/octet-stream",
             headers(("ETag" = String, description = "The file's version: size and modification time"), ("Last-Modified" = String, description = "The file's modification time"))),
@@ -231,6 +239,9 @@ pub async fn file(
     // Checked once the file is found, as Sidecar does (a missing file is 404 whatever the
     // algorithm).
     if let Some(algorithm) = serve::digest_algorithm(query.digest_algorithm.as_deref())? {
+        if let Some(block_size) = query.block_size {
+            return Ok(Json(served.block_digests(algorithm, block_size).await?).into_response());
+        }
         return Ok(Json(DigestResponse {
             digest: served.digest(algorithm).await?,
             // Echoed as sent: Sidecar's clients map it back case-insensitively.
@@ -305,6 +316,38 @@ fn insert_validator(headers: &mut HeaderMap, validator: &Validator) {
     let value = |s: &str| HeaderValue::from_str(s).expect("validators are ASCII");
     headers.insert(header::ETAG, value(&validator.etag));
     headers.insert(header::LAST_MODIFIED, value(&validator.last_modified()));
+}
+
+/// drover's batch transfer: the files named, each as a frame (its size, modification time,
+/// mode and digest, then its bytes), ending with an end frame (see the `batch` module of
+/// `livemigration`). For a destination drover, not part of Cassandra Sidecar's API: a source
+/// announces it in the `X-Drover-Features` header of its listing. A file that is missing,
+/// refused or larger than 4 MiB gets a `skipped` frame. Source only; one file-request slot
+/// for the whole batch; refused once the migration is COMPLETED.
+#[utoipa::path(
+    post,
+    path = "/api/v1/live-migration/files-batch",
+    tag = "live-migration",
+    request_body = BatchRequest,
+    responses(
+        (status = 200, description = "The frames", content_type = "application/x-drover-frames"),
+        (status = 400, description = "More than 1024 files, a bad `digestAlgorithm`, or the migration is COMPLETED", body = ErrorBody),
+        (status = 404, description = "Not a source, or live migration off", body = ErrorBody),
+        (status = 503, description = "Too many file requests at once; see Retry-After", body = ErrorBody),
+    )
+)]
+pub async fn files_batch(
+    State(state): State<AppState>,
+    crate::api::body::Payload(request): crate::api::body::Payload<BatchRequest>,
+) -> Result<Response, ApiError> {
+    let frames = match state.live.open_batch(request) {
+        Ok(frames) => frames,
+        Err(e) => return Ok(busy_or_error(e)),
+    };
+    Ok(Response::builder()
+        .header(header::CONTENT_TYPE, "application/x-drover-frames")
+        .body(Body::from_stream(frames))
+        .expect("valid response"))
 }
 
 /// One digest over the node's file list.

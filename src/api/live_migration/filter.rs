@@ -17,7 +17,7 @@ const PREFIX: &str = "/api/v1/live-migration";
 fn need_of(method: &Method, path: &str) -> Option<Need> {
     let rest = path.strip_prefix(PREFIX)?;
     // `/files-digest` answers on both sides: a destination compares its own with its source's.
-    Some(if rest.starts_with("/files/") {
+    Some(if rest.starts_with("/files/") || rest == "/files-batch" {
         Need::Source
     } else if rest.starts_with("/data-copy-tasks") || rest.starts_with("/files-verification-tasks")
     {
@@ -81,6 +81,10 @@ mod tests {
         let get = |path| need_of(&Method::GET, path);
         // Sidecar lists files on a destination too; a file only on a source.
         assert_eq!(get("/api/v1/live-migration/files"), Some(Need::Either));
+        assert_eq!(
+            need_of(&Method::POST, "/api/v1/live-migration/files-batch"),
+            Some(Need::Source)
+        );
         assert_eq!(
             get("/api/v1/live-migration/files/data/0/x"),
             Some(Need::Source)

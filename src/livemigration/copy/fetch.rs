@@ -15,6 +15,7 @@ use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::livemigration::LiveMigrationError;
+use crate::livemigration::batch::Features;
 use crate::livemigration::digest::{self, Algorithm, Hasher};
 use crate::livemigration::files::PART_SUFFIX;
 use crate::livemigration::peer::{PeerClient, RemoteFile};
@@ -32,6 +33,8 @@ pub struct DownloadCounters {
     pub bytes_downloaded: AtomicU64,
     /// Entries that could not be downloaded or created.
     pub download_failures: AtomicU64,
+    /// Bytes not downloaded because the local copy already had them (delta).
+    pub bytes_kept: AtomicU64,
 }
 
 /// A bandwidth limit shared by the downloads of a task.
@@ -70,7 +73,27 @@ pub struct Downloader<'a> {
     pub counters: &'a DownloadCounters,
     /// Fires when the task is cancelled.
     pub cancel: &'a CancellationToken,
+    /// The drover extensions the source announced.
+    pub features: Features,
 }
+
+/// A staging file seeded from the local version of a file: the XXH3 of what it holds, fed
+/// with every byte fetched after it, and what it must come to.
+struct Delta {
+    prefix: Box<xxhash_rust::xxh3::Xxh3>,
+    expected: String,
+}
+
+impl Delta {
+    /// Whether the whole file is the source's.
+    fn matches(self) -> bool {
+        format!("{:016x}", self.prefix.digest()) == self.expected
+    }
+}
+
+/// Smallest file fetched by delta (its matching prefix kept from the local copy): below it,
+/// a block-digest round trip costs about what fetching the file does.
+pub const DELTA_MIN: u64 = 1 << 20;
 
 impl Downloader<'_> {
     /// Downloads one file, retried with backoff (connection errors, a source restarting) up
@@ -115,6 +138,9 @@ impl Downloader<'_> {
     }
 
     /// Downloads one file into place, resuming a staging file left by an interrupted attempt.
+    /// With a drover source, a file that is here already in another version keeps the
+    /// blocks at its start that the source's block digests match, and only the rest is
+    /// fetched (see [`Self::seed_from_local`]).
     pub async fn download(
         &self,
         file: &RemoteFile,
@@ -125,21 +151,143 @@ impl Downloader<'_> {
         if let Some(dir) = staging.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(local(dir))?;
         }
+        let resuming = tokio::fs::metadata(&staging)
+            .await
+            .is_ok_and(|m| m.len() > 0);
+        let delta = if self.features.block_digests && file.size >= DELTA_MIN && !resuming {
+            self.seed_from_local(file, final_path, &staging).await?
+        } else {
+            None
+        };
+        if let Some(delta) = delta {
+            match self
+                .fetch_into(file, final_path, &staging, Some(delta))
+                .await?
+            {
+                Some(n) => return Ok(n),
+                // The source's file changed between its block digests and the bytes: the
+                // kept prefix may be stale, so the whole file is fetched.
+                None => {
+                    tracing::info!(file = %file.file_url, "the delta did not match the source's digest: fetching the whole file");
+                    let _ = tokio::fs::remove_file(&staging).await;
+                }
+            }
+        }
+        Ok(self
+            .fetch_into(file, final_path, &staging, None)
+            .await?
+            .expect("checked only with a delta"))
+    }
+
+    /// Makes the local version of `file` (at `final_path`) the start of its staging file:
+    /// its leading blocks are compared with the source's block digests, one by one, up to
+    /// the first that differs; if any matched, the file is moved to the staging name and cut
+    /// after them, so only the rest is fetched. The final path is then briefly empty, never
+    /// partial: the new version is renamed into place once complete and checked. Returns the
+    /// XXH3 of the kept prefix, to be continued over the fetched bytes, and the digest the
+    /// whole file must have; `None` when nothing is kept (no local file, no block matches,
+    /// or the source's file is no longer the listed size).
+    async fn seed_from_local(
+        &self,
+        file: &RemoteFile,
+        final_path: &Path,
+        staging: &Path,
+    ) -> Result<Option<Delta>, LiveMigrationError> {
+        let local = LiveMigrationError::local;
+        let Ok(meta) = tokio::fs::symlink_metadata(final_path).await else {
+            return Ok(None);
+        };
+        if !meta.is_file() || meta.len() < DELTA_MIN {
+            return Ok(None);
+        }
+        let block = super::super::batch::block_size_for(file.size);
+        let theirs = self.peer.block_digests(&file.file_url, block).await?;
+        if theirs.size != file.size {
+            return Ok(None);
+        }
+        let expected = theirs.digest.clone();
+        let (from, to) = (final_path.to_path_buf(), staging.to_path_buf());
+        let seeded = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
+            use rustix::fs::{Mode, OFlags};
+            use std::io::Read;
+            let mut old = std::fs::File::from(rustix::fs::open(
+                &from,
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?);
+            let whole_blocks = (theirs.size / block).min(old.metadata()?.len() / block);
+            let mut prefix = xxhash_rust::xxh3::Xxh3::new();
+            let mut buf = vec![0u8; block as usize];
+            let mut kept = 0u64;
+            for theirs in theirs.blocks.iter().take(whole_blocks as usize) {
+                old.read_exact(&mut buf)?;
+                if format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&buf)) != *theirs {
+                    break;
+                }
+                prefix.update(&buf);
+                kept += block;
+            }
+            drop(old);
+            if kept == 0 {
+                return Ok(None);
+            }
+            // Renamed, not copied: no byte of the prefix is written again. A crash from here
+            // on leaves the staging file, which the next attempt continues.
+            std::fs::rename(&from, &to)?;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&to)?
+                .set_len(kept)?;
+            Ok(Some((kept, prefix)))
+        })
+        .await
+        .expect("comparing blocks does not panic")
+        .map_err(local(staging))?;
+        let Some((kept, prefix)) = seeded else {
+            return Ok(None);
+        };
+        tracing::debug!(file = %file.file_url, kept, "fetching only what follows the matching prefix");
+        self.counters.bytes_kept.fetch_add(kept, Ordering::Relaxed);
+        Ok(Some(Delta {
+            prefix: Box::new(prefix),
+            expected,
+        }))
+    }
+
+    /// Fetches the rest of `file` into its staging file (from what it holds) and renames it
+    /// into place. With a [`Delta`] (a staging file seeded from the local version), `None`
+    /// when the result is not the file the source's digest describes.
+    async fn fetch_into(
+        &self,
+        file: &RemoteFile,
+        final_path: &Path,
+        staging: &Path,
+        mut delta: Option<Delta>,
+    ) -> Result<Option<u64>, LiveMigrationError> {
+        let local = LiveMigrationError::local;
+        let staging = staging.to_path_buf();
         let mut have = match tokio::fs::metadata(&staging).await {
             Ok(m) if m.len() <= file.size => m.len(),
             _ => 0,
         };
         if have == file.size && have > 0 {
-            // Complete already (a crash came between the last byte and the rename).
+            // Complete already (a crash came between the last byte and the rename, or every
+            // block of the local version matched).
+            if delta.is_some_and(|d| !d.matches()) {
+                return Ok(None);
+            }
             return self
                 .finish(file, &staging, final_path, None)
                 .await
-                .map(|()| 0);
+                .map(|()| Some(0));
         }
         let response = self.peer.fetch(&file.file_url, have).await?;
         let status = response.status();
         if status == reqwest::StatusCode::OK {
+            // The whole file after all: nothing kept is part of it.
             have = 0;
+            delta = None;
         } else if status == reqwest::StatusCode::RANGE_NOT_SATISFIABLE && have > 0 {
             // The source file shrank: this version is gone.
             let _ = tokio::fs::remove_file(&staging).await;
@@ -210,6 +358,9 @@ impl Downloader<'_> {
             if let Some(h) = hasher.as_mut() {
                 h.update(&chunk);
             }
+            if let Some(d) = delta.as_mut() {
+                d.prefix.update(&chunk);
+            }
             got += chunk.len() as u64;
             self.counters
                 .bytes_downloaded
@@ -228,12 +379,15 @@ impl Downloader<'_> {
                 file.size
             )));
         }
+        if delta.is_some_and(|d| !d.matches()) {
+            return Ok(None);
+        }
         self.finish(file, &staging, final_path, hasher).await?;
-        Ok(got)
+        Ok(Some(got))
     }
 
     /// Waits until the bandwidth limit lets `len` more bytes through.
-    async fn pace(&self, len: usize) {
+    pub(super) async fn pace(&self, len: usize) {
         let Some(limiter) = self.limiter else {
             return;
         };
@@ -298,19 +452,27 @@ impl Downloader<'_> {
 /// name cannot have another file's mode or times changed. Blocking.
 fn set_mode_and_mtime(path: &Path, file: &RemoteFile) -> std::io::Result<()> {
     use rustix::fs::{Mode, OFlags};
-    let mtime = filetime::FileTime::from_unix_time(
-        (file.last_modified_time / 1000) as i64,
-        ((file.last_modified_time % 1000) * 1_000_000) as u32,
-    );
-    let mode = file.mode.map_or(DEFAULT_MODE, |m| m & 0o777);
     let fd = rustix::fs::open(
         path,
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
-    let handle = std::fs::File::from(fd);
+    set_mode_and_mtime_of(&std::fs::File::from(fd), file)
+}
+
+/// Gives an open file the source's modification time and permission bits (see
+/// [`set_mode_and_mtime`]). Blocking.
+pub(super) fn set_mode_and_mtime_of(
+    handle: &std::fs::File,
+    file: &RemoteFile,
+) -> std::io::Result<()> {
+    let mtime = filetime::FileTime::from_unix_time(
+        (file.last_modified_time / 1000) as i64,
+        ((file.last_modified_time % 1000) * 1_000_000) as u32,
+    );
+    let mode = file.mode.map_or(DEFAULT_MODE, |m| m & 0o777);
     handle.set_permissions(std::fs::Permissions::from_mode(mode))?;
-    filetime::set_file_handle_times(&handle, None, Some(mtime))
+    filetime::set_file_handle_times(handle, None, Some(mtime))
 }
 
 /// Creates what the source lists and has no bytes to send: a directory, or an empty file

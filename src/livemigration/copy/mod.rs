@@ -9,10 +9,13 @@
 //!
 //! - [`request`]: what a task is asked and what it reports;
 //! - [`plan`]: which files to delete, create and download;
-//! - [`fetch`]: one download, resumable, checked, retried;
+//! - [`fetch`]: one download, resumable, checked, retried, fetched by delta when a local
+//!   version shares a prefix with the source's;
+//! - [`batched`]: many small files in one request, synced together;
 //! - [`space`]: whether the downloads fit on the destination's disks;
 //! - [`run`]: the iterations, one step per state.
 
+pub mod batched;
 pub mod fetch;
 pub mod plan;
 pub mod request;

@@ -76,6 +76,10 @@ pub struct PlanLimits {
     pub allow_mass_deletion: bool,
     /// What earlier plans of the same task deleted.
     pub before: Deletions,
+    /// A local file of at least [`super::fetch::DELTA_MIN`] bytes that differs from the
+    /// source's (of at least as many) is kept as the base of a delta download, which replaces
+    /// it by a rename, instead of being deleted first (a drover source's block digests).
+    pub keep_bases: bool,
 }
 
 /// The deletions of a task's plans so far, for the mass-deletion guard.
@@ -94,6 +98,7 @@ impl Default for PlanLimits {
             max_delete_share: crate::config::LiveMigrationConfig::default().max_delete_share,
             allow_mass_deletion: false,
             before: Deletions::default(),
+            keep_bases: false,
         }
     }
 }
@@ -185,6 +190,12 @@ pub fn plan(
             Some(f) if f.is_file() && f.size == e.size && f.last_modified_time == e.modified_ms => {
                 present.insert(path);
             }
+            // Downloaded (it is not `present`), from the blocks it shares with the source's.
+            Some(f)
+                if limits.keep_bases
+                    && f.is_file()
+                    && f.size >= super::fetch::DELTA_MIN
+                    && e.size >= super::fetch::DELTA_MIN => {}
             _ => {
                 plan.deleted_files += 1;
                 plan.delete.push(path);

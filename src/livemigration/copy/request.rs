@@ -172,6 +172,10 @@ pub struct IterationStatus {
     pub download_failures: i64,
     /// Bytes downloaded.
     pub bytes_downloaded: i64,
+    /// drover: bytes of changed files not downloaded because the version here already had
+    /// them (a prefix matched by the source's block digests). Not in Sidecar's status.
+    #[serde(default)]
+    pub bytes_kept: i64,
 }
 
 impl IterationStatus {
@@ -187,6 +191,7 @@ impl IterationStatus {
             files_downloaded: 0,
             download_failures: 0,
             bytes_downloaded: 0,
+            bytes_kept: 0,
         }
     }
 }
@@ -305,7 +310,8 @@ mod tests {
         let text = serde_json::to_string(&s).unwrap();
         assert_eq!(
             text,
-            r#"{"iteration":0,"state":"STARTING","totalSize":-1,"totalFiles":-1,"bytesToDownload":-1,"filesToDownload":-1,"filesDownloaded":0,"downloadFailures":0,"bytesDownloaded":0}"#
+            r#"{"iteration":0,"state":"STARTING","totalSize":-1,"totalFiles":-1,"bytesToDownload":-1,"filesToDownload":-1,"filesDownloaded":0,"downloadFailures":0,"bytesDownloaded":0,"bytesKept":0}"#,
+            "the Sidecar's fields in its order, then drover's"
         );
         assert_eq!(counter(u64::MAX), i64::MAX);
     }
