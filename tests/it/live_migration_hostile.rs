@@ -689,3 +689,85 @@ async fn a_task_fails_once_the_source_is_completed() {
     assert_eq!(source.listings.load(Ordering::SeqCst), 0, "listed");
     assert_eq!(source.file_requests(), 0);
 }
+
+/// A drover source (it announces batches) whose batch answers lie: a file listed at 130 bytes
+/// sent at 131, a file whose bytes do not match the digest sent with them, and, on every later
+/// request, one frame over and over (then a file no longer asked for). What arrived whole and
+/// checked is placed; nothing else is, nothing on disk holds more than was listed, the
+/// repeated frames are not piled up, and the task fails, saying why.
+#[tokio::test]
+async fn a_batch_that_lies_places_only_what_arrived_whole_and_checked() {
+    use drover::livemigration::batch::{self, Frame};
+    let names = ["a-Data.db", "b-Data.db", "c-Data.db", "d-Data.db"];
+    let url = |n: &str| format!("{FILES}/data/0/ks/t-1/{n}");
+    let file_frame = |n: &str, bytes: &[u8], digest_of: &[u8]| {
+        let mut h = drover::livemigration::digest::Algorithm::Xxh3.hasher();
+        h.update(digest_of);
+        let mut out = Vec::new();
+        let frame = Frame::File {
+            file_url: url(n),
+            size: bytes.len() as u64,
+            last_modified_time: 1_700_000_000_000,
+            mode: 0o644,
+            digest: h.finish(),
+        };
+        batch::encode(&frame, bytes, &mut out);
+        out
+    };
+    let requests = Arc::new(AtomicUsize::new(0));
+    let seen = requests.clone();
+    let listing = move || async move {
+        (
+            [(batch::FEATURES_HEADER, batch::FEATURES)],
+            axum::Json(json!({"files": names.iter().map(|n| entry(n, 130)).collect::<Vec<_>>()})),
+        )
+    };
+    let answer = move || {
+        let n = seen.fetch_add(1, Ordering::SeqCst);
+        let mut body = Vec::new();
+        if n == 0 {
+            body.extend(file_frame("a-Data.db", &[b'a'; 130], &[b'a'; 130]));
+            body.extend(file_frame("c-Data.db", &[b'c'; 131], &[b'c'; 131]));
+            body.extend(file_frame("b-Data.db", &[b'b'; 130], b"something else"));
+        } else {
+            for _ in 0..10_000 {
+                body.extend(file_frame("d-Data.db", &[b'd'; 130], &[b'd'; 130]));
+            }
+        }
+        async move { body }
+    };
+    let app = Router::new()
+        .route(STATUS, get(not_completed))
+        .route(FILES, get(listing))
+        .route(
+            "/api/v1/live-migration/files-batch",
+            axum::routing::post(answer),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let source = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let home = Home::new();
+    let dst = destination_of(&home, &source, "").await;
+    let task = run_task(&dst, json!({})).await;
+    assert_eq!(task["state"], "FAILED", "{task:#}");
+    let dir = home.path().join("data0/ks/t-1");
+    // Whole and checked: the first file of the first answer, and the first of the repeated
+    // frames of the second.
+    assert_eq!(std::fs::read(dir.join("a-Data.db")).unwrap(), vec![b'a'; 130]);
+    assert_eq!(std::fs::read(dir.join("d-Data.db")).unwrap(), vec![b'd'; 130]);
+    for n in ["b-Data.db", "c-Data.db"] {
+        assert!(!dir.join(n).exists(), "{n} was placed");
+    }
+    for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let len = e.metadata().unwrap().len();
+        assert!(len <= 130, "{:?} holds {len} bytes", e.path());
+    }
+    let logs = dst.logs();
+    assert!(logs.contains("131 bytes now, 130 when listed"), "{logs}");
+    assert!(logs.contains("differs from the source's"), "{logs}");
+    assert!(logs.contains("twice"), "{logs}");
+    assert!(logs.contains("which was not asked for"), "{logs}");
+    assert!(requests.load(Ordering::SeqCst) > 1);
+    assert!(staging_files(home.path()).is_empty());
+}

@@ -8,9 +8,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::time::Duration;
-
-use backon::{BackoffBuilder, ExponentialBuilder};
 
 use super::fetch::{Downloader, staging_path};
 use crate::livemigration::LiveMigrationError;
@@ -74,12 +71,7 @@ impl Downloader<'_> {
         &self,
         files: Vec<(RemoteFile, PathBuf)>,
     ) -> Vec<(RemoteFile, Result<u64, LiveMigrationError>)> {
-        let mut delays = ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(200))
-            .with_max_delay(Duration::from_secs(5))
-            .with_max_times(5)
-            .with_jitter()
-            .build();
+        let mut delays = super::fetch::retry_delays();
         let mut outcomes = Vec::with_capacity(files.len());
         let mut left = files;
         loop {
@@ -175,6 +167,9 @@ impl Downloader<'_> {
     ) -> Result<(), LiveMigrationError> {
         let urls = files.iter().map(|(f, _)| f.file_url.clone()).collect();
         let mut frames = self.peer.batch(urls).await?;
+        // One frame per file asked for, at most: a source repeating frames must not make
+        // this side hold more and more outcomes.
+        let mut seen = std::collections::HashSet::with_capacity(files.len());
         while let Some((frame, content)) = frames.next().await? {
             let url = match &frame {
                 Frame::End { .. } => return Ok(()),
@@ -185,6 +180,11 @@ impl Downloader<'_> {
                     "batch: the source sent {url}, which was not asked for"
                 )));
             };
+            if !seen.insert(url.clone()) {
+                return Err(LiveMigrationError::Peer(format!(
+                    "batch: the source sent {url} twice"
+                )));
+            }
             match frame {
                 Frame::File { size, digest, .. } => {
                     if size != file.size {

@@ -91,6 +91,17 @@ impl Delta {
     }
 }
 
+/// The waits between the attempts of one download or one batch: 5 retries, from 200 ms to
+/// 5 s, with jitter.
+pub(super) fn retry_delays() -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(5))
+        .with_max_times(5)
+        .with_jitter()
+        .build()
+}
+
 /// Smallest file fetched by delta (its matching prefix kept from the local copy): below it,
 /// a block-digest round trip costs about what fetching the file does.
 pub const DELTA_MIN: u64 = 1 << 20;
@@ -104,12 +115,7 @@ impl Downloader<'_> {
         final_path: &Path,
     ) -> Result<u64, LiveMigrationError> {
         let cancel = self.cancel;
-        let mut delays = ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(200))
-            .with_max_delay(Duration::from_secs(5))
-            .with_max_times(5)
-            .with_jitter()
-            .build();
+        let mut delays = retry_delays();
         loop {
             // The request and the digest asked at the end wait on the source too: a cancel
             // must not wait for a source that stopped answering.
