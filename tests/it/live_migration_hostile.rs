@@ -754,8 +754,14 @@ async fn a_batch_that_lies_places_only_what_arrived_whole_and_checked() {
     let dir = home.path().join("data0/ks/t-1");
     // Whole and checked: the first file of the first answer, and the first of the repeated
     // frames of the second.
-    assert_eq!(std::fs::read(dir.join("a-Data.db")).unwrap(), vec![b'a'; 130]);
-    assert_eq!(std::fs::read(dir.join("d-Data.db")).unwrap(), vec![b'd'; 130]);
+    assert_eq!(
+        std::fs::read(dir.join("a-Data.db")).unwrap(),
+        vec![b'a'; 130]
+    );
+    assert_eq!(
+        std::fs::read(dir.join("d-Data.db")).unwrap(),
+        vec![b'd'; 130]
+    );
     for n in ["b-Data.db", "c-Data.db"] {
         assert!(!dir.join(n).exists(), "{n} was placed");
     }
