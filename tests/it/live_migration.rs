@@ -1390,9 +1390,10 @@ async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
     assert_eq!(task["status"][1]["state"], "SUCCESS", "{task:#}");
     assert_eq!(task["status"][1]["filesToDownload"], -1, "{task:#}");
     assert_eq!(task["status"].as_array().unwrap().len(), 2, "{task:#}");
+    // Small, it was asked for in a batch (the source answered it skipped), once.
     let asked = source.get_text("/metrics").await;
     assert!(
-        asked.contains(r#"drover_http_requests_total{method="GET",route="/api/v1/live-migration/files/{dirType}/{dirIndex}/{*path}",status="404"} 1"#),
+        asked.contains(r#"drover_http_requests_total{method="POST",route="/api/v1/live-migration/files-batch",status="200"} 1"#),
         "{asked}"
     );
     assert!(!home.path().join(doomed).exists());
@@ -1407,10 +1408,11 @@ async fn lm_downloads_are_paced_checked_and_tolerate_vanished_files() {
 
     // Staging files whose bytes are not the source's (a complete one, and a partial one that
     // a resumed download would continue): each download is checked against the source's
-    // digest, rejected, and fetched again whole.
+    // digest, rejected, and fetched again whole. (Larger than a batch carries: batches
+    // rewrite their staging files whole.)
     let fresh = [
-        ("data0/ks/t-3/nb-1-big-Data.db", content(24, 500_000)),
-        ("data1/ks/t-4/nb-1-big-Data.db", content(25, 400_000)),
+        ("data0/ks/t-3/nb-1-big-Data.db", content(24, 1_500_000)),
+        ("data1/ks/t-4/nb-1-big-Data.db", content(25, 1_200_000)),
     ];
     for (i, (p, c)) in fresh.iter().enumerate() {
         write(&src.root().join(p), c);

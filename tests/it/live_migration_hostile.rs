@@ -700,7 +700,7 @@ async fn a_batch_that_lies_places_only_what_arrived_whole_and_checked() {
     use drover::livemigration::batch::{self, Frame};
     let names = ["a-Data.db", "b-Data.db", "c-Data.db", "d-Data.db"];
     let url = |n: &str| format!("{FILES}/data/0/ks/t-1/{n}");
-    let file_frame = |n: &str, bytes: &[u8], digest_of: &[u8]| {
+    let file_frame = move |n: &str, bytes: &[u8], digest_of: &[u8]| {
         let mut h = drover::livemigration::digest::Algorithm::Xxh3.hasher();
         h.update(digest_of);
         let mut out = Vec::new();
