@@ -177,8 +177,19 @@ pub struct DigestQuery {
     /// the file's digest instead of its bytes.
     #[param(value_type = Option<crate::livemigration::digest::Algorithm>, inline)]
     pub digest_algorithm: Option<String>,
-    /// drover (on a file, with `digestAlgorithm`): also the digest of each block of this many
-    /// bytes (at least 65536, at most 65536 blocks), as a [`BlockDigests`] answer.
+}
+
+/// `?digestAlgorithm=` and drover's `?blockSize=` on a file.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct FileQuery {
+    /// `MD5` or `XXHash32` (Sidecar's), `sha256` or `xxh3` (drover's), in any case: answer
+    /// the file's digest instead of its bytes.
+    #[param(value_type = Option<crate::livemigration::digest::Algorithm>, inline)]
+    pub digest_algorithm: Option<String>,
+    /// drover (with `digestAlgorithm`): also the digest of each block of this many bytes (at
+    /// least 65536, at most 65536 blocks), as a `BlockDigests` answer.
     #[serde(default)]
     pub block_size: Option<u64>,
 }
@@ -212,7 +223,7 @@ pub struct DigestResponse {
         ("path" = String, Path, description = "Path below the directory"),
         ("Range" = Option<String>, Header, description = "One byte range"),
         ("If-Range" = Option<String>, Header, description = "An `ETag` or `Last-Modified` value: the range only if the file is still that version, else the whole file"),
-        DigestQuery,
+        FileQuery,
     ),
     responses(
         (status = 200, description = "The file; its digest (`DigestResponse`) with `digestAlgorithm`; its block digests (`BlockDigests`) with `blockSize` too", content_type = "application/octet-stream",
@@ -229,7 +240,7 @@ pub struct DigestResponse {
 pub async fn file(
     State(state): State<AppState>,
     Path((dir_type, dir_index, path)): Path<(String, String, String)>,
-    Query(query): Query<DigestQuery>,
+    Query(query): Query<FileQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let served = match state.live.open_file(dir_type, dir_index, path).await {

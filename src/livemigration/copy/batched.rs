@@ -244,9 +244,10 @@ impl Downloader<'_> {
         Ok(())
     }
 
-    /// Makes the staged files durable with one sync of their file system, then renames each
-    /// into place (their directories are synced at the end of the iteration, as for single
-    /// downloads: a rename lost in a crash leaves a complete staging file, fetched again).
+    /// Makes the staged files durable with one sync of each file system they are on, then
+    /// renames each into place (their directories are synced at the end of the iteration, as
+    /// for single downloads: a rename lost in a crash leaves a complete staging file, fetched
+    /// again).
     async fn place(
         &self,
         staged: Vec<Staged>,
@@ -255,9 +256,17 @@ impl Downloader<'_> {
             return Ok(Vec::new());
         }
         tokio::task::spawn_blocking(move || {
-            let first = &staged[0].staging;
-            let dir = first.parent().unwrap_or(Path::new("."));
-            sync_file_system(dir).map_err(LiveMigrationError::local(dir))?;
+            // Once per file system: the node's data directories may be on several disks.
+            let mut synced = std::collections::HashSet::new();
+            for s in &staged {
+                let dir = s.staging.parent().unwrap_or(Path::new("."));
+                let device = std::fs::metadata(dir)
+                    .map(|m| std::os::unix::fs::MetadataExt::dev(&m))
+                    .map_err(LiveMigrationError::local(dir))?;
+                if synced.insert(device) {
+                    sync_file_system(dir).map_err(LiveMigrationError::local(dir))?;
+                }
+            }
             let mut placed = Vec::with_capacity(staged.len());
             for s in staged {
                 std::fs::rename(&s.staging, &s.final_path)
