@@ -82,6 +82,8 @@ pub struct Downloader<'a> {
 struct Delta {
     prefix: Box<xxhash_rust::xxh3::Xxh3>,
     expected: String,
+    /// Bytes kept from the local version.
+    kept: u64,
 }
 
 impl Delta {
@@ -166,6 +168,7 @@ impl Downloader<'_> {
             None
         };
         if let Some(delta) = delta {
+            let kept = delta.kept;
             match self
                 .fetch_into(file, final_path, &staging, Some(delta))
                 .await?
@@ -175,6 +178,7 @@ impl Downloader<'_> {
                 // kept prefix may be stale, so the whole file is fetched.
                 None => {
                     tracing::info!(file = %file.file_url, "the delta did not match the source's digest: fetching the whole file");
+                    self.counters.bytes_kept.fetch_sub(kept, Ordering::Relaxed);
                     let _ = tokio::fs::remove_file(&staging).await;
                 }
             }
@@ -258,6 +262,7 @@ impl Downloader<'_> {
         Ok(Some(Delta {
             prefix: Box::new(prefix),
             expected,
+            kept,
         }))
     }
 
