@@ -35,6 +35,24 @@ fn causes(e: &reqwest::Error) -> String {
     text
 }
 
+/// The body of `response`, read up to `limit` bytes; `None` as soon as it would be longer
+/// (what was read is dropped, the rest is never read).
+async fn body_within(
+    response: reqwest::Response,
+    limit: u64,
+) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if (body.len() as u64).saturating_add(chunk.len() as u64) > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
 /// A file of the source as its listing shows it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", try_from = "ListedFile")]
@@ -292,15 +310,10 @@ impl PeerClient {
         if response.content_length().is_some_and(|n| n > limit) {
             return Err(too_long());
         }
-        let mut body = Vec::new();
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(failed)?;
-            if (body.len() as u64).saturating_add(chunk.len() as u64) > limit {
-                return Err(too_long());
-            }
-            body.extend_from_slice(&chunk);
-        }
+        let body = body_within(response, limit)
+            .await
+            .map_err(failed)?
+            .ok_or_else(too_long)?;
         let list: RemoteList = serde_json::from_slice(&body).map_err(|e| {
             LiveMigrationError::Peer(format!("listing files at {url}: not a file listing: {e}"))
         })?;
@@ -328,17 +341,14 @@ impl PeerClient {
         if !response.status().is_success() {
             return Err(Self::error_of(response, "live-migration status").await);
         }
-        let mut body = Vec::new();
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(failed)?;
-            if (body.len() as u64).saturating_add(chunk.len() as u64) > STATUS_BODY_READ {
-                return Err(LiveMigrationError::Peer(format!(
+        let body = body_within(response, STATUS_BODY_READ)
+            .await
+            .map_err(failed)?
+            .ok_or_else(|| {
+                LiveMigrationError::Peer(format!(
                     "live-migration status at {url}: an answer longer than {STATUS_BODY_READ} bytes"
-                )));
-            }
-            body.extend_from_slice(&chunk);
-        }
+                ))
+            })?;
         serde_json::from_slice::<RemoteStatus>(&body)
             .map(|s| s.state)
             .map_err(|e| {
@@ -409,17 +419,14 @@ impl PeerClient {
             return Err(Self::error_of(response, &format!("block digests of {file_url}")).await);
         }
         let limit = batch::MAX_BLOCKS * 24 + 4096;
-        let mut body = Vec::new();
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(failed)?;
-            if (body.len() + chunk.len()) as u64 > limit {
-                return Err(LiveMigrationError::Peer(format!(
+        let body = body_within(response, limit)
+            .await
+            .map_err(failed)?
+            .ok_or_else(|| {
+                LiveMigrationError::Peer(format!(
                     "block digests of {file_url}: an answer longer than {limit} bytes"
-                )));
-            }
-            body.extend_from_slice(&chunk);
-        }
+                ))
+            })?;
         serde_json::from_slice(&body).map_err(|e| {
             LiveMigrationError::Peer(format!(
                 "block digests of {file_url}: not a block-digest answer: {e}"

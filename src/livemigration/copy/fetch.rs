@@ -15,7 +15,7 @@ use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::livemigration::LiveMigrationError;
-use crate::livemigration::batch::Features;
+use crate::livemigration::batch::{self, Features};
 use crate::livemigration::digest::{self, Algorithm, Hasher};
 use crate::livemigration::files::PART_SUFFIX;
 use crate::livemigration::peer::{PeerClient, RemoteFile};
@@ -210,7 +210,7 @@ impl Downloader<'_> {
         if !meta.is_file() || meta.len() < DELTA_MIN {
             return Ok(None);
         }
-        let block = super::super::batch::block_size_for(file.size);
+        let block = batch::block_size_for(file.size);
         let theirs = self.peer.block_digests(&file.file_url, block).await?;
         if theirs.size != file.size {
             return Ok(None);
