@@ -404,22 +404,25 @@ pub fn block_digests(
     })
 }
 
-/// How many bytes at the start of a local file (whose block digests are `mine`, with the same
-/// algorithm and block size) are the source's (`theirs`): the whole blocks that match, in
-/// order, up to the first that differs. A partial last block never counts.
-pub fn matching_prefix(mine: &BlockDigests, theirs: &BlockDigests) -> u64 {
-    if mine.block_size != theirs.block_size || mine.digest_algorithm != theirs.digest_algorithm {
-        return 0;
-    }
-    let whole = |d: &BlockDigests| d.size / d.block_size;
-    let n = mine
-        .blocks
-        .iter()
-        .zip(&theirs.blocks)
-        .take(whole(mine).min(whole(theirs)) as usize)
-        .take_while(|(a, b)| a == b)
-        .count() as u64;
-    n * mine.block_size
+/// Which of the source's blocks (`theirs`) a local file (whose block digests are `mine`,
+/// with the same algorithm and block size) holds already, block by block: a block matches
+/// when the local one has the same length and digest. Any block may match, not only the
+/// first ones: a segment rewritten in one place keeps all its other blocks.
+pub fn matching_blocks(mine: &BlockDigests, theirs: &BlockDigests) -> Vec<bool> {
+    let comparable =
+        mine.block_size == theirs.block_size && mine.digest_algorithm == theirs.digest_algorithm;
+    let len = |d: &BlockDigests, i: usize| {
+        d.size
+            .saturating_sub(i as u64 * d.block_size)
+            .min(d.block_size)
+    };
+    (0..theirs.blocks.len())
+        .map(|i| {
+            comparable
+                && mine.blocks.get(i) == theirs.blocks.get(i)
+                && len(mine, i) == len(theirs, i)
+        })
+        .collect()
 }
 
 /// The block size a destination asks for a file of `len` bytes: 1 MiB, or more for a file
@@ -435,7 +438,6 @@ pub fn block_size_for(len: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
 
     #[test]
     fn frames_read_back_across_any_chunking() {
@@ -521,76 +523,5 @@ mod tests {
         assert!(check_block_size(b, huge).is_ok());
         assert!(check_block_size(1024, 10).is_err());
         assert!(check_block_size(MIN_BLOCK_SIZE, MIN_BLOCK_SIZE * (MAX_BLOCKS + 1)).is_err());
-    }
-
-    /// Edits a file may see: appended bytes, bytes changed in place (anywhere, the prefix
-    /// included), or cut.
-    #[derive(Debug, Clone)]
-    enum Edit {
-        Append(Vec<u8>),
-        Change { at: usize, bytes: Vec<u8> },
-        Truncate(usize),
-    }
-
-    fn edit() -> impl Strategy<Value = Edit> {
-        prop_oneof![
-            proptest::collection::vec(any::<u8>(), 1..300_000).prop_map(Edit::Append),
-            (
-                any::<usize>(),
-                proptest::collection::vec(any::<u8>(), 1..5000)
-            )
-                .prop_map(|(at, bytes)| Edit::Change { at, bytes }),
-            any::<usize>().prop_map(Edit::Truncate),
-        ]
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
-
-        /// Whatever was edited, the matched prefix of the old file followed by the source's
-        /// bytes from there on is the new file, byte for byte; a change inside the old
-        /// file's prefix is caught by its block's digest, so the prefix ends before it.
-        #[test]
-        fn the_matched_prefix_and_the_rest_rebuild_the_source(
-            base_len in 0usize..600_000,
-            seed in any::<u64>(),
-            edits in proptest::collection::vec(edit(), 1..4),
-            block_pow in 16u32..19,
-        ) {
-            let block = 1u64 << block_pow;
-            let mut rng = seed;
-            let old: Vec<u8> = (0..base_len).map(|_| { rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1); (rng >> 33) as u8 }).collect();
-            let mut new = old.clone();
-            let mut first_change = old.len();
-            for e in &edits {
-                match e {
-                    Edit::Append(b) => new.extend_from_slice(b),
-                    Edit::Change { at, bytes } => {
-                        if new.is_empty() { continue; }
-                        let at = at % new.len();
-                        let end = (at + bytes.len()).min(new.len());
-                        let changed = new[at..end] != bytes[..end - at];
-                        new[at..end].copy_from_slice(&bytes[..end - at]);
-                        if changed { first_change = first_change.min(at); }
-                    }
-                    Edit::Truncate(n) => {
-                        let n = n % (new.len() + 1);
-                        new.truncate(n);
-                        first_change = first_change.min(n);
-                    }
-                }
-            }
-            let mine = block_digests(&old[..], Algorithm::Xxh3, block).unwrap();
-            let theirs = block_digests(&new[..], Algorithm::Xxh3, block).unwrap();
-            let prefix = matching_prefix(&mine, &theirs) as usize;
-            prop_assert!(prefix <= old.len() && prefix <= new.len());
-            prop_assert!((prefix as u64).is_multiple_of(block));
-            // A changed byte is never inside the prefix.
-            prop_assert!(prefix <= first_change, "prefix {prefix} past the change at {first_change}");
-            let mut rebuilt = old[..prefix].to_vec();
-            rebuilt.extend_from_slice(&new[prefix..]);
-            prop_assert_eq!(&rebuilt, &new);
-            prop_assert_eq!(theirs.size as usize, new.len());
-        }
     }
 }

@@ -263,10 +263,20 @@ impl PeerClient {
                 _ => break,
             }
         }
-        let body = String::from_utf8_lossy(&body).into_owned();
-        let message = serde_json::from_str::<RemoteErrorBody>(&body)
-            .map(|b| b.message)
-            .unwrap_or(body);
+        // A body that is not text (file bytes sent with an unexpected status) is not put in
+        // a message that ends up in logs and task reports.
+        let text = match std::str::from_utf8(&body) {
+            Ok(text) => Some(text),
+            // Cut inside a character by the read limit: text all the same.
+            Err(e) if e.error_len().is_none() => std::str::from_utf8(&body[..e.valid_up_to()]).ok(),
+            Err(_) => None,
+        };
+        let message = match text {
+            Some(text) => serde_json::from_str::<RemoteErrorBody>(text)
+                .map(|b| b.message)
+                .unwrap_or_else(|_| text.to_string()),
+            None => format!("a body that is not text ({} bytes read)", body.len()),
+        };
         let mut chars = message.chars();
         let mut message: String = chars.by_ref().take(ERROR_MESSAGE_CHARS).collect();
         if chars.next().is_some() {
@@ -466,16 +476,24 @@ impl PeerClient {
         Ok(batch::FrameReader::new(response.bytes_stream()))
     }
 
-    /// Asks for the bytes of `file_url` from byte `from` on (the whole file when 0). The
-    /// caller reads the status: 200, 206, or what went wrong.
+    /// Asks for the bytes of `file_url` from byte `from` on (the whole file when 0), up to
+    /// byte `to` included when given. The caller reads the status: 200, 206, or what went
+    /// wrong.
     pub async fn fetch(
         &self,
         file_url: &str,
         from: u64,
+        to: Option<u64>,
     ) -> Result<reqwest::Response, LiveMigrationError> {
         let mut request = self.http.get(format!("{}{file_url}", self.base));
-        if from > 0 {
-            request = request.header(reqwest::header::RANGE, format!("bytes={from}-"));
+        match to {
+            Some(to) => {
+                request = request.header(reqwest::header::RANGE, format!("bytes={from}-{to}"));
+            }
+            None if from > 0 => {
+                request = request.header(reqwest::header::RANGE, format!("bytes={from}-"));
+            }
+            None => {}
         }
         request.send().await.map_err(|e| {
             LiveMigrationError::Peer(format!("downloading {file_url}: {}", self.describe(&e)))

@@ -147,7 +147,10 @@ impl Downloader<'_> {
         let wanted: HashMap<&str, &(RemoteFile, PathBuf)> =
             files.iter().map(|f| (f.0.file_url.as_str(), f)).collect();
         let mut staged = Vec::new();
-        let result = self.receive(files, &wanted, &mut staged, outcomes).await;
+        let result = match self.connection().await {
+            Ok(_connection) => self.receive(files, &wanted, &mut staged, outcomes).await,
+            Err(e) => Err(e),
+        };
         // Whatever arrived whole is kept, even when the request broke off later.
         let placed = self.place(staged).await;
         match placed {

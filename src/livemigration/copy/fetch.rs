@@ -15,7 +15,7 @@ use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::livemigration::LiveMigrationError;
-use crate::livemigration::batch::{self, Features};
+use crate::livemigration::batch::Features;
 use crate::livemigration::digest::{self, Algorithm, Hasher};
 use crate::livemigration::files::PART_SUFFIX;
 use crate::livemigration::peer::{PeerClient, RemoteFile};
@@ -75,22 +75,8 @@ pub struct Downloader<'a> {
     pub cancel: &'a CancellationToken,
     /// The drover extensions the source announced.
     pub features: Features,
-}
-
-/// A staging file seeded from the local version of a file: the XXH3 of what it holds, fed
-/// with every byte fetched after it, and what it must come to.
-struct Delta {
-    prefix: Box<xxhash_rust::xxh3::Xxh3>,
-    expected: String,
-    /// Bytes kept from the local version.
-    kept: u64,
-}
-
-impl Delta {
-    /// Whether the whole file is the source's.
-    fn matches(self) -> bool {
-        format!("{:016x}", self.prefix.digest()) == self.expected
-    }
+    /// The task's connections to the source: `maxConcurrency` permits.
+    pub connections: &'a tokio::sync::Semaphore,
 }
 
 /// The waits between the attempts of one download or one batch: 5 retries, from 200 ms to
@@ -104,8 +90,9 @@ pub(super) fn retry_delays() -> impl Iterator<Item = Duration> {
         .build()
 }
 
-/// Smallest file fetched by delta (its matching prefix kept from the local copy): below it,
-/// a block-digest round trip costs about what fetching the file does.
+/// Smallest file fetched by stripes, keeping the blocks of a local version that match the
+/// source's (see [`super::striped`]): below it, a block-digest round trip costs about what
+/// fetching the file does.
 pub const DELTA_MIN: u64 = 1 << 20;
 
 impl Downloader<'_> {
@@ -145,137 +132,45 @@ impl Downloader<'_> {
         }
     }
 
-    /// Downloads one file into place, resuming a staging file left by an interrupted attempt.
-    /// With a drover source, a file that is here already in another version keeps the
-    /// blocks at its start that the source's block digests match, and only the rest is
-    /// fetched (see [`Self::seed_from_local`]).
+    /// Downloads one file into place: by stripes from a drover source (see
+    /// [`super::striped`]), else in one stream, resuming a staging file left by an
+    /// interrupted attempt.
     pub async fn download(
         &self,
         file: &RemoteFile,
         final_path: &Path,
     ) -> Result<u64, LiveMigrationError> {
+        if super::striped::striped(file, self.features.block_digests) {
+            return self.download_striped(file, final_path).await;
+        }
         let local = LiveMigrationError::local;
         let staging = staging_path(final_path, file);
         if let Some(dir) = staging.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(local(dir))?;
         }
-        let resuming = tokio::fs::metadata(&staging)
-            .await
-            .is_ok_and(|m| m.len() > 0);
-        let delta = if self.features.block_digests && file.size >= DELTA_MIN && !resuming {
-            self.seed_from_local(file, final_path, &staging).await?
-        } else {
-            None
-        };
-        if let Some(delta) = delta {
-            let kept = delta.kept;
-            match self
-                .fetch_into(file, final_path, &staging, Some(delta))
-                .await?
-            {
-                Some(n) => return Ok(n),
-                // The source's file changed between its block digests and the bytes: the
-                // kept prefix may be stale, so the whole file is fetched.
-                None => {
-                    tracing::info!(file = %file.file_url, "the delta did not match the source's digest: fetching the whole file");
-                    self.counters.bytes_kept.fetch_sub(kept, Ordering::Relaxed);
-                    let _ = tokio::fs::remove_file(&staging).await;
-                }
-            }
-        }
-        Ok(self
-            .fetch_into(file, final_path, &staging, None)
-            .await?
-            .expect("checked only with a delta"))
+        let _connection = self.connection().await?;
+        self.fetch_into(file, final_path, &staging).await
     }
 
-    /// Makes the local version of `file` (at `final_path`) the start of its staging file:
-    /// its leading blocks are compared with the source's block digests, one by one, up to
-    /// the first that differs; if any matched, the file is moved to the staging name and cut
-    /// after them, so only the rest is fetched. The final path is then briefly empty, never
-    /// partial: the new version is renamed into place once complete and checked. Returns the
-    /// XXH3 of the kept prefix, to be continued over the fetched bytes, and the digest the
-    /// whole file must have; `None` when nothing is kept (no local file, no block matches,
-    /// or the source's file is no longer the listed size).
-    async fn seed_from_local(
+    /// One of the task's connections to the source, waited for: each request for bytes
+    /// holds one, so batches, whole files and stripes together keep within `maxConcurrency`.
+    pub(super) async fn connection(
         &self,
-        file: &RemoteFile,
-        final_path: &Path,
-        staging: &Path,
-    ) -> Result<Option<Delta>, LiveMigrationError> {
-        let local = LiveMigrationError::local;
-        let Ok(meta) = tokio::fs::symlink_metadata(final_path).await else {
-            return Ok(None);
-        };
-        if !meta.is_file() || meta.len() < DELTA_MIN {
-            return Ok(None);
+    ) -> Result<tokio::sync::SemaphorePermit<'_>, LiveMigrationError> {
+        tokio::select! {
+            p = self.connections.acquire() => p.map_err(|_| LiveMigrationError::Cancelled),
+            _ = self.cancel.cancelled() => Err(LiveMigrationError::Cancelled),
         }
-        let block = batch::block_size_for(file.size);
-        let theirs = self.peer.block_digests(&file.file_url, block).await?;
-        if theirs.size != file.size {
-            return Ok(None);
-        }
-        let expected = theirs.digest.clone();
-        let (from, to) = (final_path.to_path_buf(), staging.to_path_buf());
-        let seeded = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
-            use rustix::fs::{Mode, OFlags};
-            use std::io::Read;
-            let mut old = std::fs::File::from(rustix::fs::open(
-                &from,
-                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?);
-            let whole_blocks = (theirs.size / block).min(old.metadata()?.len() / block);
-            let mut prefix = xxhash_rust::xxh3::Xxh3::new();
-            let mut buf = vec![0u8; block as usize];
-            let mut kept = 0u64;
-            for theirs in theirs.blocks.iter().take(whole_blocks as usize) {
-                old.read_exact(&mut buf)?;
-                if format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&buf)) != *theirs {
-                    break;
-                }
-                prefix.update(&buf);
-                kept += block;
-            }
-            drop(old);
-            if kept == 0 {
-                return Ok(None);
-            }
-            // Renamed, not copied: no byte of the prefix is written again. A crash from here
-            // on leaves the staging file, which the next attempt continues.
-            std::fs::rename(&from, &to)?;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&to)?
-                .set_len(kept)?;
-            Ok(Some((kept, prefix)))
-        })
-        .await
-        .expect("comparing blocks does not panic")
-        .map_err(local(staging))?;
-        let Some((kept, prefix)) = seeded else {
-            return Ok(None);
-        };
-        tracing::debug!(file = %file.file_url, kept, "fetching only what follows the matching prefix");
-        self.counters.bytes_kept.fetch_add(kept, Ordering::Relaxed);
-        Ok(Some(Delta {
-            prefix: Box::new(prefix),
-            expected,
-            kept,
-        }))
     }
 
     /// Fetches the rest of `file` into its staging file (from what it holds) and renames it
-    /// into place. With a [`Delta`] (a staging file seeded from the local version), `None`
-    /// when the result is not the file the source's digest describes.
+    /// into place. Returns the bytes received.
     async fn fetch_into(
         &self,
         file: &RemoteFile,
         final_path: &Path,
         staging: &Path,
-        mut delta: Option<Delta>,
-    ) -> Result<Option<u64>, LiveMigrationError> {
+    ) -> Result<u64, LiveMigrationError> {
         let local = LiveMigrationError::local;
         let staging = staging.to_path_buf();
         let mut have = match tokio::fs::metadata(&staging).await {
@@ -283,22 +178,17 @@ impl Downloader<'_> {
             _ => 0,
         };
         if have == file.size && have > 0 {
-            // Complete already (a crash came between the last byte and the rename, or every
-            // block of the local version matched).
-            if delta.is_some_and(|d| !d.matches()) {
-                return Ok(None);
-            }
+            // Complete already: a crash came between the last byte and the rename.
             return self
                 .finish(file, &staging, final_path, None)
                 .await
-                .map(|()| Some(0));
+                .map(|()| 0);
         }
-        let response = self.peer.fetch(&file.file_url, have).await?;
+        let response = self.peer.fetch(&file.file_url, have, None).await?;
         let status = response.status();
         if status == reqwest::StatusCode::OK {
-            // The whole file after all: nothing kept is part of it.
+            // The whole file after all.
             have = 0;
-            delta = None;
         } else if status == reqwest::StatusCode::RANGE_NOT_SATISFIABLE && have > 0 {
             // The source file shrank: this version is gone.
             let _ = tokio::fs::remove_file(&staging).await;
@@ -369,9 +259,6 @@ impl Downloader<'_> {
             if let Some(h) = hasher.as_mut() {
                 h.update(&chunk);
             }
-            if let Some(d) = delta.as_mut() {
-                d.prefix.update(&chunk);
-            }
             got += chunk.len() as u64;
             self.counters
                 .bytes_downloaded
@@ -390,11 +277,8 @@ impl Downloader<'_> {
                 file.size
             )));
         }
-        if delta.is_some_and(|d| !d.matches()) {
-            return Ok(None);
-        }
         self.finish(file, &staging, final_path, hasher).await?;
-        Ok(Some(got))
+        Ok(got)
     }
 
     /// Waits until the bandwidth limit lets `len` more bytes through.
@@ -413,7 +297,7 @@ impl Downloader<'_> {
     /// Checks a complete staging file against the source's digest (with `verify`; `hasher`
     /// holds the digest computed while streaming, else the file is read), gives it the
     /// source's modification time and renames it into place.
-    async fn finish(
+    pub(super) async fn finish(
         &self,
         file: &RemoteFile,
         staging: &Path,

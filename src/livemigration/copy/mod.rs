@@ -9,8 +9,9 @@
 //!
 //! - [`request`]: what a task is asked and what it reports;
 //! - [`plan`]: which files to delete, create and download;
-//! - [`fetch`]: one download, resumable, checked, retried, fetched by delta when a local
-//!   version shares a prefix with the source's;
+//! - [`fetch`]: one download, resumable, checked, retried;
+//! - [`striped`]: a large file from a drover source over several connections, keeping the
+//!   blocks of a local version that match the source's;
 //! - [`batched`]: many small files in one request, synced together;
 //! - [`space`]: whether the downloads fit on the destination's disks;
 //! - [`run`]: the iterations, one step per state.
@@ -21,6 +22,7 @@ pub mod plan;
 pub mod request;
 pub mod run;
 pub mod space;
+pub mod striped;
 
 pub use fetch::staging_path;
 pub use request::{

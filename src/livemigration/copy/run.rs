@@ -219,23 +219,22 @@ impl Iteration<'_> {
         Ok(Next::Again)
     }
 
-    /// `STARTING`: asks the source's live-migration status, then lists the source.
+    /// `STARTING`: asks the source's live-migration status, and lists the source.
     async fn starting(&self) -> Result<(Vec<RemoteFile>, Features), LiveMigrationError> {
         if self.cancel.is_cancelled() {
             return Err(LiveMigrationError::Cancelled);
         }
-        // A source that stops answering must not hold a cancelled task forever.
-        let state = tokio::select! {
-            r = self.task.peer.status() => r?,
+        // Both asked at once, a round trip apart on a distant link; the status decides
+        // first: a listing from a source declared COMPLETED is not used. A source that stops
+        // answering must not hold a cancelled task forever.
+        let (state, listing) = tokio::select! {
+            r = async { tokio::join!(self.task.peer.status(), self.task.peer.list_with_features()) } => r,
             _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
         };
-        if state != "NOT_COMPLETED" {
+        if state? != "NOT_COMPLETED" {
             return Err(LiveMigrationError::SourceCompleted);
         }
-        tokio::select! {
-            r = self.task.peer.list_with_features() => r,
-            _ = self.cancel.cancelled() => Err(LiveMigrationError::Cancelled),
-        }
+        listing
     }
 
     /// `CLEANING`: compares the listing with the local files, deletes what differs and
@@ -361,7 +360,9 @@ impl Iteration<'_> {
         }
         copy_counters(&counters, status);
         log.update(status);
+        let connections = tokio::sync::Semaphore::new(self.task.request.max_concurrency);
         let downloader = Downloader {
+            connections: &connections,
             peer: &self.task.peer,
             verify: self.verify,
             limiter: self.limiter,

@@ -1,0 +1,484 @@
+//! Large files from a drover source, block by block, several connections at once.
+//!
+//! One TCP connection carries at most its window per round trip: over a distant link (50 ms,
+//! a 4 MiB send buffer) that is about 40 MB/s, whatever the link's capacity, and a node's
+//! largest files (commit-log segments, big SSTables) would each be left to one connection
+//! at the end of a copy. So a file of at least [`DELTA_MIN`] is fetched in stripes of up to
+//! [`STRIPE`] bytes, each with its own `Range` request, as many at once as the task's
+//! connections allow, written in place into a staging file of the file's final size.
+//!
+//! The same path keeps what is here already. When a staging file (an interrupted attempt) or
+//! another version of the file (a segment that grew or changed in place) is at hand, the
+//! source's block digests say which blocks it holds; only the others are fetched, and each
+//! fetched block is checked against its digest. So an interrupted copy resumes wherever its
+//! stripes had got to, and a segment changed in one place costs that block only.
+//!
+//! The staging file is named apart from the one-stream download's
+//! (`.<name>.<size>-<mtime>.blocks.drover-part`): it has the final size from the start, with
+//! holes, so its size says nothing about what arrived. It is synced, then renamed into place,
+//! only when every stripe has arrived: no final path ever holds a partial file.
+
+use std::ops::Range;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use futures::{StreamExt, TryStreamExt};
+use tokio::io::{AsyncSeekExt, AsyncWriteExt};
+
+use super::fetch::{DELTA_MIN, Downloader};
+use crate::livemigration::LiveMigrationError;
+use crate::livemigration::batch::{self, BlockDigests};
+use crate::livemigration::digest::{Algorithm, Hasher};
+use crate::livemigration::files::PART_SUFFIX;
+use crate::livemigration::peer::RemoteFile;
+
+/// Most bytes of one stripe (one `Range` request). Small enough that a 256 MiB segment is
+/// spread over 16 requests and its last ones end together; large enough that a request's
+/// round trip is small beside its bytes (16 MiB take 130 ms at 1 Gbit/s).
+pub const STRIPE: u64 = 16 << 20;
+
+/// Stripes of one file in flight at most; each also waits for one of the task's connections.
+const STRIPES_AT_ONCE: usize = 16;
+
+/// Whether `file` is fetched by stripes: from a drover source (block digests make a holed
+/// staging file resumable), and large enough to be worth a block-digest round trip.
+pub fn striped(file: &RemoteFile, block_digests: bool) -> bool {
+    block_digests && file.size >= DELTA_MIN
+}
+
+/// The staging file of a striped download of `file`.
+pub fn blocks_staging_path(final_path: &Path, file: &RemoteFile) -> PathBuf {
+    let name = final_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    final_path.with_file_name(format!(
+        ".{name}.{}-{}.blocks{PART_SUFFIX}",
+        file.size, file.last_modified_time
+    ))
+}
+
+/// The byte ranges to fetch of a file of `size` bytes in blocks of `block`: the blocks not
+/// `good`, consecutive ones joined, cut into stripes of at most `stripe` bytes (a multiple of
+/// `block`, so every stripe starts and ends on a block boundary).
+pub fn stripes(good: &[bool], block: u64, size: u64, stripe: u64) -> Vec<Range<u64>> {
+    let per_stripe = (stripe / block).max(1);
+    let blocks = size.div_ceil(block);
+    let mut out = Vec::new();
+    let mut i = 0u64;
+    while i < blocks {
+        if good.get(i as usize).copied().unwrap_or(false) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < blocks
+            && i - start < per_stripe
+            && !good.get(i as usize).copied().unwrap_or(false)
+        {
+            i += 1;
+        }
+        out.push(start * block..(i * block).min(size));
+    }
+    out
+}
+
+/// What a striped download starts from: the stripes still to fetch, and the source's block
+/// digests to check them against (none when nothing was here: the first copy of a file is
+/// checked as a one-stream download is, by the task's `verify`).
+struct Seed {
+    missing: Vec<Range<u64>>,
+    digests: Option<BlockDigests>,
+}
+
+/// Checks fetched bytes block by block against the source's digests.
+struct BlockCheck<'a> {
+    digests: &'a BlockDigests,
+    /// Index of the block being hashed.
+    index: usize,
+    in_block: u64,
+    hasher: Hasher,
+}
+
+impl<'a> BlockCheck<'a> {
+    fn new(digests: &'a BlockDigests, start: u64) -> Self {
+        Self {
+            digests,
+            index: (start / digests.block_size) as usize,
+            in_block: 0,
+            hasher: Algorithm::Xxh3.hasher(),
+        }
+    }
+
+    /// Feeds bytes; an error names the first block that is not the source's.
+    fn update(&mut self, mut bytes: &[u8], file_url: &str) -> Result<(), LiveMigrationError> {
+        let d = self.digests;
+        while !bytes.is_empty() {
+            let block_len = (d.size.saturating_sub(self.index as u64 * d.block_size))
+                .min(d.block_size)
+                .saturating_sub(self.in_block);
+            let n = (block_len as usize).min(bytes.len());
+            self.hasher.update(&bytes[..n]);
+            self.in_block += n as u64;
+            bytes = &bytes[n..];
+            if n as u64 == block_len {
+                let done = std::mem::replace(&mut self.hasher, Algorithm::Xxh3.hasher()).finish();
+                if d.blocks.get(self.index) != Some(&done) {
+                    return Err(LiveMigrationError::Peer(format!(
+                        "{file_url}: block {} differs from the source's digest (the file changed \
+                         while being copied)",
+                        self.index
+                    )));
+                }
+                self.index += 1;
+                self.in_block = 0;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Downloader<'_> {
+    /// Downloads one file by stripes (see the module's documentation). Returns the bytes
+    /// received.
+    pub async fn download_striped(
+        &self,
+        file: &RemoteFile,
+        final_path: &Path,
+    ) -> Result<u64, LiveMigrationError> {
+        let local = LiveMigrationError::local;
+        let staging = blocks_staging_path(final_path, file);
+        if let Some(dir) = staging.parent() {
+            tokio::fs::create_dir_all(dir).await.map_err(local(dir))?;
+        }
+        let seed = self.seed(file, final_path, &staging).await?;
+        let digests = seed.digests.as_ref();
+        let got = futures::stream::iter(seed.missing)
+            .map(|range| self.fetch_stripe(file, &staging, range, digests))
+            .buffer_unordered(STRIPES_AT_ONCE)
+            .try_fold(0u64, |sum, n| async move { Ok(sum + n) })
+            .await?;
+        let synced = staging.clone();
+        tokio::task::spawn_blocking(move || {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&synced)?
+                .sync_all()
+        })
+        .await
+        .expect("syncing does not panic")
+        .map_err(local(&staging))?;
+        self.finish(file, &staging, final_path, None).await?;
+        Ok(got)
+    }
+
+    /// Prepares the staging file, at the file's final size, and says what it lacks. What is
+    /// here already, a staging file or else another version at the final path, is compared
+    /// block by block with the source's block digests; the final path's version is moved to
+    /// the staging name only when some of its blocks are kept (its matching blocks are never
+    /// written again), else it stays in place until the new version replaces it.
+    async fn seed(
+        &self,
+        file: &RemoteFile,
+        final_path: &Path,
+        staging: &Path,
+    ) -> Result<Seed, LiveMigrationError> {
+        let local = LiveMigrationError::local;
+        let block = batch::block_size_for(file.size);
+        let is_file = |p: &Path| std::fs::symlink_metadata(p).map(|m| (m.is_file(), m.len()));
+        let here = if is_file(staging).is_ok_and(|(f, _)| f) {
+            Some((staging.to_path_buf(), false))
+        } else if is_file(final_path).is_ok_and(|(f, len)| f && len >= DELTA_MIN) {
+            Some((final_path.to_path_buf(), true))
+        } else {
+            None
+        };
+        let (good, digests) = match &here {
+            None => (Vec::new(), None),
+            Some((path, _)) => {
+                let theirs = {
+                    let _connection = self.connection().await?;
+                    self.peer.block_digests(&file.file_url, block).await?
+                };
+                if theirs.size != file.size {
+                    return Err(LiveMigrationError::Gone(format!(
+                        "{}: {} bytes at the source, {} when listed; the next iteration lists it again",
+                        file.file_url, theirs.size, file.size
+                    )));
+                }
+                let (path, size) = (path.clone(), file.size);
+                let mine = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
+                    use rustix::fs::{Mode, OFlags};
+                    use std::io::Read;
+                    let f = std::fs::File::from(rustix::fs::open(
+                        &path,
+                        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    )?);
+                    batch::block_digests(f.take(size), Algorithm::Xxh3, block)
+                })
+                .await
+                .expect("hashing does not panic")
+                .map_err(local(&here.as_ref().expect("a local version").0))?;
+                (batch::matching_blocks(&mine, &theirs), Some(theirs))
+            }
+        };
+        let kept: u64 = good
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| **g)
+            .map(|(i, _)| (file.size - i as u64 * block).min(block))
+            .sum();
+        let from_final = matches!(here, Some((_, true))) && kept > 0;
+        let (from, to, size) = (final_path.to_path_buf(), staging.to_path_buf(), file.size);
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            if from_final {
+                // Renamed, not copied: no kept byte is written again. A crash from here on
+                // leaves the staging file, which the next attempt compares again.
+                std::fs::rename(&from, &to)?;
+            }
+            std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                // A link planted at the staging name must not send the source's bytes
+                // wherever it points.
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&to)?
+                .set_len(size)
+        })
+        .await
+        .expect("creating a staging file does not panic")
+        .map_err(local(staging))?;
+        if from_final {
+            tracing::debug!(file = %file.file_url, kept, "fetching only the blocks that differ");
+            self.counters.bytes_kept.fetch_add(kept, Ordering::Relaxed);
+        }
+        Ok(Seed {
+            missing: stripes(&good, block, file.size, STRIPE),
+            digests,
+        })
+    }
+
+    /// Fetches one stripe into its place in the staging file. Returns the bytes received.
+    async fn fetch_stripe(
+        &self,
+        file: &RemoteFile,
+        staging: &Path,
+        range: Range<u64>,
+        digests: Option<&BlockDigests>,
+    ) -> Result<u64, LiveMigrationError> {
+        let local = LiveMigrationError::local;
+        let _connection = self.connection().await?;
+        // A drover source answers a range that is the whole file as the whole file (200).
+        let whole = range.start == 0 && range.end == file.size;
+        let response = self
+            .peer
+            .fetch(
+                &file.file_url,
+                range.start,
+                (!whole).then_some(range.end - 1),
+            )
+            .await?;
+        match response.status() {
+            reqwest::StatusCode::PARTIAL_CONTENT if !whole => {}
+            reqwest::StatusCode::OK if whole => {}
+            reqwest::StatusCode::NOT_FOUND => {
+                return Err(LiveMigrationError::Gone(format!(
+                    "{} is gone at the source",
+                    file.file_url
+                )));
+            }
+            reqwest::StatusCode::RANGE_NOT_SATISFIABLE => {
+                return Err(LiveMigrationError::Peer(format!(
+                    "{} shrank at the source while being downloaded",
+                    file.file_url
+                )));
+            }
+            _ => {
+                let what = format!("downloading {}", file.file_url);
+                return Err(
+                    crate::livemigration::peer::PeerClient::error_of(response, &what).await,
+                );
+            }
+        }
+        // The stripe must be the bytes asked for, of the file at the size listed: a file that
+        // changed size since is another version, sorted out by the next iteration.
+        let expected = format!("bytes {}-{}/{}", range.start, range.end - 1, file.size);
+        let answered = if whole {
+            response
+                .content_length()
+                .map(|n| format!("bytes 0-{}/{n}", n.saturating_sub(1)))
+        } else {
+            response
+                .headers()
+                .get(reqwest::header::CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        }
+        .unwrap_or_default();
+        if answered != expected {
+            return Err(LiveMigrationError::Peer(format!(
+                "{}: asked for {expected}, the source answered {answered:?}",
+                file.file_url
+            )));
+        }
+        let mut handle = tokio::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(staging)
+            .await
+            .map_err(local(staging))?;
+        handle
+            .seek(std::io::SeekFrom::Start(range.start))
+            .await
+            .map_err(local(staging))?;
+        // Network chunks are small; each write to a tokio file is a hop to the blocking pool,
+        // so they are gathered into large writes.
+        let mut out = tokio::io::BufWriter::with_capacity(1 << 20, handle);
+        let mut check = digests.map(|d| BlockCheck::new(d, range.start));
+        let want = range.end - range.start;
+        let mut got = 0u64;
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = tokio::select! {
+            c = stream.next() => c,
+            _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
+        } {
+            let chunk = chunk.map_err(|e| {
+                LiveMigrationError::Peer(format!(
+                    "downloading {}: {}",
+                    file.file_url,
+                    self.peer.describe(&e)
+                ))
+            })?;
+            // Never a byte past the stripe: it would land on the next stripe's bytes.
+            if got + chunk.len() as u64 > want {
+                return Err(LiveMigrationError::Peer(format!(
+                    "{}: the source sent more than the {want} bytes of {expected}",
+                    file.file_url
+                )));
+            }
+            self.pace(chunk.len()).await;
+            if let Some(c) = check.as_mut() {
+                c.update(&chunk, &file.file_url)?;
+            }
+            out.write_all(&chunk).await.map_err(local(staging))?;
+            got += chunk.len() as u64;
+            self.counters
+                .bytes_downloaded
+                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        }
+        out.flush().await.map_err(local(staging))?;
+        if got != want {
+            return Err(LiveMigrationError::Peer(format!(
+                "{}: the source sent {got} of the {want} bytes of {expected}",
+                file.file_url
+            )));
+        }
+        Ok(got)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn stripes_cover_the_blocks_that_differ_and_stop_at_the_end() {
+        let b = 10;
+        assert_eq!(stripes(&[], b, 95, 40), vec![0..40, 40..80, 80..95]);
+        assert_eq!(
+            stripes(&[true, false, false, true, false], b, 45, 40),
+            vec![10..30, 40..45]
+        );
+        assert_eq!(stripes(&[true; 3], b, 30, 40), Vec::<Range<u64>>::new());
+        assert_eq!(stripes(&[], b, 0, 40), Vec::<Range<u64>>::new());
+        // A stripe smaller than a block is one block.
+        assert_eq!(stripes(&[], b, 25, 4), vec![0..10, 10..20, 20..25]);
+    }
+
+    /// Edits a file may see: appended bytes, bytes changed in place (anywhere), or cut.
+    #[derive(Debug, Clone)]
+    enum Edit {
+        Append(Vec<u8>),
+        Change { at: usize, bytes: Vec<u8> },
+        Truncate(usize),
+    }
+
+    fn edit() -> impl Strategy<Value = Edit> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 1..300_000).prop_map(Edit::Append),
+            (
+                any::<usize>(),
+                proptest::collection::vec(any::<u8>(), 1..5000)
+            )
+                .prop_map(|(at, bytes)| Edit::Change { at, bytes }),
+            any::<usize>().prop_map(Edit::Truncate),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever was edited, the old file's matching blocks and the source's bytes in the
+        /// stripes rebuild the new file byte for byte: a change anywhere (the start
+        /// included) is caught by its block's digest, and its block fetched. Every fetched
+        /// stripe passes the block check; a block of the old file put in a stripe's place
+        /// fails it when it differs.
+        #[test]
+        fn kept_blocks_and_fetched_stripes_rebuild_the_source(
+            base_len in 0usize..600_000,
+            seed in any::<u64>(),
+            edits in proptest::collection::vec(edit(), 1..4),
+            block_pow in 16u32..19,
+            stripe_blocks in 1u64..4,
+        ) {
+            let block = 1u64 << block_pow;
+            let mut rng = seed;
+            let old: Vec<u8> = (0..base_len).map(|_| { rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1); (rng >> 33) as u8 }).collect();
+            let mut new = old.clone();
+            for e in &edits {
+                match e {
+                    Edit::Append(b) => new.extend_from_slice(b),
+                    Edit::Change { at, bytes } => {
+                        if new.is_empty() { continue; }
+                        let at = at % new.len();
+                        let end = (at + bytes.len()).min(new.len());
+                        new[at..end].copy_from_slice(&bytes[..end - at]);
+                    }
+                    Edit::Truncate(n) => {
+                        let n = n % (new.len() + 1);
+                        new.truncate(n);
+                    }
+                }
+            }
+            let mine = batch::block_digests(&old[..new.len().min(old.len())], Algorithm::Xxh3, block).unwrap();
+            let theirs = batch::block_digests(&new[..], Algorithm::Xxh3, block).unwrap();
+            let good = batch::matching_blocks(&mine, &theirs);
+            prop_assert_eq!(good.len(), new.len().div_ceil(block as usize));
+            let mut rebuilt = new.iter().map(|b| !b).collect::<Vec<u8>>();
+            for (i, g) in good.iter().enumerate() {
+                if *g {
+                    let r = i * block as usize..((i + 1) * block as usize).min(new.len());
+                    rebuilt[r.clone()].copy_from_slice(&old[r]);
+                }
+            }
+            let missing = stripes(&good, block, new.len() as u64, stripe_blocks * block);
+            for r in &missing {
+                prop_assert!(r.end - r.start <= stripe_blocks * block);
+                prop_assert!(r.start.is_multiple_of(block));
+                let r = r.start as usize..r.end as usize;
+                let mut check = BlockCheck::new(&theirs, r.start as u64);
+                prop_assert!(check.update(&new[r.clone()], "f").is_ok());
+                if old.len() >= r.end && old[r.clone()] != new[r.clone()] {
+                    let mut check = BlockCheck::new(&theirs, r.start as u64);
+                    prop_assert!(check.update(&old[r.clone()], "f").is_err());
+                }
+                rebuilt[r.clone()].copy_from_slice(&new[r]);
+            }
+            prop_assert_eq!(&rebuilt, &new);
+        }
+    }
+}
