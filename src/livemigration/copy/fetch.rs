@@ -77,6 +77,9 @@ pub struct Downloader<'a> {
     pub features: Features,
     /// The task's connections to the source: `maxConcurrency` permits.
     pub connections: &'a tokio::sync::Semaphore,
+    /// The most bytes of one `Range` request of a striped download (see
+    /// [`super::striped::stripe_for`]).
+    pub stripe: u64,
 }
 
 /// The waits between the attempts of one download or one batch: 5 retries, from 200 ms to

@@ -170,7 +170,7 @@ impl Iteration<'_> {
         log: &mut IterationLog<P>,
     ) -> Result<Next, LiveMigrationError> {
         let mut status = log.begin(i);
-        let (remote, features) = self.starting().await?;
+        let (remote, features, round_trip) = self.starting().await?;
         status.total_files = counter(remote.len() as u64);
         status.total_size = counter(
             remote
@@ -212,7 +212,7 @@ impl Iteration<'_> {
         status.bytes_kept = 0;
         log.enter(&mut status, IterationState::Downloading);
         let local_failure = self
-            .downloading(plan.download, features, &mut status, log)
+            .downloading(plan.download, features, round_trip, &mut status, log)
             .await;
         log.enter(&mut status, IterationState::DownloadComplete);
         self.download_complete(local_failure)?;
@@ -220,21 +220,29 @@ impl Iteration<'_> {
     }
 
     /// `STARTING`: asks the source's live-migration status, and lists the source.
-    async fn starting(&self) -> Result<(Vec<RemoteFile>, Features), LiveMigrationError> {
+    /// Returns the listing, the drover extensions the source announced, and how long its
+    /// status took to come (how far the source is).
+    async fn starting(&self) -> Result<(Vec<RemoteFile>, Features, Duration), LiveMigrationError> {
         if self.cancel.is_cancelled() {
             return Err(LiveMigrationError::Cancelled);
         }
         // Both asked at once, a round trip apart on a distant link; the status decides
         // first: a listing from a source declared COMPLETED is not used. A source that stops
         // answering must not hold a cancelled task forever.
-        let (state, listing) = tokio::select! {
-            r = async { tokio::join!(self.task.peer.status(), self.task.peer.list_with_features()) } => r,
+        let timed_status = async {
+            let asked = std::time::Instant::now();
+            let state = self.task.peer.status().await;
+            (state, asked.elapsed())
+        };
+        let ((state, round_trip), listing) = tokio::select! {
+            r = async { tokio::join!(timed_status, self.task.peer.list_with_features()) } => r,
             _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
         };
         if state? != "NOT_COMPLETED" {
             return Err(LiveMigrationError::SourceCompleted);
         }
-        listing
+        let (files, features) = listing?;
+        Ok((files, features, round_trip))
     }
 
     /// `CLEANING`: compares the listing with the local files, deletes what differs and
@@ -328,6 +336,7 @@ impl Iteration<'_> {
         &self,
         download: Vec<(RemoteFile, PathBuf)>,
         features: Features,
+        round_trip: Duration,
         status: &mut IterationStatus,
         log: &mut IterationLog<P>,
     ) -> Option<LiveMigrationError> {
@@ -363,6 +372,7 @@ impl Iteration<'_> {
         let connections = tokio::sync::Semaphore::new(self.task.request.max_concurrency);
         let downloader = Downloader {
             connections: &connections,
+            stripe: super::striped::stripe_for(round_trip),
             peer: &self.task.peer,
             verify: self.verify,
             limiter: self.limiter,
@@ -371,6 +381,11 @@ impl Iteration<'_> {
             features,
         };
         let downloader = &downloader;
+        tracing::debug!(
+            round_trip_ms = round_trip.as_secs_f64() * 1e3,
+            stripe = downloader.stripe,
+            "downloading"
+        );
         let work = batched::group(fetched, features.batch);
         let mut downloads = futures::stream::iter(work)
             .map(move |work| async move {
