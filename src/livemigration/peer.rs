@@ -485,7 +485,12 @@ impl PeerClient {
         from: u64,
         to: Option<u64>,
     ) -> Result<reqwest::Response, LiveMigrationError> {
-        let mut request = self.http.get(format!("{}{file_url}", self.base));
+        // A file's bytes as they are on disk: a range of a compressed answer would be a range
+        // of other bytes, and its length not the file's.
+        let mut request = self
+            .http
+            .get(format!("{}{file_url}", self.base))
+            .header(reqwest::header::ACCEPT_ENCODING, "identity");
         match to {
             Some(to) => {
                 request = request.header(reqwest::header::RANGE, format!("bytes={from}-{to}"));

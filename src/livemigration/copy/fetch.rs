@@ -233,17 +233,7 @@ impl Downloader<'_> {
         };
         let mut stream = response.bytes_stream();
         let mut got = 0u64;
-        while let Some(chunk) = tokio::select! {
-            c = stream.next() => c,
-            _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
-        } {
-            let chunk = chunk.map_err(|e| {
-                LiveMigrationError::Peer(format!(
-                    "downloading {}: {}",
-                    file.file_url,
-                    self.peer.describe(&e)
-                ))
-            })?;
+        while let Some(chunk) = self.next_chunk(&mut stream, file).await? {
             // The listing is the contract: a source sending more than the listed size could
             // fill the destination's disk, so reading stops before a byte beyond it is kept.
             let total = have
@@ -282,6 +272,25 @@ impl Downloader<'_> {
         }
         self.finish(file, &staging, final_path, hasher).await?;
         Ok(got)
+    }
+
+    /// The next chunk of a download's body, `None` at its end; a cancel ends the wait.
+    pub(super) async fn next_chunk(
+        &self,
+        stream: &mut (impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+        file: &RemoteFile,
+    ) -> Result<Option<bytes::Bytes>, LiveMigrationError> {
+        let next = tokio::select! {
+            c = stream.next() => c,
+            _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
+        };
+        next.transpose().map_err(|e| {
+            LiveMigrationError::Peer(format!(
+                "downloading {}: {}",
+                file.file_url,
+                self.peer.describe(&e)
+            ))
+        })
     }
 
     /// Waits until the bandwidth limit lets `len` more bytes through.

@@ -219,28 +219,29 @@ impl Iteration<'_> {
         Ok(Next::Again)
     }
 
-    /// `STARTING`: asks the source's live-migration status, and lists the source.
+    /// `STARTING`: asks the source's live-migration status, then lists the source.
     /// Returns the listing, the drover extensions the source announced, and how long its
     /// status took to come (how far the source is).
     async fn starting(&self) -> Result<(Vec<RemoteFile>, Features, Duration), LiveMigrationError> {
         if self.cancel.is_cancelled() {
             return Err(LiveMigrationError::Cancelled);
         }
-        // Both asked at once, a round trip apart on a distant link; the status decides
-        // first: a listing from a source declared COMPLETED is not used. A source that stops
-        // answering must not hold a cancelled task forever.
-        let timed_status = async {
-            let asked = std::time::Instant::now();
-            let state = self.task.peer.status().await;
-            (state, asked.elapsed())
-        };
-        let ((state, round_trip), listing) = tokio::select! {
-            r = async { tokio::join!(timed_status, self.task.peer.list_with_features()) } => r,
+        // Status first, as the Sidecar asks it: a source declared COMPLETED is not even
+        // listed. Its time says how far the source is. A source that stops answering must
+        // not hold a cancelled task forever.
+        let asked = std::time::Instant::now();
+        let state = tokio::select! {
+            r = self.task.peer.status() => r?,
             _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
         };
-        if state? != "NOT_COMPLETED" {
+        let round_trip = asked.elapsed();
+        if state != "NOT_COMPLETED" {
             return Err(LiveMigrationError::SourceCompleted);
         }
+        let listing = tokio::select! {
+            r = self.task.peer.list_with_features() => r,
+            _ = self.cancel.cancelled() => Err(LiveMigrationError::Cancelled),
+        };
         let (files, features) = listing?;
         Ok((files, features, round_trip))
     }

@@ -359,17 +359,7 @@ impl Downloader<'_> {
         let want = range.end - range.start;
         let mut got = 0u64;
         let mut stream = response.bytes_stream();
-        while let Some(chunk) = tokio::select! {
-            c = stream.next() => c,
-            _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
-        } {
-            let chunk = chunk.map_err(|e| {
-                LiveMigrationError::Peer(format!(
-                    "downloading {}: {}",
-                    file.file_url,
-                    self.peer.describe(&e)
-                ))
-            })?;
+        while let Some(chunk) = self.next_chunk(&mut stream, file).await? {
             // Never a byte past the stripe: it would land on the next stripe's bytes.
             if got + chunk.len() as u64 > want {
                 return Err(LiveMigrationError::Peer(format!(
