@@ -299,7 +299,7 @@ pub async fn file(
     } else {
         StatusCode::PARTIAL_CONTENT
     };
-    let stream = tokio_util::io::ReaderStream::with_capacity(reader, 256 * 1024);
+    let stream = crate::livemigration::serve::stream_file(reader, count);
     // The permit lives as long as the body is being sent.
     let body = Body::from_stream(futures::StreamExt::map(stream, move |chunk| {
         let _held = &permit;

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::StreamExt;
-use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::livemigration::LiveMigrationError;
@@ -209,21 +208,20 @@ impl Downloader<'_> {
             let what = format!("downloading {}", file.file_url);
             return Err(PeerClient::error_of(response, &what).await);
         }
-        // Network chunks are small; each write to a tokio file is a hop to the blocking pool,
-        // so they are gathered into large writes.
-        let mut out = tokio::io::BufWriter::with_capacity(
-            1 << 20,
+        let mut out = ChunkWriter::new(
             tokio::fs::OpenOptions::new()
                 .create(true)
                 .write(true)
-                .append(have > 0)
                 .truncate(have == 0)
                 // A link planted at the staging name must not send the source's bytes
                 // wherever it points.
                 .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
                 .open(&staging)
                 .await
-                .map_err(local(&staging))?,
+                .map_err(local(&staging))?
+                .into_std()
+                .await,
+            have,
         );
         // The digest covers the whole file: the part already on disk is read again first.
         let mut hasher = match self.verify {
@@ -248,18 +246,17 @@ impl Downloader<'_> {
                 )));
             }
             self.pace(chunk.len()).await;
-            out.write_all(&chunk).await.map_err(local(&staging))?;
             if let Some(h) = hasher.as_mut() {
                 h.update(&chunk);
             }
-            got += chunk.len() as u64;
+            let len = chunk.len() as u64;
+            out.write(chunk).await.map_err(local(&staging))?;
+            got += len;
             self.counters
                 .bytes_downloaded
-                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                .fetch_add(len, Ordering::Relaxed);
         }
-        out.flush().await.map_err(local(&staging))?;
-        out.get_ref().sync_all().await.map_err(local(&staging))?;
-        drop(out);
+        out.sync().await.map_err(local(&staging))?;
         // A body that ends early (a source restarting, a file listed longer than it is) is
         // retried from where it stopped; it is never renamed into place short.
         if have + got != file.size {
@@ -380,6 +377,84 @@ pub(super) fn set_mode_and_mtime_of(
     let mode = file.mode.map_or(DEFAULT_MODE, |m| m & 0o777);
     handle.set_permissions(std::fs::Permissions::from_mode(mode))?;
     filetime::set_file_handle_times(handle, None, Some(mtime))
+}
+
+/// Bytes gathered before a [`ChunkWriter`] writes them.
+const WRITE_BATCH: usize = 1 << 20;
+
+/// Writes a download's bytes at their place in its file: the network's chunks (shared
+/// `Bytes`) are gathered up to [`WRITE_BATCH`] bytes and written on the blocking pool with
+/// positional writes. A `BufWriter` over a tokio file copied each byte twice in user space
+/// (into its buffer, then into the tokio file's) before the kernel's copy; here the kernel's
+/// is the only one, and the blocking pool is reached once per MiB.
+pub(super) struct ChunkWriter {
+    /// `None` only while a write is under way (a write dropped midway drops the file).
+    file: Option<std::fs::File>,
+    /// Where the next gathered byte goes.
+    at: u64,
+    pending: Vec<bytes::Bytes>,
+    pending_len: usize,
+}
+
+impl ChunkWriter {
+    /// Writes from byte `at` of `file` on.
+    pub(super) fn new(file: std::fs::File, at: u64) -> Self {
+        Self {
+            file: Some(file),
+            at,
+            pending: Vec::new(),
+            pending_len: 0,
+        }
+    }
+
+    /// Takes the next bytes, written once enough are gathered.
+    pub(super) async fn write(&mut self, chunk: bytes::Bytes) -> std::io::Result<()> {
+        self.pending_len += chunk.len();
+        self.pending.push(chunk);
+        if self.pending_len >= WRITE_BATCH {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is gathered.
+    pub(super) async fn flush(&mut self) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let file = self.file.take().ok_or_else(|| {
+            std::io::Error::other("a write was dropped midway; the file is closed")
+        })?;
+        let chunks = std::mem::take(&mut self.pending);
+        let at = self.at;
+        let (file, written) = tokio::task::spawn_blocking(move || {
+            let mut at = at;
+            let written = chunks.iter().try_for_each(|c| {
+                file.write_all_at(c, at)?;
+                at += c.len() as u64;
+                Ok::<_, std::io::Error>(())
+            });
+            (file, written)
+        })
+        .await
+        .expect("writing does not panic");
+        self.file = Some(file);
+        self.at += self.pending_len as u64;
+        self.pending_len = 0;
+        written
+    }
+
+    /// Writes what is gathered and makes the file durable.
+    pub(super) async fn sync(mut self) -> std::io::Result<()> {
+        self.flush().await?;
+        let file = self.file.take().ok_or_else(|| {
+            std::io::Error::other("a write was dropped midway; the file is closed")
+        })?;
+        tokio::task::spawn_blocking(move || file.sync_all())
+            .await
+            .expect("syncing does not panic")
+    }
 }
 
 /// Creates what the source lists and has no bytes to send: a directory, or an empty file

@@ -382,9 +382,10 @@ impl Iteration<'_> {
             features,
         };
         let downloader = &downloader;
-        tracing::debug!(
-            round_trip_ms = round_trip.as_secs_f64() * 1e3,
-            stripe = downloader.stripe,
+        tracing::info!(
+            status_ms = round_trip.as_secs_f64() * 1e3,
+            striped = downloader.stripe != u64::MAX,
+            files = fetched.len(),
             "downloading"
         );
         let work = batched::group(fetched, features.batch);

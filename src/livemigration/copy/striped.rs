@@ -25,7 +25,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use futures::{StreamExt, TryStreamExt};
-use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
 use super::fetch::{DELTA_MIN, Downloader};
 use crate::livemigration::LiveMigrationError;
@@ -342,19 +341,17 @@ impl Downloader<'_> {
                 file.file_url
             )));
         }
-        let mut handle = tokio::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(staging)
-            .await
-            .map_err(local(staging))?;
-        handle
-            .seek(std::io::SeekFrom::Start(range.start))
-            .await
-            .map_err(local(staging))?;
-        // Network chunks are small; each write to a tokio file is a hop to the blocking pool,
-        // so they are gathered into large writes.
-        let mut out = tokio::io::BufWriter::with_capacity(1 << 20, handle);
+        let mut out = super::fetch::ChunkWriter::new(
+            tokio::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(staging)
+                .await
+                .map_err(local(staging))?
+                .into_std()
+                .await,
+            range.start,
+        );
         let mut check = digests.map(|d| BlockCheck::new(d, range.start));
         let want = range.end - range.start;
         let mut got = 0u64;
@@ -371,11 +368,12 @@ impl Downloader<'_> {
             if let Some(c) = check.as_mut() {
                 c.update(&chunk, &file.file_url)?;
             }
-            out.write_all(&chunk).await.map_err(local(staging))?;
-            got += chunk.len() as u64;
+            let len = chunk.len() as u64;
+            out.write(chunk).await.map_err(local(staging))?;
+            got += len;
             self.counters
                 .bytes_downloaded
-                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                .fetch_add(len, Ordering::Relaxed);
         }
         out.flush().await.map_err(local(staging))?;
         if got != want {
