@@ -224,7 +224,7 @@ impl ServedFile {
 const FILE_CHUNK: usize = 1 << 20;
 
 /// The next `count` bytes of `file`, as a stream of chunks of up to [`FILE_CHUNK`] bytes read
-/// by one blocking thread, at most two chunks ahead of the network. Each chunk is read
+/// by one blocking thread, at most one chunk ahead of the network. Each chunk is read
 /// straight into the buffer the socket is written from (tokio's file reads go through a
 /// buffer of their own, and one hop to the blocking pool per read): no copy between the two,
 /// and one hop per file. A file shorter than `count`
@@ -234,7 +234,9 @@ pub fn stream_file(
     file: std::fs::File,
     count: u64,
 ) -> impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static {
-    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(2);
+    // One chunk waits while the next is read: 2 MiB per request at most, within
+    // `max_concurrent_file_requests` requests.
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(1);
     tokio::task::spawn_blocking(move || {
         let mut left = count;
         while left > 0 {
@@ -408,5 +410,43 @@ mod algorithm_tests {
             "Digest algorithm name cannot be null or empty"
         );
         assert_eq!(message("CRC32"), "Unsupported digest algorithm CRC32");
+    }
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+    use futures::StreamExt;
+
+    /// The bytes asked for, from where the file stands, in chunks of at most 1 MiB; a file
+    /// shorter than asked ends the stream with an error after what it has.
+    #[tokio::test]
+    async fn a_file_streams_from_its_position_and_a_short_one_ends_in_an_error() {
+        use std::io::{Seek, Write};
+        let content: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&content).unwrap();
+        f.seek(std::io::SeekFrom::Start(1000)).unwrap();
+        let chunks: Vec<_> = stream_file(f.try_clone().unwrap(), 2_500_000)
+            .collect()
+            .await;
+        assert_eq!(chunks.len(), 3);
+        let got: Vec<u8> = chunks
+            .into_iter()
+            .flat_map(|c| c.unwrap().to_vec())
+            .collect();
+        assert_eq!(got, content[1000..2_501_000]);
+
+        // 2.5 MB left, 3 MB asked: two whole chunks, then the error.
+        f.seek(std::io::SeekFrom::Start(500_000)).unwrap();
+        let chunks: Vec<_> = stream_file(f, 3_000_000).collect().await;
+        assert_eq!(chunks.len(), 3);
+        assert!(
+            chunks[..2]
+                .iter()
+                .all(|c| c.as_ref().unwrap().len() == 1 << 20)
+        );
+        let last = chunks[2].as_ref().unwrap_err();
+        assert_eq!(last.kind(), std::io::ErrorKind::UnexpectedEof);
     }
 }
