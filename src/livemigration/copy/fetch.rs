@@ -50,12 +50,17 @@ pub fn limiter(max_bytes_per_second: Option<u64>) -> Option<Limiter> {
 /// The staging file of a download of `file`: its name carries the source's size and mtime, so
 /// a resumed download only continues bytes of the same version of the file.
 pub fn staging_path(final_path: &Path, file: &RemoteFile) -> PathBuf {
+    staging_path_of_kind(final_path, file, "")
+}
+
+/// A staging file's path: `.<name>.<size>-<mtime><kind>.drover-part`.
+pub(super) fn staging_path_of_kind(final_path: &Path, file: &RemoteFile, kind: &str) -> PathBuf {
     let name = final_path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     final_path.with_file_name(format!(
-        ".{name}.{}-{}{PART_SUFFIX}",
+        ".{name}.{}-{}{kind}{PART_SUFFIX}",
         file.size, file.last_modified_time
     ))
 }

@@ -30,7 +30,6 @@ use super::fetch::{DELTA_MIN, Downloader};
 use crate::livemigration::LiveMigrationError;
 use crate::livemigration::batch::{self, BlockDigests};
 use crate::livemigration::digest::{Algorithm, Hasher};
-use crate::livemigration::files::PART_SUFFIX;
 use crate::livemigration::peer::RemoteFile;
 
 /// Most bytes of one stripe (one `Range` request). Small enough that a 256 MiB segment is
@@ -66,14 +65,7 @@ pub fn striped(file: &RemoteFile, block_digests: bool) -> bool {
 
 /// The staging file of a striped download of `file`.
 pub fn blocks_staging_path(final_path: &Path, file: &RemoteFile) -> PathBuf {
-    let name = final_path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    final_path.with_file_name(format!(
-        ".{name}.{}-{}.blocks{PART_SUFFIX}",
-        file.size, file.last_modified_time
-    ))
+    super::fetch::staging_path_of_kind(final_path, file, ".blocks")
 }
 
 /// The byte ranges to fetch of a file of `size` bytes in blocks of `block`: the blocks not
