@@ -147,14 +147,14 @@ impl Downloader<'_> {
         file: &RemoteFile,
         final_path: &Path,
     ) -> Result<u64, LiveMigrationError> {
+        let local = LiveMigrationError::local;
+        if let Some(dir) = final_path.parent() {
+            tokio::fs::create_dir_all(dir).await.map_err(local(dir))?;
+        }
         if super::striped::striped(file, self.features.block_digests) {
             return self.download_striped(file, final_path).await;
         }
-        let local = LiveMigrationError::local;
         let staging = staging_path(final_path, file);
-        if let Some(dir) = staging.parent() {
-            tokio::fs::create_dir_all(dir).await.map_err(local(dir))?;
-        }
         let _connection = self.connection().await?;
         self.fetch_into(file, final_path, &staging).await
     }

@@ -149,8 +149,8 @@ impl<'a> BlockCheck<'a> {
 }
 
 impl Downloader<'_> {
-    /// Downloads one file by stripes (see the module's documentation). Returns the bytes
-    /// received.
+    /// Downloads one file by stripes (see the module's documentation) into its directory,
+    /// which exists. Returns the bytes received.
     pub async fn download_striped(
         &self,
         file: &RemoteFile,
@@ -158,9 +158,6 @@ impl Downloader<'_> {
     ) -> Result<u64, LiveMigrationError> {
         let local = LiveMigrationError::local;
         let staging = blocks_staging_path(final_path, file);
-        if let Some(dir) = staging.parent() {
-            tokio::fs::create_dir_all(dir).await.map_err(local(dir))?;
-        }
         let seed = self.seed(file, final_path, &staging).await?;
         let digests = seed.digests.as_ref();
         let got = futures::stream::iter(seed.missing)
