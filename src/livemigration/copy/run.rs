@@ -229,12 +229,27 @@ impl Iteration<'_> {
         // Status first, as the Sidecar asks it: a source declared COMPLETED is not even
         // listed. Its time says how far the source is. A source that stops answering must
         // not hold a cancelled task forever.
-        let asked = std::time::Instant::now();
-        let state = tokio::select! {
-            r = self.task.peer.status() => r?,
-            _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
+        // A source restarting between two iterations is waited for, with the backoff of
+        // downloads, rather than failing the task.
+        let mut delays = fetch::retry_delays();
+        let (state, round_trip) = loop {
+            let asked = std::time::Instant::now();
+            let attempt = tokio::select! {
+                r = self.task.peer.status() => r,
+                _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
+            };
+            match (attempt, delays.next()) {
+                (Ok(state), _) => break (state, asked.elapsed()),
+                (Err(e @ LiveMigrationError::Peer(_)), Some(delay)) => {
+                    tracing::warn!(error = %e, "source status failed; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
+                    }
+                }
+                (Err(e), _) => return Err(e),
+            }
         };
-        let round_trip = asked.elapsed();
         if state != "NOT_COMPLETED" {
             return Err(LiveMigrationError::SourceCompleted);
         }
