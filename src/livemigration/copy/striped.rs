@@ -99,6 +99,8 @@ pub fn stripes(good: &[bool], block: u64, size: u64, stripe: u64) -> Vec<Range<u
 struct Seed {
     missing: Vec<Range<u64>>,
     digests: Option<BlockDigests>,
+    /// The staging file, opened before any stripe is written: its syncs see every write.
+    file: std::fs::File,
 }
 
 /// Checks fetched bytes block by block against the source's digests.
@@ -160,22 +162,13 @@ impl Downloader<'_> {
         let staging = blocks_staging_path(final_path, file);
         let seed = self.seed(file, final_path, &staging).await?;
         let digests = seed.digests.as_ref();
+        let writeback = super::fetch::Writeback::new(seed.file);
         let got = futures::stream::iter(seed.missing)
-            .map(|range| self.fetch_stripe(file, &staging, range, digests))
+            .map(|range| self.fetch_stripe(file, &staging, range, digests, &writeback))
             .buffer_unordered(STRIPES_AT_ONCE)
             .try_fold(0u64, |sum, n| async move { Ok(sum + n) })
             .await?;
-        let synced = staging.clone();
-        tokio::task::spawn_blocking(move || {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&synced)?
-                .sync_all()
-        })
-        .await
-        .expect("syncing does not panic")
-        .map_err(local(&staging))?;
+        writeback.finish().await.map_err(local(&staging))?;
         self.finish(file, &staging, final_path, None).await?;
         Ok(got)
     }
@@ -239,20 +232,21 @@ impl Downloader<'_> {
             .sum();
         let from_final = matches!(here, Some((_, true))) && kept > 0;
         let (from, to, size) = (final_path.to_path_buf(), staging.to_path_buf(), file.size);
-        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        let opened = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
             if from_final {
                 // Renamed, not copied: no kept byte is written again. A crash from here on
                 // leaves the staging file, which the next attempt compares again.
                 std::fs::rename(&from, &to)?;
             }
-            std::fs::OpenOptions::new()
+            let f = std::fs::OpenOptions::new()
                 .create(true)
                 .write(true)
                 // A link planted at the staging name must not send the source's bytes
                 // wherever it points.
                 .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&to)?
-                .set_len(size)
+                .open(&to)?;
+            f.set_len(size)?;
+            Ok(f)
         })
         .await
         .expect("creating a staging file does not panic")
@@ -264,6 +258,7 @@ impl Downloader<'_> {
         Ok(Seed {
             missing: stripes(&good, block, file.size, self.stripe),
             digests,
+            file: opened,
         })
     }
 
@@ -274,6 +269,7 @@ impl Downloader<'_> {
         staging: &Path,
         range: Range<u64>,
         digests: Option<&BlockDigests>,
+        writeback: &super::fetch::Writeback,
     ) -> Result<u64, LiveMigrationError> {
         let local = LiveMigrationError::local;
         let _connection = self.connection().await?;
@@ -359,6 +355,7 @@ impl Downloader<'_> {
             }
             let len = chunk.len() as u64;
             out.write(chunk).await.map_err(local(staging))?;
+            writeback.wrote(len).map_err(local(staging))?;
             got += len;
             self.counters
                 .bytes_downloaded
