@@ -501,6 +501,12 @@ impl Writeback {
         }
     }
 
+    /// Another descriptor of the file (a duplicate: it shares the file's state), to write
+    /// with.
+    pub(super) fn descriptor(&self) -> std::io::Result<std::fs::File> {
+        self.file.try_clone()
+    }
+
     /// Counts `len` more bytes written, and starts a sync when enough are and none runs.
     /// A finished sync's error is returned here.
     pub(super) fn wrote(&self, len: u64) -> std::io::Result<()> {

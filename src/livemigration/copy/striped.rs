@@ -326,15 +326,9 @@ impl Downloader<'_> {
                 file.file_url
             )));
         }
+        // The staging file's descriptor, shared: not opened again by name for each stripe.
         let mut out = super::fetch::ChunkWriter::new(
-            tokio::fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(staging)
-                .await
-                .map_err(local(staging))?
-                .into_std()
-                .await,
+            writeback.descriptor().map_err(local(staging))?,
             range.start,
         );
         let mut check = digests.map(|d| BlockCheck::new(d, range.start));
