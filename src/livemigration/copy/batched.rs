@@ -148,11 +148,22 @@ impl Downloader<'_> {
             files.iter().map(|f| (f.0.file_url.as_str(), f)).collect();
         let mut staged = Vec::new();
         let result = match self.connection().await {
-            Ok(_connection) => self.receive(files, &wanted, &mut staged, outcomes).await,
+            Ok(_connection) => {
+                let began = std::time::Instant::now();
+                let r = self.receive(files, &wanted, &mut staged, outcomes).await;
+                tracing::debug!(
+                    files = staged.len(),
+                    ms = began.elapsed().as_millis() as u64,
+                    "batch received"
+                );
+                r
+            }
             Err(e) => Err(e),
         };
         // Whatever arrived whole is kept, even when the request broke off later.
+        let began = std::time::Instant::now();
         let placed = self.place(staged).await;
+        tracing::debug!(ms = began.elapsed().as_millis() as u64, "batch placed");
         match placed {
             Ok(placed) => outcomes.extend(placed.into_iter().map(|(f, n)| (f, Ok(n)))),
             Err(e) => return Err(e),

@@ -84,6 +84,11 @@ pub struct Downloader<'a> {
     /// The most bytes of one `Range` request of a striped download (see
     /// [`super::striped::stripe_for`]).
     pub stripe: u64,
+    /// The permits of `connections` (the task's `maxConcurrency`).
+    pub connections_total: usize,
+    /// The bytes this iteration set out to download: with `counters`, what is left, which
+    /// sizes the stripes near its end.
+    pub bytes_to_download: u64,
 }
 
 /// The waits between the attempts of one download or one batch: 5 retries, from 200 ms to
@@ -157,6 +162,15 @@ impl Downloader<'_> {
         let staging = staging_path(final_path, file);
         let _connection = self.connection().await?;
         self.fetch_into(file, final_path, &staging).await
+    }
+
+    /// The bytes of the iteration neither received nor kept yet (an estimate: a file that
+    /// changed size since it was listed moves it).
+    pub(super) fn bytes_left(&self) -> u64 {
+        let c = self.counters;
+        self.bytes_to_download
+            .saturating_sub(c.bytes_downloaded.load(Ordering::Relaxed))
+            .saturating_sub(c.bytes_kept.load(Ordering::Relaxed))
     }
 
     /// One of the task's connections to the source, waited for: each request for bytes

@@ -84,6 +84,7 @@ pub async fn run(
         verify,
         limiter: limiter.as_ref(),
         deletions: std::sync::Mutex::new(plan::Deletions::default()),
+        features: std::sync::Mutex::new(Features::default()),
     };
     let mut log = IterationLog {
         history: Vec::new(),
@@ -159,6 +160,8 @@ struct Iteration<'a> {
     /// What this task's plans have deleted so far: the mass-deletion guard counts the whole
     /// task, or a source could take half of what is left at every iteration.
     deletions: std::sync::Mutex<plan::Deletions>,
+    /// The drover extensions the source announced in the last listing.
+    features: std::sync::Mutex<Features>,
 }
 
 impl Iteration<'_> {
@@ -170,7 +173,14 @@ impl Iteration<'_> {
         log: &mut IterationLog<P>,
     ) -> Result<Next, LiveMigrationError> {
         let mut status = log.begin(i);
+        let began = std::time::Instant::now();
         let (remote, features, round_trip) = self.starting().await?;
+        tracing::debug!(
+            iteration = i,
+            ms = began.elapsed().as_millis() as u64,
+            files = remote.len(),
+            "listed"
+        );
         status.total_files = counter(remote.len() as u64);
         status.total_size = counter(
             remote
@@ -181,6 +191,11 @@ impl Iteration<'_> {
         log.enter(&mut status, IterationState::Cleaning);
         let mut plan = self.cleaning(remote, features).await?;
         self.preparing(&mut plan, features).await?;
+        tracing::debug!(
+            iteration = i,
+            ms = began.elapsed().as_millis() as u64,
+            "planned"
+        );
         log.enter(&mut status, IterationState::Preparing);
         let request = &self.task.request;
         let (threshold, basis) = (request.success_threshold, request.threshold_basis);
@@ -222,24 +237,73 @@ impl Iteration<'_> {
     /// `STARTING`: asks the source's live-migration status, then lists the source.
     /// Returns the listing, the drover extensions the source announced, and how long its
     /// status took to come (how far the source is).
+    ///
+    /// Two things save round trips over a distant link (50 ms each), where a first copy of
+    /// a few GB lasts seconds:
+    /// - the task's other connections are opened while the status and listing come (one
+    ///   status request on each), so the first downloads do not each wait for a handshake;
+    /// - a source known to be a drover (it announced its extensions in the previous
+    ///   iteration's listing) is listed at the same time as its status is asked; the listing
+    ///   is not used when the status says `COMPLETED`. A source not known yet, a Sidecar
+    ///   perhaps, is never listed before its status says it may be.
     async fn starting(&self) -> Result<(Vec<RemoteFile>, Features, Duration), LiveMigrationError> {
         if self.cancel.is_cancelled() {
             return Err(LiveMigrationError::Cancelled);
         }
-        // Status first, as the Sidecar asks it: a source declared COMPLETED is not even
-        // listed. Its time says how far the source is. A source that stops answering must
-        // not hold a cancelled task forever.
-        // A source restarting between two iterations is waited for, with the backoff of
-        // downloads, rather than failing the task.
+        let peer = &self.task.peer;
+        let known = *self.features.lock().unwrap_or_else(|p| p.into_inner());
+        let drover = known.batch || known.block_digests;
+        let opening = async {
+            let others = self.task.request.max_concurrency.saturating_sub(1);
+            // Only the connections are wanted: a failure here is the status's to report.
+            futures::future::join_all((0..others).map(|_| peer.status())).await;
+        };
+        let asking = async {
+            if drover {
+                let (state, listing) = tokio::join!(self.status(), peer.list_with_features());
+                let (state, round_trip) = state?;
+                Ok::<_, LiveMigrationError>((state, round_trip, Some(listing)))
+            } else {
+                let (state, round_trip) = self.status().await?;
+                Ok((state, round_trip, None))
+            }
+        };
+        let answered = tokio::select! {
+            (r, ()) = async { tokio::join!(asking, opening) } => r,
+            _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
+        };
+        let (state, round_trip, listing) = answered?;
+        if state != "NOT_COMPLETED" {
+            return Err(LiveMigrationError::SourceCompleted);
+        }
+        // A listing that failed beside the status (a source restarting while the status was
+        // retried) is asked again, now that the source answers.
+        let listing = match listing {
+            Some(Ok(listing)) => Ok(listing),
+            _ => tokio::select! {
+                r = peer.list_with_features() => r,
+                _ = self.cancel.cancelled() => Err(LiveMigrationError::Cancelled),
+            },
+        };
+        let (files, features) = listing?;
+        *self.features.lock().unwrap_or_else(|p| p.into_inner()) = features;
+        Ok((files, features, round_trip))
+    }
+
+    /// The source's live-migration status, and how long it took to come. A source
+    /// restarting between two iterations is waited for, with the backoff of downloads,
+    /// rather than failing the task; one that stops answering must not hold a cancelled
+    /// task forever.
+    async fn status(&self) -> Result<(String, Duration), LiveMigrationError> {
         let mut delays = fetch::retry_delays();
-        let (state, round_trip) = loop {
+        loop {
             let asked = std::time::Instant::now();
             let attempt = tokio::select! {
                 r = self.task.peer.status() => r,
                 _ = self.cancel.cancelled() => return Err(LiveMigrationError::Cancelled),
             };
             match (attempt, delays.next()) {
-                (Ok(state), _) => break (state, asked.elapsed()),
+                (Ok(state), _) => return Ok((state, asked.elapsed())),
                 (Err(e @ LiveMigrationError::Peer(_)), Some(delay)) => {
                     tracing::warn!(error = %e, "source status failed; retrying");
                     tokio::select! {
@@ -249,16 +313,7 @@ impl Iteration<'_> {
                 }
                 (Err(e), _) => return Err(e),
             }
-        };
-        if state != "NOT_COMPLETED" {
-            return Err(LiveMigrationError::SourceCompleted);
         }
-        let listing = tokio::select! {
-            r = self.task.peer.list_with_features() => r,
-            _ = self.cancel.cancelled() => Err(LiveMigrationError::Cancelled),
-        };
-        let (files, features) = listing?;
-        Ok((files, features, round_trip))
     }
 
     /// `CLEANING`: compares the listing with the local files, deletes what differs and
@@ -389,6 +444,8 @@ impl Iteration<'_> {
         let downloader = Downloader {
             connections: &connections,
             stripe: super::striped::stripe_for(round_trip),
+            connections_total: self.task.request.max_concurrency,
+            bytes_to_download: status.bytes_to_download.max(0) as u64,
             peer: &self.task.peer,
             verify: self.verify,
             limiter: self.limiter,
@@ -447,9 +504,14 @@ impl Iteration<'_> {
             }
         }
         drop(downloads);
+        let began = std::time::Instant::now();
         let synced = tokio::task::spawn_blocking(move || fetch::sync_dirs(touched.into_iter()))
             .await
             .expect("syncing does not panic");
+        tracing::debug!(
+            ms = began.elapsed().as_millis() as u64,
+            "directories synced"
+        );
         if let Err(e) = synced {
             local_failure.get_or_insert(e);
         }
