@@ -137,6 +137,11 @@ struct Programmable {
     file_requests: Arc<AtomicUsize>,
     /// The source's live migration is declared COMPLETED.
     completed: Arc<std::sync::atomic::AtomicBool>,
+    /// The listing announces a drover extension (`block-digests`), as a drover source's does.
+    announces: Arc<std::sync::atomic::AtomicBool>,
+    /// Serving a file declares the source's live migration COMPLETED (the source node was
+    /// stopped while the destination copied).
+    completes_on_file: Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[derive(Clone, Default)]
@@ -184,7 +189,11 @@ impl Programmable {
                     async move {
                         s.listings.fetch_add(1, Ordering::SeqCst);
                         let listing = s.listing.lock().unwrap().clone();
-                        match listing {
+                        let announced = s.announces.load(Ordering::SeqCst).then_some([(
+                            drover::livemigration::batch::FEATURES_HEADER,
+                            "block-digests",
+                        )]);
+                        let answer = match listing {
                             Listing::Empty => axum::Json(json!({"files": []})).into_response(),
                             Listing::Files(files) => {
                                 axum::Json(json!({ "files": files })).into_response()
@@ -201,7 +210,8 @@ impl Programmable {
                                 axum::body::Body::from_stream(start.chain(padding)).into_response()
                             }
                             Listing::Stall => futures::future::pending().await,
-                        }
+                        };
+                        (announced, answer).into_response()
                     }
                 }),
             )
@@ -211,6 +221,9 @@ impl Programmable {
                     let s = s2.clone();
                     async move {
                         s.file_requests.fetch_add(1, Ordering::SeqCst);
+                        if s.completes_on_file.load(Ordering::SeqCst) {
+                            s.completed.store(true, Ordering::SeqCst);
+                        }
                         if name.starts_with("stall-") {
                             let first = futures::stream::once(async {
                                 Ok::<_, std::io::Error>(axum::body::Bytes::from_static(
@@ -688,6 +701,38 @@ async fn a_task_fails_once_the_source_is_completed() {
     assert_eq!(iterations[0]["totalFiles"], -1, "{task:#}");
     assert_eq!(source.listings.load(Ordering::SeqCst), 0, "listed");
     assert_eq!(source.file_requests(), 0);
+}
+
+/// A source known to be a drover (its first listing announced an extension) is listed in
+/// the same round trip as its status is asked. Once its status says `COMPLETED` (its node
+/// stopped during the first iteration's downloads), that listing is not used: the next
+/// iteration fails, and nothing more is fetched.
+#[tokio::test]
+async fn a_drover_source_completed_between_iterations_is_not_copied_from_again() {
+    let (source, addr) = Programmable::start().await;
+    let home = Home::new();
+    let dst = destination_of(&home, &addr, "").await;
+    source.list(Listing::Files(vec![entry("ok-5-Data.db", 5)]));
+    source.announces.store(true, Ordering::SeqCst);
+    source.completes_on_file.store(true, Ordering::SeqCst);
+    let task = run_task(&dst, json!({"maxIterations": 3})).await;
+    assert_eq!(task["state"], "FAILED", "{task:#}");
+    assert_eq!(
+        task["error"], "Live migration has completed at source.",
+        "{task:#}"
+    );
+    let iterations = task["status"].as_array().unwrap();
+    assert_eq!(iterations.len(), 2, "{task:#}");
+    assert_eq!(iterations[0]["state"], "DOWNLOAD_COMPLETE", "{task:#}");
+    assert_eq!(iterations[0]["filesDownloaded"], 1, "{task:#}");
+    assert_eq!(iterations[1]["state"], "FAILED", "{task:#}");
+    assert_eq!(iterations[1]["totalFiles"], -1, "{task:#}");
+    // Listed at once with the status in the second iteration (a known drover), but the
+    // listing was not acted on.
+    assert_eq!(source.listings.load(Ordering::SeqCst), 2, "listed");
+    assert_eq!(source.file_requests(), 1);
+    let copied = home.path().join("data0/ks/t-1/ok-5-Data.db");
+    assert_eq!(std::fs::read(&copied).unwrap(), b"ooooo");
 }
 
 /// A drover source (it announces batches) whose batch answers lie: a file listed at 130 bytes

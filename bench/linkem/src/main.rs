@@ -59,23 +59,39 @@ fn tun_in(ns: &str) -> std::io::Result<File> {
 fn direction(mut from: File, mut to: File, delay: Duration, bytes_per_sec: f64, queue: f64) {
     let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
     std::thread::spawn(move || {
+        let mut failing_since = None;
         for (at, packet) in rx {
             let now = Instant::now();
             if at > now {
                 std::thread::sleep(at - now);
             }
-            // A namespace going away ends the link.
-            if to.write_all(&packet).is_err() {
-                return;
+            // A device that is not up yet refuses packets (EIO): the first packets of the
+            // side brought up first (IPv6 solicitations) reach the other before its caller
+            // has brought it up. Such a packet is lost, as on a cable to a port that is
+            // down; ending here, as this did until 2026-12-03, left the link dead one way
+            // (a test on a loaded machine then waited 133 s for a connection). Only a device
+            // refusing everything for a long while (its namespace gone) ends the link.
+            match to.write_all(&packet) {
+                Ok(()) => failing_since = None,
+                Err(_) if gone(&mut failing_since) => return,
+                Err(_) => {}
             }
         }
     });
     let mut busy_until = Instant::now();
     let mut buf = vec![0u8; 65_536];
+    let mut failing_since = None;
     loop {
         let n = match from.read(&mut buf) {
-            Ok(n) => n,
-            Err(_) => return,
+            Ok(n) => {
+                failing_since = None;
+                n
+            }
+            Err(_) if gone(&mut failing_since) => return,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
         };
         let now = Instant::now();
         let start = busy_until.max(now);
@@ -89,6 +105,15 @@ fn direction(mut from: File, mut to: File, delay: Duration, bytes_per_sec: f64, 
         }
     }
 }
+
+/// Whether a device has failed every read or write for [`GONE_AFTER`], counting from the
+/// first failure of the current run of them (kept in `since`).
+fn gone(since: &mut Option<Instant>) -> bool {
+    since.get_or_insert_with(Instant::now).elapsed() >= GONE_AFTER
+}
+
+/// How long a device may refuse packets before the link gives up on it.
+const GONE_AFTER: Duration = Duration::from_secs(30);
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
