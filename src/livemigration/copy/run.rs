@@ -102,6 +102,10 @@ pub async fn run(
     unreachable!("the last pass returns")
 }
 
+/// The longest an iteration's start waits for the connections it opens beside the status
+/// (see [`Iteration::starting`]); past it, the downloads open their own.
+const OPENING_WAIT: Duration = Duration::from_secs(2);
+
 /// Whether the task goes on after an iteration.
 enum Next {
     /// Another iteration.
@@ -255,8 +259,10 @@ impl Iteration<'_> {
         let drover = known.batch || known.block_digests;
         let opening = async {
             let others = self.task.request.max_concurrency.saturating_sub(1);
-            // Only the connections are wanted: a failure here is the status's to report.
-            futures::future::join_all((0..others).map(|_| peer.status())).await;
+            // Only the connections are wanted: a failure here is the status's to report, and
+            // a source slow to answer them must not hold the iteration.
+            let all = futures::future::join_all((0..others).map(|_| peer.status()));
+            let _ = tokio::time::timeout(OPENING_WAIT, all).await;
         };
         let asking = async {
             if drover {
