@@ -124,11 +124,21 @@ pub fn app_state(
     jobs: JobRegistry,
     live: crate::livemigration::LiveMigration,
 ) -> AppState {
+    let metrics = Arc::new(Metrics::new());
     AppState {
         node: Arc::new(LocalNode::new(config.cassandra.clone())),
+        events: Arc::new(crate::api::events::EventStreams::new(
+            config.server.max_event_streams.get(),
+            metrics.event_streams(),
+        )),
+        sessions: Arc::new(crate::api::console::Sessions::new(
+            &config.server.console,
+            metrics.console_sessions(),
+        )),
+        auth: Arc::new(crate::auth::Authenticator::new(&config.auth)),
         config,
         jobs,
-        metrics: Arc::new(Metrics::new()),
+        metrics,
         live: Arc::new(live),
     }
 }

@@ -6,8 +6,8 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 
-use crate::jobs::JobRegistry;
 use crate::jobs::JobState;
+use crate::jobs::{JobError, JobRecord, JobRegistry};
 use crate::jobs::kept::forget_job_file;
 use crate::jobs::kind::{JobKind, Services};
 
@@ -20,6 +20,11 @@ trait AnyKind: Sync {
         &'static self,
         services: &'a Services,
     ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+    fn resume<'a>(
+        &'static self,
+        services: &'a Services,
+        id: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Result<JobRecord, JobError>> + Send + 'a>>;
 }
 
 struct Registered<K>(PhantomData<fn() -> K>);
@@ -56,6 +61,14 @@ impl<K: JobKind> AnyKind for Registered<K> {
             }
         })
     }
+
+    fn resume<'a>(
+        &'static self,
+        services: &'a Services,
+        id: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Result<JobRecord, JobError>> + Send + 'a>> {
+        Box::pin(crate::jobs::kind::resume::<K>(services, id))
+    }
 }
 
 /// Every kind of job this daemon runs: adding a kind is one line here.
@@ -74,6 +87,18 @@ pub fn status_url(kind: &str, id: &str) -> String {
         .iter()
         .find(|k| k.name() == kind)
         .map_or_else(|| format!("/api/v1/jobs/{id}"), |k| k.status_url(id))
+}
+
+/// Resumes the `INTERRUPTED` job `id`, whatever its kind (the console's resume button).
+pub async fn resume(services: &Services, id: &str) -> Result<JobRecord, JobError> {
+    let record = services.jobs.get(id)?;
+    match KINDS.iter().find(|k| k.name() == record.kind) {
+        Some(kind) => kind.resume(services, id).await,
+        None => Err(JobError::NotFound {
+            noun: "job",
+            id: id.to_string(),
+        }),
+    }
 }
 
 /// Resumes, kind by kind and concurrently, the `INTERRUPTED` jobs of the kinds that resume at

@@ -61,6 +61,8 @@ pub struct Metrics {
     jobs: Family<JobLabels, Gauge>,
     job_progress: Family<JobProgressLabels, Gauge>,
     audit: Family<AuditLabels, Counter>,
+    event_streams: Gauge,
+    console_sessions: Gauge,
 }
 
 impl Default for Metrics {
@@ -106,7 +108,21 @@ impl Metrics {
             "Mutating API calls (served or refused), by action (method and route template) and outcome (status code)",
             audit.clone(),
         );
+        let event_streams = Gauge::default();
+        registry.register(
+            "drover_event_streams",
+            "Progress streams (Server-Sent Events of jobs) open now",
+            event_streams.clone(),
+        );
+        let console_sessions = Gauge::default();
+        registry.register(
+            "drover_console_sessions",
+            "Web console sessions signed in and not expired",
+            console_sessions.clone(),
+        );
         Self {
+            event_streams,
+            console_sessions,
             registry: Mutex::new(registry),
             audit,
             requests,
@@ -114,6 +130,16 @@ impl Metrics {
             jobs,
             job_progress,
         }
+    }
+
+    /// The gauge of open progress streams.
+    pub fn event_streams(&self) -> Gauge {
+        self.event_streams.clone()
+    }
+
+    /// The gauge of console sessions.
+    pub fn console_sessions(&self) -> Gauge {
+        self.console_sessions.clone()
     }
 
     /// Records one answered HTTP request.

@@ -27,6 +27,8 @@ pub enum Access {
     Role(Role),
     /// A caller holding either role.
     Either(Role, Role),
+    /// Anyone: the console's sign-in page and its style sheet and script.
+    Open,
 }
 
 /// The one table of what each route (method and axum route template) needs. A route missing
@@ -49,6 +51,7 @@ pub fn required(method: &Method, route: &str) -> Option<Access> {
             "/metrics"
             | "/api/v1/jobs"
             | "/api/v1/jobs/{id}"
+            | "/api/v1/jobs/{id}/events"
             | "/api/v1/migrations"
             | "/api/v1/migrations/{id}"
             | "/api/v1/migrations/{id}/savepoints"
@@ -89,6 +92,16 @@ pub fn required(method: &Method, route: &str) -> Option<Access> {
             _ => return None,
         },
         ("DELETE", "/api/v1/live-migration/status") => Admin,
+        ("GET", "/ui/login" | "/ui/assets/{file}") | ("POST", "/ui/login" | "/ui/logout") => {
+            return Some(Access::Open);
+        }
+        (
+            "GET",
+            "/ui" | "/ui/jobs" | "/ui/jobs/{id}" | "/ui/jobs/{id}/events",
+        ) => Reader,
+        ("POST", "/ui/jobs/{id}/cancel" | "/ui/jobs/{id}/resume" | "/ui/jobs/{id}/delete") => {
+            Operator
+        }
         ("GET", "/api/v1/admin/live-migration") => Reader,
         ("PUT", "/api/v1/admin/live-migration") => Admin,
         _ => return None,
@@ -125,6 +138,7 @@ fn too_many_requests(wait: Duration) -> Response {
 #[derive(Clone)]
 pub struct Guard {
     auth: Arc<Authenticator>,
+    sessions: Arc<crate::api::console::Sessions>,
     limiter: Option<Arc<Limiter>>,
     metrics: Arc<Metrics>,
 }
@@ -134,7 +148,8 @@ impl Guard {
     pub fn new(state: &AppState) -> Self {
         let auth = &state.config.auth;
         Self {
-            auth: Arc::new(Authenticator::new(auth)),
+            auth: state.auth.clone(),
+            sessions: state.sessions.clone(),
             limiter: auth.rate_limit.as_ref().map(|l| Arc::new(Limiter::new(l))),
             metrics: state.metrics.clone(),
         }
@@ -142,8 +157,20 @@ impl Guard {
 }
 
 /// Who the request's credentials say is calling: `Ok(None)` when it brings none, `Err` with
-/// the reason when they prove nobody.
-fn identify(guard: &Guard, request: &Request) -> Result<Option<Identity>, String> {
+/// the reason when they prove nobody. A console page is also identified by its session
+/// cookie, whose token is checked again on every request (a revoked token ends its sessions);
+/// the API never reads the cookie, so no other site's page can make a browser call it.
+fn identify(guard: &Guard, request: &Request, route: &str) -> Result<Option<Identity>, String> {
+    if route.starts_with("/ui")
+        && !request.headers().contains_key(header::AUTHORIZATION)
+        && let Some(session) = guard.sessions.of_request(request.headers())
+    {
+        return guard
+            .auth
+            .identify_bearer(session.token())
+            .map(Some)
+            .map_err(|e| format!("the console session's token is no longer accepted: {e}"));
+    }
     match request.headers().get(header::AUTHORIZATION) {
         Some(value) => {
             let token = value
@@ -188,12 +215,13 @@ fn check(guard: &Guard, request: &Request, route: &str) -> Decision {
     // Probes poll health; they are neither limited nor, when open, asked for credentials.
     let role = match access {
         Access::Health if auth.health_open || !auth.is_enabled() => return Decision::Serve(None),
+        Access::Open => None,
         Access::Health => Some((Role::Reader, Role::Reader)),
         Access::Role(role) => auth.is_enabled().then_some((role, role)),
         Access::Either(a, b) => auth.is_enabled().then_some((a, b)),
     };
     let identified = if auth.is_enabled() {
-        identify(guard, request)
+        identify(guard, request, route)
     } else {
         Ok(None)
     };
@@ -264,6 +292,17 @@ pub async fn authorize(State(guard): State<Guard>, mut request: Request, next: N
                     .insert::<Identity>(identity.clone());
             }
             (identity, next.run(request).await)
+        }
+        Decision::Refuse(identity, response) if route.as_str().starts_with("/ui") => {
+            let get = request.method() == Method::GET;
+            let path = request
+                .uri()
+                .path_and_query()
+                .map_or_else(|| "/ui/jobs".to_string(), |p| p.as_str().to_string());
+            (
+                identity,
+                crate::api::console::refused(get, path, response).await,
+            )
         }
         Decision::Refuse(identity, response) => (identity, response),
     };

@@ -144,7 +144,12 @@ pub async fn json_errors(response: Response) -> Response {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+    // The console's own error pages are for a browser, and already say what went wrong.
+    let is_console_page = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json || is_console_page {
         return response;
     }
     let (mut parts, original) = response.into_parts();

@@ -109,21 +109,32 @@ pub async fn check(
                 .authority()
                 .map(|a| a.as_str().as_bytes().to_vec())
         });
-    if let Some(host) = host {
-        let fine = std::str::from_utf8(&host).is_ok_and(|h| policy.host_allowed(h));
+    if let Some(host) = &host {
+        let fine = std::str::from_utf8(host).is_ok_and(|h| policy.host_allowed(h));
         if !fine {
             return ApiError::new(
                 StatusCode::MISDIRECTED_REQUEST,
                 format!(
                     "Host {:?} is not a name of this daemon (server.allowed_hosts)",
-                    echo(&host)
+                    echo(host)
                 ),
             )
             .into_response();
         }
     }
     if let Some(origin) = request.headers().get(header::ORIGIN) {
-        let fine = origin.to_str().is_ok_and(|o| policy.origin_allowed(o));
+        // The daemon's own origin is its console posting a form: the Host was checked above.
+        let own = |o: &str| {
+            let Some(host) = host.as_deref().and_then(|h| std::str::from_utf8(h).ok()) else {
+                return false;
+            };
+            o.split_once("://").is_some_and(|(scheme, rest)| {
+                matches!(scheme, "http" | "https") && rest.eq_ignore_ascii_case(host)
+            })
+        };
+        let fine = origin
+            .to_str()
+            .is_ok_and(|o| own(o) || policy.origin_allowed(o));
         if !fine {
             return ApiError::new(
                 StatusCode::FORBIDDEN,

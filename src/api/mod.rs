@@ -4,8 +4,10 @@
 mod audit;
 mod auth;
 pub mod body;
+pub mod console;
 mod diagnostics;
 pub mod error;
+pub mod events;
 mod health;
 mod hosts;
 pub mod jobs;
@@ -49,6 +51,12 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Live instance migration.
     pub live: Arc<crate::livemigration::LiveMigration>,
+    /// Open progress streams.
+    pub events: Arc<events::EventStreams>,
+    /// Signed-in console sessions.
+    pub sessions: Arc<console::Sessions>,
+    /// Who callers are: bearer tokens, JWTs, client certificates.
+    pub auth: Arc<crate::auth::Authenticator>,
 }
 
 impl AppState {
@@ -79,7 +87,7 @@ impl AppState {
         (name = "diagnostics", description = "Checks of a deployment that touch no data"),
         (name = "metrics", description = "Prometheus metrics"),
     ),
-    components(schemas(error::ErrorBody, crate::livemigration::batch::BlockDigests))
+    components(schemas(error::ErrorBody, crate::livemigration::batch::BlockDigests, events::JobEvent))
 )]
 struct ApiDoc;
 
@@ -92,6 +100,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::list))
         .routes(routes!(jobs::get, jobs::delete))
         .routes(routes!(jobs::cancel))
+        .routes(routes!(events::events))
         .routes(routes!(migrations::submit, migrations::list))
         .routes(routes!(migrations::get))
         .routes(routes!(migrations::cancel))
@@ -268,6 +277,11 @@ pub fn router(state: AppState) -> Router {
             config.request_timeout,
         ))
         .layer(DefaultBodyLimit::max(body_limit));
+    let routes = if state.config.server.console.enabled {
+        routes.merge(console::routes())
+    } else {
+        routes
+    };
     routes
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)

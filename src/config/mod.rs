@@ -25,7 +25,7 @@ pub use cassandra::{CassandraConfig, DEFAULT_NATIVE_ADDRESS};
 pub use jobs::JobsConfig;
 pub use live_migration::{LiveMigrationConfig, PeerTlsConfig, Role};
 pub use logging::{LogFormat, LoggingConfig};
-pub use server::{ClientAuth, ServerConfig, TlsConfig};
+pub use server::{ClientAuth, ConsoleConfig, ServerConfig, TlsConfig};
 
 /// The configuration used when `drover serve` is given no `--config`.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/drover.yaml");

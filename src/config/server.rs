@@ -65,8 +65,40 @@ pub struct ServerConfig {
     /// Origins (`scheme://host[:port]`, as browsers send them) whose requests are served. A
     /// request carrying any other `Origin` gets 403: drover serves no web pages, so a request
     /// with an `Origin` is a page of another site calling it from a browser. `"*"` accepts
-    /// any. Default: none.
+    /// any. Default: none. The daemon's own origin (the scheme and `Host` of the request) is
+    /// always served: it is the web console posting its own forms.
     pub allowed_origins: Vec<String>,
+    /// Most progress streams (`GET /api/v1/jobs/{id}/events`, the console's live pages) open at
+    /// once; one more gets 503 until one closes. Each holds a connection and wakes once per
+    /// interval. Default `64`.
+    pub max_event_streams: std::num::NonZeroUsize,
+    /// The web console at `/ui`.
+    pub console: ConsoleConfig,
+}
+
+/// `server.console`: the web console served at `/ui`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleConfig {
+    /// Serve the console. When off, `/ui` answers 404. Default true.
+    pub enabled: bool,
+    /// With `auth` configured, a browser signs in with a bearer token and gets a session
+    /// cookie; the session ends this long after sign-in. Default `12h`.
+    #[serde(with = "humantime_serde")]
+    pub session_ttl: Duration,
+    /// Most console sessions kept at once; signing in beyond it ends the oldest session.
+    /// Default `1000`.
+    pub max_sessions: std::num::NonZeroUsize,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            session_ttl: Duration::from_secs(12 * 3600),
+            max_sessions: std::num::NonZeroUsize::new(1000).expect("1000 is not zero"),
+        }
+    }
 }
 
 /// `server.tls`: the certificate the daemon presents, and whom it asks for one.
@@ -185,6 +217,8 @@ impl Default for ServerConfig {
             insecure: false,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            max_event_streams: std::num::NonZeroUsize::new(64).expect("64 is not zero"),
+            console: ConsoleConfig::default(),
         }
     }
 }

@@ -516,6 +516,31 @@ impl JobRegistry {
             .collect()
     }
 
+    /// One page of the jobs that pass `keep`, newest first: `limit` records from the
+    /// `offset`-th, and how many pass in all. Only the page's records are copied, so a page of
+    /// a registry of many thousand jobs costs a look at each, not a copy of each.
+    pub fn page(
+        &self,
+        keep: impl Fn(&str, JobState) -> bool,
+        offset: usize,
+        limit: usize,
+    ) -> (usize, Vec<JobRecord>) {
+        let jobs = self.inner.jobs.read().unwrap_or_else(|p| p.into_inner());
+        let mut total = 0;
+        let mut page = Vec::with_capacity(limit.min(1000));
+        for entry in jobs.values().rev() {
+            let guard = entry.lock();
+            if !keep(&guard.record.kind, guard.record.state) {
+                continue;
+            }
+            if total >= offset && page.len() < limit {
+                page.push(guard.record.clone());
+            }
+            total += 1;
+        }
+        (total, page)
+    }
+
     /// Number of jobs per (kind, state), for metrics.
     pub fn counts(&self) -> BTreeMap<(String, JobState), u64> {
         let mut counts = BTreeMap::new();
