@@ -25,6 +25,7 @@ pub mod api;
 pub mod auth;
 pub mod cassandra;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod connectors;
 pub mod daemon;

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use drover::client::{Action, Output, SubmitKind};
 use drover::config::DaemonConfig;
 
 /// drover moves data for Cassandra/ScyllaDB and DynamoDB operators: resumable migration jobs
@@ -66,6 +67,192 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the jobs of a running daemon, newest last.
+    Jobs {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Only jobs in this state (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED, INTERRUPTED).
+        #[arg(long)]
+        state: Option<String>,
+        /// Only jobs of this kind (migration, validation, data-copy-task, ...).
+        #[arg(long)]
+        kind: Option<String>,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value = "table")]
+        output: Output,
+    },
+    /// Show one job; with --follow, a progress bar until it ends, then exit with its outcome:
+    /// 0 succeeded, 1 failed, 3 cancelled, 4 interrupted, 5 a validation found differences,
+    /// 2 the daemon refused or could not be reached.
+    Job {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Job id.
+        id: String,
+        /// Follow the job's progress stream until it ends.
+        #[arg(long, short)]
+        follow: bool,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value = "table")]
+        output: Output,
+    },
+    /// Submit a job file (ScyllaDB Migrator's format) to a running daemon and print the new
+    /// job's id; with --follow, follow it as `drover job --follow` does.
+    Submit {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Job file (YAML).
+        file: PathBuf,
+        /// What the file starts: a migration, or a validation of a migration's target.
+        #[arg(long, value_enum, default_value = "migration")]
+        kind: SubmitKind,
+        /// Follow the job's progress until it ends, and exit with its outcome.
+        #[arg(long, short)]
+        follow: bool,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value = "table")]
+        output: Output,
+    },
+    /// Ask a queued or running job to stop; it checkpoints and ends CANCELLED.
+    Cancel {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Job id.
+        id: String,
+    },
+    /// Resume an INTERRUPTED migration from its newest savepoint.
+    Resume {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Job id.
+        id: String,
+    },
+    /// Forget a job that has ended (its savepoints stay).
+    Delete {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Job id.
+        id: String,
+    },
+    /// Validations of a running daemon.
+    Validations {
+        #[command(subcommand)]
+        command: ValidationsCommand,
+    },
+    /// Live instance migration on a running daemon (the destination's for copy and verify).
+    LiveMigration {
+        #[command(subcommand)]
+        command: LiveMigrationCommand,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell) to stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) to stdout: `drover man | man -l -`.
+    Man,
+}
+
+/// How to reach a running daemon.
+#[derive(Args, Debug, Clone)]
+struct ServerArgs {
+    /// The daemon's URL.
+    #[arg(long, env = "DROVER_SERVER", default_value = "http://127.0.0.1:9043")]
+    server: String,
+    /// A bearer token (of auth.tokens, or a JWT). Prefer the environment or --token-file:
+    /// a command line is visible to other users of the machine.
+    #[arg(long, env = "DROVER_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// A file holding the bearer token.
+    #[arg(long, env = "DROVER_TOKEN_FILE", value_name = "PATH")]
+    token_file: Option<PathBuf>,
+    /// CA certificates (PEM) to trust for an https server; the system's otherwise.
+    #[arg(long, env = "DROVER_CA_CERT", value_name = "PATH")]
+    ca_cert: Option<PathBuf>,
+}
+
+impl ServerArgs {
+    fn target(&self) -> drover::client::Target {
+        drover::client::Target {
+            server: self.server.clone(),
+            token: self.token.clone().map(secrecy::SecretString::from),
+            token_file: self.token_file.clone(),
+            ca_cert: self.ca_cert.clone(),
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum ValidationsCommand {
+    /// List validations.
+    List {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value = "table")]
+        output: Output,
+    },
+    /// Print a validation's report (its findings so far while it runs); exit 5 when rows
+    /// differ.
+    Report {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Validation job id.
+        id: String,
+        /// Output format (table prints the report as text).
+        #[arg(long, short, value_enum, default_value = "table")]
+        output: Output,
+    },
+}
+
+#[derive(Subcommand)]
+enum LiveMigrationCommand {
+    /// Start a data-copy task on the destination daemon (Sidecar's POST data-copy-tasks).
+    Copy {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Most downloading iterations.
+        #[arg(long, default_value_t = 3)]
+        max_iterations: u32,
+        /// Share (0 to 1) of the source's bytes already identical here for an iteration to
+        /// succeed; 1 for the final copy after the source node stopped.
+        #[arg(long, default_value_t = 0.95)]
+        success_threshold: f64,
+        /// Files downloaded at once.
+        #[arg(long, default_value_t = 8)]
+        max_concurrency: u32,
+        /// Follow the task until it ends, and exit with its outcome.
+        #[arg(long, short)]
+        follow: bool,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value = "table")]
+        output: Output,
+    },
+    /// Start a files-verification task: compare every file here with the source's.
+    Verify {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Files hashed at once on each side.
+        #[arg(long, default_value_t = 4)]
+        max_concurrency: u32,
+        /// MD5, XXHash32, sha256 or xxh3.
+        #[arg(long, default_value = "xxh3")]
+        digest_algorithm: String,
+        /// Follow the task until it ends, and exit with its outcome.
+        #[arg(long, short)]
+        follow: bool,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value = "table")]
+        output: Output,
+    },
+    /// The node's migration status and this daemon's tasks.
+    Status {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value = "table")]
+        output: Output,
+    },
 }
 
 #[derive(Subcommand)]
@@ -118,9 +305,134 @@ fn with_few_malloc_arenas() {
     eprintln!("drover: warning: cannot restart with MALLOC_ARENA_MAX=2 ({error}); going on");
 }
 
+/// Runs a client command on a small runtime of its own.
+fn client<F: std::future::Future<Output = u8>>(run: F) -> ExitCode {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => ExitCode::from(rt.block_on(run)),
+        Err(e) => {
+            eprintln!("drover: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Jobs {
+            server,
+            state,
+            kind,
+            output,
+        } => client(drover::client::jobs(
+            &server.target(),
+            state.as_deref(),
+            kind.as_deref(),
+            output,
+        )),
+        Command::Job {
+            server,
+            id,
+            follow,
+            output,
+        } => client(drover::client::job(&server.target(), &id, follow, output)),
+        Command::Submit {
+            server,
+            file,
+            kind,
+            follow,
+            output,
+        } => client(drover::client::submit(
+            &server.target(),
+            &file,
+            kind,
+            follow,
+            output,
+        )),
+        Command::Cancel { server, id } => {
+            client(drover::client::act(&server.target(), &id, Action::Cancel))
+        }
+        Command::Resume { server, id } => {
+            client(drover::client::act(&server.target(), &id, Action::Resume))
+        }
+        Command::Delete { server, id } => {
+            client(drover::client::act(&server.target(), &id, Action::Delete))
+        }
+        Command::Validations {
+            command: ValidationsCommand::List { server, output },
+        } => client(drover::client::jobs(
+            &server.target(),
+            None,
+            Some("validation"),
+            output,
+        )),
+        Command::Validations {
+            command: ValidationsCommand::Report { server, id, output },
+        } => client(drover::client::validation_report(
+            &server.target(),
+            &id,
+            output,
+        )),
+        Command::LiveMigration { command } => match command {
+            LiveMigrationCommand::Copy {
+                server,
+                max_iterations,
+                success_threshold,
+                max_concurrency,
+                follow,
+                output,
+            } => client(drover::client::live_copy(
+                &server.target(),
+                serde_json::json!({
+                    "maxIterations": max_iterations,
+                    "successThreshold": success_threshold,
+                    "maxConcurrency": max_concurrency,
+                }),
+                follow,
+                output,
+            )),
+            LiveMigrationCommand::Verify {
+                server,
+                max_concurrency,
+                digest_algorithm,
+                follow,
+                output,
+            } => client(drover::client::live_verify(
+                &server.target(),
+                serde_json::json!({
+                    "maxConcurrency": max_concurrency,
+                    "digestAlgorithm": digest_algorithm,
+                }),
+                follow,
+                output,
+            )),
+            LiveMigrationCommand::Status { server, output } => {
+                client(drover::client::live_status(&server.target(), output))
+            }
+        },
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "drover", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man => {
+            let man = clap_mangen::Man::new(Cli::command());
+            let mut out = Vec::new();
+            match man.render(&mut out) {
+                Ok(()) => {
+                    use std::io::Write;
+                    let _ = std::io::stdout().write_all(&out);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("drover: cannot render the manual page: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Serve { config } => {
             with_few_malloc_arenas();
             let config = match load_config(config.as_deref()) {

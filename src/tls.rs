@@ -41,7 +41,8 @@ pub enum TlsError {
     },
 }
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+/// The one crypto provider of every TLS config built here.
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }
 

@@ -13,6 +13,8 @@
 
 mod pages;
 
+pub use pages::{encode_path, encode_query};
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+
 use axum::http::StatusCode;
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
@@ -13,25 +14,24 @@ use crate::jobs::{JobRecord, JobState};
 use crate::migrate::saved::SavepointList;
 use crate::validate::report::Report;
 
+/// What stays as it is in a query value: unreserved characters, and `/` (paths in `next`).
+const QUERY: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+/// What stays as it is in a path segment.
+const SEGMENT: &percent_encoding::AsciiSet = &QUERY.add(b'/');
+
 /// `s` for a query string value.
 pub fn encode_query(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                out.push(b as char)
-            }
-            _ => {
-                let _ = write!(out, "%{b:02X}");
-            }
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(s, QUERY).to_string()
 }
 
 /// `s` for one path segment.
 pub fn encode_path(s: &str) -> String {
-    encode_query(s).replace('/', "%2F")
+    percent_encoding::utf8_percent_encode(s, SEGMENT).to_string()
 }
 
 fn layout(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup {

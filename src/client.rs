@@ -1,0 +1,968 @@
+//! `drover jobs`, `drover job`, `drover submit`, ...: a client of a running daemon's REST API,
+//! in the habits of kubectl. Every command returns its exit code; an error is one line on
+//! stderr, the API's own message when the daemon answered.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::StreamExt;
+use reqwest::{Method, StatusCode};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::Value;
+
+/// Exit code: the job succeeded (and, for a validation, no rows differ).
+pub const EXIT_OK: u8 = 0;
+/// Exit code: the job failed.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code: the command could not be carried out (bad input, the daemon refused or could not
+/// be reached).
+pub const EXIT_ERROR: u8 = 2;
+/// Exit code: the job was cancelled.
+pub const EXIT_CANCELLED: u8 = 3;
+/// Exit code: the job was interrupted (the daemon stopped; it can be resumed).
+pub const EXIT_INTERRUPTED: u8 = 4;
+/// Exit code: a validation ran to the end and found rows that differ.
+pub const EXIT_DIFFERENCES: u8 = 5;
+
+/// Errors of the client.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The daemon could not be reached, or the connection broke.
+    #[error("{server}: {reason}")]
+    Connect {
+        /// The server URL.
+        server: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The daemon answered with an error.
+    #[error("{method} {path}: {code} {status}: {message}")]
+    Api {
+        /// Method.
+        method: Method,
+        /// Path asked.
+        path: String,
+        /// Status code.
+        code: u16,
+        /// Reason phrase.
+        status: String,
+        /// The API's message.
+        message: String,
+    },
+    /// Bad input on this side: a file, an option, the credentials.
+    #[error("{0}")]
+    Input(String),
+    /// The daemon answered something that is not the API's JSON.
+    #[error("{path}: unexpected answer: {reason}")]
+    Answer {
+        /// Path asked.
+        path: String,
+        /// Why it cannot be read.
+        reason: String,
+    },
+}
+
+/// How to reach the daemon.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// `http://host:port` or `https://host:port`.
+    pub server: String,
+    /// A bearer token (`DROVER_TOKEN`).
+    pub token: Option<SecretString>,
+    /// A file holding the bearer token (`DROVER_TOKEN_FILE`).
+    pub token_file: Option<PathBuf>,
+    /// PEM CA certificates to trust for `https` (`DROVER_CA_CERT`); the system's otherwise.
+    pub ca_cert: Option<PathBuf>,
+}
+
+/// A connection to one daemon.
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Option<SecretString>,
+}
+
+fn rustls_roots(ca: Option<&Path>) -> Result<rustls::ClientConfig, ClientError> {
+    let Some(path) = ca else {
+        return Ok(crate::tls::public_roots_client_config());
+    };
+    let pem = std::fs::read(path)
+        .map_err(|e| ClientError::Input(format!("--ca-cert {}: {e}", path.display())))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(&pem) {
+        let cert: rustls::pki_types::CertificateDer<'static> = cert.map_err(|e| {
+            ClientError::Input(format!("--ca-cert {}: not PEM: {e}", path.display()))
+        })?;
+        roots.add(cert).map_err(|e| {
+            ClientError::Input(format!("--ca-cert {}: not a CA: {e}", path.display()))
+        })?;
+    }
+    if roots.is_empty() {
+        return Err(ClientError::Input(format!(
+            "--ca-cert {}: holds no certificate",
+            path.display()
+        )));
+    }
+    Ok(
+        rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+            .with_safe_default_protocol_versions()
+            .expect("the aws-lc provider supports the default protocol versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+impl Client {
+    /// A client of `target`.
+    pub fn new(target: &Target) -> Result<Self, ClientError> {
+        let base = target.server.trim_end_matches('/').to_string();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ClientError::Input(format!(
+                "--server {base:?}: expected http://HOST:PORT or https://HOST:PORT"
+            )));
+        }
+        let token = match (&target.token, &target.token_file) {
+            (Some(t), _) => Some(t.clone()),
+            (None, Some(path)) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    ClientError::Input(format!("token file {}: {e}", path.display()))
+                })?;
+                let token = text.trim();
+                if token.is_empty() {
+                    return Err(ClientError::Input(format!(
+                        "token file {}: is empty",
+                        path.display()
+                    )));
+                }
+                Some(SecretString::from(token.to_string()))
+            }
+            (None, None) => None,
+        };
+        let http = reqwest::Client::builder()
+            .use_preconfigured_tls(rustls_roots(target.ca_cert.as_deref())?)
+            .connect_timeout(Duration::from_secs(10))
+            .user_agent(concat!("drover-cli/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ClientError::Input(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self { http, base, token })
+    }
+
+    fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token.expose_secret());
+        }
+        request
+    }
+
+    fn connect_error(&self, e: &reqwest::Error) -> ClientError {
+        let mut reason = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(cause) = source {
+            reason.push_str(": ");
+            reason.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        ClientError::Connect {
+            server: self.base.clone(),
+            reason,
+        }
+    }
+
+    async fn api_error(method: Method, path: &str, response: reqwest::Response) -> ClientError {
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        let message = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
+            .unwrap_or_else(|| text.chars().take(300).collect());
+        ClientError::Api {
+            method,
+            path: path.to_string(),
+            code: status.as_u16(),
+            status: status.canonical_reason().unwrap_or("").to_string(),
+            message,
+        }
+    }
+
+    /// Sends a request and reads its JSON answer (`Null` for 204).
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(&'static str, Vec<u8>)>,
+    ) -> Result<Value, ClientError> {
+        let mut request = self.request(method.clone(), path);
+        if let Some((content_type, bytes)) = body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, content_type)
+                .body(bytes);
+        }
+        let response = request.send().await.map_err(|e| self.connect_error(&e))?;
+        if !response.status().is_success() {
+            return Err(Self::api_error(method, path, response).await);
+        }
+        if response.status() == StatusCode::NO_CONTENT {
+            return Ok(Value::Null);
+        }
+        let bytes = response.bytes().await.map_err(|e| self.connect_error(&e))?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Answer {
+            path: path.to_string(),
+            reason: format!("not JSON: {e}"),
+        })
+    }
+
+    /// GET `path` as JSON.
+    pub async fn get(&self, path: &str) -> Result<Value, ClientError> {
+        self.call(Method::GET, path, None).await
+    }
+
+    /// Follows job `id`'s progress stream, calling `each` with every event's name and data,
+    /// until its `end` (returned) or `gone`. A broken stream is opened again (the daemon
+    /// restarting, a proxy cutting it) for up to a minute.
+    pub async fn follow(
+        &self,
+        id: &str,
+        mut each: impl FnMut(&str, &Value),
+    ) -> Result<Value, ClientError> {
+        use backon::BackoffBuilder;
+        let path = format!("/api/v1/jobs/{}/events?interval=500ms", segment(id));
+        let mut delays = backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(250))
+            .with_max_delay(Duration::from_secs(5))
+            .with_total_delay(Some(Duration::from_secs(60)))
+            .without_max_times()
+            .build();
+        loop {
+            let broken = match self.request(Method::GET, &path).send().await {
+                Ok(response) if response.status().is_success() => {
+                    let mut events =
+                        eventsource_stream::Eventsource::eventsource(response.bytes_stream());
+                    let mut broken = ClientError::Connect {
+                        server: self.base.clone(),
+                        reason: "the progress stream ended before the job did".into(),
+                    };
+                    while let Some(event) = events.next().await {
+                        let event = match event {
+                            Ok(e) => e,
+                            Err(e) => {
+                                broken = ClientError::Connect {
+                                    server: self.base.clone(),
+                                    reason: format!("progress stream: {e}"),
+                                };
+                                break;
+                            }
+                        };
+                        let data: Value =
+                            serde_json::from_str(&event.data).map_err(|e| ClientError::Answer {
+                                path: path.clone(),
+                                reason: format!("event {}: not JSON: {e}", event.event),
+                            })?;
+                        each(&event.event, &data);
+                        match event.event.as_str() {
+                            "end" => return Ok(data),
+                            "gone" => {
+                                return Err(ClientError::Input(format!(
+                                    "job {id} was deleted while followed"
+                                )));
+                            }
+                            _ => {}
+                        }
+                    }
+                    broken
+                }
+                // A daemon that is up and refuses is not retried: its answer stands.
+                Ok(response) if response.status() != StatusCode::SERVICE_UNAVAILABLE => {
+                    return Err(Self::api_error(Method::GET, &path, response).await);
+                }
+                Ok(response) => Self::api_error(Method::GET, &path, response).await,
+                Err(e) => self.connect_error(&e),
+            };
+            match delays.next() {
+                Some(delay) => tokio::time::sleep(delay).await,
+                None => return Err(broken),
+            }
+        }
+    }
+}
+
+/// `s` as one path segment (or query value).
+fn segment(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// How a listing or an object is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// Columns for a terminal.
+    Table,
+    /// More columns.
+    Wide,
+    /// The API's JSON.
+    Json,
+    /// The API's JSON, as YAML.
+    Yaml,
+}
+
+fn print_value(value: &Value, output: Output) {
+    match output {
+        Output::Yaml => print!(
+            "{}",
+            yaml_serde::to_string(value).expect("JSON values serialize as YAML")
+        ),
+        _ => println!(
+            "{}",
+            serde_json::to_string_pretty(value).expect("JSON values serialize")
+        ),
+    }
+}
+
+fn fail(e: ClientError) -> u8 {
+    eprintln!("drover: {e}");
+    EXIT_ERROR
+}
+
+fn counter(job: &Value, name: &str) -> Option<u64> {
+    job.get("progress")
+        .and_then(|p| p.get(name))
+        .and_then(Value::as_u64)
+}
+
+fn text<'a>(job: &'a Value, name: &str) -> &'a str {
+    job.get(name).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Done and total of a job, by what its kind counts.
+fn fraction(job: &Value) -> Option<(u64, u64)> {
+    match text(job, "kind") {
+        "data-copy-task" => Some((
+            counter(job, "bytesDownloaded")?,
+            counter(job, "bytesToDownload")?,
+        )),
+        "diagnostic" => Some((
+            counter(job, "secondsElapsed").unwrap_or(0),
+            counter(job, "secondsTotal")?,
+        )),
+        _ => Some((counter(job, "unitsDone")?, counter(job, "unitsTotal")?)),
+    }
+}
+
+fn progress_text(job: &Value) -> String {
+    match fraction(job) {
+        Some((done, total)) if total > 0 => {
+            format!("{:.1}%", (done as f64 * 100.0 / total as f64).min(100.0))
+        }
+        _ => "-".into(),
+    }
+}
+
+fn age(job: &Value) -> String {
+    let Some(created) = job
+        .get("createdAt")
+        .and_then(Value::as_str)
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+    else {
+        return "-".into();
+    };
+    let secs = (chrono::Utc::now() - created.to_utc()).num_seconds().max(0) as u64;
+    match secs {
+        0..120 => format!("{secs}s"),
+        120..7200 => format!("{}m", secs / 60),
+        7200..172_800 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86_400),
+    }
+}
+
+fn rate(job: &Value) -> String {
+    let rows = counter(job, "rowsPerSecond");
+    let bytes = counter(job, "bytesPerSecond");
+    match (rows, bytes) {
+        (Some(r), Some(b)) => format!("{r} rows/s, {}/s", bytesize::ByteSize(b)),
+        (Some(r), None) => format!("{r} rows/s"),
+        (None, Some(b)) => format!("{}/s", bytesize::ByteSize(b)),
+        _ => "-".into(),
+    }
+}
+
+/// Prints rows as columns, each as wide as its widest cell.
+fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let last = cells.len() - 1;
+        let mut out = String::new();
+        for (i, cell) in cells.into_iter().enumerate() {
+            if i == last {
+                out.push_str(&cell);
+            } else {
+                out.push_str(&format!("{cell:<w$}   ", w = widths[i]));
+            }
+        }
+        println!("{}", out.trim_end());
+    };
+    line(header.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        line(row.clone());
+    }
+}
+
+fn job_rows(jobs: &[Value], wide: bool) -> Vec<Vec<String>> {
+    jobs.iter()
+        .map(|j| {
+            let mut row = vec![
+                text(j, "id").to_string(),
+                text(j, "kind").to_string(),
+                text(j, "state").to_string(),
+                progress_text(j),
+                age(j),
+            ];
+            if wide {
+                row.push(text(j, "phase").to_string());
+                row.push(j.get("attempts").and_then(Value::as_u64).unwrap_or(0).to_string());
+                row.push(counter(j, "retries").unwrap_or(0).to_string());
+                row.push(rate(j));
+                let error = j
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .or_else(|| j.get("lastError").and_then(Value::as_str))
+                    .unwrap_or("");
+                row.push(error.chars().take(80).collect());
+            }
+            row
+        })
+        .collect()
+}
+
+fn print_jobs(jobs: &[Value], output: Output) {
+    match output {
+        Output::Json | Output::Yaml => {
+            print_value(&serde_json::json!({ "jobs": jobs }), output);
+        }
+        Output::Table => print_table(
+            &["ID", "KIND", "STATE", "PROGRESS", "AGE"],
+            &job_rows(jobs, false),
+        ),
+        Output::Wide => print_table(
+            &[
+                "ID", "KIND", "STATE", "PROGRESS", "AGE", "PHASE", "ATTEMPTS", "RETRIES", "RATE",
+                "ERROR",
+            ],
+            &job_rows(jobs, true),
+        ),
+    }
+}
+
+/// `drover jobs`: every job, optionally of one state or kind.
+pub async fn jobs(
+    target: &Target,
+    state: Option<&str>,
+    kind: Option<&str>,
+    output: Output,
+) -> u8 {
+    let client = match Client::new(target) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let mut query = Vec::new();
+    if let Some(s) = state {
+        query.push(format!("state={}", segment(s)));
+    }
+    if let Some(k) = kind {
+        query.push(format!("kind={}", segment(k)));
+    }
+    let path = if query.is_empty() {
+        "/api/v1/jobs".to_string()
+    } else {
+        format!("/api/v1/jobs?{}", query.join("&"))
+    };
+    match client.get(&path).await {
+        Ok(list) => {
+            let jobs = list
+                .get("jobs")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            print_jobs(&jobs, output);
+            EXIT_OK
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn print_job(job: &Value, output: Output) {
+    match output {
+        Output::Json | Output::Yaml => print_value(job, output),
+        Output::Table | Output::Wide => {
+            let field = |k: &str, v: String| println!("{k:<12} {v}");
+            field("ID:", text(job, "id").into());
+            field("Kind:", text(job, "kind").into());
+            field("State:", text(job, "state").into());
+            field("Phase:", text(job, "phase").into());
+            field("Progress:", progress_text(job));
+            field("Rate:", rate(job));
+            field(
+                "Attempts:",
+                job.get("attempts")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+                    .to_string(),
+            );
+            field("Created:", text(job, "createdAt").into());
+            field("Started:", text(job, "startedAt").into());
+            field("Ended:", text(job, "endedAt").into());
+            if let Some(e) = job.get("error").and_then(Value::as_str) {
+                field("Error:", e.into());
+            }
+            if let Some(e) = job.get("lastError").and_then(Value::as_str) {
+                field("Last error:", e.into());
+            }
+            if let Some(progress) = job.get("progress").and_then(Value::as_object) {
+                println!("Counters:");
+                for (k, v) in progress {
+                    println!("  {k:<28} {v}");
+                }
+            }
+        }
+    }
+}
+
+/// The exit code of a job in its final state.
+pub fn outcome(job: &Value) -> u8 {
+    match text(job, "state") {
+        "SUCCEEDED" => {
+            let differ = job
+                .get("result")
+                .and_then(|r| r.get("rowsWithDifferences"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            if text(job, "kind") == "validation" && differ > 0 {
+                EXIT_DIFFERENCES
+            } else {
+                EXIT_OK
+            }
+        }
+        "CANCELLED" => EXIT_CANCELLED,
+        "INTERRUPTED" => EXIT_INTERRUPTED,
+        _ => EXIT_FAILED,
+    }
+}
+
+/// Follows job `id` to its end with a progress bar (a line per change when stderr is not a
+/// terminal), and returns the exit code of its outcome.
+async fn follow(client: &Client, id: &str, output: Output) -> u8 {
+    let tty = std::io::stderr().is_terminal();
+    let bar = indicatif::ProgressBar::with_draw_target(
+        None,
+        if tty {
+            indicatif::ProgressDrawTarget::stderr()
+        } else {
+            indicatif::ProgressDrawTarget::hidden()
+        },
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{bar:30}] {percent:>3}% {msg}",
+        )
+        .expect("the template is valid")
+        .progress_chars("#>."),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let mut last_line = std::time::Instant::now() - Duration::from_secs(60);
+    let mut last_state = String::new();
+    let result = client
+        .follow(id, |name, job| {
+            let state = text(job, "state").to_string();
+            if let Some((done, total)) = fraction(job) {
+                bar.set_length(total.max(1));
+                bar.set_position(done.min(total));
+            }
+            let msg = format!("{} {} | {}", state, text(job, "phase"), rate(job));
+            bar.set_message(msg.clone());
+            // Without a terminal: state changes at once, progress every 10 s.
+            if !tty && (state != last_state || name == "end" || last_line.elapsed() >= Duration::from_secs(10)) {
+                eprintln!("drover: {id}: {} {msg}", progress_text(job));
+                last_line = std::time::Instant::now();
+            }
+            last_state = state;
+        })
+        .await;
+    bar.finish_and_clear();
+    match result {
+        Ok(last) => {
+            // The final record, with its result and spec, as `drover job` prints it.
+            let job = client
+                .get(&format!("/api/v1/jobs/{}", segment(id)))
+                .await
+                .unwrap_or(last);
+            if matches!(output, Output::Json | Output::Yaml) {
+                print_value(&job, output);
+            }
+            let code = outcome(&job);
+            let error = job
+                .get("error")
+                .and_then(Value::as_str)
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default();
+            eprintln!(
+                "drover: job {id} {}{error}",
+                text(&job, "state").to_ascii_lowercase()
+            );
+            if code == EXIT_DIFFERENCES {
+                let n = job
+                    .get("result")
+                    .and_then(|r| r.get("rowsWithDifferences"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                eprintln!("drover: {n} rows differ (drover validations report {id})");
+            }
+            let _ = std::io::stdout().flush();
+            code
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// `drover job ID [--follow]`.
+pub async fn job(target: &Target, id: &str, follow_it: bool, output: Output) -> u8 {
+    let client = match Client::new(target) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    if follow_it {
+        return follow(&client, id, output).await;
+    }
+    match client.get(&format!("/api/v1/jobs/{}", segment(id))).await {
+        Ok(job) => {
+            print_job(&job, output);
+            EXIT_OK
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// What a submitted file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SubmitKind {
+    /// A migration (`POST /api/v1/migrations`).
+    Migration,
+    /// A validation of a migration's target (`POST /api/v1/validations`).
+    Validation,
+}
+
+/// `drover submit FILE [--follow]`.
+pub async fn submit(
+    target: &Target,
+    file: &Path,
+    kind: SubmitKind,
+    follow_it: bool,
+    output: Output,
+) -> u8 {
+    let client = match Client::new(target) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let body = match std::fs::read(file) {
+        Ok(b) => b,
+        Err(e) => {
+            return fail(ClientError::Input(format!(
+                "{}: cannot read the job file: {e}",
+                file.display()
+            )));
+        }
+    };
+    let path = match kind {
+        SubmitKind::Migration => "/api/v1/migrations",
+        SubmitKind::Validation => "/api/v1/validations",
+    };
+    let accepted = match client
+        .call(Method::POST, path, Some(("application/yaml", body)))
+        .await
+    {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("drover: {}: {e}", file.display());
+            return EXIT_ERROR;
+        }
+    };
+    let id = text(&accepted, "jobId").to_string();
+    if follow_it {
+        eprintln!("drover: submitted job {id}");
+        return follow(&client, &id, output).await;
+    }
+    match output {
+        Output::Json | Output::Yaml => print_value(&accepted, output),
+        _ => println!("{id}"),
+    }
+    EXIT_OK
+}
+
+/// What `drover cancel|resume|delete` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Ask a job to stop.
+    Cancel,
+    /// Resume an interrupted migration.
+    Resume,
+    /// Forget an ended job.
+    Delete,
+}
+
+/// `drover cancel|resume|delete ID`.
+pub async fn act(target: &Target, id: &str, action: Action) -> u8 {
+    let client = match Client::new(target) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let job_path = format!("/api/v1/jobs/{}", segment(id));
+    let result = match action {
+        Action::Cancel => {
+            client
+                .call(Method::POST, &format!("{job_path}/cancel"), None)
+                .await
+        }
+        Action::Delete => client.call(Method::DELETE, &job_path, None).await,
+        Action::Resume => {
+            let job = match client.get(&job_path).await {
+                Ok(j) => j,
+                Err(e) => return fail(e),
+            };
+            match text(&job, "kind") {
+                "migration" => {
+                    client
+                        .call(
+                            Method::POST,
+                            &format!("/api/v1/migrations/{}/resume", segment(id)),
+                            None,
+                        )
+                        .await
+                }
+                other => Err(ClientError::Input(format!(
+                    "job {id} is a {other}: only migrations are resumed through the API (validations and data-copy tasks resume when the daemon starts)"
+                ))),
+            }
+        }
+    };
+    match result {
+        Ok(_) => {
+            let done = match action {
+                Action::Cancel => "cancel requested",
+                Action::Resume => "resumed",
+                Action::Delete => "deleted",
+            };
+            println!("job {id} {done}");
+            EXIT_OK
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// `drover validations report ID`: the report as text (or JSON/YAML); exit 5 when rows differ.
+pub async fn validation_report(target: &Target, id: &str, output: Output) -> u8 {
+    let client = match Client::new(target) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let report = match client
+        .get(&format!("/api/v1/validations/{}/report", segment(id)))
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    match output {
+        Output::Json | Output::Yaml => print_value(&report, output),
+        _ => match serde_json::from_value::<crate::validate::report::Report>(report.clone()) {
+            Ok(r) => print!("{}", r.to_text()),
+            Err(_) => print_value(&report, Output::Yaml),
+        },
+    }
+    if report
+        .get("rowsWithDifferences")
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        > 0
+    {
+        EXIT_DIFFERENCES
+    } else {
+        EXIT_OK
+    }
+}
+
+/// `drover live-migration copy`: starts a data-copy task on this (destination) daemon.
+pub async fn live_copy(
+    target: &Target,
+    request: Value,
+    follow_it: bool,
+    output: Output,
+) -> u8 {
+    let client = match Client::new(target) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let body = serde_json::to_vec(&request).expect("a request serializes");
+    let accepted = match client
+        .call(
+            Method::POST,
+            "/api/v1/live-migration/data-copy-tasks",
+            Some(("application/json", body)),
+        )
+        .await
+    {
+        Ok(a) => a,
+        Err(e) => return fail(e),
+    };
+    let id = text(&accepted, "taskId").to_string();
+    if follow_it {
+        eprintln!("drover: data-copy task {id} started");
+        return follow(&client, &id, output).await;
+    }
+    match output {
+        Output::Json | Output::Yaml => print_value(&accepted, output),
+        _ => println!("{id}"),
+    }
+    EXIT_OK
+}
+
+/// `drover live-migration verify`: starts a files-verification task.
+pub async fn live_verify(
+    target: &Target,
+    request: Value,
+    follow_it: bool,
+    output: Output,
+) -> u8 {
+    let client = match Client::new(target) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let body = serde_json::to_vec(&request).expect("a request serializes");
+    let accepted = match client
+        .call(
+            Method::POST,
+            "/api/v1/live-migration/files-verification-tasks",
+            Some(("application/json", body)),
+        )
+        .await
+    {
+        Ok(a) => a,
+        Err(e) => return fail(e),
+    };
+    let id = text(&accepted, "taskId").to_string();
+    if follow_it {
+        eprintln!("drover: verification task {id} started");
+        return follow(&client, &id, output).await;
+    }
+    match output {
+        Output::Json | Output::Yaml => print_value(&accepted, output),
+        _ => println!("{id}"),
+    }
+    EXIT_OK
+}
+
+/// `drover live-migration status`: the node's migration status, and the tasks of this daemon.
+pub async fn live_status(target: &Target, output: Output) -> u8 {
+    let client = match Client::new(target) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let status = match client.get("/api/v1/live-migration/status").await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let copies = client
+        .get("/api/v1/live-migration/data-copy-tasks?all=true")
+        .await
+        .unwrap_or(Value::Null);
+    let verifications = client
+        .get("/api/v1/live-migration/files-verification-tasks?all=true")
+        .await
+        .unwrap_or(Value::Null);
+    match output {
+        Output::Json | Output::Yaml => print_value(
+            &serde_json::json!({
+                "status": status,
+                "dataCopyTasks": copies,
+                "filesVerificationTasks": verifications,
+            }),
+            output,
+        ),
+        _ => {
+            println!(
+                "Status: {}",
+                serde_json::to_string(&status).expect("JSON serializes")
+            );
+            let rows: Vec<Vec<String>> = copies
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| {
+                    let last = t
+                        .get("status")
+                        .and_then(Value::as_array)
+                        .and_then(|s| s.last())
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    vec![
+                        text(t, "taskId").to_string(),
+                        text(t, "state").to_string(),
+                        last.get("iteration")
+                            .and_then(Value::as_u64)
+                            .map_or("-".into(), |i| i.to_string()),
+                        last.get("bytesDownloaded")
+                            .and_then(Value::as_i64)
+                            .filter(|b| *b >= 0)
+                            .map_or("-".into(), |b| bytesize::ByteSize(b as u64).to_string()),
+                        last.get("state").and_then(Value::as_str).unwrap_or("").to_string(),
+                    ]
+                })
+                .collect();
+            if rows.is_empty() {
+                println!("No data-copy task.");
+            } else {
+                print_table(
+                    &["TASK", "STATE", "ITERATION", "DOWNLOADED", "ITERATION STATE"],
+                    &rows,
+                );
+            }
+        }
+    }
+    EXIT_OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_are_exit_codes() {
+        let job = |state: &str, kind: &str, differ: u64| {
+            serde_json::json!({"state": state, "kind": kind, "result": {"rowsWithDifferences": differ}})
+        };
+        assert_eq!(outcome(&job("SUCCEEDED", "migration", 0)), EXIT_OK);
+        assert_eq!(outcome(&job("SUCCEEDED", "validation", 0)), EXIT_OK);
+        assert_eq!(
+            outcome(&job("SUCCEEDED", "validation", 3)),
+            EXIT_DIFFERENCES
+        );
+        assert_eq!(outcome(&job("FAILED", "migration", 0)), EXIT_FAILED);
+        assert_eq!(outcome(&job("CANCELLED", "migration", 0)), EXIT_CANCELLED);
+        assert_eq!(
+            outcome(&job("INTERRUPTED", "migration", 0)),
+            EXIT_INTERRUPTED
+        );
+    }
+
+    #[test]
+    fn progress_of_each_kind() {
+        let m = serde_json::json!({"kind": "migration", "progress": {"unitsDone": 1, "unitsTotal": 4}});
+        assert_eq!(progress_text(&m), "25.0%");
+        let c = serde_json::json!({"kind": "data-copy-task", "progress": {"bytesDownloaded": 5, "bytesToDownload": 10}});
+        assert_eq!(progress_text(&c), "50.0%");
+        let none = serde_json::json!({"kind": "migration", "progress": {}});
+        assert_eq!(progress_text(&none), "-");
+    }
+}
