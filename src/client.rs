@@ -423,7 +423,12 @@ fn job_rows(jobs: &[Value], wide: bool) -> Vec<Vec<String>> {
             ];
             if wide {
                 row.push(text(j, "phase").to_string());
-                row.push(j.get("attempts").and_then(Value::as_u64).unwrap_or(0).to_string());
+                row.push(
+                    j.get("attempts")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0)
+                        .to_string(),
+                );
                 row.push(counter(j, "retries").unwrap_or(0).to_string());
                 row.push(rate(j));
                 let error = j
@@ -458,12 +463,7 @@ fn print_jobs(jobs: &[Value], output: Output) {
 }
 
 /// `drover jobs`: every job, optionally of one state or kind.
-pub async fn jobs(
-    target: &Target,
-    state: Option<&str>,
-    kind: Option<&str>,
-    output: Output,
-) -> u8 {
+pub async fn jobs(target: &Target, state: Option<&str>, kind: Option<&str>, output: Output) -> u8 {
     let client = match Client::new(target) {
         Ok(c) => c,
         Err(e) => return fail(e),
@@ -565,11 +565,9 @@ async fn follow(client: &Client, id: &str, output: Output) -> u8 {
         },
     );
     bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{bar:30}] {percent:>3}% {msg}",
-        )
-        .expect("the template is valid")
-        .progress_chars("#>."),
+        indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {percent:>3}% {msg}")
+            .expect("the template is valid")
+            .progress_chars("#>."),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
     let mut last_line = std::time::Instant::now() - Duration::from_secs(60);
@@ -584,7 +582,11 @@ async fn follow(client: &Client, id: &str, output: Output) -> u8 {
             let msg = format!("{} {} | {}", state, text(job, "phase"), rate(job));
             bar.set_message(msg.clone());
             // Without a terminal: state changes at once, progress every 10 s.
-            if !tty && (state != last_state || name == "end" || last_line.elapsed() >= Duration::from_secs(10)) {
+            if !tty
+                && (state != last_state
+                    || name == "end"
+                    || last_line.elapsed() >= Duration::from_secs(10))
+            {
                 eprintln!("drover: {id}: {} {msg}", progress_text(job));
                 last_line = std::time::Instant::now();
             }
@@ -794,12 +796,7 @@ pub async fn validation_report(target: &Target, id: &str, output: Output) -> u8 
 }
 
 /// `drover live-migration copy`: starts a data-copy task on this (destination) daemon.
-pub async fn live_copy(
-    target: &Target,
-    request: Value,
-    follow_it: bool,
-    output: Output,
-) -> u8 {
+pub async fn live_copy(target: &Target, request: Value, follow_it: bool, output: Output) -> u8 {
     let client = match Client::new(target) {
         Ok(c) => c,
         Err(e) => return fail(e),
@@ -829,12 +826,7 @@ pub async fn live_copy(
 }
 
 /// `drover live-migration verify`: starts a files-verification task.
-pub async fn live_verify(
-    target: &Target,
-    request: Value,
-    follow_it: bool,
-    output: Output,
-) -> u8 {
+pub async fn live_verify(target: &Target, request: Value, follow_it: bool, output: Output) -> u8 {
     let client = match Client::new(target) {
         Ok(c) => c,
         Err(e) => return fail(e),
@@ -916,7 +908,10 @@ pub async fn live_status(target: &Target, output: Output) -> u8 {
                             .and_then(Value::as_i64)
                             .filter(|b| *b >= 0)
                             .map_or("-".into(), |b| bytesize::ByteSize(b as u64).to_string()),
-                        last.get("state").and_then(Value::as_str).unwrap_or("").to_string(),
+                        last.get("state")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
                     ]
                 })
                 .collect();
@@ -924,7 +919,13 @@ pub async fn live_status(target: &Target, output: Output) -> u8 {
                 println!("No data-copy task.");
             } else {
                 print_table(
-                    &["TASK", "STATE", "ITERATION", "DOWNLOADED", "ITERATION STATE"],
+                    &[
+                        "TASK",
+                        "STATE",
+                        "ITERATION",
+                        "DOWNLOADED",
+                        "ITERATION STATE",
+                    ],
                     &rows,
                 );
             }
@@ -939,9 +940,7 @@ mod tests {
 
     #[test]
     fn outcomes_are_exit_codes() {
-        let job = |state: &str, kind: &str, differ: u64| {
-            serde_json::json!({"state": state, "kind": kind, "result": {"rowsWithDifferences": differ}})
-        };
+        let job = |state: &str, kind: &str, differ: u64| serde_json::json!({"state": state, "kind": kind, "result": {"rowsWithDifferences": differ}});
         assert_eq!(outcome(&job("SUCCEEDED", "migration", 0)), EXIT_OK);
         assert_eq!(outcome(&job("SUCCEEDED", "validation", 0)), EXIT_OK);
         assert_eq!(
@@ -958,7 +957,8 @@ mod tests {
 
     #[test]
     fn progress_of_each_kind() {
-        let m = serde_json::json!({"kind": "migration", "progress": {"unitsDone": 1, "unitsTotal": 4}});
+        let m =
+            serde_json::json!({"kind": "migration", "progress": {"unitsDone": 1, "unitsTotal": 4}});
         assert_eq!(progress_text(&m), "25.0%");
         let c = serde_json::json!({"kind": "data-copy-task", "progress": {"bytesDownloaded": 5, "bytesToDownload": 10}});
         assert_eq!(progress_text(&c), "50.0%");

@@ -7,9 +7,9 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 
 use crate::jobs::JobState;
-use crate::jobs::{JobError, JobRecord, JobRegistry};
 use crate::jobs::kept::forget_job_file;
 use crate::jobs::kind::{JobKind, Services};
+use crate::jobs::{JobError, JobRecord, JobRegistry};
 
 /// A kind as the loops over [`KINDS`] see it.
 trait AnyKind: Sync {

@@ -38,7 +38,8 @@ struct JobLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct JobProgressLabels {
-    job: String,
+    /// Not `job`: Prometheus gives that label to the scrape job, and would rename ours.
+    job_id: String,
     kind: String,
     counter: String,
 }
@@ -63,6 +64,8 @@ pub struct Metrics {
     audit: Family<AuditLabels, Counter>,
     event_streams: Gauge,
     console_sessions: Gauge,
+    state_dir_free: Gauge,
+    state_dir_size: Gauge,
 }
 
 impl Default for Metrics {
@@ -120,7 +123,21 @@ impl Metrics {
             "Web console sessions signed in and not expired",
             console_sessions.clone(),
         );
+        let state_dir_free = Gauge::default();
+        registry.register(
+            "drover_state_dir_free_bytes",
+            "Bytes free for the daemon on the file system of its state directory",
+            state_dir_free.clone(),
+        );
+        let state_dir_size = Gauge::default();
+        registry.register(
+            "drover_state_dir_size_bytes",
+            "Size in bytes of the file system of the daemon's state directory",
+            state_dir_size.clone(),
+        );
         Self {
+            state_dir_free,
+            state_dir_size,
             event_streams,
             console_sessions,
             registry: Mutex::new(registry),
@@ -170,6 +187,22 @@ impl Metrics {
             .inc();
     }
 
+    /// Reads the free and whole space of the file system holding `state_dir` into its gauges
+    /// (left as they were when it cannot be read).
+    pub fn observe_state_dir(&self, state_dir: &std::path::Path) {
+        match rustix::fs::statvfs(state_dir) {
+            Ok(st) => {
+                let size = st.f_frsize.saturating_mul(st.f_blocks);
+                let free = st.f_frsize.saturating_mul(st.f_bavail);
+                self.state_dir_size
+                    .set(i64::try_from(size).unwrap_or(i64::MAX));
+                self.state_dir_free
+                    .set(i64::try_from(free).unwrap_or(i64::MAX));
+            }
+            Err(e) => tracing::debug!(error = %e, "cannot read the state directory's file system"),
+        }
+    }
+
     /// Renders every metric in the OpenMetrics text format, with job gauges read from `jobs`.
     pub fn render(&self, jobs: &JobRegistry) -> String {
         let counts = jobs.counts();
@@ -194,7 +227,7 @@ impl Metrics {
             for (counter, value) in &record.progress {
                 self.job_progress
                     .get_or_create(&JobProgressLabels {
-                        job: record.id.clone(),
+                        job_id: record.id.clone(),
                         kind: record.kind.clone(),
                         counter: counter.clone(),
                     })

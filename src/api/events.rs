@@ -260,8 +260,8 @@ impl Follow {
             };
             self.ended = name == "end";
             self.last = Some(record.clone());
-            let data = serde_json::to_string(&JobEvent::from(record))
-                .expect("a job event serializes");
+            let data =
+                serde_json::to_string(&JobEvent::from(record)).expect("a job event serializes");
             return Some(self.event(name, data));
         }
     }

@@ -17,6 +17,7 @@ use super::AppState;
     responses((status = 200, description = "OpenMetrics text", content_type = "application/openmetrics-text", body = String))
 )]
 pub async fn render(State(state): State<AppState>) -> impl IntoResponse {
+    state.metrics.observe_state_dir(&state.config.state_dir);
     (
         [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         state.metrics.render(&state.jobs),

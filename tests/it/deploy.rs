@@ -116,3 +116,198 @@ fn the_drover_files_in_the_manifests_are_read_by_drover() {
         k8s_job["spec"]["completions"]
     );
 }
+
+fn promtool() -> String {
+    std::env::var("DROVER_TEST_PROMTOOL").expect("DROVER_TEST_PROMTOOL (source target/testenv/env)")
+}
+
+fn prometheus_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus")
+}
+
+fn run(cmd: &mut std::process::Command) -> (bool, String) {
+    let out = cmd.output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn alert_rules_pass_promtool_and_their_unit_tests() {
+    let dir = prometheus_dir();
+    let (ok, report) = run(std::process::Command::new(promtool())
+        .args(["check", "rules"])
+        .arg(dir.join("drover-alerts.yaml")));
+    assert!(ok, "{report}");
+    assert!(report.contains("SUCCESS: 7 rules found"), "{report}");
+    let (ok, report) = run(std::process::Command::new(promtool())
+        .current_dir(&dir)
+        .args(["test", "rules", "drover-alerts.test.yaml"]));
+    assert!(ok, "{report}");
+
+    // The unit tests bite: a rule with another threshold fails them.
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = std::fs::read_to_string(dir.join("drover-alerts.yaml")).unwrap();
+    let changed = rules.replace("streamLagSeconds\"} > 300", "streamLagSeconds\"} > 900");
+    assert_ne!(changed, rules);
+    std::fs::write(tmp.path().join("drover-alerts.yaml"), changed).unwrap();
+    std::fs::copy(
+        dir.join("drover-alerts.test.yaml"),
+        tmp.path().join("drover-alerts.test.yaml"),
+    )
+    .unwrap();
+    let (ok, report) = run(std::process::Command::new(promtool())
+        .current_dir(tmp.path())
+        .args(["test", "rules", "drover-alerts.test.yaml"]));
+    assert!(!ok, "a changed threshold passed the unit tests:\n{report}");
+    assert!(report.contains("DroverReplicationLagHigh"), "{report}");
+}
+
+/// Every query of every panel, with the dashboard's variables given values.
+fn dashboard_queries(dashboard: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            out.push(target["expr"].as_str().unwrap().replace("$instance", ".*"));
+        }
+    }
+    out
+}
+
+/// `drover_...` names a query uses.
+fn metric_names(query: &str) -> Vec<String> {
+    let re = regex::Regex::new(r"\bdrover_[a-z_]+\b").unwrap();
+    re.find_iter(query)
+        .map(|m| m.as_str().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_dashboard_loads_and_queries_what_the_daemon_exports() {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/grafana/drover-dashboard.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    // What Grafana needs to load it: a uid and title, a schema version it migrates from, panels
+    // with unique ids and a place on the grid, and the data source as a variable (so that an
+    // import asks for one).
+    assert_eq!(dashboard["uid"], "drover-overview");
+    assert!(dashboard["schemaVersion"].as_u64().unwrap() >= 36);
+    let variables: Vec<&str> = dashboard["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(variables, ["datasource", "instance"]);
+    let mut ids = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        assert!(
+            ids.insert(panel["id"].as_u64().unwrap()),
+            "duplicate id: {panel}"
+        );
+        let grid = &panel["gridPos"];
+        for key in ["x", "y", "w", "h"] {
+            assert!(grid[key].is_u64(), "{panel}");
+        }
+        assert!(
+            grid["x"].as_u64().unwrap() + grid["w"].as_u64().unwrap() <= 24,
+            "{panel}"
+        );
+        if panel["type"] != "row" {
+            assert_eq!(panel["datasource"]["uid"], "${datasource}", "{panel}");
+            assert!(!panel["targets"].as_array().unwrap().is_empty(), "{panel}");
+        }
+    }
+    let queries = dashboard_queries(&dashboard);
+    assert!(queries.len() >= 20, "{}", queries.len());
+
+    // Every query is PromQL that Prometheus parses: promtool checks them as recording rules.
+    let rules = serde_json::json!({
+        "groups": [{
+            "name": "dashboard",
+            "rules": queries.iter().enumerate().map(|(i, q)| serde_json::json!({
+                "record": format!("dashboard:query_{i}"),
+                "expr": q,
+            })).collect::<Vec<_>>(),
+        }]
+    });
+    let file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    std::fs::write(file.path(), yaml_serde::to_string(&rules).unwrap()).unwrap();
+    let (ok, report) = run(std::process::Command::new(promtool())
+        .args(["check", "rules"])
+        .arg(file.path()));
+    assert!(ok, "{report}");
+
+    // And every metric they and the alert rules name is one a running daemon exports.
+    let daemon = test_support::Daemon::fresh("").await;
+    let metrics = daemon.get_text("/metrics").await;
+    let families: std::collections::BTreeSet<&str> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let alerts = std::fs::read_to_string(prometheus_dir().join("drover-alerts.yaml")).unwrap();
+    let named: std::collections::BTreeSet<String> = queries
+        .iter()
+        .map(String::as_str)
+        .chain([alerts.as_str()])
+        .flat_map(metric_names)
+        .collect();
+    for name in &named {
+        let family = ["_total", "_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(name);
+        assert!(
+            families.contains(name.as_str()) || families.contains(family),
+            "{name} is queried but not exported; /metrics has {families:?}"
+        );
+    }
+    // The job counters they select by name are counters jobs publish.
+    let sources = [
+        "src/migrate/engine.rs",
+        "src/validate/progress.rs",
+        "src/livemigration/tasks/jobs.rs",
+        "src/jobs/running.rs",
+        "src/connectors/dynamodb",
+        "src/migrate",
+    ];
+    let mut code = String::new();
+    for s in sources {
+        let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(s);
+        let files: Vec<PathBuf> = if p.is_dir() { walk(&p) } else { vec![p] };
+        for f in files {
+            code.push_str(&std::fs::read_to_string(f).unwrap());
+        }
+    }
+    let counter = regex::Regex::new(r#"counter=~?"([A-Za-z|]+)""#).unwrap();
+    for text in queries.iter().map(String::as_str).chain([alerts.as_str()]) {
+        for c in counter.captures_iter(text) {
+            for name in c[1].split('|') {
+                assert!(
+                    code.contains(&format!("\"{name}\"")),
+                    "counter {name} is queried but no job publishes it"
+                );
+            }
+        }
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}

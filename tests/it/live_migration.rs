@@ -1341,7 +1341,7 @@ async fn a_destination_killed_mid_task_resumes_it_when_restarted() {
 async fn progress_metric(d: &Daemon, job: &str, counter: &str) -> Option<u64> {
     let text = d.get_text("/metrics").await;
     let labels = format!(
-        "drover_job_progress{{job=\"{job}\",kind=\"data-copy-task\",counter=\"{counter}\"}} "
+        "drover_job_progress{{job_id=\"{job}\",kind=\"data-copy-task\",counter=\"{counter}\"}} "
     );
     text.lines()
         .find_map(|l| l.strip_prefix(labels.as_str()))

@@ -6,6 +6,8 @@
 mod api_errors;
 mod auth;
 mod cli;
+mod client;
+mod console;
 mod coordination;
 mod copy_semantics;
 mod copy_twice;
@@ -16,6 +18,7 @@ mod dynamodb_stream;
 mod dynamodb_tables;
 mod dynamodb_types;
 mod dynamodb_validations;
+mod events;
 mod health;
 mod hostile;
 mod hostile_jobs;

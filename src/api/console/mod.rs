@@ -248,7 +248,11 @@ pub async fn refused(get: bool, path_and_query: String, response: Response) -> R
     let message = match axum::body::to_bytes(response.into_body(), 4096).await {
         Ok(bytes) => serde_json::from_slice::<serde_json::Value>(&bytes)
             .ok()
-            .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_string))
+            .and_then(|v| {
+                v.get("message")
+                    .and_then(|m| m.as_str())
+                    .map(str::to_string)
+            })
             .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned()),
         Err(_) => String::new(),
     };
@@ -372,12 +376,12 @@ pub struct ActionForm {
     pub csrf: String,
 }
 
-/// Checks an action's form token; `Err` is the page to answer.
-fn check_form(state: &AppState, headers: &HeaderMap, form: &ActionForm) -> Result<(), Response> {
+/// Checks an action's form token: the refusal to answer when it does not match.
+fn refusal_of_form(state: &AppState, headers: &HeaderMap, form: &ActionForm) -> Option<Response> {
     if state.sessions.csrf_matches(headers, &form.csrf) {
-        Ok(())
+        None
     } else {
-        Err(html(
+        Some(html(
             StatusCode::FORBIDDEN,
             pages::error_page(
                 StatusCode::FORBIDDEN,
@@ -403,7 +407,7 @@ async fn cancel(
     Path(id): Path<String>,
     Form(form): Form<ActionForm>,
 ) -> Response {
-    if let Err(page) = check_form(&state, &headers, &form) {
+    if let Some(page) = refusal_of_form(&state, &headers, &form) {
         return page;
     }
     match state.jobs.cancel_recorded(&id).await {
@@ -418,7 +422,7 @@ async fn resume(
     Path(id): Path<String>,
     Form(form): Form<ActionForm>,
 ) -> Response {
-    if let Err(page) = check_form(&state, &headers, &form) {
+    if let Some(page) = refusal_of_form(&state, &headers, &form) {
         return page;
     }
     match crate::kinds::resume(&state.services(), &id).await {
@@ -433,7 +437,7 @@ async fn delete(
     Path(id): Path<String>,
     Form(form): Form<ActionForm>,
 ) -> Response {
-    if let Err(page) = check_form(&state, &headers, &form) {
+    if let Some(page) = refusal_of_form(&state, &headers, &form) {
         return page;
     }
     match state.jobs.delete(&id).await {
@@ -579,10 +583,7 @@ mod tests {
         };
         let first = sessions.open("t1".into());
         let second = sessions.open("t2".into());
-        assert_eq!(
-            sessions.of_request(&headers(&first)).unwrap().token(),
-            "t1"
-        );
+        assert_eq!(sessions.of_request(&headers(&first)).unwrap().token(), "t1");
         let third = sessions.open("t3".into());
         assert!(
             sessions.of_request(&headers(&first)).is_none(),

@@ -4,7 +4,6 @@
 
 use std::fmt::Write as _;
 
-
 use axum::http::StatusCode;
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
@@ -614,10 +613,7 @@ fn num(v: &Value, key: &str) -> Option<i64> {
 }
 
 fn copy_section(record: &JobRecord) -> Markup {
-    let threshold = record
-        .spec
-        .get("successThreshold")
-        .and_then(Value::as_f64);
+    let threshold = record.spec.get("successThreshold").and_then(Value::as_f64);
     let max_iterations = record.spec.get("maxIterations").and_then(Value::as_u64);
     let iterations: Vec<Value> = record
         .result
