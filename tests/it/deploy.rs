@@ -245,8 +245,27 @@ async fn the_dashboard_loads_and_queries_what_the_daemon_exports() {
     assert!(ok, "{report}");
 
     // And every metric they and the alert rules name is one a running daemon exports.
+    // A daemon that has served requests (an audited one among them) and runs a job, so that
+    // every family has a series to show.
     let daemon = test_support::Daemon::fresh("").await;
+    let (status, accepted) = daemon
+        .post_json(
+            "/api/v1/diagnostics/jobs",
+            &serde_json::json!({"durationSeconds": 60}),
+        )
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["jobId"].as_str().unwrap().to_string();
+    daemon
+        .wait_job(&id, std::time::Duration::from_secs(30), |j| {
+            j["progress"]["secondsElapsed"].as_u64() >= Some(1)
+        })
+        .await;
+    daemon.get_text("/metrics").await;
     let metrics = daemon.get_text("/metrics").await;
+    daemon
+        .post_json(&format!("/api/v1/jobs/{id}/cancel"), &serde_json::json!({}))
+        .await;
     let families: std::collections::BTreeSet<&str> = metrics
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))
