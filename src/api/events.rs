@@ -107,6 +107,64 @@ impl From<JobRecord> for JobEvent {
     }
 }
 
+/// One message of the stream as the `text/event-stream` format carries it: its `event` name,
+/// `id` and `data`, the data being a [`JobEvent`] in JSON (`{"id"}` for `gone`). Written by hand
+/// because the document must describe the message, not only its data: clients (and schemathesis)
+/// check each parsed message against it, and `contentSchema` ties the data to `JobEvent`.
+pub struct JobEventMessage;
+
+impl utoipa::PartialSchema for JobEventMessage {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::extensions::Extensions;
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+
+        let message = |names: &[&str], data: serde_json::Value, what: &str| {
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .required("event")
+                .required("data")
+                .property(
+                    "event",
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .enum_values(Some(names.iter().copied())),
+                )
+                .property("id", ObjectBuilder::new().schema_type(Type::String))
+                .property(
+                    "data",
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .description(Some(what))
+                        .content_media_type("application/json")
+                        .extensions(Some(Extensions::from_iter([("contentSchema", data)]))),
+                )
+        };
+        let job = message(
+            &["state", "progress", "end"],
+            serde_json::json!({ "$ref": "#/components/schemas/JobEvent" }),
+            "The job as it is now (a JobEvent)",
+        );
+        let gone = message(
+            &["gone"],
+            serde_json::json!({
+                "type": "object",
+                "required": ["id"],
+                "properties": { "id": { "type": "string" } }
+            }),
+            "The id of the job, deleted while it was followed",
+        );
+        OneOfBuilder::new()
+            .item(job)
+            .item(gone)
+            .description(Some(
+                "One Server-Sent Events message: `state`, `progress` and `end` carry the job, `gone` its id",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for JobEventMessage {}
+
 /// Parameters of a stream.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -152,7 +210,7 @@ pub fn interval_of(query: &EventsQuery) -> Result<Duration, ApiError> {
     tag = "jobs",
     params(("id" = String, Path, description = "Job id"), EventsQuery),
     responses(
-        (status = 200, description = "`text/event-stream`: events `state`, `progress`, then `end` (or `gone`); each `data` is a JobEvent", content_type = "text/event-stream", body = JobEvent),
+        (status = 200, description = "`text/event-stream`: events `state`, `progress`, then `end` (or `gone`); each `data` is a JobEvent", content_type = "text/event-stream", body = JobEventMessage),
         (status = 400, description = "A bad interval", body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 503, description = "`server.max_event_streams` streams are open already", body = ErrorBody),

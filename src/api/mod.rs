@@ -87,7 +87,7 @@ impl AppState {
         (name = "diagnostics", description = "Checks of a deployment that touch no data"),
         (name = "metrics", description = "Prometheus metrics"),
     ),
-    components(schemas(error::ErrorBody, crate::livemigration::batch::BlockDigests, events::JobEvent))
+    components(schemas(error::ErrorBody, crate::livemigration::batch::BlockDigests, events::JobEvent, events::JobEventMessage))
 )]
 struct ApiDoc;
 
