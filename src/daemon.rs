@@ -48,6 +48,9 @@ pub enum DaemonError {
     /// The job registry cannot be opened.
     #[error(transparent)]
     Jobs(#[from] JobError),
+    /// The SSTable upload staging directory cannot be used.
+    #[error("sstable_uploads: {0}")]
+    Uploads(#[from] crate::uploads::UploadError),
     /// The server failed while running.
     #[error("server error: {0}")]
     Serve(std::io::Error),
@@ -123,9 +126,15 @@ pub fn app_state(
     config: Arc<DaemonConfig>,
     jobs: JobRegistry,
     live: crate::livemigration::LiveMigration,
-) -> AppState {
+) -> Result<AppState, DaemonError> {
     let metrics = Arc::new(Metrics::new());
-    AppState {
+    let uploads = crate::uploads::Uploads::new(
+        &config.sstable_uploads,
+        &config.state_dir,
+        config.cassandra.jmx_address.clone(),
+    )?;
+    Ok(AppState {
+        uploads: Arc::new(uploads),
         node: Arc::new(LocalNode::new(config.cassandra.clone())),
         events: Arc::new(crate::api::events::EventStreams::new(
             config.server.max_event_streams.get(),
@@ -140,7 +149,7 @@ pub fn app_state(
         jobs,
         metrics,
         live: Arc::new(live),
-    }
+    })
 }
 
 /// Runs the daemon until `stop` fires (the signal handling of [`serve`] aside).
@@ -191,7 +200,7 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
         tracing::info!(role = ?live.role, "live migration enabled");
     }
     crate::livemigration::tasks::sweep_staging(&jobs, &live).await;
-    let state = app_state(config.clone(), jobs.clone(), live);
+    let state = app_state(config.clone(), jobs.clone(), live)?;
     if config.jobs.resume_interrupted {
         crate::kinds::resume_interrupted(&state.services());
     }

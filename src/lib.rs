@@ -13,6 +13,8 @@
 //!   connectors with bounded concurrency, retries and savepoints.
 //! - [`connectors`]: one module per data system (scan, write, schema checks, job-file sections).
 //! - [`validate`]: the validator — compares a migration's target with its source.
+//! - [`uploads`]: SSTable uploads and their import into the local node (Sidecar's bulk-load
+//!   routes, without HTTP).
 //! - [`livemigration`]: live instance migration — file listing and serving, data-copy and
 //!   verification tasks (Cassandra Sidecar's API).
 //! - [`savepoints`]: the progress model and its savepoint files.
@@ -41,4 +43,5 @@ pub mod s3;
 pub mod savepoints;
 pub mod telemetry;
 pub mod tls;
+pub mod uploads;
 pub mod validate;

@@ -70,6 +70,15 @@ pub fn required(method: &Method, route: &str) -> Option<Access> {
             | "/api/v1/diagnostics/jobs",
         ) => Operator,
         ("DELETE", "/api/v1/jobs/{id}") => Operator,
+        // A bulk writer: an operator's client, or another drover with its peer credentials.
+        (
+            "PUT",
+            "/api/v1/uploads/{uploadId}/keyspaces/{keyspace}/tables/{table}/components/{component}"
+            | "/api/v1/uploads/{uploadId}/keyspaces/{keyspace}/tables/{table}/import",
+        )
+        | ("DELETE", "/api/v1/uploads/{uploadId}") => {
+            return Some(Access::Either(Operator, Peer));
+        }
         // A destination asks its source's status before every iteration, with its peer
         // credentials.
         ("GET", "/api/v1/live-migration/status") => return Some(Access::Either(Reader, Peer)),

@@ -79,10 +79,13 @@ pub async fn require_media_type(
         || headers
             .get(header::CONTENT_LENGTH)
             .is_some_and(|v| v.as_bytes() != b"0");
+    // An SSTable component's bytes need no media type: Sidecar's clients send none.
+    let raw_bytes = request.uri().path().starts_with(super::uploads::PREFIX);
     if matches!(
         *request.method(),
         Method::POST | Method::PUT | Method::PATCH
     ) && has_body
+        && !raw_bytes
         && !headers.contains_key(header::CONTENT_TYPE)
     {
         return no_media_type().into_response();

@@ -57,7 +57,11 @@ impl ApiError {
 
 fn body(status: StatusCode, message: String) -> ErrorBody {
     ErrorBody {
-        status: status.canonical_reason().unwrap_or("Unknown").to_string(),
+        status: match status.as_u16() {
+            super::uploads::CHECKSUM_MISMATCH => "Checksum Mismatch",
+            _ => status.canonical_reason().unwrap_or("Unknown"),
+        }
+        .to_string(),
         code: status.as_u16(),
         message,
     }

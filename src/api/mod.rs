@@ -14,6 +14,7 @@ pub mod jobs;
 pub mod live_migration;
 mod metrics;
 mod migrations;
+pub mod uploads;
 mod validations;
 
 use std::sync::Arc;
@@ -57,6 +58,8 @@ pub struct AppState {
     pub sessions: Arc<console::Sessions>,
     /// Who callers are: bearer tokens, JWTs, client certificates.
     pub auth: Arc<crate::auth::Authenticator>,
+    /// SSTable uploads and imports into the local node.
+    pub uploads: Arc<crate::uploads::Uploads>,
 }
 
 impl AppState {
@@ -84,6 +87,7 @@ impl AppState {
         (name = "migrations", description = "Table copies in ScyllaDB Migrator's job format"),
         (name = "validations", description = "Proof that a migration's target holds exactly its source's rows"),
         (name = "live-migration", description = "Cassandra Sidecar's live instance migration: a destination pulls a node's files from its source"),
+        (name = "uploads", description = "Cassandra Sidecar's SSTable uploads and imports into the local node (a bulk writer's target side)"),
         (name = "diagnostics", description = "Checks of a deployment that touch no data"),
         (name = "metrics", description = "Prometheus metrics"),
     ),
@@ -139,6 +143,9 @@ fn routes() -> OpenApiRouter<AppState> {
             live_migration::tasks::get_verify,
             live_migration::tasks::cancel_verify
         ))
+        .routes(routes!(uploads::upload))
+        .routes(routes!(uploads::import))
+        .routes(routes!(uploads::delete))
         .routes(routes!(diagnostics::submit))
         .routes(routes!(metrics::render))
 }
@@ -266,6 +273,10 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             live_migration::filter,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            uploads::filter,
         ))
         .layer(axum::middleware::from_fn_with_state(
             auth::Guard::new(&state),

@@ -25,7 +25,8 @@ pub struct CassandraConfig {
     /// refuses a data-copy task (and does not resume one) while something accepts a TCP
     /// connection there, as the Sidecar refuses while Cassandra answers on JMX or its native
     /// port. Cassandra's default is `127.0.0.1:7199`; set it to have the Sidecar's check.
-    /// Default: unset (only the native port is checked).
+    /// It is also where `sstable_uploads`' `nodetool import` connects (nodetool's own default,
+    /// `127.0.0.1:7199`, when unset). Default: unset (only the native port is checked).
     #[serde(deserialize_with = "host_port")]
     pub jmx_address: Option<String>,
     /// User name for CQL authentication (PasswordAuthenticator). Unset: no authentication.

@@ -11,6 +11,7 @@ mod jobs;
 pub mod live_migration;
 mod logging;
 mod server;
+mod uploads;
 pub mod yaml;
 
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ pub use jobs::JobsConfig;
 pub use live_migration::{LiveMigrationConfig, PeerTlsConfig, Role};
 pub use logging::{LogFormat, LoggingConfig};
 pub use server::{ClientAuth, ConsoleConfig, ServerConfig, TlsConfig};
+pub use uploads::SstableUploadsConfig;
 
 /// The configuration used when `drover serve` is given no `--config`.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/drover.yaml");
@@ -62,6 +64,10 @@ pub struct DaemonConfig {
     /// Live instance migration (off by default).
     #[serde(default)]
     pub live_migration: LiveMigrationConfig,
+    /// SSTable uploads and imports into the local node, Cassandra Sidecar's bulk-load routes
+    /// (off by default).
+    #[serde(default)]
+    pub sstable_uploads: SstableUploadsConfig,
     /// Who may call the API (off unless tokens or certificate mappings are configured).
     #[serde(default)]
     pub auth: AuthConfig,
@@ -209,6 +215,7 @@ impl DaemonConfig {
         self.server.validate(self.auth.is_enabled())?;
         self.jobs.validate()?;
         self.cassandra.validate()?;
+        self.sstable_uploads.validate()?;
         self.live_migration.validate()
     }
 }

@@ -39,7 +39,7 @@ impl App {
             .expect("job registry");
         let live =
             LiveMigration::open(&config, config.server.listen).expect("live migration state");
-        let state = drover::daemon::app_state(Arc::new(config), jobs, live);
+        let state = drover::daemon::app_state(Arc::new(config), jobs, live).expect("daemon state");
         Self {
             live: state.live.clone(),
             router: api::router(state),

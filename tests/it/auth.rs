@@ -110,9 +110,11 @@ async fn every_route_answers_each_caller_by_its_role() {
             // Clearing the status is the step after a node has left migration_map (Sidecar's
             // last phase): a node that is not in the map answers it as any route.
             let cleanup = path == "/api/v1/live-migration/status" && method == Method::DELETE;
-            if path.starts_with("/api/v1/live-migration") && !cleanup {
-                // Live migration is off: 404 whoever asks, so the route's existence is not
-                // revealed to an unauthenticated caller.
+            if (path.starts_with("/api/v1/live-migration") || path.starts_with("/api/v1/uploads/"))
+                && !cleanup
+            {
+                // Live migration and SSTable uploads are off: 404 whoever asks, so the route's
+                // existence is not revealed to an unauthenticated caller.
                 assert_eq!(status, 404, "{method} {path} as {who}");
                 // Nor that it is a live-migration route: the answer is an unknown path's.
                 let (_, body) = ask_body(&app, method, path, *token).await;

@@ -42,5 +42,6 @@ mod schemathesis;
 mod secrets;
 mod security;
 mod sidecar_procedure;
+mod sstable_uploads;
 mod tls;
 mod validations;

@@ -1,0 +1,355 @@
+//! Imports of staged uploads through `nodetool import`, one table at a time, and the log of
+//! what was imported.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{UploadError, io_at};
+
+/// Sidecar's import options (query parameters of the import route), each mapped to the
+/// `nodetool import` flag that turns the node's default off (or `extendedVerify` and
+/// `copyData` on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// Reset the SSTables' level to 0 (default true; false: `--keep-level`).
+    pub reset_level: bool,
+    /// Clear their repaired state (default true; false: `--keep-repaired`).
+    pub clear_repaired: bool,
+    /// Verify them before importing (default true; false: `--no-verify`).
+    pub verify_sstables: bool,
+    /// Check that their tokens belong to this node (default true; false: `--no-tokens`).
+    pub verify_tokens: bool,
+    /// Invalidate the row cache of the imported keys (default true; false:
+    /// `--no-invalidate-caches`).
+    pub invalidate_caches: bool,
+    /// Verify every partition and row, not only the checksums (default true:
+    /// `--extended-verify`).
+    pub extended_verify: bool,
+    /// Copy instead of moving the files (default false: `--copy-data` when true).
+    pub copy_data: bool,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        Self {
+            reset_level: true,
+            clear_repaired: true,
+            verify_sstables: true,
+            verify_tokens: true,
+            invalidate_caches: true,
+            extended_verify: true,
+            copy_data: false,
+        }
+    }
+}
+
+impl ImportOptions {
+    fn flags(&self) -> Vec<&'static str> {
+        let mut flags = Vec::new();
+        for (on, flag) in [
+            (!self.reset_level, "--keep-level"),
+            (!self.clear_repaired, "--keep-repaired"),
+            (!self.verify_sstables, "--no-verify"),
+            (!self.verify_tokens, "--no-tokens"),
+            (!self.invalidate_caches, "--no-invalidate-caches"),
+            (self.extended_verify, "--extended-verify"),
+            (self.copy_data, "--copy-data"),
+        ] {
+            if on {
+                flags.push(flag);
+            }
+        }
+        flags
+    }
+}
+
+/// Where an import stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImportStatus {
+    /// Running (or waiting for another import of the same table).
+    Pending,
+    /// Imported (now, or earlier: remembered for `imported_expiry`).
+    Done,
+    /// The node refused it, or nodetool failed; asking again tries again.
+    Failed(String),
+}
+
+/// One `nodetool import`.
+pub(super) struct Command {
+    pub nodetool: PathBuf,
+    pub jmx: Option<String>,
+    pub keyspace: String,
+    pub table: String,
+    /// The table's directory of the upload.
+    pub dir: PathBuf,
+    /// The upload's directory (removed once nothing is left in it).
+    pub upload_dir: PathBuf,
+    pub options: ImportOptions,
+    pub timeout: Duration,
+}
+
+type Key = (String, String, String);
+
+enum Outcome {
+    Running,
+    Failed(String),
+}
+
+#[derive(Default)]
+struct State {
+    /// Imported (upload id, keyspace, table), with when.
+    imported: HashMap<Key, u64>,
+    /// Imports running, or failed and not yet reported.
+    outcomes: HashMap<Key, Outcome>,
+    /// One lock per table: the node imports a table's directories one at a time.
+    tables: HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>,
+}
+
+/// Most imports running or waiting at once; more are refused (each holds a task).
+const MAX_OUTCOMES: usize = 10_000;
+
+/// The imports of this node.
+pub(super) struct Imports {
+    log: PathBuf,
+    expiry: Duration,
+    state: Arc<Mutex<State>>,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Imports {
+    /// Nothing imported, nothing kept (the routes are off).
+    pub fn empty(staging: &Path) -> Self {
+        Self {
+            log: staging.join("imported.log"),
+            expiry: Duration::ZERO,
+            state: Arc::default(),
+        }
+    }
+
+    /// Reads the log of imported uploads under `staging`, dropping entries older than
+    /// `expiry` (and rewriting it without them).
+    pub fn open(staging: &Path, expiry: Duration) -> Result<Self, UploadError> {
+        let log = staging.join("imported.log");
+        let mut state = State::default();
+        let text = match std::fs::read_to_string(&log) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(io_at(&log)(e)),
+        };
+        let oldest = now_secs().saturating_sub(expiry.as_secs());
+        let mut dropped = false;
+        for line in text.lines() {
+            let mut parts = line.split('\t');
+            let (Some(at), Some(id), Some(ks), Some(table)) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                dropped = true;
+                continue;
+            };
+            match at.parse::<u64>() {
+                Ok(at) if at >= oldest => {
+                    state
+                        .imported
+                        .insert((id.to_string(), ks.to_string(), table.to_string()), at);
+                }
+                _ => dropped = true,
+            }
+        }
+        if dropped {
+            let kept: String = state
+                .imported
+                .iter()
+                .map(|((id, ks, t), at)| format!("{at}\t{id}\t{ks}\t{t}\n"))
+                .collect();
+            crate::fsutil::write_atomic(&log, kept.as_bytes()).map_err(io_at(&log))?;
+        }
+        Ok(Self {
+            log,
+            expiry,
+            state: Arc::new(Mutex::new(state)),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether this table of this upload was imported (within `imported_expiry`).
+    pub fn was_imported(&self, key: (&str, &str, &str)) -> bool {
+        let key = (key.0.to_string(), key.1.to_string(), key.2.to_string());
+        let oldest = now_secs().saturating_sub(self.expiry.as_secs());
+        self.lock()
+            .imported
+            .get(&key)
+            .is_some_and(|at| *at >= oldest)
+    }
+
+    /// Upload ids with an import running.
+    pub fn running_ids(&self) -> Vec<String> {
+        self.lock()
+            .outcomes
+            .iter()
+            .filter(|(_, o)| matches!(o, Outcome::Running))
+            .map(|((id, _, _), _)| id.clone())
+            .collect()
+    }
+
+    /// Starts the import of `command`'s directory, or reports the one started before.
+    pub fn start(&self, upload_id: &str, command: Command) -> Result<ImportStatus, UploadError> {
+        let key = (
+            upload_id.to_string(),
+            command.keyspace.clone(),
+            command.table.clone(),
+        );
+        if self.was_imported((&key.0, &key.1, &key.2)) {
+            return Ok(ImportStatus::Done);
+        }
+        let mut state = self.lock();
+        match state.outcomes.remove(&key) {
+            Some(Outcome::Running) => {
+                state.outcomes.insert(key, Outcome::Running);
+                return Ok(ImportStatus::Pending);
+            }
+            // Reported once; the next request tries again.
+            Some(Outcome::Failed(message)) => return Ok(ImportStatus::Failed(message)),
+            None => {}
+        }
+        if !command.dir.is_dir() {
+            return Err(UploadError::NotFound(format!(
+                "no upload {upload_id} of {}.{} is staged on this node",
+                command.keyspace, command.table
+            )));
+        }
+        if state.outcomes.len() >= MAX_OUTCOMES {
+            return Err(UploadError::TooMany(format!(
+                "{MAX_OUTCOMES} imports are running or waiting already; retry later"
+            )));
+        }
+        let table = state
+            .tables
+            .entry((command.keyspace.clone(), command.table.clone()))
+            .or_default()
+            .clone();
+        state.outcomes.insert(key.clone(), Outcome::Running);
+        drop(state);
+        let shared = self.state.clone();
+        let log = self.log.clone();
+        tokio::spawn(async move {
+            let _turn = table.lock().await;
+            let result = run(&command).await.and_then(|()| {
+                record(&log, &key)?;
+                // Only what the node left behind (nothing, unless it copied).
+                let _ = std::fs::remove_dir_all(&command.dir);
+                remove_empty_parents(&command.dir, &command.upload_dir);
+                Ok(())
+            });
+            let mut state = shared.lock().unwrap_or_else(|p| p.into_inner());
+            match result {
+                Ok(()) => {
+                    tracing::info!(upload_id = %key.0, keyspace = %key.1, table = %key.2, "SSTables imported");
+                    state.outcomes.remove(&key);
+                    state.imported.insert(key, now_secs());
+                }
+                Err(e) => {
+                    tracing::warn!(upload_id = %key.0, keyspace = %key.1, table = %key.2, error = %e, "SSTable import failed");
+                    state.outcomes.insert(key, Outcome::Failed(e.to_string()));
+                }
+            }
+        });
+        Ok(ImportStatus::Pending)
+    }
+}
+
+/// Appends an import to the log, durably, before its directory goes.
+fn record(log: &Path, (id, ks, table): &Key) -> Result<(), UploadError> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(io_at(log))?;
+    writeln!(file, "{}\t{id}\t{ks}\t{table}", now_secs()).map_err(io_at(log))?;
+    file.sync_all().map_err(io_at(log))
+}
+
+/// Removes the keyspace and upload directories above `dir` once they are empty.
+fn remove_empty_parents(dir: &Path, upload_dir: &Path) {
+    let mut at = dir.parent();
+    while let Some(d) = at {
+        if !d.starts_with(upload_dir) || std::fs::remove_dir(d).is_err() {
+            break;
+        }
+        at = d.parent();
+    }
+}
+
+/// The most of nodetool's output kept in a failure's message.
+const MAX_OUTPUT: usize = 4096;
+
+/// Runs `nodetool import` and turns a refusal into the node's own words.
+async fn run(c: &Command) -> Result<(), UploadError> {
+    let mut cmd = tokio::process::Command::new(&c.nodetool);
+    if let Some(jmx) = &c.jmx {
+        let (host, port) = jmx.rsplit_once(':').unwrap_or((jmx.as_str(), "7199"));
+        cmd.arg("-h")
+            .arg(host.trim_start_matches('[').trim_end_matches(']'))
+            .arg("-p")
+            .arg(port);
+    }
+    cmd.arg("import")
+        .args(c.options.flags())
+        .arg("--")
+        .arg(&c.keyspace)
+        .arg(&c.table)
+        .arg(&c.dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let shown = format!("{} import", c.nodetool.display());
+    let output = match tokio::time::timeout(c.timeout, cmd.output()).await {
+        Err(_) => {
+            return Err(UploadError::ImportFailed(format!(
+                "{shown} of {}.{} did not end within sstable_uploads.import_timeout ({})",
+                c.keyspace,
+                c.table,
+                humantime::format_duration(c.timeout)
+            )));
+        }
+        Ok(Err(e)) => {
+            return Err(UploadError::ImportFailed(format!(
+                "{shown} could not be run (sstable_uploads.nodetool): {e}"
+            )));
+        }
+        Ok(Ok(output)) => output,
+    };
+    if output.status.success() {
+        return Ok(());
+    }
+    let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
+    let mut said = [text(&output.stderr), text(&output.stdout)]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    if said.len() > MAX_OUTPUT {
+        let mut cut = MAX_OUTPUT;
+        while !said.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        said.truncate(cut);
+        said.push('…');
+    }
+    Err(UploadError::ImportFailed(format!(
+        "Failed to import {}.{} ({shown} ended with {}): {said}",
+        c.keyspace, c.table, output.status
+    )))
+}

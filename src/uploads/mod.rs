@@ -1,0 +1,536 @@
+//! SSTable uploads and imports into the local node: Cassandra Sidecar's bulk-load routes
+//! without HTTP. A writer puts each component of its SSTables under an upload id
+//! (`<staging>/<uploadId>/<keyspace>/<table>/<component>`, written to a temporary name, its
+//! digest checked while it streams, renamed when complete), then asks for the import, which
+//! runs `nodetool import` with the node's checks on. An imported upload id is remembered (in
+//! a log beside the staging directories), so a writer that asks again after a crash learns it
+//! was imported instead of importing it twice.
+
+mod import;
+pub mod names;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use md5::Digest as _;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::Semaphore;
+
+use crate::config::SstableUploadsConfig;
+pub use import::{ImportOptions, ImportStatus};
+
+/// Why an upload, an import or a cleanup was refused or failed. Each message is a complete
+/// sentence for the caller; the API maps variants to statuses.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    /// The routes are off (`sstable_uploads.enabled`).
+    #[error("SSTable uploads are not enabled on this node (sstable_uploads.enabled)")]
+    Disabled,
+    /// A name or a header is malformed.
+    #[error("{0}")]
+    Invalid(String),
+    /// A keyspace uploads may not touch.
+    #[error("{0}")]
+    Forbidden(String),
+    /// No such upload (or upload directory for that table).
+    #[error("{0}")]
+    NotFound(String),
+    /// The upload id was imported already: nothing more may be added to it.
+    #[error(
+        "upload {upload_id} was imported already; a new upload needs a new id (its import answers 200)"
+    )]
+    AlreadyImported {
+        /// The id.
+        upload_id: String,
+    },
+    /// Too much at once.
+    #[error("{0}")]
+    TooMany(String),
+    /// The staging file system is too full.
+    #[error(
+        "Insufficient space available for upload: {free_percent:.1} % free in {}, sstable_uploads.min_free_space_percent is {min:.1}",
+        dir.display()
+    )]
+    NoSpace {
+        /// The staging directory.
+        dir: PathBuf,
+        /// Free share now.
+        free_percent: f64,
+        /// The configured minimum.
+        min: f64,
+    },
+    /// The body is longer than `max_component_size`.
+    #[error(
+        "component {component} is longer than sstable_uploads.max_component_size ({limit} bytes)"
+    )]
+    TooLarge {
+        /// The component.
+        component: String,
+        /// The limit.
+        limit: u64,
+    },
+    /// The body does not have the digest its header announced.
+    #[error("Digest mismatch. expected_digest={expected}, algorithm={algorithm}")]
+    DigestMismatch {
+        /// The digest announced.
+        expected: String,
+        /// `XXHash32` or `MD5`.
+        algorithm: &'static str,
+    },
+    /// The body stopped before its end.
+    #[error("the body of {component} could not be read: {message}")]
+    Body {
+        /// The component.
+        component: String,
+        /// Why.
+        message: String,
+    },
+    /// The node refused the import, or nodetool could not run.
+    #[error("{0}")]
+    ImportFailed(String),
+    /// A file of the staging directory could not be written or read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> UploadError + '_ {
+    move |source| UploadError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The digest a component's upload announces (headers `cassandra-content-xxhash32` with
+/// `cassandra-content-xxhash32-seed`, or `content-md5`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expected {
+    /// xxHash32 as lowercase hex without leading zeros, with its seed.
+    XxHash32 {
+        /// The digest as sent.
+        hex: String,
+        /// The seed (0 when not sent).
+        seed: u32,
+    },
+    /// MD5, base64.
+    Md5(String),
+    /// Nothing announced: nothing checked (as Sidecar).
+    None,
+}
+
+impl Expected {
+    /// Reads the announced digest from header values, as Sidecar does: xxHash32 first.
+    pub fn from_headers(
+        xxhash32: Option<&str>,
+        seed: Option<&str>,
+        md5: Option<&str>,
+    ) -> Result<Self, UploadError> {
+        if let Some(hex) = xxhash32 {
+            let seed = match seed {
+                None => 0,
+                Some(s) => i64::from_str_radix(s.trim(), 16)
+                    .ok()
+                    .and_then(|v| u32::try_from(v & 0xffff_ffff).ok())
+                    .ok_or_else(|| {
+                        UploadError::Invalid(format!(
+                            "cassandra-content-xxhash32-seed: {:?} is not a hexadecimal number",
+                            crate::jobfile::cap(s)
+                        ))
+                    })?,
+            };
+            return Ok(Self::XxHash32 {
+                hex: hex.trim().to_string(),
+                seed,
+            });
+        }
+        Ok(md5.map_or(Self::None, |m| Self::Md5(m.trim().to_string())))
+    }
+}
+
+/// A digest computed while the bytes stream to disk.
+enum Hasher {
+    XxHash32(xxhash_rust::xxh32::Xxh32),
+    Md5(Box<md5::Md5>),
+    None,
+}
+
+impl Hasher {
+    fn new(expected: &Expected) -> Self {
+        match expected {
+            Expected::XxHash32 { seed, .. } => {
+                Self::XxHash32(xxhash_rust::xxh32::Xxh32::new(*seed))
+            }
+            Expected::Md5(_) => Self::Md5(Box::default()),
+            Expected::None => Self::None,
+        }
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        match self {
+            Self::XxHash32(h) => h.update(bytes),
+            Self::Md5(h) => h.update(bytes),
+            Self::None => {}
+        }
+    }
+
+    /// Checks the digest against what was announced, compared as Sidecar compares it (the
+    /// exact text).
+    fn check(self, expected: &Expected) -> Result<(), UploadError> {
+        use base64::Engine as _;
+        let (actual, announced, algorithm) = match (self, expected) {
+            (Self::XxHash32(h), Expected::XxHash32 { hex, .. }) => {
+                (format!("{:x}", h.digest()), hex, "XXHash32")
+            }
+            (Self::Md5(h), Expected::Md5(b64)) => (
+                base64::engine::general_purpose::STANDARD.encode(h.finalize()),
+                b64,
+                "MD5",
+            ),
+            _ => return Ok(()),
+        };
+        if &actual == announced {
+            Ok(())
+        } else {
+            Err(UploadError::DigestMismatch {
+                expected: crate::jobfile::cap(announced).into_owned(),
+                algorithm,
+            })
+        }
+    }
+}
+
+/// What a successful upload answers (Sidecar's `SSTableUploadResponse`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uploaded {
+    /// The upload id.
+    pub upload_id: String,
+    /// Bytes written.
+    pub size: u64,
+    /// Time spent receiving it.
+    pub elapsed: Duration,
+}
+
+/// The local node's upload and import service.
+pub struct Uploads {
+    config: SstableUploadsConfig,
+    staging: PathBuf,
+    /// `host:port` of the node's JMX, for nodetool.
+    jmx: Option<String>,
+    slots: Arc<Semaphore>,
+    imports: import::Imports,
+    last_sweep: Mutex<Option<Instant>>,
+}
+
+/// How often staged uploads are looked at for expiry.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+impl Uploads {
+    /// The service for `config`, staging under `state_dir` unless configured elsewhere. Reads
+    /// the log of imported ids; creates nothing while the routes are off.
+    pub fn new(
+        config: &SstableUploadsConfig,
+        state_dir: &Path,
+        jmx: Option<String>,
+    ) -> Result<Self, UploadError> {
+        let staging = config.staging_dir(state_dir);
+        let imports = if config.enabled {
+            std::fs::create_dir_all(&staging).map_err(io_at(&staging))?;
+            import::Imports::open(&staging, config.imported_expiry)?
+        } else {
+            import::Imports::empty(&staging)
+        };
+        Ok(Self {
+            config: config.clone(),
+            staging,
+            jmx,
+            slots: Arc::new(Semaphore::new(config.concurrent_upload_limit)),
+            imports,
+            last_sweep: Mutex::new(None),
+        })
+    }
+
+    /// Whether the routes answer.
+    pub fn enabled(&self) -> bool {
+        self.config.enabled
+    }
+
+    fn check_enabled(&self) -> Result<(), UploadError> {
+        if self.config.enabled {
+            Ok(())
+        } else {
+            Err(UploadError::Disabled)
+        }
+    }
+
+    /// The directory of one table of one upload.
+    fn table_dir(&self, upload_id: &str, keyspace: &str, table: &str) -> PathBuf {
+        self.staging.join(upload_id).join(keyspace).join(table)
+    }
+
+    /// Receives one component. Names are checked first; then the bounds (uploads at once,
+    /// staged uploads, free space); then the body streams to a temporary file with its digest
+    /// computed on the way, and is renamed into place only when complete and matching.
+    pub async fn upload<S, E>(
+        &self,
+        (upload_id, keyspace, table, component): (&str, &str, &str, &str),
+        expected: Expected,
+        body: S,
+    ) -> Result<Uploaded, UploadError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        self.check_enabled()?;
+        let started = Instant::now();
+        let keyspace = names::keyspace(keyspace)?;
+        let table = names::table(table)?;
+        let upload_id = names::upload_id(upload_id)?;
+        let component = names::component(component)?;
+        if self.imports.was_imported((upload_id, keyspace, table)) {
+            return Err(UploadError::AlreadyImported {
+                upload_id: upload_id.to_string(),
+            });
+        }
+        let _slot = self.slots.clone().try_acquire_owned().map_err(|_| {
+            UploadError::TooMany(format!(
+                "Concurrent upload limit ({}) exceeded (sstable_uploads.concurrent_upload_limit)",
+                self.config.concurrent_upload_limit
+            ))
+        })?;
+        self.maybe_sweep().await;
+        let upload_dir = self.staging.join(upload_id);
+        if !tokio::fs::try_exists(&upload_dir).await.unwrap_or(false) {
+            let staged = self.staged_count().await?;
+            if staged >= self.config.max_staged_uploads {
+                return Err(UploadError::TooMany(format!(
+                    "{staged} uploads are staged already (sstable_uploads.max_staged_uploads); import or delete some first"
+                )));
+            }
+        }
+        self.check_space()?;
+        let dir = self.table_dir(upload_id, keyspace, table);
+        tokio::fs::create_dir_all(&dir).await.map_err(io_at(&dir))?;
+        let temp = dir.join(format!(
+            ".{component}.{}{}",
+            uuid::Uuid::now_v7(),
+            crate::fsutil::TMP_SUFFIX
+        ));
+        let result = self
+            .receive(&temp, component, &expected, body)
+            .await
+            .and_then(|size| {
+                let to = dir.join(component);
+                std::fs::rename(&temp, &to).map_err(io_at(&to))?;
+                crate::fsutil::sync_dir(&dir).map_err(io_at(&dir))?;
+                Ok(size)
+            });
+        if result.is_err() {
+            let _ = tokio::fs::remove_file(&temp).await;
+        }
+        Ok(Uploaded {
+            upload_id: upload_id.to_string(),
+            size: result?,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    async fn receive<S, E>(
+        &self,
+        temp: &Path,
+        component: &str,
+        expected: &Expected,
+        mut body: S,
+    ) -> Result<u64, UploadError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let limit = self.config.max_component_size.as_u64();
+        let mut file = tokio::fs::File::create(temp).await.map_err(io_at(temp))?;
+        let mut hasher = Hasher::new(expected);
+        let mut size = 0u64;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| UploadError::Body {
+                component: component.to_string(),
+                message: e.to_string(),
+            })?;
+            size += chunk.len() as u64;
+            if size > limit {
+                return Err(UploadError::TooLarge {
+                    component: component.to_string(),
+                    limit,
+                });
+            }
+            hasher.update(&chunk);
+            file.write_all(&chunk).await.map_err(io_at(temp))?;
+        }
+        file.sync_all().await.map_err(io_at(temp))?;
+        hasher.check(expected)?;
+        Ok(size)
+    }
+
+    fn check_space(&self) -> Result<(), UploadError> {
+        let min = self.config.min_free_space_percent;
+        if min <= 0.0 {
+            return Ok(());
+        }
+        let stat = rustix::fs::statvfs(&self.staging).map_err(|e| UploadError::Io {
+            path: self.staging.clone(),
+            source: e.into(),
+        })?;
+        if stat.f_blocks == 0 {
+            return Ok(());
+        }
+        let free_percent = stat.f_bavail as f64 * 100.0 / stat.f_blocks as f64;
+        if free_percent < min {
+            return Err(UploadError::NoSpace {
+                dir: self.staging.clone(),
+                free_percent,
+                min,
+            });
+        }
+        Ok(())
+    }
+
+    /// Upload directories staged now.
+    async fn staged_count(&self) -> Result<usize, UploadError> {
+        let staging = self.staging.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut n = 0;
+            for entry in std::fs::read_dir(&staging).map_err(io_at(&staging))? {
+                let entry = entry.map_err(io_at(&staging))?;
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    n += 1;
+                }
+            }
+            Ok(n)
+        })
+        .await
+        .expect("counting directories does not panic")
+    }
+
+    /// Deletes staged uploads untouched for `staged_upload_expiry`, at most once a minute.
+    async fn maybe_sweep(&self) {
+        {
+            let mut last = self.last_sweep.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|t| t.elapsed() < SWEEP_EVERY) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        let staging = self.staging.clone();
+        let expiry = self.config.staged_upload_expiry;
+        let busy = self.imports.running_ids();
+        let swept = tokio::task::spawn_blocking(move || sweep(&staging, expiry, &busy))
+            .await
+            .unwrap_or(0);
+        if swept > 0 {
+            tracing::info!(
+                swept,
+                "deleted staged SSTable uploads older than sstable_uploads.staged_upload_expiry"
+            );
+        }
+    }
+
+    /// Starts (or reports on) the import of one table of an upload: `Pending` while it runs,
+    /// then its outcome, remembered.
+    pub fn import(
+        &self,
+        (upload_id, keyspace, table): (&str, &str, &str),
+        options: ImportOptions,
+    ) -> Result<ImportStatus, UploadError> {
+        self.check_enabled()?;
+        let keyspace = names::keyspace(keyspace)?;
+        let table = names::table(table)?;
+        let upload_id = names::upload_id(upload_id)?;
+        let dir = self.table_dir(upload_id, keyspace, table);
+        let command = import::Command {
+            nodetool: self.config.nodetool.clone(),
+            jmx: self.jmx.clone(),
+            keyspace: keyspace.to_string(),
+            table: table.to_string(),
+            dir,
+            upload_dir: self.staging.join(upload_id),
+            options: ImportOptions {
+                copy_data: options.copy_data || self.config.copy_data,
+                ..options
+            },
+            timeout: self.config.import_timeout,
+        };
+        self.imports.start(upload_id, command)
+    }
+
+    /// Deletes an upload with everything staged under it.
+    pub async fn delete(&self, upload_id: &str) -> Result<(), UploadError> {
+        self.check_enabled()?;
+        let upload_id = names::upload_id(upload_id)?;
+        if self.imports.running_ids().iter().any(|id| id == upload_id) {
+            return Err(UploadError::TooMany(format!(
+                "upload {upload_id} is being imported; delete it once its import has ended"
+            )));
+        }
+        let dir = self.staging.join(upload_id);
+        match tokio::fs::remove_dir_all(&dir).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(UploadError::NotFound(
+                format!("no upload {upload_id} is staged on this node"),
+            )),
+            Err(e) => Err(io_at(&dir)(e)),
+        }
+    }
+}
+
+/// Deletes the upload directories of `staging` not modified for `expiry`, except `busy`
+/// ones (being imported). Returns how many went.
+fn sweep(staging: &Path, expiry: Duration, busy: &[String]) -> usize {
+    let Ok(entries) = std::fs::read_dir(staging) else {
+        return 0;
+    };
+    let mut swept = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) || busy.contains(&name) {
+            continue;
+        }
+        let newest = newest_mtime(&entry.path());
+        let old = newest
+            .and_then(|t| SystemTime::now().duration_since(t).ok())
+            .is_some_and(|age| age > expiry);
+        if old && std::fs::remove_dir_all(entry.path()).is_ok() {
+            swept += 1;
+        }
+    }
+    swept
+}
+
+/// The newest modification time in a directory tree (three levels: upload, keyspace, table).
+fn newest_mtime(dir: &Path) -> Option<SystemTime> {
+    let mut newest = std::fs::metadata(dir).and_then(|m| m.modified()).ok();
+    let mut stack = vec![(dir.to_path_buf(), 0)];
+    while let Some((d, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if let Ok(m) = e.metadata() {
+                if let Ok(t) = m.modified() {
+                    newest = newest.max(Some(t));
+                }
+                if m.is_dir() && depth < 3 {
+                    stack.push((e.path(), depth + 1));
+                }
+            }
+        }
+    }
+    newest
+}
+
+#[cfg(test)]
+mod tests;

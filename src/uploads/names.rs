@@ -1,0 +1,125 @@
+//! The names a request puts in an upload's path, checked as Cassandra Sidecar checks them:
+//! only these ever become parts of a path on disk, so none can climb out of the staging
+//! directory.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::UploadError;
+
+static UPLOAD_ID: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[0-9a-fA-F:-]{36,110}$").expect("a valid pattern"));
+static UNQUOTED: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$").expect("a valid pattern"));
+static QUOTED: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-zA-Z_0-9]{1,48}$").expect("a valid pattern"));
+// Sidecar's pattern leaves its dots unescaped; here they are dots, so a component is one
+// plain file name (never `..`, never a separator).
+static COMPONENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^[a-zA-Z0-9_-]+(\.db|\.cql|\.json|\.crc32|TOC\.txt)$").expect("a valid pattern")
+});
+
+/// Keyspaces no upload may touch (Sidecar's list).
+const FORBIDDEN_KEYSPACES: &[&str] = &[
+    "system",
+    "system_schema",
+    "system_traces",
+    "system_distributed",
+    "system_auth",
+    "system_views",
+    "system_virtual_schema",
+    "sidecar_internal",
+];
+
+/// An upload id: 36 to 110 hex digits, dashes and colons (a UUID, or a bulk writer's longer
+/// composite id).
+pub fn upload_id(id: &str) -> Result<&str, UploadError> {
+    if UPLOAD_ID.is_match(id) {
+        Ok(id)
+    } else {
+        Err(UploadError::Invalid(format!(
+            "Invalid upload id is supplied, uploadId={}: expected 36 to 110 characters of hex digits, '-' and ':'",
+            crate::jobfile::cap(id)
+        )))
+    }
+}
+
+/// A keyspace or table name, without the double quotes a client may put around it.
+fn name<'a>(what: &str, raw: &'a str) -> Result<&'a str, UploadError> {
+    let quoted = raw.len() >= 2 && raw.starts_with('"') && raw.ends_with('"');
+    let ok = if quoted {
+        QUOTED.is_match(&raw[1..raw.len() - 1])
+    } else {
+        UNQUOTED.is_match(raw)
+    };
+    if !ok {
+        return Err(UploadError::Invalid(format!(
+            "Invalid characters in {what}: {}",
+            crate::jobfile::cap(raw)
+        )));
+    }
+    Ok(if quoted { &raw[1..raw.len() - 1] } else { raw })
+}
+
+/// A keyspace name that uploads may write to.
+pub fn keyspace(raw: &str) -> Result<&str, UploadError> {
+    let ks = name("keyspace", raw)?;
+    if FORBIDDEN_KEYSPACES.contains(&ks.to_ascii_lowercase().as_str()) {
+        return Err(UploadError::Forbidden(format!("Forbidden keyspace: {ks}")));
+    }
+    Ok(ks)
+}
+
+/// A table name.
+pub fn table(raw: &str) -> Result<&str, UploadError> {
+    name("table name", raw)
+}
+
+/// A component's file name (`nb-1-big-Data.db`, `nb-1-big-TOC.txt`, ...).
+pub fn component(raw: &str) -> Result<&str, UploadError> {
+    if COMPONENT.is_match(raw) {
+        Ok(raw)
+    } else {
+        Err(UploadError::Invalid(format!(
+            "Invalid component name: {}",
+            crate::jobfile::cap(raw)
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked_as_sidecar_checks_them() {
+        assert!(upload_id("0190c0de-7d3e-7cbe-8a7c-0123456789ab").is_ok());
+        assert!(upload_id("1-0-0190c0de-7d3e-7cbe-8a7c-0123456789ab-0190c0de-7d3e-7cbe").is_ok());
+        assert!(upload_id("short").is_err());
+        assert!(upload_id("../../../../../../../../../../../../etc/passwd").is_err());
+        assert_eq!(keyspace("ks_1").unwrap(), "ks_1");
+        assert_eq!(keyspace("\"Ks\"").unwrap(), "Ks");
+        assert!(matches!(keyspace("system"), Err(UploadError::Forbidden(_))));
+        assert!(matches!(
+            keyspace("System_Schema"),
+            Err(UploadError::Forbidden(_))
+        ));
+        assert!(keyspace("1ks").is_err());
+        assert!(table("t/..").is_err());
+        assert!(table("\"\"").is_err());
+        assert!(component("nb-1-big-Data.db").is_ok());
+        assert!(component("nb-1-big-TOC.txt").is_ok());
+        assert!(component("nb-1-big-Digest.crc32").is_ok());
+        for bad in [
+            "../nb-1-big-Data.db",
+            "..",
+            "ks$t-nb-1-big-Data.db",
+            "nb-1-big-Dataxdb",
+            "a/b-Data.db",
+            "",
+        ] {
+            assert!(component(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,210 @@
+use super::*;
+
+fn uploads(dir: &Path, max: u64) -> Uploads {
+    let config = SstableUploadsConfig {
+        enabled: true,
+        min_free_space_percent: 0.0,
+        max_component_size: bytesize::ByteSize::b(max),
+        ..Default::default()
+    };
+    Uploads::new(&config, dir, None).unwrap()
+}
+
+fn body(parts: &[&'static [u8]]) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Unpin {
+    futures::stream::iter(
+        parts
+            .iter()
+            .map(|p| Ok(Bytes::from_static(p)))
+            .collect::<Vec<_>>(),
+    )
+}
+
+const ID: &str = "0190c0de-7d3e-7cbe-8a7c-0123456789ab";
+
+#[tokio::test]
+async fn a_component_lands_whole_with_its_digest_checked_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = uploads(dir.path(), 1 << 20);
+    let names = (ID, "ks", "t", "nb-1-big-Data.db");
+    let data: &[&'static [u8]] = &[b"hello ", b"sstable"];
+    let xx = format!("{:x}", xxhash_rust::xxh32::xxh32(b"hello sstable", 7));
+    let ok = Expected::from_headers(Some(&xx), Some("7"), None).unwrap();
+    let got = up.upload(names, ok, body(data)).await.unwrap();
+    assert_eq!(got.size, 13);
+    let path = dir
+        .path()
+        .join("sstable-uploads")
+        .join(ID)
+        .join("ks/t/nb-1-big-Data.db");
+    assert_eq!(std::fs::read(&path).unwrap(), b"hello sstable");
+
+    // A wrong digest leaves nothing: neither the final name nor a temporary file.
+    let names2 = (ID, "ks", "t", "nb-1-big-Index.db");
+    let bad = Expected::from_headers(Some("deadbeef"), None, None).unwrap();
+    let err = up.upload(names2, bad, body(data)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            UploadError::DigestMismatch {
+                algorithm: "XXHash32",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, vec!["nb-1-big-Data.db".to_string()]);
+
+    // MD5 as base64.
+    use base64::Engine as _;
+    let md5 = base64::engine::general_purpose::STANDARD
+        .encode(<md5::Md5 as md5::Digest>::digest(b"hello sstable"));
+    up.upload(names2, Expected::Md5(md5), body(data))
+        .await
+        .unwrap();
+    let err = up
+        .upload(names2, Expected::Md5("AAAA".into()), body(data))
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        UploadError::DigestMismatch {
+            algorithm: "MD5",
+            ..
+        }
+    ));
+
+    // Too long a body is cut off.
+    let small = uploads(dir.path(), 4);
+    let err = small
+        .upload(names2, Expected::None, body(data))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, UploadError::TooLarge { limit: 4, .. }),
+        "{err}"
+    );
+
+    // A bad seed is a bad request, not a panic.
+    assert!(matches!(
+        Expected::from_headers(Some("1"), Some("zz"), None),
+        Err(UploadError::Invalid(_))
+    ));
+
+    up.delete(ID).await.unwrap();
+    assert!(!dir.path().join("sstable-uploads").join(ID).exists());
+    assert!(matches!(up.delete(ID).await, Err(UploadError::NotFound(_))));
+}
+
+#[tokio::test]
+async fn names_and_limits_are_checked_before_any_byte_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = uploads(dir.path(), 1 << 20);
+    for names in [
+        ("nope", "ks", "t", "nb-1-big-Data.db"),
+        (ID, "system", "t", "nb-1-big-Data.db"),
+        (ID, "ks", "t", "../../x-Data.db"),
+        (ID, "ks/..", "t", "nb-1-big-Data.db"),
+    ] {
+        assert!(
+            up.upload(names, Expected::None, body(&[b"x"]))
+                .await
+                .is_err(),
+            "{names:?}"
+        );
+    }
+    let staged: Vec<_> = std::fs::read_dir(dir.path().join("sstable-uploads"))
+        .unwrap()
+        .collect();
+    assert!(staged.is_empty());
+    assert!(matches!(
+        up.import((ID, "ks", "t"), ImportOptions::default()),
+        Err(UploadError::NotFound(_))
+    ));
+    let off = Uploads::new(&SstableUploadsConfig::default(), dir.path(), None).unwrap();
+    assert!(matches!(
+        off.upload(
+            (ID, "ks", "t", "nb-1-big-Data.db"),
+            Expected::None,
+            body(&[b"x"])
+        )
+        .await,
+        Err(UploadError::Disabled)
+    ));
+}
+
+#[tokio::test]
+async fn an_import_runs_nodetool_once_and_is_remembered_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    // A stand-in for nodetool that records its arguments: the real one is exercised by the
+    // integration tests against the test Cassandra.
+    let script = dir.path().join("nodetool");
+    let calls = dir.path().join("calls");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho \"$@\" >> {}\nexit 0\n", calls.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = SstableUploadsConfig {
+        enabled: true,
+        min_free_space_percent: 0.0,
+        nodetool: script.clone(),
+        ..Default::default()
+    };
+    let up = Uploads::new(&config, dir.path(), Some("127.0.0.1:7299".into())).unwrap();
+    up.upload(
+        (ID, "ks", "t", "nb-1-big-Data.db"),
+        Expected::None,
+        body(&[b"x"]),
+    )
+    .await
+    .unwrap();
+    let options = ImportOptions {
+        verify_tokens: false,
+        ..Default::default()
+    };
+    let mut status = up.import((ID, "ks", "t"), options).unwrap();
+    for _ in 0..100 {
+        if status != ImportStatus::Pending {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        status = up.import((ID, "ks", "t"), options).unwrap();
+    }
+    assert_eq!(status, ImportStatus::Done);
+    let said = std::fs::read_to_string(&calls).unwrap();
+    let staged = dir.path().join("sstable-uploads").join(ID);
+    assert_eq!(
+        said.trim(),
+        format!(
+            "-h 127.0.0.1 -p 7299 import --no-tokens --extended-verify -- ks t {}",
+            staged.join("ks/t").display()
+        )
+    );
+    assert!(
+        !staged.exists(),
+        "the upload's directory goes once imported"
+    );
+    // A new daemon on the same state knows: no second import, no second upload.
+    let again = Uploads::new(&config, dir.path(), None).unwrap();
+    assert_eq!(
+        again.import((ID, "ks", "t"), options).unwrap(),
+        ImportStatus::Done
+    );
+    assert!(matches!(
+        again
+            .upload(
+                (ID, "ks", "t", "nb-1-big-Data.db"),
+                Expected::None,
+                body(&[b"x"])
+            )
+            .await,
+        Err(UploadError::AlreadyImported { .. })
+    ));
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1);
+}
