@@ -143,6 +143,19 @@ pub fn check_pair(
                 "true is not supported with a source of type alternator: Alternator tables have no DynamoDB Streams",
             ))
         }
+        (source, TargetConfig::Cql(t))
+            if t.bulk_write == cql::config::BulkWrite::Sstable
+                && !matches!(source, SourceConfig::Cql(_)) =>
+        {
+            Err(JobConfigError::at(
+                text,
+                "target.bulkWrite",
+                format!(
+                    "sstable needs a cassandra/scylla source (it writes a token range's rows as they are read, in token order); a {} source loads with CQL writes",
+                    source.kind()
+                ),
+            ))
+        }
         (SourceConfig::S3Export(_), TargetConfig::Dynamo(t)) if t.stream_changes => {
             Err(JobConfigError::at(
                 text,

@@ -219,6 +219,13 @@ impl Migration {
             &config.source,
             &config.target,
         ) {
+            (SourceConfig::Cql(src), TargetConfig::Cql(dst))
+                if dst.bulk_write == cql::config::BulkWrite::Sstable =>
+            {
+                let (scan, sink, pacing) =
+                    cql::bulk::open_bulk_copy(src, dst, &config.renames).await?;
+                (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
+            }
             (SourceConfig::Cql(src), TargetConfig::Cql(dst)) => {
                 let (scan, sink, pacing) =
                     cql::transfer::open_copy(src, dst, &config.renames).await?;

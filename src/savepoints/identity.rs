@@ -30,6 +30,11 @@ const TUNING: &[&str] = &[
     "batchSize",
     "maxConcurrentFiles",
     "compression",
+    // How rows reach a CQL target, not which: a job may switch between CQL writes and
+    // SSTables and resume.
+    "bulkWrite",
+    "bulkSidecars",
+    "bulkSidecarPort",
 ];
 
 /// Keys whose `false` is what leaving them out means. ScyllaDB Migrator's savepoints spell out

@@ -180,22 +180,24 @@ impl Hasher {
         }
     }
 
-    /// Checks the digest against what was announced, compared as Sidecar compares it (the
-    /// exact text).
+    /// Checks the digest against what was announced. An xxHash32 is compared as a number,
+    /// so the zero-padded hex of `xxh32sum` matches as well as the Sidecar's unpadded text.
     fn check(self, expected: &Expected) -> Result<(), UploadError> {
         use base64::Engine as _;
-        let (actual, announced, algorithm) = match (self, expected) {
-            (Self::XxHash32(h), Expected::XxHash32 { hex, .. }) => {
-                (format!("{:x}", h.digest()), hex, "XXHash32")
-            }
+        let (matches, announced, algorithm) = match (self, expected) {
+            (Self::XxHash32(h), Expected::XxHash32 { hex, .. }) => (
+                u32::from_str_radix(hex, 16).is_ok_and(|v| v == h.digest()),
+                hex,
+                "XXHash32",
+            ),
             (Self::Md5(h), Expected::Md5(b64)) => (
-                base64::engine::general_purpose::STANDARD.encode(h.finalize()),
+                base64::engine::general_purpose::STANDARD.encode(h.finalize()) == *b64,
                 b64,
                 "MD5",
             ),
             _ => return Ok(()),
         };
-        if &actual == announced {
+        if matches {
             Ok(())
         } else {
             Err(UploadError::DigestMismatch {

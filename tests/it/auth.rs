@@ -161,3 +161,35 @@ async fn without_an_auth_section_the_api_stays_open() {
     let app = App::new("").await;
     assert_eq!(app.get("/api/v1/jobs").await.0, 200);
 }
+
+#[tokio::test]
+async fn sstable_uploads_need_an_operator_or_a_peer() {
+    let app = App::new(&format!("{AUTH}sstable_uploads:\n  enabled: true\n")).await;
+    let id = "0190c0de-7d3e-7cbe-8a7c-0000000000c3";
+    let routes = [
+        (
+            Method::PUT,
+            format!("/api/v1/uploads/{id}/keyspaces/ks/tables/t/import"),
+        ),
+        (Method::DELETE, format!("/api/v1/uploads/{id}")),
+    ];
+    for (method, path) in &routes {
+        for (who, token, want) in [
+            ("no credentials", None, 401),
+            ("reader", Some("reader-token"), 403),
+            ("admin", Some("admin-token"), 403),
+            // Through to the handler: there is no such upload.
+            ("operator", Some("operator-token"), 404),
+            ("peer", Some("peer-token"), 404),
+        ] {
+            let (status, body) = ask_body(&app, method, path, token).await;
+            assert_eq!(status, want, "{method} {path} as {who}: {body}");
+            if want == 404 {
+                assert!(
+                    body["message"].as_str().unwrap().contains("no upload"),
+                    "{body}"
+                );
+            }
+        }
+    }
+}

@@ -5,6 +5,7 @@
 
 mod api_errors;
 mod auth;
+mod bulk_write;
 mod cli;
 mod client;
 mod console;

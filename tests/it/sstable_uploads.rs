@@ -80,21 +80,36 @@ fn component_url(d: &Daemon, id: &str, ks: &str, table: &str, file: &Path) -> St
     ))
 }
 
+/// `PUT url` with `body` and `headers`.
+async fn put(
+    d: &Daemon,
+    url: String,
+    body: impl Into<reqwest::Body>,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut request = d.client().put(url).body(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
+}
+
 /// Uploads every component with its xxHash32 (seed 0), as Cassandra Analytics does.
 async fn upload_all(d: &Daemon, id: &str, ks: &str, table: &str, files: &[PathBuf]) {
     for file in files {
         let bytes = std::fs::read(file).unwrap();
         let digest = format!("{:x}", xxhash_rust::xxh32::xxh32(&bytes, 0));
         let len = bytes.len() as u64;
-        let r = d
-            .client()
-            .put(component_url(d, id, ks, table, file))
-            .header("cassandra-content-xxhash32", digest)
-            .header("cassandra-content-xxhash32-seed", "0")
-            .body(bytes)
-            .send()
-            .await
-            .unwrap();
+        let r = put(
+            d,
+            component_url(d, id, ks, table, file),
+            bytes,
+            &[
+                ("cassandra-content-xxhash32", &digest),
+                ("cassandra-content-xxhash32-seed", "0"),
+            ],
+        )
+        .await;
         assert_eq!(r.status(), StatusCode::OK, "{file:?}");
         let body: Value = r.json().await.unwrap();
         assert_eq!(body["uploadId"], id);
@@ -208,13 +223,13 @@ async fn sstables_uploaded_and_imported_keep_every_cell_writetime_and_ttl() {
         (status, &body["success"]),
         (StatusCode::OK, &Value::Bool(true))
     );
-    let r = d
-        .client()
-        .put(component_url(&d, ID, "upl_ok", "t", &files[0]))
-        .body("x")
-        .send()
-        .await
-        .unwrap();
+    let r = put(
+        &d,
+        component_url(&d, ID, "upl_ok", "t", &files[0]),
+        "x",
+        &[],
+    )
+    .await;
     assert_eq!(r.status(), StatusCode::CONFLICT);
     // Nothing was imported twice: still one copy of each row's cells.
     let count: (i64,) = dst
@@ -263,14 +278,13 @@ async fn uploads_refuse_bad_digests_path_tricks_unknown_ids_and_refused_imports(
 
     // A digest that does not match: 455, and nothing left behind.
     let bytes = std::fs::read(data).unwrap();
-    let r = d
-        .client()
-        .put(component_url(&d, id, "upl_bad", "t", data))
-        .header("cassandra-content-xxhash32", "1234abcd")
-        .body(bytes.clone())
-        .send()
-        .await
-        .unwrap();
+    let r = put(
+        &d,
+        component_url(&d, id, "upl_bad", "t", data),
+        bytes.clone(),
+        &[("cassandra-content-xxhash32", "1234abcd")],
+    )
+    .await;
     let (status, body) = error_of(r).await;
     assert_eq!(status, 455);
     assert_eq!(body["status"], "Checksum Mismatch");
@@ -280,14 +294,13 @@ async fn uploads_refuse_bad_digests_path_tricks_unknown_ids_and_refused_imports(
             .unwrap()
             .contains("expected_digest=1234abcd")
     );
-    let r = d
-        .client()
-        .put(component_url(&d, id, "upl_bad", "t", data))
-        .header("content-md5", "AAAAAAAAAAAAAAAAAAAAAA==")
-        .body(bytes.clone())
-        .send()
-        .await
-        .unwrap();
+    let r = put(
+        &d,
+        component_url(&d, id, "upl_bad", "t", data),
+        bytes.clone(),
+        &[("content-md5", "AAAAAAAAAAAAAAAAAAAAAA==")],
+    )
+    .await;
     assert_eq!(error_of(r).await.0, 455);
     let table_dir = d
         .home()
@@ -308,7 +321,7 @@ async fn uploads_refuse_bad_digests_path_tricks_unknown_ids_and_refused_imports(
         ("/api/v1/uploads/..%2F..%2F..%2F..%2F..%2F..%2F..%2F..%2F..%2Fetc/keyspaces/upl_bad/tables/t/components/nb-1-big-Data.db".to_string(), 400),
         (format!("/api/v1/uploads/{id}/keyspaces/upl_bad/tables/t/components/nb-1-big-Data.sh"), 400),
     ] {
-        let r = d.client().put(d.url(&path)).body("x").send().await.unwrap();
+        let r = put(&d, d.url(&path), "x", &[]).await;
         assert_eq!(error_of(r).await.0, want, "{path}");
     }
     let staged: Vec<_> = std::fs::read_dir(d.home().state_dir().join("sstable-uploads"))
@@ -354,22 +367,22 @@ async fn uploads_refuse_bad_digests_path_tricks_unknown_ids_and_refused_imports(
         *b ^= 0x5a;
     }
     for file in &files[..files.len() - 1] {
-        let r = d
-            .client()
-            .put(component_url(&d, id, "upl_bad", "t", file))
-            .body(std::fs::read(file).unwrap())
-            .send()
-            .await
-            .unwrap();
+        let r = put(
+            &d,
+            component_url(&d, id, "upl_bad", "t", file),
+            std::fs::read(file).unwrap(),
+            &[],
+        )
+        .await;
         assert_eq!(r.status(), StatusCode::OK);
     }
-    let r = d
-        .client()
-        .put(component_url(&d, id, "upl_bad", "t", data))
-        .body(damaged)
-        .send()
-        .await
-        .unwrap();
+    let r = put(
+        &d,
+        component_url(&d, id, "upl_bad", "t", data),
+        damaged,
+        &[],
+    )
+    .await;
     assert_eq!(r.status(), StatusCode::OK);
     let (status, body) = import(&d, id, "upl_bad", "t").await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");

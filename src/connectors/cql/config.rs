@@ -116,6 +116,27 @@ pub struct CqlTarget {
     pub rows_per_second: Option<u32>,
     /// drover: write at most this many bytes per second (unset: no limit).
     pub bytes_per_second: Option<u64>,
+    /// drover: how rows reach the target: CQL writes (the default), or SSTables uploaded to
+    /// and imported by the drover beside each replica (`bulkWrite: sstable`).
+    pub bulk_write: BulkWrite,
+    /// drover, with `bulkWrite: sstable`: the drover (`host:port`) beside each target node,
+    /// by the node's address as the cluster reports it. A node not listed is reached at its
+    /// own address and `bulkSidecarPort`.
+    pub bulk_sidecars: std::collections::BTreeMap<String, String>,
+    /// drover, with `bulkWrite: sstable`: the port of the drover beside each target node not
+    /// in `bulkSidecars`. Default 9043.
+    pub bulk_sidecar_port: u16,
+}
+
+/// How a CQL target is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BulkWrite {
+    /// CQL writes through the coordinator.
+    #[default]
+    Cql,
+    /// SSTables, uploaded to and imported by the drover beside each replica.
+    Sstable,
 }
 
 /// CQL consistency levels accepted in job files.
@@ -297,8 +318,34 @@ impl CqlTarget {
             max_in_flight: t.max_in_flight,
             rows_per_second: t.rows_per_second.and_then(|r| u32::try_from(r).ok()),
             bytes_per_second: t.bytes_per_second,
+            bulk_write: t.bulk_write,
+            bulk_sidecars: t.bulk_sidecars,
+            bulk_sidecar_port: t.bulk_sidecar_port,
         };
         target.endpoint.validate(text, "target")?;
+        if target.bulk_sidecar_port == 0 {
+            return Err(JobConfigError::at(
+                text,
+                "target.bulkSidecarPort",
+                "must be a port between 1 and 65535",
+            ));
+        }
+        for (node, sidecar) in &target.bulk_sidecars {
+            if sidecar
+                .rsplit_once(':')
+                .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+            {
+                return Err(JobConfigError::at(
+                    text,
+                    "target.bulkSidecars",
+                    format!(
+                        "{}: {:?} is not host:port of a drover",
+                        crate::jobfile::cap(node),
+                        crate::jobfile::cap(sidecar)
+                    ),
+                ));
+            }
+        }
         if is_system_keyspace(&target.endpoint.keyspace) {
             return Err(JobConfigError::at(
                 text,
@@ -461,6 +508,16 @@ struct RawCqlTarget {
     rows_per_second: Option<u64>,
     #[serde(default)]
     bytes_per_second: Option<u64>,
+    #[serde(default)]
+    bulk_write: BulkWrite,
+    #[serde(default)]
+    bulk_sidecars: std::collections::BTreeMap<String, String>,
+    #[serde(default = "default_sidecar_port")]
+    bulk_sidecar_port: u16,
+}
+
+fn default_sidecar_port() -> u16 {
+    9043
 }
 
 fn default_port() -> u16 {

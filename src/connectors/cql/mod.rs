@@ -1,6 +1,7 @@
 //! The Cassandra/ScyllaDB connector: sessions, schemas, raw rows and their codec, token-range
 //! scans, the copy of one unit, and the comparison of rows for the validator.
 
+pub mod bulk;
 pub mod codec;
 pub mod compare;
 pub mod config;

@@ -1,0 +1,512 @@
+//! `target.bulkWrite: sstable`: a CQL → CQL copy that hands the target's replicas SSTables
+//! instead of CQL writes. Each unit (a token range of the source, read in token order) is
+//! written as one SSTable per replica of its rows, uploaded to the drover beside that replica
+//! (Cassandra Sidecar's upload routes), imported there by `nodetool import`, and only then
+//! recorded complete. Upload ids are derived from the job and the unit, so a unit imported by
+//! a run that died before recording it is found imported by the next (the target drover
+//! remembers it), never imported twice.
+
+mod rows;
+mod upload;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use cqlite_core::storage::sstable::writer::{SSTableFormat, SSTableWriter};
+use cqlite_core::storage::write_engine::mutation::{DecoratedKey, Mutation};
+use scylla::client::session::Session;
+use tokio::sync::watch;
+
+use super::rows::RawRow;
+use super::{CqlError, CqlSource, CqlTarget};
+use crate::connectors::seam::{Pacing, Pushed, Refused, Request, RequestError, Retry, Sink};
+use rows::{Converted, RowPlan};
+
+/// Why a unit could not be bulk-loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum BulkError {
+    /// A row cannot be written as an SSTable row.
+    #[error("{0}")]
+    Row(String),
+    /// The local SSTable could not be written.
+    #[error("writing an SSTable: {0}")]
+    Write(String),
+    /// The drover beside a replica could not be reached, or answered that it is busy.
+    #[error("the drover beside node {node} is unreachable or busy: {message}")]
+    Unreachable {
+        /// The node.
+        node: String,
+        /// Why.
+        message: String,
+    },
+    /// The drover beside a replica refused an upload.
+    #[error("uploading to the drover beside node {node}: {message}")]
+    Upload {
+        /// The node.
+        node: String,
+        /// Its answer.
+        message: String,
+    },
+    /// The replica refused the import: its own message.
+    #[error("node {node} refused the import: {message}")]
+    Import {
+        /// The node.
+        node: String,
+        /// Its answer.
+        message: String,
+    },
+}
+
+impl BulkError {
+    fn is_transient(&self) -> bool {
+        matches!(self, Self::Unreachable { .. })
+    }
+}
+
+impl RequestError for BulkError {
+    fn retry(&self) -> Retry {
+        // A unit's SSTables are written in order: a write cannot be repeated alone. A failed
+        // unit is copied again whole by the next run.
+        Retry::Never
+    }
+}
+
+/// Rows of a page sent to the unit's writers at once.
+const ROWS_PER_REQUEST: usize = 1000;
+
+/// Connects, checks that the table can take this path, and prepares a bulk copy.
+pub async fn open_bulk_copy(
+    src: &CqlSource,
+    dst: &CqlTarget,
+    renames: &[crate::jobfile::Rename],
+) -> Result<(super::transfer::CopyScan, BulkSink, Pacing), CqlError> {
+    let super::Pair {
+        source,
+        target,
+        source_schema,
+        target_schema,
+        mapping,
+    } = super::open_pair(src, dst, renames).await?;
+    let refuse = |message: String| CqlError::Invalid {
+        key: "target.bulkWrite".into(),
+        message: format!("sstable: {message}"),
+    };
+    let create = create_table(&target, &target_schema.keyspace, &target_schema.table).await?;
+    let preserve = src.preserve_timestamps;
+    let plan = RowPlan::new(
+        source_schema.clone(),
+        &target_schema,
+        &create,
+        mapping,
+        preserve,
+        if preserve {
+            (None, None)
+        } else {
+            (dst.write_ttl_in_s, dst.write_writetimestamp_in_us)
+        },
+        dst.strip_trailing_zeros_for_decimals,
+        dst.drop_null_primary_keys,
+    )
+    .map_err(refuse)?;
+    let select = super::copy::prepare_select(&source, src, &source_schema, preserve).await?;
+    let scan = super::scan::RangeScan::new(
+        Arc::new(source),
+        source_schema.clone(),
+        select,
+        src.split_count
+            .unwrap_or(super::transfer::DEFAULT_SPLIT_COUNT),
+        src.endpoint.local_dc.clone(),
+    );
+    let sidecars = upload::Sidecars::new(dst.bulk_sidecars.clone(), dst.bulk_sidecar_port)
+        .map_err(|e| refuse(e.to_string()))?;
+    let spool = std::env::temp_dir().join(format!("drover-bulk-{}", uuid::Uuid::now_v7()));
+    let job = format!(
+        "{}.{}>{}.{}",
+        source_schema.keyspace, source_schema.table, target_schema.keyspace, target_schema.table
+    );
+    let sink = BulkSink {
+        shared: Arc::new(Shared {
+            plan,
+            target: Arc::new(target),
+            sidecars,
+            spool,
+            job,
+        }),
+    };
+    let pacing = Pacing {
+        units_at_once: src
+            .max_concurrent_units
+            .unwrap_or(super::transfer::DEFAULT_UNITS_AT_ONCE),
+        requests_in_flight: dst.max_in_flight,
+        rows_per_second: dst.rows_per_second,
+        bytes_per_second: dst.bytes_per_second,
+    };
+    Ok((scan, sink, pacing))
+}
+
+/// The target table's `CREATE TABLE`, from its schema tables (the types as Cassandra spells
+/// them, and the clustering order).
+async fn create_table(session: &Session, keyspace: &str, table: &str) -> Result<String, CqlError> {
+    let rows = session
+        .query_unpaged(
+            "SELECT column_name, clustering_order, kind, position, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?",
+            (keyspace, table),
+        )
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.into_rows_result().map_err(|e| e.to_string()))
+        .map_err(|e| CqlError::Request {
+            side: "target".into(),
+            message: format!("reading the schema of {keyspace}.{table}: {e}"),
+        })?;
+    let mut columns: Vec<(String, String, String, i32, String)> = rows
+        .rows::<(String, String, String, i32, String)>()
+        .map_err(|e| CqlError::Request {
+            side: "target".into(),
+            message: e.to_string(),
+        })?
+        .collect::<Result<_, _>>()
+        .map_err(|e| CqlError::Request {
+            side: "target".into(),
+            message: e.to_string(),
+        })?;
+    columns.sort_by_key(|c| (c.2.clone(), c.3));
+    let q = super::schema::quote;
+    let of = |kind: &str| -> Vec<&(String, String, String, i32, String)> {
+        let mut v: Vec<_> = columns.iter().filter(|c| c.2 == kind).collect();
+        v.sort_by_key(|c| c.3);
+        v
+    };
+    let defs = columns
+        .iter()
+        .map(|c| {
+            let stat = if c.2 == "static" { " static" } else { "" };
+            format!("{} {}{stat}", q(&c.0), c.4)
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let pk = of("partition_key")
+        .iter()
+        .map(|c| q(&c.0))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let ck = of("clustering");
+    let key = if ck.is_empty() {
+        format!("(({pk}))")
+    } else {
+        format!(
+            "(({pk}), {})",
+            ck.iter().map(|c| q(&c.0)).collect::<Vec<_>>().join(", ")
+        )
+    };
+    let order = if ck.iter().any(|c| c.1 == "desc") {
+        format!(
+            " WITH CLUSTERING ORDER BY ({})",
+            ck.iter()
+                .map(|c| format!("{} {}", q(&c.0), c.1.to_uppercase()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        String::new()
+    };
+    Ok(format!(
+        "CREATE TABLE {}.{} ({defs}, PRIMARY KEY {key}){order}",
+        q(keyspace),
+        q(table)
+    ))
+}
+
+struct Shared {
+    plan: RowPlan,
+    target: Arc<Session>,
+    sidecars: upload::Sidecars,
+    spool: PathBuf,
+    job: String,
+}
+
+/// The target side of a bulk copy.
+pub struct BulkSink {
+    shared: Arc<Shared>,
+}
+
+/// One unit's SSTables being written: a writer per replica, and the partition being
+/// gathered (its rows may span pages).
+struct UnitWriter {
+    dir: PathBuf,
+    writers: HashMap<String, SSTableWriter>,
+    open: Option<(DecoratedKey, Vec<Mutation>, Vec<String>)>,
+    failed: Option<String>,
+}
+
+struct UnitState {
+    key: String,
+    /// The sequence number of the next request to apply: requests run concurrently, rows
+    /// must reach the writers in the order they were read.
+    turn: watch::Sender<u64>,
+    writer: Mutex<UnitWriter>,
+    /// When the unit started, for cells written without their source's writetime.
+    micros: i64,
+}
+
+/// Per-unit state of the engine's batcher.
+#[derive(Default)]
+pub struct BulkBatcher {
+    unit: Option<Arc<UnitState>>,
+    rows: Vec<RawRow>,
+    bytes: u64,
+    next: u64,
+}
+
+impl BulkBatcher {
+    fn take(&mut self, out: &mut Vec<BulkRequest>) {
+        if self.rows.is_empty() {
+            return;
+        }
+        out.push(BulkRequest {
+            unit: self.unit.clone().expect("begun"),
+            seq: self.next,
+            rows: std::mem::take(&mut self.rows),
+            bytes: std::mem::take(&mut self.bytes),
+            read_at_s: chrono::Utc::now().timestamp(),
+        });
+        self.next += 1;
+    }
+}
+
+/// Rows of one unit, in the order read.
+pub struct BulkRequest {
+    unit: Arc<UnitState>,
+    seq: u64,
+    rows: Vec<RawRow>,
+    bytes: u64,
+    read_at_s: i64,
+}
+
+impl Request for BulkRequest {
+    fn rows(&self) -> u64 {
+        self.rows.len() as u64
+    }
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    fn statements(&self) -> u64 {
+        0
+    }
+    fn idempotent(&self) -> bool {
+        false
+    }
+}
+
+impl Shared {
+    /// The replicas of a token, by address.
+    fn replicas(&self, token: i64) -> Vec<String> {
+        let t = &self.plan.table;
+        let state = self.target.get_cluster_state();
+        let mut nodes: Vec<String> = state
+            .get_token_endpoints(&t.keyspace, &t.table, scylla::routing::Token::new(token))
+            .into_iter()
+            .map(|(node, _)| node.address.ip().to_string())
+            .collect();
+        nodes.dedup();
+        nodes
+    }
+
+    /// Applies one request's rows to the unit's writers.
+    fn apply(&self, unit: &UnitState, rows: &[RawRow], now_s: i64) -> Result<(), BulkError> {
+        let mut w = unit.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = &w.failed {
+            return Err(BulkError::Write(e.clone()));
+        }
+        let result = (|| -> Result<(), BulkError> {
+            for row in rows {
+                // Statics ride on every row of a partition; they are written once, with its
+                // first row.
+                let Converted::Row {
+                    key,
+                    statics,
+                    row: m,
+                } = self
+                    .plan
+                    .convert(&row.cells, now_s, unit.micros, true)
+                    .map_err(BulkError::Row)?
+                else {
+                    continue;
+                };
+                if let Some((open, mutations, _)) = w.open.as_mut()
+                    && *open == key
+                {
+                    mutations.extend(m);
+                    continue;
+                }
+                self.close_partition(&mut w)?;
+                let replicas = self.replicas(key.token);
+                let mutations = statics.into_iter().chain(m).collect();
+                w.open = Some((key, mutations, replicas));
+            }
+            Ok(())
+        })();
+        if let Err(e) = &result {
+            w.failed = Some(e.to_string());
+        }
+        result
+    }
+
+    /// Writes the partition gathered so far to the SSTable of each of its replicas.
+    fn close_partition(&self, w: &mut UnitWriter) -> Result<(), BulkError> {
+        let Some((key, mutations, replicas)) = w.open.take() else {
+            return Ok(());
+        };
+        if mutations.is_empty() {
+            return Ok(());
+        }
+        for node in replicas {
+            let writer = match w.writers.entry(node.clone()) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let mut writer = SSTableWriter::with_format(
+                        w.dir.join(&node),
+                        1,
+                        &self.plan.schema,
+                        1024,
+                        SSTableFormat::Big,
+                    )
+                    .map_err(|e| BulkError::Write(e.to_string()))?;
+                    // The writer takes these as the bases its values are written from: they
+                    // must not exceed any value to come (cqlite-core 0.18 otherwise shifts
+                    // earlier partitions' writetimes). Writetimes before 1970 are refused.
+                    writer.pre_seed_encoding_baselines(0, 0, 0);
+                    e.insert(writer)
+                }
+            };
+            writer
+                .write_partition(key.clone(), mutations.clone())
+                .map_err(|e| BulkError::Write(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// A stable upload id for a unit's SSTables on one node: the same in every run of the
+    /// same job, so a unit imported by a run that died before recording it is found imported.
+    fn upload_id(&self, unit: &str, node: &str) -> String {
+        let h = xxhash_rust::xxh3::xxh3_128(format!("{}\n{unit}\n{node}", self.job).as_bytes());
+        uuid::Uuid::from_u128(h).hyphenated().to_string()
+    }
+}
+
+impl Sink<RawRow> for BulkSink {
+    type Request = BulkRequest;
+    type Error = BulkError;
+    type Batcher = BulkBatcher;
+
+    fn begin(&self, unit: &str) -> BulkBatcher {
+        let dir = self.shared.spool.join(format!(
+            "{:016x}",
+            xxhash_rust::xxh3::xxh3_64(unit.as_bytes())
+        ));
+        BulkBatcher {
+            unit: Some(Arc::new(UnitState {
+                key: unit.to_string(),
+                turn: watch::Sender::new(0),
+                writer: Mutex::new(UnitWriter {
+                    dir,
+                    writers: HashMap::new(),
+                    open: None,
+                    failed: None,
+                }),
+                micros: chrono::Utc::now().timestamp_micros(),
+            })),
+            ..Default::default()
+        }
+    }
+
+    fn push(
+        &self,
+        b: &mut BulkBatcher,
+        row: &RawRow,
+        _read_at: Instant,
+        out: &mut Vec<BulkRequest>,
+    ) -> Result<Pushed, Refused> {
+        b.bytes += row.size() as u64;
+        b.rows.push(row.clone());
+        if b.rows.len() >= ROWS_PER_REQUEST {
+            b.take(out);
+        }
+        Ok(Pushed::Written)
+    }
+
+    fn flush(&self, b: &mut BulkBatcher, out: &mut Vec<BulkRequest>) {
+        b.take(out);
+    }
+
+    async fn send(&self, request: &BulkRequest) -> Result<(), BulkError> {
+        let unit = request.unit.clone();
+        let mut turn = unit.turn.subscribe();
+        // Rows reach the writers in the order read; a failed request still passes the turn
+        // (its unit is failed, the later ones see it).
+        let _ = turn.wait_for(|next| *next == request.seq).await;
+        let shared = self.shared.clone();
+        let rows = request.rows.clone();
+        let now_s = request.read_at_s;
+        let applied = {
+            let unit = unit.clone();
+            tokio::task::spawn_blocking(move || shared.apply(&unit, &rows, now_s))
+                .await
+                .unwrap_or_else(|e| Err(BulkError::Write(format!("a writer task failed: {e}"))))
+        };
+        unit.turn.send_modify(|next| *next += 1);
+        applied
+    }
+
+    async fn finish(&self, batcher: BulkBatcher) -> Result<(), BulkError> {
+        let Some(unit) = batcher.unit else {
+            return Ok(());
+        };
+        let shared = self.shared.clone();
+        let state = unit.clone();
+        // Close the last partition and the writers.
+        let writers = tokio::task::spawn_blocking(move || {
+            let mut w = state.writer.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(e) = &w.failed {
+                return Err(BulkError::Write(e.clone()));
+            }
+            shared.close_partition(&mut w)?;
+            Ok((std::mem::take(&mut w.writers), w.dir.clone()))
+        })
+        .await
+        .unwrap_or_else(|e| Err(BulkError::Write(format!("a writer task failed: {e}"))))?;
+        let (writers, dir) = writers;
+        let result = async {
+            let t = &self.shared.plan.table;
+            for (node, writer) in writers {
+                let info = writer
+                    .finish()
+                    .await
+                    .map_err(|e| BulkError::Write(e.to_string()))?;
+                let files = info
+                    .data_path
+                    .parent()
+                    .map(std::path::Path::to_path_buf)
+                    .unwrap_or_default();
+                let id = self.shared.upload_id(&unit.key, &node);
+                self.shared
+                    .sidecars
+                    .load(&node, &id, (&t.keyspace, &t.table), &files)
+                    .await?;
+            }
+            Ok(())
+        }
+        .await;
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+        result
+    }
+}
+
+impl Drop for BulkSink {
+    fn drop(&mut self) {
+        // Units that failed or were stopped leave their SSTables here.
+        let _ = std::fs::remove_dir_all(&self.shared.spool);
+    }
+}

@@ -1,0 +1,178 @@
+//! The client side of Cassandra Sidecar's bulk-load routes: a unit's SSTables uploaded to the
+//! drover beside a replica, component by component with their xxHash32, then imported.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+
+use super::BulkError;
+
+/// How long one import may stay pending (202) before the unit fails.
+const IMPORT_WAIT: Duration = Duration::from_secs(3600);
+/// How often a pending import is asked about.
+const IMPORT_POLL: Duration = Duration::from_millis(200);
+
+/// The drovers beside the target's nodes.
+#[derive(Clone)]
+pub struct Sidecars {
+    client: reqwest::Client,
+    by_node: BTreeMap<String, String>,
+    port: u16,
+}
+
+/// Whether an answer is worth asking again for (the drover restarting, overloaded).
+fn transient(status: reqwest::StatusCode) -> bool {
+    status.is_server_error() && status != reqwest::StatusCode::INTERNAL_SERVER_ERROR
+        || status == reqwest::StatusCode::TOO_MANY_REQUESTS
+}
+
+async fn message_of(r: reqwest::Response) -> String {
+    let status = r.status();
+    let text = r.text().await.unwrap_or_default();
+    let said = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v["message"].as_str().map(str::to_string))
+        .unwrap_or(text);
+    format!("{status}: {}", crate::jobfile::cap(&said))
+}
+
+impl Sidecars {
+    /// The drover of each node: `by_node[address]`, else the node's address and `port`.
+    pub fn new(by_node: BTreeMap<String, String>, port: u16) -> Result<Self, BulkError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| BulkError::Upload {
+                node: String::new(),
+                message: format!("cannot build an HTTP client: {e}"),
+            })?;
+        Ok(Self {
+            client,
+            by_node,
+            port,
+        })
+    }
+
+    /// `http://host:port` of the drover beside `node`.
+    pub fn base(&self, node: &str) -> String {
+        match self.by_node.get(node) {
+            Some(sidecar) => format!("http://{sidecar}"),
+            None if node.contains(':') => format!("http://[{node}]:{}", self.port),
+            None => format!("http://{node}:{}", self.port),
+        }
+    }
+
+    /// Uploads the SSTable components in `dir` to `node` under `upload_id` (each `Data.db`
+    /// last, as Sidecar clients do), then has it import them. An upload id the node imported
+    /// already (a unit whose import outlived the run that made it) is only asked about.
+    pub async fn load(
+        &self,
+        node: &str,
+        upload_id: &str,
+        (keyspace, table): (&str, &str),
+        dir: &Path,
+    ) -> Result<(), BulkError> {
+        let base = self.base(node);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .and_then(|rd| rd.map(|e| e.map(|e| e.path())).collect())
+            .map_err(|e| BulkError::Write(format!("{}: {e}", dir.display())))?;
+        files.sort_by_key(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            (name.ends_with("-Data.db"), name.into_owned())
+        });
+        let upload = |file: PathBuf| {
+            let url = format!(
+                "{base}/api/v1/uploads/{upload_id}/keyspaces/{keyspace}/tables/{table}/components/{}",
+                file.file_name().unwrap_or_default().to_string_lossy()
+            );
+            async move { self.put_file(node, &url, &file).await }
+        };
+        for file in files {
+            let retried = (|| upload(file.clone()))
+                .retry(ExponentialBuilder::default().with_max_times(5))
+                .when(BulkError::is_transient)
+                .await;
+            match retried {
+                Ok(true) => {}
+                // Imported already: nothing to upload.
+                Ok(false) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        self.import(
+            node,
+            &format!(
+                "{base}/api/v1/uploads/{upload_id}/keyspaces/{keyspace}/tables/{table}/import"
+            ),
+        )
+        .await
+    }
+
+    /// PUTs one file with its xxHash32; `false` when the upload id was imported already.
+    async fn put_file(&self, node: &str, url: &str, file: &Path) -> Result<bool, BulkError> {
+        let err = |message: String| BulkError::Upload {
+            node: node.to_string(),
+            message,
+        };
+        let bytes = tokio::fs::read(file)
+            .await
+            .map_err(|e| BulkError::Write(format!("{}: {e}", file.display())))?;
+        let digest = format!("{:x}", xxhash_rust::xxh32::xxh32(&bytes, 0));
+        let r = self
+            .client
+            .put(url)
+            .header("cassandra-content-xxhash32", digest)
+            .header("cassandra-content-xxhash32-seed", "0")
+            .body(bytes)
+            .send()
+            .await
+            .map_err(|e| BulkError::Unreachable {
+                node: node.to_string(),
+                message: e.to_string(),
+            })?;
+        match r.status() {
+            s if s.is_success() => Ok(true),
+            reqwest::StatusCode::CONFLICT => Ok(false),
+            s if transient(s) => Err(BulkError::Unreachable {
+                node: node.to_string(),
+                message: message_of(r).await,
+            }),
+            _ => Err(err(message_of(r).await)),
+        }
+    }
+
+    /// Starts the import and waits for its end.
+    async fn import(&self, node: &str, url: &str) -> Result<(), BulkError> {
+        let started = std::time::Instant::now();
+        let mut unreachable = 0;
+        loop {
+            match self.client.put(url).send().await {
+                Ok(r) if r.status() == reqwest::StatusCode::OK => return Ok(()),
+                Ok(r) if r.status() == reqwest::StatusCode::ACCEPTED => {}
+                Ok(r) if transient(r.status()) && unreachable < 5 => unreachable += 1,
+                Ok(r) => {
+                    return Err(BulkError::Import {
+                        node: node.to_string(),
+                        message: message_of(r).await,
+                    });
+                }
+                Err(_) if unreachable < 5 => unreachable += 1,
+                Err(e) => {
+                    return Err(BulkError::Unreachable {
+                        node: node.to_string(),
+                        message: e.to_string(),
+                    });
+                }
+            }
+            if started.elapsed() > IMPORT_WAIT {
+                return Err(BulkError::Import {
+                    node: node.to_string(),
+                    message: format!("still pending after {}s", IMPORT_WAIT.as_secs()),
+                });
+            }
+            tokio::time::sleep(IMPORT_POLL * (1 + unreachable)).await;
+        }
+    }
+}

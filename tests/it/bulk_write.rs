@@ -1,0 +1,230 @@
+//! `target.bulkWrite: sstable` against the real clusters: a table of every type the path takes
+//! (statics, collections element by element, mixed writetimes and TTLs, a wide partition) is
+//! copied as SSTables, uploaded to a daemon beside the target node and imported by its
+//! `nodetool import`; the result is the source cell by cell (values, writetimes, TTLs), the
+//! same as the CQL path's copy, and the validator comparing timestamps finds nothing. Tables
+//! the path cannot write exactly are refused before anything is read.
+
+use std::time::Duration;
+
+use test_support::Daemon;
+use test_support::cql::{Fixture, assert_same, exec, job, job_to};
+
+const WAIT: Duration = Duration::from_secs(300);
+
+const COLUMNS: &str = "k int, name text, c int, c2 text, s text static, a ascii, b bigint, bl blob, \
+    bo boolean, d date, de decimal, db double, du duration, f float, i inet, it int, si smallint, \
+    tx text, tm time, ts timestamp, tu timeuuid, ti tinyint, u uuid, vi varint, fl frozen<list<int>>, \
+    tp tuple<int, text>, l list<int>, st set<text>, m map<text, int>, \
+    PRIMARY KEY ((k, name), c, c2)";
+const ORDER: &str = "WITH CLUSTERING ORDER BY (c DESC, c2 ASC)";
+
+/// Regular and static columns, each selected with its writetime and TTL.
+const CELLS: &[&str] = &[
+    "s", "a", "b", "bl", "bo", "d", "de", "db", "du", "f", "i", "it", "si", "tx", "tm", "ts", "tu",
+    "ti", "u", "vi", "fl", "tp", "l", "st", "m",
+];
+
+/// `SELECT` list: the key, then each cell with its writetime and TTL; and the indexes of
+/// the TTLs among them.
+fn select() -> (String, Vec<usize>) {
+    let mut cols = vec!["k".to_string(), "name".into(), "c".into(), "c2".into()];
+    let mut ttls = Vec::new();
+    for c in CELLS {
+        cols.push((*c).to_string());
+        cols.push(format!("WRITETIME({c})"));
+        ttls.push(cols.len());
+        cols.push(format!("TTL({c})"));
+    }
+    (cols.join(", "), ttls)
+}
+
+fn sidecar_config() -> String {
+    format!(
+        "cassandra:\n  jmx_address: 127.0.0.1:7299\nsstable_uploads:\n  enabled: true\n  nodetool: {}\n  min_free_space_percent: 1\n",
+        std::env::var("DROVER_TEST_NODETOOL").expect("DROVER_TEST_NODETOOL (scripts/testenv env)")
+    )
+}
+
+fn bulk(d: &Daemon) -> String {
+    format!(
+        "  bulkWrite: sstable\n  bulkSidecars:\n    127.0.0.2: {}\n",
+        d.addr
+    )
+}
+
+/// Rows of every shape: whole rows with a TTL, cells written later at other writetimes and
+/// TTLs, collections grown element by element, a key-only row, a partition of statics only,
+/// nulls, and a wide partition.
+async fn fill(src: &scylla::client::session::Session, t: &str) {
+    for k in 0..30 {
+        let name = format!("n{k}");
+        exec(src, &format!("INSERT INTO {t} (k, name, s) VALUES ({k}, '{name}', 'static {k}') USING TIMESTAMP {}", 500 + k)).await;
+        for c in 0..8 {
+            let ttl = if c % 3 == 0 { " AND TTL 86400" } else { "" };
+            exec(
+                src,
+                &format!(
+                    "INSERT INTO {t} (k, name, c, c2, a, b, bl, bo, d, de, db, du, f, i, it, si, tx, tm, ts, tu, ti, u, vi, fl, tp, l, st, m) \
+                     VALUES ({k}, '{name}', {c}, 'x{c}', 'ascii', {big}, 0xcafe{c:02x}, {bo}, '2024-0{m}-1{c}', 1.50{c}, -{c}.25, 1mo2d3h, 0.5, '10.0.0.{c}', {neg}, {small}, 'text ünï {c}', '12:34:56.78{c}', '2024-01-02 03:04:05.{c}00+0000', now(), {tiny}, uuid(), {vi}, [1, {c}, 1], ({c}, 'tup'), [{c}, 2, 3], {{'a', 'b{c}'}}, {{'k1': {c}, 'k2': -1}}) \
+                     USING TIMESTAMP {ts}{ttl}",
+                    big = i64::MAX - c,
+                    bo = c % 2 == 0,
+                    m = 1 + c % 9,
+                    neg = -(c as i32) * 1000,
+                    small = -(c as i32) * 100,
+                    tiny = -(c as i32),
+                    vi = "9".repeat(30) + &c.to_string(),
+                    ts = 1_000_000 + k * 100 + c as i32,
+                ),
+            )
+            .await;
+            if c % 2 == 1 {
+                // Later writes: one cell at another writetime and TTL, list appends, a map
+                // element, a set element.
+                exec(src, &format!("UPDATE {t} USING TIMESTAMP {} AND TTL 3600 SET tx = 'later' WHERE k = {k} AND name = '{name}' AND c = {c} AND c2 = 'x{c}'", 2_000_000 + k)).await;
+                exec(src, &format!("UPDATE {t} USING TIMESTAMP {} SET l = l + [9, 9], m['k3'] = 3, st = st + {{'z'}} WHERE k = {k} AND name = '{name}' AND c = {c} AND c2 = 'x{c}'", 3_000_000 + k)).await;
+                exec(src, &format!("UPDATE {t} USING TIMESTAMP {} AND TTL 7200 SET l = l + [7] WHERE k = {k} AND name = '{name}' AND c = {c} AND c2 = 'x{c}'", 3_500_000 + k)).await;
+            }
+        }
+        // A row with its key only, and a row with nulls.
+        exec(src, &format!("INSERT INTO {t} (k, name, c, c2) VALUES ({k}, '{name}', 100, 'key only') USING TIMESTAMP 4000000")).await;
+        exec(src, &format!("INSERT INTO {t} (k, name, c, c2, b) VALUES ({k}, '{name}', 101, 'nulls', 1) USING TIMESTAMP 4000001")).await;
+    }
+    // A partition holding statics only.
+    exec(
+        src,
+        &format!(
+            "INSERT INTO {t} (k, name, s) VALUES (99, 'statics only', 'alone') USING TIMESTAMP 777"
+        ),
+    )
+    .await;
+    // A wide partition: 20000 rows, batched per partition.
+    let insert = src
+        .prepare(format!("INSERT INTO {t} (k, name, c, c2, tx, b) VALUES (1000, 'wide', ?, ?, ?, ?) USING TIMESTAMP ?"))
+        .await
+        .unwrap();
+    for chunk in (0..20_000i32).collect::<Vec<_>>().chunks(200) {
+        let mut batch =
+            scylla::statement::batch::Batch::new(scylla::statement::batch::BatchType::Unlogged);
+        let mut values = Vec::new();
+        for c in chunk {
+            batch.append_statement(insert.clone());
+            values.push((
+                *c,
+                format!("w{}", c % 7),
+                format!("wide row {c}"),
+                i64::from(*c) * 3,
+                5_000_000i64 + i64::from(*c),
+            ));
+        }
+        src.batch(&batch, values).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn sstables_copy_every_type_exactly_like_cql_writes() {
+    let Fixture { src, dst, ks, .. } = Fixture::new(
+        "bulk_types",
+        &format!(
+            "CREATE TABLE $ks.t ({COLUMNS}) {ORDER}; CREATE TABLE $ks.t_cql ({COLUMNS}) {ORDER}"
+        ),
+    )
+    .await;
+    fill(&src, &format!("{ks}.t")).await;
+    let d = Daemon::fresh(&sidecar_config()).await;
+
+    let report = d
+        .run_job(
+            "/api/v1/migrations",
+            &job(ks, "t", "  preserveTimestamps: true\n", &bulk(&d), ""),
+            WAIT,
+        )
+        .await;
+    let progress = &report["progress"];
+    let rows = 30 * 10 + 1 + 20_000;
+    assert_eq!(progress["rowsWritten"], rows, "{report}");
+    d.run_job(
+        "/api/v1/migrations",
+        &job_to(ks, "t", "t_cql", "  preserveTimestamps: true\n", "", ""),
+        WAIT,
+    )
+    .await;
+
+    let (select, ttls) = select();
+    let t = format!("{ks}.t");
+    let n = assert_same(&src, &t, &dst, &t, &select, &select, &ttls).await;
+    assert_eq!(n, rows as usize, "rows compared against the source");
+    // The two paths' copies: the same cells, writetimes and TTLs.
+    assert_same(
+        &dst,
+        &t,
+        &dst,
+        &format!("{ks}.t_cql"),
+        &select,
+        &select,
+        &ttls,
+    )
+    .await;
+
+    // Nothing left staged on the target side.
+    let staging = d.home().state_dir().join("sstable-uploads");
+    let staged: Vec<_> = std::fs::read_dir(&staging)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "imported.log")
+        .collect();
+    assert!(staged.is_empty(), "{staged:?}");
+
+    // The validator, comparing writetimes and TTLs, finds nothing.
+    let validation = format!(
+        "{}validation:\n  compareTimestamps: true\n  ttlToleranceMillis: 5000\n",
+        job(ks, "t", "  preserveTimestamps: true\n", "", "")
+    );
+    let report = d.run_job("/api/v1/validations", &validation, WAIT).await;
+    assert_eq!(report["result"]["rowsWithDifferences"], 0, "{report}");
+    assert_eq!(report["result"]["rowsMatched"], rows, "{report}");
+}
+
+#[tokio::test]
+async fn tables_the_sstable_path_cannot_write_exactly_are_refused_with_the_key() {
+    let Fixture { ks, .. } = Fixture::new(
+        "bulk_refused",
+        "CREATE TABLE $ks.counted (k int PRIMARY KEY, n counter); \
+         CREATE TABLE $ks.timed (k int, at timeuuid, v text, PRIMARY KEY (k, at)); \
+         CREATE TABLE $ks.plain (k int PRIMARY KEY, v text)",
+    )
+    .await;
+    let d = Daemon::fresh(&sidecar_config()).await;
+    for (table, expected) in [
+        ("counted", "counter tables cannot be bulk-loaded"),
+        ("timed", "clustering column at is a timeuuid"),
+    ] {
+        let (status, body) = d
+            .post_raw(
+                "/api/v1/migrations",
+                "application/yaml",
+                job(ks, table, "", &bulk(&d), ""),
+            )
+            .await;
+        assert_eq!(status, 400, "{table}: {body}");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains("target.bulkWrite"), "{message}");
+        assert!(message.contains(expected), "{message}");
+    }
+    // And a source that is not CQL.
+    let parquet = format!(
+        "source:\n  type: parquet\n  path: /nonexistent\ntarget:\n  type: cassandra\n  host: 127.0.0.2\n  port: 9042\n  keyspace: {ks}\n  table: plain\n  bulkWrite: sstable\n"
+    );
+    let (status, body) = d
+        .post_raw("/api/v1/migrations", "application/yaml", parquet)
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("target.bulkWrite: sstable needs a cassandra/scylla source"),
+        "{body}"
+    );
+}
