@@ -12,7 +12,7 @@ use super::{UploadError, io_at};
 /// Sidecar's import options (query parameters of the import route), each mapped to the
 /// `nodetool import` flag that turns the node's default off (or `extendedVerify` and
 /// `copyData` on).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ImportOptions {
     /// Reset the SSTables' level to 0 (default true; false: `--keep-level`).
     pub reset_level: bool,
@@ -104,9 +104,20 @@ struct State {
     imported: HashMap<Key, u64>,
     /// Imports running, or failed and not yet reported.
     outcomes: HashMap<Key, Outcome>,
-    /// One lock per table: the node imports a table's directories one at a time.
-    tables: HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>,
+    /// Imports waiting, per table, and whether a worker is importing that table: a table's
+    /// imports run one `nodetool import` at a time, each taking every directory waiting then
+    /// (a JVM start per upload would cost more than most imports).
+    queues: HashMap<(String, String), Queue>,
 }
+
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<(Key, Command)>,
+    working: bool,
+}
+
+/// Most directories one `nodetool import` takes.
+const MAX_BATCH: usize = 64;
 
 /// Most imports running or waiting at once; more are refused (each holds a task).
 const MAX_OUTCOMES: usize = 10_000;
@@ -233,39 +244,94 @@ impl Imports {
                 "{MAX_OUTCOMES} imports are running or waiting already; retry later"
             )));
         }
-        let table = state
-            .tables
-            .entry((command.keyspace.clone(), command.table.clone()))
-            .or_default()
-            .clone();
         state.outcomes.insert(key.clone(), Outcome::Running);
-        drop(state);
-        let shared = self.state.clone();
-        let log = self.log.clone();
-        tokio::spawn(async move {
-            let _turn = table.lock().await;
-            let result = run(&command).await.and_then(|()| {
-                record(&log, &key)?;
-                // Only what the node left behind (nothing, unless it copied).
-                let _ = std::fs::remove_dir_all(&command.dir);
-                remove_empty_parents(&command.dir, &command.upload_dir);
-                Ok(())
-            });
+        let table = (command.keyspace.clone(), command.table.clone());
+        let queue = state.queues.entry(table.clone()).or_default();
+        queue.waiting.push((key, command));
+        if !queue.working {
+            queue.working = true;
+            let shared = self.state.clone();
+            let log = self.log.clone();
+            tokio::spawn(work(shared, log, table));
+        }
+        Ok(ImportStatus::Pending)
+    }
+}
+
+/// Imports a table's waiting uploads, a batch at a time, until none is left.
+async fn work(shared: Arc<Mutex<State>>, log: PathBuf, table: (String, String)) {
+    loop {
+        let batch = {
+            let mut state = shared.lock().unwrap_or_else(|p| p.into_inner());
+            let queue = state
+                .queues
+                .get_mut(&table)
+                .expect("a worker's queue stays");
+            let Some(first) = queue.waiting.first().map(|(_, c)| c.options) else {
+                queue.working = false;
+                return;
+            };
+            // Only imports of the same options go together; copies cannot be told apart
+            // afterwards (see below), so they go one at a time.
+            let limit = if first.copy_data { 1 } else { MAX_BATCH };
+            let mut batch = Vec::new();
+            let mut i = 0;
+            while i < queue.waiting.len() && batch.len() < limit {
+                if queue.waiting[i].1.options == first {
+                    batch.push(queue.waiting.remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+            batch
+        };
+        let commands: Vec<&Command> = batch.iter().map(|(_, c)| c).collect();
+        let had: Vec<bool> = commands.iter().map(|c| holds_sstables(&c.dir)).collect();
+        let outcome = run(&commands).await;
+        for ((key, command), had) in batch.iter().zip(had) {
+            // When nodetool reports a failure, the directories the node imported are those
+            // it emptied: it moves the files of each directory it accepts.
+            let imported = match &outcome {
+                Ok(()) => true,
+                Err(_) => had && !holds_sstables(&command.dir),
+            };
+            let result = if imported {
+                record(&log, key).map(|()| {
+                    // Only what the node left behind (nothing, unless it copied).
+                    let _ = std::fs::remove_dir_all(&command.dir);
+                    remove_empty_parents(&command.dir, &command.upload_dir);
+                })
+            } else {
+                Err(outcome.as_ref().err().map_or_else(
+                    || UploadError::ImportFailed("not imported".into()),
+                    |e| UploadError::ImportFailed(e.to_string()),
+                ))
+            };
             let mut state = shared.lock().unwrap_or_else(|p| p.into_inner());
             match result {
                 Ok(()) => {
                     tracing::info!(upload_id = %key.0, keyspace = %key.1, table = %key.2, "SSTables imported");
-                    state.outcomes.remove(&key);
-                    state.imported.insert(key, now_secs());
+                    state.outcomes.remove(key);
+                    state.imported.insert(key.clone(), now_secs());
                 }
                 Err(e) => {
                     tracing::warn!(upload_id = %key.0, keyspace = %key.1, table = %key.2, error = %e, "SSTable import failed");
-                    state.outcomes.insert(key, Outcome::Failed(e.to_string()));
+                    state
+                        .outcomes
+                        .insert(key.clone(), Outcome::Failed(e.to_string()));
                 }
             }
-        });
-        Ok(ImportStatus::Pending)
+        }
     }
+}
+
+/// Whether a directory still holds an SSTable (a `Data.db`).
+fn holds_sstables(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with("-Data.db"))
+    })
 }
 
 /// Appends an import to the log, durably, before its directory goes.
@@ -294,8 +360,10 @@ fn remove_empty_parents(dir: &Path, upload_dir: &Path) {
 /// The most of nodetool's output kept in a failure's message.
 const MAX_OUTPUT: usize = 4096;
 
-/// Runs `nodetool import` and turns a refusal into the node's own words.
-async fn run(c: &Command) -> Result<(), UploadError> {
+/// Runs one `nodetool import` of the directories of `commands` (one table, one set of
+/// options) and turns a refusal into the node's own words.
+async fn run(commands: &[&Command]) -> Result<(), UploadError> {
+    let c = commands[0];
     let mut cmd = tokio::process::Command::new(&c.nodetool);
     if let Some(jmx) = &c.jmx {
         let (host, port) = jmx.rsplit_once(':').unwrap_or((jmx.as_str(), "7199"));
@@ -309,7 +377,7 @@ async fn run(c: &Command) -> Result<(), UploadError> {
         .arg("--")
         .arg(&c.keyspace)
         .arg(&c.table)
-        .arg(&c.dir)
+        .args(commands.iter().map(|c| &c.dir))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -211,3 +211,75 @@ async fn an_import_runs_nodetool_once_and_is_remembered_across_restarts() {
     ));
     assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1);
 }
+
+#[tokio::test]
+async fn imports_waiting_for_a_table_go_to_nodetool_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("nodetool");
+    let calls = dir.path().join("calls");
+    // Slow enough for the later imports to queue behind the first; each directory it is
+    // given is emptied, as the node moves the files it imports.
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> {}\nsleep 0.3\nfor d in \"$@\"; do case $d in /*) rm -f \"$d\"/*;; esac; done\n",
+            calls.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = SstableUploadsConfig {
+        enabled: true,
+        min_free_space_percent: 0.0,
+        nodetool: script,
+        ..Default::default()
+    };
+    let up = Uploads::new(&config, dir.path(), None).unwrap();
+    let ids = [
+        "0190c0de-7d3e-7cbe-8a7c-000000000001",
+        "0190c0de-7d3e-7cbe-8a7c-000000000002",
+        "0190c0de-7d3e-7cbe-8a7c-000000000003",
+    ];
+    for id in ids {
+        up.upload(
+            (id, "ks", "t", "nb-1-big-Data.db"),
+            Expected::None,
+            body(&[b"x"]),
+        )
+        .await
+        .unwrap();
+    }
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(
+            up.import((id, "ks", "t"), ImportOptions::default())
+                .unwrap(),
+            ImportStatus::Pending
+        );
+        if i == 0 {
+            // The first one's nodetool is running when the others come.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    for id in ids {
+        let mut status = ImportStatus::Pending;
+        for _ in 0..100 {
+            status = up
+                .import((id, "ks", "t"), ImportOptions::default())
+                .unwrap();
+            if status != ImportStatus::Pending {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(status, ImportStatus::Done, "{id}");
+    }
+    let said = std::fs::read_to_string(&calls).unwrap();
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 2, "{said}");
+    assert_eq!(lines[0].matches(ids[0]).count(), 1, "{said}");
+    assert!(
+        lines[1].contains(ids[1]) && lines[1].contains(ids[2]),
+        "{said}"
+    );
+}
