@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use test_support::Daemon;
 use test_support::cql::{Fixture, assert_same, exec, job, job_to};
+use test_support::{Daemon, Home};
 
 const WAIT: Duration = Duration::from_secs(300);
 
@@ -227,4 +227,125 @@ async fn tables_the_sstable_path_cannot_write_exactly_are_refused_with_the_key()
             .contains("target.bulkWrite: sstable needs a cassandra/scylla source"),
         "{body}"
     );
+}
+
+async fn count(s: &scylla::client::session::Session, table: &str) -> usize {
+    let (n,): (i64,) = s
+        .query_unpaged(format!("SELECT COUNT(*) FROM {table}"), ())
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap()
+        .single_row()
+        .unwrap();
+    n as usize
+}
+
+#[tokio::test]
+async fn a_runner_killed_mid_job_resumes_and_no_unit_is_lost_or_imported_twice() {
+    let rows = 30_000;
+    let Fixture { src, dst, ks, .. } = Fixture::rows("bulk_kill", rows, 100, 100).await;
+    let sidecar = Daemon::fresh(&sidecar_config()).await;
+    let home = Home::new();
+    let mut runner = Daemon::start(&home, "").await;
+    let sp_dir = home.path().join("savepoints");
+    // Throttled so the copy takes ~10 s: long enough to be killed while units upload and
+    // import.
+    let yaml = format!(
+        "{}savepoints:\n  path: {}\n  intervalSeconds: 1\n",
+        job(
+            ks,
+            "t",
+            "  preserveTimestamps: true\n  maxConcurrentUnits: 4\n",
+            &format!("{}  rowsPerSecond: 3000\n", bulk(&sidecar)),
+            ""
+        ),
+        sp_dir.display()
+    );
+    let id = runner.submit_job("/api/v1/migrations", &yaml).await;
+    let mid = runner
+        .wait_job(&id, WAIT, |j| {
+            j["progress"]["unitsDone"].as_u64() >= Some(12)
+        })
+        .await;
+    assert_eq!(mid["state"], "RUNNING", "{mid}");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    runner.kill9();
+    let table = format!("{ks}.t");
+    assert!(
+        count(&dst, &table).await < rows,
+        "the copy must be incomplete after the kill"
+    );
+
+    // The restarted runner resumes by itself from its newest savepoint.
+    let runner = Daemon::start(&home, "").await;
+    let done = runner
+        .wait_job(&id, WAIT, |j| {
+            j["state"] != "INTERRUPTED" && j["state"] != "RUNNING" && j["state"] != "QUEUED"
+        })
+        .await;
+    assert_eq!(done["state"], "SUCCEEDED", "{done}\n{}", runner.logs());
+    assert!(
+        done["progress"]["unitsSkipped"].as_u64() >= Some(12),
+        "{done}"
+    );
+
+    // Every row, once: counts, cells and writetimes.
+    assert_eq!(count(&dst, &table).await, rows);
+    let select = "p, c, v, writetime(v), n, writetime(n)";
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, select, select, &[]).await,
+        rows
+    );
+    // Each unit's SSTables were imported once: the target's log of imports holds each
+    // upload id once, one per unit of the 32 (all hold rows).
+    let log = std::fs::read_to_string(
+        sidecar
+            .home()
+            .state_dir()
+            .join("sstable-uploads/imported.log"),
+    )
+    .unwrap();
+    let ids: Vec<&str> = log.lines().map(|l| l.split('\t').nth(1).unwrap()).collect();
+    let distinct: std::collections::BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(
+        ids.len(),
+        distinct.len(),
+        "an upload imported twice:\n{log}"
+    );
+    assert_eq!(ids.len(), 32, "{log}");
+}
+
+#[tokio::test]
+async fn an_import_the_node_refuses_fails_the_job_with_its_message() {
+    let Fixture { src, ks, .. } = Fixture::new(
+        "bulk_no_jmx",
+        "CREATE TABLE $ks.t (k int PRIMARY KEY, v text)",
+    )
+    .await;
+    for k in 0..50 {
+        exec(
+            &src,
+            &format!("INSERT INTO {ks}.t (k, v) VALUES ({k}, 'v')"),
+        )
+        .await;
+    }
+    // A sidecar whose nodetool cannot reach the node's JMX.
+    let d = Daemon::fresh(&sidecar_config().replace("127.0.0.1:7299", "127.0.0.1:1")).await;
+    let id = d
+        .submit_job("/api/v1/migrations", &job(ks, "t", "", &bulk(&d), ""))
+        .await;
+    let done = d
+        .wait_job(&id, WAIT, |j| {
+            j["state"] != "RUNNING" && j["state"] != "QUEUED"
+        })
+        .await;
+    assert_eq!(done["state"], "FAILED", "{done}");
+    let error = done["error"].as_str().unwrap();
+    assert!(
+        error.contains("node 127.0.0.2 refused the import"),
+        "{error}"
+    );
+    assert!(error.contains("nodetool"), "{error}");
+    assert!(error.contains("Connection refused"), "{error}");
 }
