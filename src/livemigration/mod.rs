@@ -417,7 +417,7 @@ fn read_token(path: &std::path::Path) -> Result<secrecy::SecretString, LiveMigra
 }
 
 /// The token of `DROVER_PEER_TOKEN`, if it is set.
-fn token_from_env() -> Result<Option<secrecy::SecretString>, LiveMigrationError> {
+pub(crate) fn token_from_env() -> Result<Option<secrecy::SecretString>, LiveMigrationError> {
     match std::env::var(PEER_TOKEN_ENV) {
         Ok(text) => checked_token(&text, PEER_TOKEN_ENV).map(Some),
         Err(std::env::VarError::NotPresent) => Ok(None),

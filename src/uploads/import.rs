@@ -258,9 +258,15 @@ impl Imports {
     }
 }
 
+/// How long a batch waits for more imports of its table before nodetool starts: a bulk
+/// writer's units tend to end together, and one more directory costs far less than one more
+/// nodetool run.
+const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Imports a table's waiting uploads, a batch at a time, until none is left.
 async fn work(shared: Arc<Mutex<State>>, log: PathBuf, table: (String, String)) {
     loop {
+        tokio::time::sleep(BATCH_WINDOW).await;
         let batch = {
             let mut state = shared.lock().unwrap_or_else(|p| p.into_inner());
             let queue = state

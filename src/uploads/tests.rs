@@ -257,8 +257,9 @@ async fn imports_waiting_for_a_table_go_to_nodetool_together() {
             ImportStatus::Pending
         );
         if i == 0 {
-            // The first one's nodetool is running when the others come.
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            // The first one's nodetool is running when the others come (after the batch's
+            // 250 ms window).
+            tokio::time::sleep(Duration::from_millis(400)).await;
         }
     }
     for id in ids {

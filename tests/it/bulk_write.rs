@@ -99,12 +99,12 @@ async fn fill(src: &scylla::client::session::Session, t: &str) {
         ),
     )
     .await;
-    // A wide partition: 20000 rows, batched per partition.
+    // A wide partition: 100000 rows, batched per partition.
     let insert = src
         .prepare(format!("INSERT INTO {t} (k, name, c, c2, tx, b) VALUES (1000, 'wide', ?, ?, ?, ?) USING TIMESTAMP ?"))
         .await
         .unwrap();
-    for chunk in (0..20_000i32).collect::<Vec<_>>().chunks(200) {
+    for chunk in (0..100_000i32).collect::<Vec<_>>().chunks(200) {
         let mut batch =
             scylla::statement::batch::Batch::new(scylla::statement::batch::BatchType::Unlogged);
         let mut values = Vec::new();
@@ -142,7 +142,7 @@ async fn sstables_copy_every_type_exactly_like_cql_writes() {
         )
         .await;
     let progress = &report["progress"];
-    let rows = 30 * 10 + 1 + 20_000;
+    let rows = 30 * 10 + 1 + 100_000;
     assert_eq!(progress["rowsWritten"], rows, "{report}");
     d.run_job(
         "/api/v1/migrations",

@@ -136,9 +136,11 @@ pub async fn open_bulk_copy(
         }),
     };
     let pacing = Pacing {
+        // A unit holds its slot until its import ends, reading nothing meanwhile: twice the
+        // CQL path's units keep the source read while others import.
         units_at_once: src
             .max_concurrent_units
-            .unwrap_or(super::transfer::DEFAULT_UNITS_AT_ONCE),
+            .unwrap_or(2 * super::transfer::DEFAULT_UNITS_AT_ONCE),
         requests_in_flight: dst.max_in_flight,
         rows_per_second: dst.rows_per_second,
         bytes_per_second: dst.bytes_per_second,

@@ -20,6 +20,9 @@ pub struct Sidecars {
     client: reqwest::Client,
     by_node: BTreeMap<String, String>,
     port: u16,
+    /// The bearer token of `DROVER_PEER_TOKEN`, for drovers whose `auth` gives it the `peer`
+    /// (or `operator`) role.
+    token: Option<secrecy::SecretString>,
 }
 
 /// Whether an answer is worth asking again for (the drover restarting, overloaded).
@@ -48,11 +51,26 @@ impl Sidecars {
                 node: String::new(),
                 message: format!("cannot build an HTTP client: {e}"),
             })?;
+        let token = crate::livemigration::token_from_env().map_err(|e| BulkError::Upload {
+            node: String::new(),
+            message: e.to_string(),
+        })?;
         Ok(Self {
             client,
             by_node,
             port,
+            token,
         })
+    }
+
+    /// A PUT with the token, if any.
+    fn put(&self, url: &str) -> reqwest::RequestBuilder {
+        use secrecy::ExposeSecret;
+        let request = self.client.put(url);
+        match &self.token {
+            Some(token) => request.bearer_auth(token.expose_secret()),
+            None => request,
+        }
     }
 
     /// `http://host:port` of the drover beside `node`.
@@ -116,16 +134,39 @@ impl Sidecars {
             node: node.to_string(),
             message,
         };
-        let bytes = tokio::fs::read(file)
+        let io = |e: std::io::Error| BulkError::Write(format!("{}: {e}", file.display()));
+        // Read twice rather than held: once for the digest the header announces, once as the
+        // body, so a component of any size takes one chunk of memory.
+        let (digest, len) = {
+            let path = file.to_path_buf();
+            tokio::task::spawn_blocking(move || -> std::io::Result<(u32, u64)> {
+                use std::io::Read;
+                let mut f = std::fs::File::open(&path)?;
+                let mut hasher = xxhash_rust::xxh32::Xxh32::new(0);
+                let mut buf = vec![0u8; 1 << 20];
+                let mut len = 0u64;
+                loop {
+                    let n = f.read(&mut buf)?;
+                    if n == 0 {
+                        return Ok((hasher.digest(), len));
+                    }
+                    hasher.update(&buf[..n]);
+                    len += n as u64;
+                }
+            })
             .await
-            .map_err(|e| BulkError::Write(format!("{}: {e}", file.display())))?;
-        let digest = format!("{:x}", xxhash_rust::xxh32::xxh32(&bytes, 0));
+            .map_err(|e| BulkError::Write(e.to_string()))?
+            .map_err(io)?
+        };
+        let body = tokio::fs::File::open(file).await.map_err(io)?;
         let r = self
-            .client
             .put(url)
-            .header("cassandra-content-xxhash32", digest)
+            .header("cassandra-content-xxhash32", format!("{digest:x}"))
             .header("cassandra-content-xxhash32-seed", "0")
-            .body(bytes)
+            .header(reqwest::header::CONTENT_LENGTH, len)
+            .body(reqwest::Body::wrap_stream(
+                tokio_util::io::ReaderStream::with_capacity(body, 1 << 20),
+            ))
             .send()
             .await
             .map_err(|e| BulkError::Unreachable {
@@ -148,7 +189,7 @@ impl Sidecars {
         let started = std::time::Instant::now();
         let mut unreachable = 0;
         loop {
-            match self.client.put(url).send().await {
+            match self.put(url).send().await {
                 Ok(r) if r.status() == reqwest::StatusCode::OK => return Ok(()),
                 Ok(r) if r.status() == reqwest::StatusCode::ACCEPTED => {}
                 Ok(r) if transient(r.status()) && unreachable < 5 => unreachable += 1,
