@@ -135,13 +135,16 @@ pub async fn open_bulk_copy(
             job,
         }),
     };
+    // A unit holds its slot until its import ends, reading nothing meanwhile: twice the CQL
+    // path's units keep the source read while others import.
+    let units_at_once = src
+        .max_concurrent_units
+        .unwrap_or(2 * super::transfer::DEFAULT_UNITS_AT_ONCE);
     let pacing = Pacing {
-        // A unit holds its slot until its import ends, reading nothing meanwhile: twice the
-        // CQL path's units keep the source read while others import.
-        units_at_once: src
-            .max_concurrent_units
-            .unwrap_or(2 * super::transfer::DEFAULT_UNITS_AT_ONCE),
-        requests_in_flight: dst.max_in_flight,
+        units_at_once,
+        // A unit's pages are written one after the other: more than two of them in flight
+        // only hold rows in memory (up to a page each) while they wait for their turn.
+        requests_in_flight: dst.max_in_flight.min(2 * units_at_once),
         rows_per_second: dst.rows_per_second,
         bytes_per_second: dst.bytes_per_second,
     };

@@ -12,7 +12,7 @@ use super::BulkError;
 /// How long one import may stay pending (202) before the unit fails.
 const IMPORT_WAIT: Duration = Duration::from_secs(3600);
 /// How often a pending import is asked about.
-const IMPORT_POLL: Duration = Duration::from_millis(200);
+const IMPORT_POLL: Duration = Duration::from_millis(500);
 
 /// The drovers beside the target's nodes.
 #[derive(Clone)]
