@@ -121,6 +121,8 @@ const MAX_BATCH: usize = 64;
 
 /// Most imports running or waiting at once; more are refused (each holds a task).
 const MAX_OUTCOMES: usize = 10_000;
+/// Imports remembered in memory before the expired ones are dropped.
+const MAX_REMEMBERED: usize = 100_000;
 
 /// The imports of this node.
 pub(super) struct Imports {
@@ -238,6 +240,12 @@ impl Imports {
                 "no upload {upload_id} of {}.{} is staged on this node",
                 command.keyspace, command.table
             )));
+        }
+        // Imports older than `imported_expiry` are forgotten as the daemon runs, not only
+        // when it starts (the log itself is rewritten without them at the next start).
+        if state.imported.len() >= MAX_REMEMBERED {
+            let oldest = now_secs().saturating_sub(self.expiry.as_secs());
+            state.imported.retain(|_, at| *at >= oldest);
         }
         if state.outcomes.len() >= MAX_OUTCOMES {
             return Err(UploadError::TooMany(format!(
