@@ -371,9 +371,6 @@ fn remove_empty_parents(dir: &Path, upload_dir: &Path) {
     }
 }
 
-/// The most of nodetool's output kept in a failure's message.
-const MAX_OUTPUT: usize = 4096;
-
 /// Runs one `nodetool import` of the directories of `commands` (one table, one set of
 /// options) and turns a refusal into the node's own words.
 async fn run(commands: &[&Command]) -> Result<(), UploadError> {
@@ -417,21 +414,16 @@ async fn run(commands: &[&Command]) -> Result<(), UploadError> {
         return Ok(());
     }
     let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
-    let mut said = [text(&output.stderr), text(&output.stdout)]
+    let said = [text(&output.stderr), text(&output.stdout)]
         .into_iter()
         .filter(|s| !s.is_empty())
         .collect::<Vec<_>>()
         .join("; ");
-    if said.len() > MAX_OUTPUT {
-        let mut cut = MAX_OUTPUT;
-        while !said.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        said.truncate(cut);
-        said.push('…');
-    }
     Err(UploadError::ImportFailed(format!(
-        "Failed to import {}.{} ({shown} ended with {}): {said}",
-        c.keyspace, c.table, output.status
+        "Failed to import {}.{} ({shown} ended with {}): {}",
+        c.keyspace,
+        c.table,
+        output.status,
+        crate::jobfile::cap(&said)
     )))
 }

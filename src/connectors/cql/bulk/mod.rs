@@ -335,7 +335,12 @@ impl Shared {
                     row: m,
                 } = self
                     .plan
-                    .convert(&row.cells, now_s, unit.micros, true)
+                    .convert(
+                        &row.cells,
+                        now_s,
+                        unit.micros,
+                        w.open.as_ref().map(|o| &o.0),
+                    )
                     .map_err(BulkError::Row)?
                 else {
                     continue;
@@ -367,7 +372,15 @@ impl Shared {
         if mutations.is_empty() {
             return Ok(());
         }
-        for node in replicas {
+        let mut mutations = Some(mutations);
+        let last = replicas.len().saturating_sub(1);
+        for (i, node) in replicas.into_iter().enumerate() {
+            // Each replica's writer takes its own copy; the last takes the partition itself.
+            let rows = if i == last {
+                mutations.take().unwrap_or_default()
+            } else {
+                mutations.clone().unwrap_or_default()
+            };
             let writer = match w.writers.entry(node.clone()) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(e) => {
@@ -387,7 +400,7 @@ impl Shared {
                 }
             };
             writer
-                .write_partition(key.clone(), mutations.clone())
+                .write_partition(key.clone(), rows)
                 .map_err(|e| BulkError::Write(e.to_string()))?;
         }
         Ok(())

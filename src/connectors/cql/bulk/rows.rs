@@ -226,13 +226,13 @@ impl RowPlan {
 
     /// Turns one row into mutations. `now_s` is when it was read (seconds since the epoch):
     /// a TTL read then expires `ttl` seconds after it, as it does in the source.
-    /// `with_statics` is false when the row's partition has had its statics written.
+    /// `open` is the partition being gathered: a row of it carries statics already written.
     pub fn convert(
         &self,
         cells: &[Option<Bytes>],
         now_s: i64,
         unit_micros: i64,
-        with_statics: bool,
+        open: Option<&DecoratedKey>,
     ) -> Result<Converted, Refusal> {
         let s = &self.source;
         let (np, nc, ns, nr) = (
@@ -264,7 +264,7 @@ impl RowPlan {
                 .collect(),
         );
         let meta = &cells[np + nc + ns + nr..];
-        let statics = if with_statics && ns > 0 {
+        let statics = if ns > 0 && open != Some(&key) {
             self.part(
                 &partition,
                 None,
