@@ -27,7 +27,7 @@ pub use jobs::JobsConfig;
 pub use live_migration::{LiveMigrationConfig, PeerTlsConfig, Role};
 pub use logging::{LogFormat, LoggingConfig};
 pub use server::{ClientAuth, ConsoleConfig, ServerConfig, TlsConfig};
-pub use uploads::SstableUploadsConfig;
+pub use uploads::{ImporterKind, SstableUploadsConfig};
 
 /// The configuration used when `drover serve` is given no `--config`.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../config/drover.yaml");

@@ -38,8 +38,16 @@ pub struct SstableUploadsConfig {
     /// import leaves them behind). Default `24h`.
     #[serde(with = "humantime_serde")]
     pub staged_upload_expiry: Duration,
-    /// The `nodetool` that imports (`nodetool import`, with the node's checks on). It talks
-    /// to the node's JMX at `cassandra.jmx_address`. Default `nodetool` (found on `PATH`).
+    /// How imports reach the node, both through its JMX at `cassandra.jmx_address`
+    /// (default `127.0.0.1:7199`), with the node's checks on:
+    /// - `jmx` (default): one JVM that drover starts at the first import and keeps running
+    ///   (`java` in source-file mode, so it needs a JDK, as nodetool's own scripts do) calls
+    ///   the node's `importNewSSTables` for each batch;
+    /// - `nodetool`: `nodetool import` for each batch, a JVM start each time (about a second).
+    pub importer: ImporterKind,
+    /// The `java` that runs the `jmx` importer. Default `java` (found on `PATH`).
+    pub java: PathBuf,
+    /// The `nodetool` of the `nodetool` importer. Default `nodetool` (found on `PATH`).
     pub nodetool: PathBuf,
     /// Longest time one import may take; an import still running then is stopped and
     /// reported failed. Default `1h`.
@@ -55,6 +63,17 @@ pub struct SstableUploadsConfig {
     pub imported_expiry: Duration,
 }
 
+/// `sstable_uploads.importer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImporterKind {
+    /// A JVM kept running that calls the node's MBean.
+    #[default]
+    Jmx,
+    /// `nodetool import` per batch.
+    Nodetool,
+}
+
 impl Default for SstableUploadsConfig {
     fn default() -> Self {
         Self {
@@ -65,6 +84,8 @@ impl Default for SstableUploadsConfig {
             max_component_size: ByteSize::gib(64),
             max_staged_uploads: 1000,
             staged_upload_expiry: Duration::from_secs(24 * 3600),
+            importer: ImporterKind::Jmx,
+            java: PathBuf::from("java"),
             nodetool: PathBuf::from("nodetool"),
             import_timeout: Duration::from_secs(3600),
             copy_data: false,
@@ -116,6 +137,9 @@ impl SstableUploadsConfig {
         }
         if self.nodetool.as_os_str().is_empty() {
             return Err((key("nodetool"), "must not be empty".into()));
+        }
+        if self.java.as_os_str().is_empty() {
+            return Err((key("java"), "must not be empty".into()));
         }
         Ok(())
     }

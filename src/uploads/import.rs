@@ -77,10 +77,20 @@ pub enum ImportStatus {
     Failed(String),
 }
 
-/// One `nodetool import`.
+/// How the node is asked to import.
+pub(super) enum Importer {
+    /// One `nodetool import` per batch (a JVM start each).
+    Nodetool {
+        nodetool: PathBuf,
+        /// `host:port` of the node's JMX.
+        jmx: Option<String>,
+    },
+    /// One JVM kept running that calls the node's MBean.
+    Jmx(super::jmx::JmxImporter),
+}
+
+/// One upload's import.
 pub(super) struct Command {
-    pub nodetool: PathBuf,
-    pub jmx: Option<String>,
     pub keyspace: String,
     pub table: String,
     /// The table's directory of the upload.
@@ -126,6 +136,7 @@ const MAX_REMEMBERED: usize = 100_000;
 
 /// The imports of this node.
 pub(super) struct Imports {
+    importer: Arc<Importer>,
     log: PathBuf,
     expiry: Duration,
     state: Arc<Mutex<State>>,
@@ -139,8 +150,9 @@ fn now_secs() -> u64 {
 
 impl Imports {
     /// Nothing imported, nothing kept (the routes are off).
-    pub fn empty(staging: &Path) -> Self {
+    pub fn empty(staging: &Path, importer: Importer) -> Self {
         Self {
+            importer: Arc::new(importer),
             log: staging.join("imported.log"),
             expiry: Duration::ZERO,
             state: Arc::default(),
@@ -149,7 +161,7 @@ impl Imports {
 
     /// Reads the log of imported uploads under `staging`, dropping entries older than
     /// `expiry` (and rewriting it without them).
-    pub fn open(staging: &Path, expiry: Duration) -> Result<Self, UploadError> {
+    pub fn open(staging: &Path, expiry: Duration, importer: Importer) -> Result<Self, UploadError> {
         let log = staging.join("imported.log");
         let mut state = State::default();
         let text = match std::fs::read_to_string(&log) {
@@ -185,6 +197,7 @@ impl Imports {
             crate::fsutil::write_atomic(&log, kept.as_bytes()).map_err(io_at(&log))?;
         }
         Ok(Self {
+            importer: Arc::new(importer),
             log,
             expiry,
             state: Arc::new(Mutex::new(state)),
@@ -260,7 +273,7 @@ impl Imports {
             queue.working = true;
             let shared = self.state.clone();
             let log = self.log.clone();
-            tokio::spawn(work(shared, log, table));
+            tokio::spawn(work(self.importer.clone(), shared, log, table));
         }
         Ok(ImportStatus::Pending)
     }
@@ -272,7 +285,12 @@ impl Imports {
 const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Imports a table's waiting uploads, a batch at a time, until none is left.
-async fn work(shared: Arc<Mutex<State>>, log: PathBuf, table: (String, String)) {
+async fn work(
+    importer: Arc<Importer>,
+    shared: Arc<Mutex<State>>,
+    log: PathBuf,
+    table: (String, String),
+) {
     loop {
         tokio::time::sleep(BATCH_WINDOW).await;
         let batch = {
@@ -301,7 +319,10 @@ async fn work(shared: Arc<Mutex<State>>, log: PathBuf, table: (String, String)) 
         };
         let commands: Vec<&Command> = batch.iter().map(|(_, c)| c).collect();
         let had: Vec<bool> = commands.iter().map(|c| holds_sstables(&c.dir)).collect();
-        let outcome = run(&commands).await;
+        let outcome = match importer.as_ref() {
+            Importer::Nodetool { nodetool, jmx } => run(nodetool, jmx.as_deref(), &commands).await,
+            Importer::Jmx(jmx) => call(jmx, &commands).await,
+        };
         for ((key, command), had) in batch.iter().zip(had) {
             // When nodetool reports a failure, the directories the node imported are those
             // it emptied: it moves the files of each directory it accepts.
@@ -371,13 +392,46 @@ fn remove_empty_parents(dir: &Path, upload_dir: &Path) {
     }
 }
 
+/// Imports the directories of `commands` (one table, one set of options) with one JMX call,
+/// in the words nodetool would use.
+async fn call(jmx: &super::jmx::JmxImporter, commands: &[&Command]) -> Result<(), UploadError> {
+    let c = commands[0];
+    let dirs: Vec<&Path> = commands.iter().map(|c| c.dir.as_path()).collect();
+    let failed = |said: String| {
+        UploadError::ImportFailed(format!(
+            "Failed to import {}.{} (importNewSSTables through JMX at {}): {}",
+            c.keyspace,
+            c.table,
+            jmx.address(),
+            crate::jobfile::cap(&said)
+        ))
+    };
+    match jmx
+        .import((&c.keyspace, &c.table), &c.options, &dirs, c.timeout)
+        .await
+    {
+        Ok(not_imported) if not_imported.is_empty() => Ok(()),
+        Ok(not_imported) => Err(failed(format!(
+            "the node failed to import {} of {} directories, its log says why: {}",
+            not_imported.len(),
+            dirs.len(),
+            not_imported
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+        Err(said) => Err(failed(said)),
+    }
+}
+
 /// Runs one `nodetool import` of the directories of `commands` (one table, one set of
 /// options) and turns a refusal into the node's own words.
-async fn run(commands: &[&Command]) -> Result<(), UploadError> {
+async fn run(nodetool: &Path, jmx: Option<&str>, commands: &[&Command]) -> Result<(), UploadError> {
     let c = commands[0];
-    let mut cmd = tokio::process::Command::new(&c.nodetool);
-    if let Some(jmx) = &c.jmx {
-        let (host, port) = jmx.rsplit_once(':').unwrap_or((jmx.as_str(), "7199"));
+    let mut cmd = tokio::process::Command::new(nodetool);
+    if let Some(jmx) = jmx {
+        let (host, port) = jmx.rsplit_once(':').unwrap_or((jmx, "7199"));
         cmd.arg("-h")
             .arg(host.trim_start_matches('[').trim_end_matches(']'))
             .arg("-p")
@@ -393,7 +447,7 @@ async fn run(commands: &[&Command]) -> Result<(), UploadError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let shown = format!("{} import", c.nodetool.display());
+    let shown = format!("{} import", nodetool.display());
     let output = match tokio::time::timeout(c.timeout, cmd.output()).await {
         Err(_) => {
             return Err(UploadError::ImportFailed(format!(

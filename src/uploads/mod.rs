@@ -2,11 +2,13 @@
 //! without HTTP. A writer puts each component of its SSTables under an upload id
 //! (`<staging>/<uploadId>/<keyspace>/<table>/<component>`, written to a temporary name, its
 //! digest checked while it streams, renamed when complete), then asks for the import, which
-//! runs `nodetool import` with the node's checks on. An imported upload id is remembered (in
+//! the node runs with its checks on (asked through JMX by a helper JVM kept running, or by
+//! `nodetool import`). An imported upload id is remembered (in
 //! a log beside the staging directories), so a writer that asks again after a crash learns it
 //! was imported instead of importing it twice.
 
 mod import;
+mod jmx;
 pub mod names;
 
 use std::path::{Path, PathBuf};
@@ -223,8 +225,6 @@ pub struct Uploaded {
 pub struct Uploads {
     config: SstableUploadsConfig,
     staging: PathBuf,
-    /// `host:port` of the node's JMX, for nodetool.
-    jmx: Option<String>,
     slots: Arc<Semaphore>,
     imports: import::Imports,
     last_sweep: Mutex<Option<Instant>>,
@@ -242,16 +242,26 @@ impl Uploads {
         jmx: Option<String>,
     ) -> Result<Self, UploadError> {
         let staging = config.staging_dir(state_dir);
+        let importer = match config.importer {
+            crate::config::ImporterKind::Nodetool => import::Importer::Nodetool {
+                nodetool: config.nodetool.clone(),
+                jmx,
+            },
+            crate::config::ImporterKind::Jmx => import::Importer::Jmx(jmx::JmxImporter::new(
+                config.java.clone(),
+                jmx.as_deref(),
+                &state_dir.join("jmx-importer"),
+            )),
+        };
         let imports = if config.enabled {
             std::fs::create_dir_all(&staging).map_err(io_at(&staging))?;
-            import::Imports::open(&staging, config.imported_expiry)?
+            import::Imports::open(&staging, config.imported_expiry, importer)?
         } else {
-            import::Imports::empty(&staging)
+            import::Imports::empty(&staging, importer)
         };
         Ok(Self {
             config: config.clone(),
             staging,
-            jmx,
             slots: Arc::new(Semaphore::new(config.concurrent_upload_limit)),
             imports,
             last_sweep: Mutex::new(None),
@@ -454,8 +464,6 @@ impl Uploads {
         let upload_id = names::upload_id(upload_id)?;
         let dir = self.table_dir(upload_id, keyspace, table);
         let command = import::Command {
-            nodetool: self.config.nodetool.clone(),
-            jmx: self.jmx.clone(),
             keyspace: keyspace.to_string(),
             table: table.to_string(),
             dir,

@@ -156,6 +156,7 @@ async fn an_import_runs_nodetool_once_and_is_remembered_across_restarts() {
     let config = SstableUploadsConfig {
         enabled: true,
         min_free_space_percent: 0.0,
+        importer: crate::config::ImporterKind::Nodetool,
         nodetool: script.clone(),
         ..Default::default()
     };
@@ -232,6 +233,7 @@ async fn imports_waiting_for_a_table_go_to_nodetool_together() {
     let config = SstableUploadsConfig {
         enabled: true,
         min_free_space_percent: 0.0,
+        importer: crate::config::ImporterKind::Nodetool,
         nodetool: script,
         ..Default::default()
     };

@@ -1,7 +1,7 @@
 //! `target.bulkWrite: sstable` against the real clusters: a table of every type the path takes
 //! (statics, collections element by element, mixed writetimes and TTLs, a wide partition) is
-//! copied as SSTables, uploaded to a daemon beside the target node and imported by its
-//! `nodetool import`; the result is the source cell by cell (values, writetimes, TTLs), the
+//! copied as SSTables, uploaded to a daemon beside the target node and imported there through
+//! the node's JMX; the result is the source cell by cell (values, writetimes, TTLs), the
 //! same as the CQL path's copy, and the validator comparing timestamps finds nothing. Tables
 //! the path cannot write exactly are refused before anything is read.
 
@@ -330,22 +330,31 @@ async fn an_import_the_node_refuses_fails_the_job_with_its_message() {
         )
         .await;
     }
-    // A sidecar whose nodetool cannot reach the node's JMX.
-    let d = Daemon::fresh(&sidecar_config().replace("127.0.0.1:7299", "127.0.0.1:1")).await;
-    let id = d
-        .submit_job("/api/v1/migrations", &job(ks, "t", "", &bulk(&d), ""))
+    // A sidecar that cannot reach the node's JMX, with either importer.
+    for (importer, says) in [
+        ("jmx", "through JMX at 127.0.0.1:1"),
+        ("nodetool", "nodetool"),
+    ] {
+        let d = Daemon::fresh(&format!(
+            "{}  importer: {importer}\n",
+            sidecar_config().replace("127.0.0.1:7299", "127.0.0.1:1")
+        ))
         .await;
-    let done = d
-        .wait_job(&id, WAIT, |j| {
-            j["state"] != "RUNNING" && j["state"] != "QUEUED"
-        })
-        .await;
-    assert_eq!(done["state"], "FAILED", "{done}");
-    let error = done["error"].as_str().unwrap();
-    assert!(
-        error.contains("node 127.0.0.2 refused the import"),
-        "{error}"
-    );
-    assert!(error.contains("nodetool"), "{error}");
-    assert!(error.contains("Connection refused"), "{error}");
+        let id = d
+            .submit_job("/api/v1/migrations", &job(ks, "t", "", &bulk(&d), ""))
+            .await;
+        let done = d
+            .wait_job(&id, WAIT, |j| {
+                j["state"] != "RUNNING" && j["state"] != "QUEUED"
+            })
+            .await;
+        assert_eq!(done["state"], "FAILED", "{importer}: {done}");
+        let error = done["error"].as_str().unwrap();
+        assert!(
+            error.contains("node 127.0.0.2 refused the import"),
+            "{importer}: {error}"
+        );
+        assert!(error.contains(says), "{importer}: {error}");
+        assert!(error.contains("Connection refused"), "{importer}: {error}");
+    }
 }

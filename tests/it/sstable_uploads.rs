@@ -147,9 +147,11 @@ type Row = (
     Option<i32>,
 );
 
-/// Every row of `upl_ok.t` with its writetimes and TTL, in key order.
-async fn read(s: &scylla::client::session::Session) -> Vec<Row> {
-    let q = "SELECT p, c, s, v, m, WRITETIME(m), WRITETIME(v), WRITETIME(s), TTL(v) FROM upl_ok.t";
+/// Every row of `<ks>.t` with its writetimes and TTL, in key order.
+async fn read(s: &scylla::client::session::Session, ks: &str) -> Vec<Row> {
+    let q = format!(
+        "SELECT p, c, s, v, m, WRITETIME(m), WRITETIME(v), WRITETIME(s), TTL(v) FROM {ks}.t"
+    );
     let mut rows: Vec<Row> = s
         .query_unpaged(q, ())
         .await
@@ -168,20 +170,30 @@ const ID: &str = "0190c0de-7d3e-7cbe-8a7c-0000000000a1";
 
 #[tokio::test]
 async fn sstables_uploaded_and_imported_keep_every_cell_writetime_and_ttl() {
+    uploaded_and_imported("jmx", "upl_ok").await;
+}
+
+/// The same through `nodetool import` (`sstable_uploads.importer: nodetool`).
+#[tokio::test]
+async fn sstables_imported_by_nodetool_keep_every_cell_writetime_and_ttl() {
+    uploaded_and_imported("nodetool", "upl_nt").await;
+}
+
+async fn uploaded_and_imported(importer: &str, ks: &str) {
     let (src, dst) = clusters().await;
     let ddl = "CREATE TABLE $ks.t (p int, c int, s text static, v text, m map<text,int>, PRIMARY KEY (p, c))";
-    fresh_keyspace(&src, &dst, "upl_ok", ddl).await;
+    fresh_keyspace(&src, &dst, ks, ddl).await;
     for p in 0..20 {
         exec(
             &src,
-            &format!("INSERT INTO upl_ok.t (p, s) VALUES ({p}, 's{p}') USING TIMESTAMP 1000"),
+            &format!("INSERT INTO {ks}.t (p, s) VALUES ({p}, 's{p}') USING TIMESTAMP 1000"),
         )
         .await;
         for c in 0..50 {
             exec(
                 &src,
                 &format!(
-                    "INSERT INTO upl_ok.t (p, c, v, m) VALUES ({p}, {c}, 'v{p}-{c}', {{'a': {c}}}) USING TIMESTAMP {} AND TTL {}",
+                    "INSERT INTO {ks}.t (p, c, v, m) VALUES ({p}, {c}, 'v{p}-{c}', {{'a': {c}}}) USING TIMESTAMP {} AND TTL {}",
                     2000 + p * 100 + c,
                     if c % 5 == 0 { 86400 } else { 0 }
                 ),
@@ -189,17 +201,17 @@ async fn sstables_uploaded_and_imported_keep_every_cell_writetime_and_ttl() {
             .await;
         }
     }
-    let files = flushed_components(&src, "upl_ok", "t").await;
-    let d = uploads_daemon("").await;
-    upload_all(&d, ID, "upl_ok", "t", &files).await;
-    let (status, body) = import(&d, ID, "upl_ok", "t").await;
+    let files = flushed_components(&src, ks, "t").await;
+    let d = uploads_daemon(&format!("  importer: {importer}\n")).await;
+    upload_all(&d, ID, ks, "t", &files).await;
+    let (status, body) = import(&d, ID, ks, "t").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
         body,
-        serde_json::json!({"success": true, "uploadId": ID, "keyspace": "upl_ok", "tableName": "t"})
+        serde_json::json!({"success": true, "uploadId": ID, "keyspace": ks, "tableName": "t"})
     );
 
-    let (want, got) = (read(&src).await, read(&dst).await);
+    let (want, got) = (read(&src, ks).await, read(&dst, ks).await);
     assert_eq!(want.len(), 1000);
     assert_eq!(got.len(), want.len());
     for (w, g) in want.iter().zip(&got) {
@@ -218,22 +230,16 @@ async fn sstables_uploaded_and_imported_keep_every_cell_writetime_and_ttl() {
     // The upload is gone from the staging directory, and remembered.
     let staging = d.home().state_dir().join("sstable-uploads");
     assert!(!staging.join(ID).exists());
-    let (status, body) = import(&d, ID, "upl_ok", "t").await;
+    let (status, body) = import(&d, ID, ks, "t").await;
     assert_eq!(
         (status, &body["success"]),
         (StatusCode::OK, &Value::Bool(true))
     );
-    let r = put(
-        &d,
-        component_url(&d, ID, "upl_ok", "t", &files[0]),
-        "x",
-        &[],
-    )
-    .await;
+    let r = put(&d, component_url(&d, ID, ks, "t", &files[0]), "x", &[]).await;
     assert_eq!(r.status(), StatusCode::CONFLICT);
     // Nothing was imported twice: still one copy of each row's cells.
     let count: (i64,) = dst
-        .query_unpaged("SELECT COUNT(*) FROM upl_ok.t", ())
+        .query_unpaged(format!("SELECT COUNT(*) FROM {ks}.t"), ())
         .await
         .unwrap()
         .into_rows_result()
