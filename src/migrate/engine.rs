@@ -201,6 +201,12 @@ pub struct Migration {
 }
 
 impl Migration {
+    /// What the run starts from: the work already complete, and what preparing it decided
+    /// that a resume must know (a bulk load's id).
+    pub fn complete(&self) -> &savepoints::Progress {
+        &self.skip
+    }
+
     /// Shares the job's units with the other runs `coordinator` knows (`coordination`).
     pub fn coordinate(&mut self, coordinator: Arc<dyn Coordinator>) {
         self.coordinator = Some(coordinator);
@@ -222,8 +228,14 @@ impl Migration {
             (SourceConfig::Cql(src), TargetConfig::Cql(dst))
                 if dst.bulk_write == cql::config::BulkWrite::Sstable =>
             {
+                // The load this run belongs to: the resumed savepoint's, else a new one,
+                // recorded from the first savepoint on.
+                let run = skip
+                    .bulk_run
+                    .get_or_insert_with(|| uuid::Uuid::now_v7().to_string())
+                    .clone();
                 let (scan, sink, pacing) =
-                    cql::bulk::open_bulk_copy(src, dst, &config.renames).await?;
+                    cql::bulk::open_bulk_copy(src, dst, &config.renames, &run).await?;
                 (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
             }
             (SourceConfig::Cql(src), TargetConfig::Cql(dst)) => {

@@ -165,6 +165,16 @@ pub async fn execute(
 ) -> Result<(), EngineError> {
     let done = Arc::new(Mutex::new(savepoints::Progress::default()));
     let savepoints = launch.savepoints.map(Arc::new);
+    if let Some(sp) = &savepoints {
+        let complete = launch.migration.complete();
+        // A new bulk load is recorded before any of its units is imported: a run killed before
+        // the first periodic savepoint is resumed under the same load, and finds its imports.
+        if complete.bulk_run.is_some() && complete.bulk_run != sp.initial.bulk_run {
+            if let Err(e) = sp.write(complete, "the start of a bulk load").await {
+                tracing::error!(error = %e, "cannot write a savepoint");
+            }
+        }
+    }
     let periodic = savepoints.clone().map(|sp| {
         let done = done.clone();
         Periodic::start(sp.interval, move || {

@@ -80,6 +80,8 @@ pub const STREAM_KEY: &str = "streamPositions";
 pub const MYSQL_KEY: &str = "skipMySqlRanges";
 /// drover's key for the completed data files of a DynamoDB S3 export source.
 pub const EXPORT_KEY: &str = "skipExportDataFiles";
+/// drover's key for the load a `target.bulkWrite: sstable` copy belongs to.
+pub const BULK_RUN_KEY: &str = "bulkWriteRun";
 
 /// What is already done, in the job file's terms.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -102,6 +104,10 @@ pub struct Progress {
     /// drover: completed data files of a DynamoDB S3 export (`s3://bucket/key`; ScyllaDB
     /// Migrator keeps no progress for exports; the key is drover's own).
     pub export_files: BTreeSet<String>,
+    /// drover: the load a `target.bulkWrite: sstable` copy belongs to. Its SSTable uploads
+    /// are named after it, so a resumed run finds the imports of the run it continues, and a
+    /// new load (no savepoint resumed) is never taken for an earlier one.
+    pub bulk_run: Option<String>,
 }
 
 impl Progress {
@@ -121,6 +127,9 @@ impl Progress {
         );
         self.mysql_ranges.extend(other.mysql_ranges.iter().cloned());
         self.export_files.extend(other.export_files.iter().cloned());
+        if self.bulk_run.is_none() {
+            self.bulk_run.clone_from(&other.bulk_run);
+        }
         match (&mut self.stream, &other.stream) {
             (Some(mine), Some(theirs)) => mine.merge(theirs),
             (None, Some(theirs)) => self.stream = Some(theirs.clone()),
@@ -165,6 +174,14 @@ impl Progress {
         if let Some(f) = doc.get(EXPORT_KEY).filter(|v| !v.is_null()) {
             progress.export_files =
                 serde_json::from_value(f.clone()).map_err(|e| format!("{EXPORT_KEY}: {e}"))?;
+        }
+        if let Some(r) = doc.get(BULK_RUN_KEY).filter(|v| !v.is_null()) {
+            progress.bulk_run = Some(
+                r.as_str()
+                    .filter(|r| !r.is_empty() && r.len() <= 64)
+                    .ok_or_else(|| format!("{BULK_RUN_KEY}: expected an id of 1 to 64 characters"))?
+                    .to_string(),
+            );
         }
         if let Some(p) = doc.get(STREAM_KEY).filter(|v| !v.is_null()) {
             progress.stream =
@@ -215,6 +232,14 @@ impl Progress {
                 EXPORT_KEY.into(),
                 serde_json::to_value(&self.export_files).expect("set serializes"),
             );
+        }
+        match &self.bulk_run {
+            Some(r) => {
+                map.insert(BULK_RUN_KEY.into(), r.clone().into());
+            }
+            None => {
+                map.remove(BULK_RUN_KEY);
+            }
         }
         match &self.stream {
             Some(p) => {

@@ -180,3 +180,35 @@ fn a_hundred_thousand_units_keep_a_savepoint_small() {
         "100 gaps: 101 intervals"
     );
 }
+
+#[test]
+fn a_bulk_load_id_survives_a_round_trip_and_the_first_one_recorded_wins() {
+    let mut d = doc("t", &[(0, 10)]);
+    let mut progress = Progress::from_document(&d).unwrap();
+    assert_eq!(progress.bulk_run, None);
+    assert!(
+        d.get(BULK_RUN_KEY).is_none(),
+        "absent unless a bulk load set it"
+    );
+    progress.bulk_run = Some("load-1".into());
+    progress.into_document(&mut d);
+    let read = Progress::from_document(&d).unwrap();
+    assert_eq!(read.bulk_run.as_deref(), Some("load-1"));
+
+    // A resumed run keeps the load it resumes; a later id never replaces it.
+    let mut resumed = read.clone();
+    resumed.merge(&Progress {
+        bulk_run: Some("load-2".into()),
+        ..Default::default()
+    });
+    assert_eq!(resumed.bulk_run.as_deref(), Some("load-1"));
+    let mut fresh = Progress::default();
+    fresh.merge(&read);
+    assert_eq!(fresh.bulk_run.as_deref(), Some("load-1"));
+
+    for bad in [json!(""), json!(7), json!("x".repeat(65))] {
+        d[BULK_RUN_KEY] = bad;
+        let e = Progress::from_document(&d).unwrap_err();
+        assert!(e.contains("bulkWriteRun"), "{e}");
+    }
+}

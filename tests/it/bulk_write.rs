@@ -316,6 +316,58 @@ async fn a_runner_killed_mid_job_resumes_and_no_unit_is_lost_or_imported_twice()
     assert_eq!(ids.len(), 32, "{log}");
 }
 
+/// Loading a table again (the target truncated in between) is a new load: its units are
+/// imported again, not taken for the previous load's (whose uploads the target drover still
+/// remembers). A run resuming a savepoint stays in its load (the test above).
+#[tokio::test]
+async fn a_table_loaded_again_after_a_truncate_gets_every_row_again() {
+    let rows = 3_000;
+    let Fixture { dst, ks, .. } = Fixture::rows("bulk_again", rows, 10, 100).await;
+    let sidecar = Daemon::fresh(&sidecar_config()).await;
+    let table = format!("{ks}.t");
+    let home = Home::new();
+    let sp_dir = home.path().join("savepoints");
+    let with_savepoints = format!(
+        "{}savepoints:\n  path: {}\n  intervalSeconds: 300\n",
+        job(ks, "t", "  preserveTimestamps: true\n", &bulk(&sidecar), ""),
+        sp_dir.display()
+    );
+    let runner = Daemon::start(&home, "").await;
+    let plain = job(ks, "t", "  preserveTimestamps: true\n", &bulk(&sidecar), "");
+    for (round, yaml) in [&plain, &plain, &with_savepoints].into_iter().enumerate() {
+        exec(&dst, &format!("TRUNCATE {table}")).await;
+        let report = runner.run_job("/api/v1/migrations", yaml, WAIT).await;
+        assert_eq!(report["state"], "SUCCEEDED", "round {round}: {report}");
+        assert_eq!(count(&dst, &table).await, rows, "round {round}: {report}");
+    }
+    // The savepoint names the load, from the first one on; a fresh directory is a new load.
+    let names: Vec<_> = std::fs::read_dir(&sp_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("savepoint_")
+        })
+        .collect();
+    assert_eq!(
+        names.len(),
+        2,
+        "one at the start of the load, one at its end"
+    );
+    for path in names {
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(text.contains("bulkWriteRun: "), "{text}");
+    }
+    std::fs::remove_dir_all(&sp_dir).unwrap();
+    exec(&dst, &format!("TRUNCATE {table}")).await;
+    runner
+        .run_job("/api/v1/migrations", &with_savepoints, WAIT)
+        .await;
+    assert_eq!(count(&dst, &table).await, rows);
+}
+
 #[tokio::test]
 async fn an_import_the_node_refuses_fails_the_job_with_its_message() {
     let Fixture { src, ks, .. } = Fixture::new(

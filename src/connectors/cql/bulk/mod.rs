@@ -2,9 +2,9 @@
 //! instead of CQL writes. Each unit (a token range of the source, read in token order) is
 //! written as one SSTable per replica of its rows, uploaded to the drover beside that replica
 //! (Cassandra Sidecar's upload routes), imported there by `nodetool import`, and only then
-//! recorded complete. Upload ids are derived from the job and the unit, so a unit imported by
-//! a run that died before recording it is found imported by the next (the target drover
-//! remembers it), never imported twice.
+//! recorded complete. Upload ids are derived from the load (kept in the savepoints) and the
+//! unit, so a unit imported by a run that died before recording it is found imported by the
+//! next (the target drover remembers it), never imported twice.
 
 mod rows;
 mod upload;
@@ -81,6 +81,7 @@ pub async fn open_bulk_copy(
     src: &CqlSource,
     dst: &CqlTarget,
     renames: &[crate::jobfile::Rename],
+    run: &str,
 ) -> Result<(super::transfer::CopyScan, BulkSink, Pacing), CqlError> {
     let super::Pair {
         source,
@@ -123,7 +124,7 @@ pub async fn open_bulk_copy(
         .map_err(|e| refuse(e.to_string()))?;
     let spool = std::env::temp_dir().join(format!("drover-bulk-{}", uuid::Uuid::now_v7()));
     let job = format!(
-        "{}.{}>{}.{}",
+        "{run}\n{}.{}>{}.{}",
         source_schema.keyspace, source_schema.table, target_schema.keyspace, target_schema.table
     );
     let sink = BulkSink {
@@ -406,8 +407,9 @@ impl Shared {
         Ok(())
     }
 
-    /// A stable upload id for a unit's SSTables on one node: the same in every run of the
-    /// same job, so a unit imported by a run that died before recording it is found imported.
+    /// The upload id of a unit's SSTables on one node: the same in every run of the same load
+    /// (the runs resuming it from its savepoints), so a unit imported by a run that died before
+    /// recording it is found imported; another in a new load of the same tables.
     fn upload_id(&self, unit: &str, node: &str) -> String {
         let h = xxhash_rust::xxh3::xxh3_128(format!("{}\n{unit}\n{node}", self.job).as_bytes());
         uuid::Uuid::from_u128(h).hyphenated().to_string()
@@ -447,6 +449,9 @@ impl Sink<RawRow> for BulkSink {
         _read_at: Instant,
         out: &mut Vec<BulkRequest>,
     ) -> Result<Pushed, Refused> {
+        if self.shared.plan.drops(&row.cells) {
+            return Ok(Pushed::Dropped);
+        }
         b.bytes += row.size() as u64;
         b.rows.push(row.clone());
         if b.rows.len() >= ROWS_PER_REQUEST {

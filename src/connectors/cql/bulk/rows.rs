@@ -224,6 +224,23 @@ impl RowPlan {
         key
     }
 
+    /// Whether a row has a null in its primary key (a partition of statics only has all its
+    /// clustering columns null, and is a row).
+    fn null_in_key(&self, cells: &[Option<Bytes>]) -> bool {
+        let (np, nc) = (
+            self.source.partition_key.len(),
+            self.source.clustering_key.len(),
+        );
+        let ck = &cells[np..np + nc];
+        let ck_null = nc > 0 && ck.iter().all(Option::is_none);
+        cells[..np].iter().any(Option::is_none) || (!ck_null && ck.iter().any(Option::is_none))
+    }
+
+    /// Whether a row is left out by `dropNullPrimaryKeys`.
+    pub fn drops(&self, cells: &[Option<Bytes>]) -> bool {
+        self.drop_null_keys && self.null_in_key(cells)
+    }
+
     /// Turns one row into mutations. `now_s` is when it was read (seconds since the epoch):
     /// a TTL read then expires `ttl` seconds after it, as it does in the source.
     /// `open` is the partition being gathered: a row of it carries statics already written.
@@ -244,7 +261,7 @@ impl RowPlan {
         let pk = &cells[..np];
         let ck = &cells[np..np + nc];
         let ck_null = nc > 0 && ck.iter().all(Option::is_none);
-        if pk.iter().any(Option::is_none) || (!ck_null && ck.iter().any(Option::is_none)) {
+        if self.null_in_key(cells) {
             return if self.drop_null_keys {
                 Ok(Converted::Dropped)
             } else {
