@@ -169,10 +169,11 @@ pub async fn execute(
         let complete = launch.migration.complete();
         // A new bulk load is recorded before any of its units is imported: a run killed before
         // the first periodic savepoint is resumed under the same load, and finds its imports.
-        if complete.bulk_run.is_some() && complete.bulk_run != sp.initial.bulk_run {
-            if let Err(e) = sp.write(complete, "the start of a bulk load").await {
-                tracing::error!(error = %e, "cannot write a savepoint");
-            }
+        if complete.bulk_run.is_some()
+            && complete.bulk_run != sp.initial.bulk_run
+            && let Err(e) = sp.write(complete, "the start of a bulk load").await
+        {
+            tracing::error!(error = %e, "cannot write a savepoint");
         }
     }
     let periodic = savepoints.clone().map(|sp| {
