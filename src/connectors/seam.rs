@@ -201,6 +201,11 @@ pub trait Changes: Send + Sync + 'static {
 pub struct Pacing {
     /// Units read at once.
     pub units_at_once: usize,
+    /// Units whose rows are all written that may still be completing ([`Sink::finish`]) on top
+    /// of `units_at_once`, each without a reading slot: a sink whose finish waits on the target
+    /// (an import) lets the next units read meanwhile. 0: a unit keeps its slot until it is
+    /// complete.
+    pub units_finishing: usize,
     /// Write requests in flight at once.
     pub requests_in_flight: usize,
     /// Rows written per second, at most (unset: no limit).

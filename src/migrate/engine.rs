@@ -432,6 +432,7 @@ impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
                 counters,
                 done,
                 requests: Arc::new(Semaphore::new(self.pacing.requests_in_flight.max(1))),
+                reading: Arc::new(Semaphore::new(self.pacing.units_at_once.max(1))),
                 limits: Arc::new(Limits::new(
                     self.pacing.rows_per_second,
                     self.pacing.bytes_per_second,
@@ -443,7 +444,7 @@ impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
                 drive_shared(
                     plan.work,
                     plan.skipped,
-                    self.pacing.units_at_once,
+                    self.pacing.units_at_once + self.pacing.units_finishing,
                     (&cancel, &failed),
                     worker.clone(),
                     coordinator,
@@ -452,7 +453,7 @@ impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
             } else {
                 drive_units(
                     plan.work,
-                    self.pacing.units_at_once,
+                    self.pacing.units_at_once + self.pacing.units_finishing,
                     (&cancel, &failed),
                     (
                         |e: &EngineError| matches!(e, EngineError::Stopped),
@@ -657,6 +658,9 @@ struct Worker<S: Scan, T: Sink<S::Row>> {
     counters: Arc<Counters>,
     done: Arc<Mutex<savepoints::Progress>>,
     requests: Arc<Semaphore>,
+    /// Units reading at once ([`Pacing::units_at_once`]); a unit gives its slot back once its
+    /// writes are acknowledged, before the sink finishes it.
+    reading: Arc<Semaphore>,
     limits: Arc<Limits>,
     cancel: CancellationToken,
 }
@@ -666,6 +670,10 @@ type InFlight = JoinSet<Result<(), EngineError>>;
 impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
     /// Copies one unit; records it complete once every write is acknowledged.
     async fn copy_unit(&self, unit: S::Unit) -> Result<(), EngineError> {
+        let reading = tokio::select! {
+            permit = self.reading.clone().acquire_owned() => permit.expect("never closed"),
+            _ = self.cancel.cancelled() => return Err(EngineError::Stopped),
+        };
         let mut in_flight = InFlight::new();
         let mut batcher = self.sink.begin(&unit.key());
         let result = self.scan_unit(&unit, &mut batcher, &mut in_flight).await;
@@ -677,6 +685,7 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
                 write_error = write_error.or(Some(e));
             }
         }
+        drop(reading);
         result?;
         if let Some(e) = write_error {
             return Err(e);

@@ -122,6 +122,7 @@ pub async fn open_copy(
         "DynamoDB copy planned"
     );
     let pacing = Pacing {
+        units_finishing: 0,
         units_at_once: parallel as usize,
         requests_in_flight: (parallel as usize * 2).max(4),
         // A write unit is one item of up to 1 KB: both bounds hold the unit rate.

@@ -561,6 +561,7 @@ pub(crate) async fn prepare(
         lookup,
         repair,
         pacing: Pacing {
+            units_finishing: 0,
             units_at_once: src.ranges_at_once,
             requests_in_flight: 16,
             rows_per_second: None,

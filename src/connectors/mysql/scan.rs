@@ -268,6 +268,7 @@ pub async fn open_load(
     } = prepare(src, dst, renames).await?;
     let sink = CopySink::new(Arc::new(session), Arc::new(plan));
     let pacing = Pacing {
+        units_finishing: 0,
         units_at_once: src.ranges_at_once,
         requests_in_flight: dst.max_in_flight,
         rows_per_second: dst.rows_per_second,

@@ -180,6 +180,7 @@ pub async fn open_export(
         deletes: Mutex::new(deletes),
     };
     let pacing = Pacing {
+        units_finishing: 0,
         units_at_once,
         // Writes of one unit go to one file, one after the other.
         requests_in_flight: units_at_once * 2,

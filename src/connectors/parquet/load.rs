@@ -259,6 +259,7 @@ pub async fn open_load(
         }
     }
     let pacing = Pacing {
+        units_finishing: 0,
         units_at_once,
         requests_in_flight: dst.max_in_flight,
         rows_per_second: dst.rows_per_second,

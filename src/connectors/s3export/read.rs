@@ -288,6 +288,7 @@ pub async fn open_load(
     );
     let sink = BatchSink::new(client, dst, renames, None);
     let pacing = Pacing {
+        units_finishing: 0,
         units_at_once: src.files_at_once,
         requests_in_flight: (src.files_at_once * 2).max(4),
         rows_per_second: write_units,

@@ -341,6 +341,7 @@ pub async fn open_export(
         table: source,
     };
     let pacing = Pacing {
+        units_finishing: 0,
         units_at_once: parallel,
         requests_in_flight: (parallel * 2).max(4),
         rows_per_second: None,

@@ -136,13 +136,16 @@ pub async fn open_bulk_copy(
             job,
         }),
     };
-    // A unit holds its slot until its import ends, reading nothing meanwhile: twice the CQL
-    // path's units keep the source read while others import.
+    // A unit reads, then waits for its uploads and imports without its reading slot: the
+    // next units read meanwhile, so reading and importing overlap instead of taking turns.
     let units_at_once = src
         .max_concurrent_units
-        .unwrap_or(2 * super::transfer::DEFAULT_UNITS_AT_ONCE);
+        .unwrap_or(super::transfer::DEFAULT_UNITS_AT_ONCE);
     let pacing = Pacing {
         units_at_once,
+        // As many more waiting for their imports: the spool holds as many units as when each
+        // kept its slot (2 × 16 by default), and reading no longer stops while they import.
+        units_finishing: units_at_once,
         // A unit's pages are written one after the other: more than two of them in flight
         // only hold rows in memory (up to a page each) while they wait for their turn.
         requests_in_flight: dst.max_in_flight.min(2 * units_at_once),

@@ -346,6 +346,7 @@ pub(crate) async fn prepare(
             }) as Box<dyn Repair<RawRow>>
         }),
         pacing: Pacing {
+            units_finishing: 0,
             units_at_once: src.max_concurrent_units.unwrap_or(DEFAULT_UNITS_AT_ONCE),
             requests_in_flight: dst.max_in_flight,
             rows_per_second: dst.rows_per_second,

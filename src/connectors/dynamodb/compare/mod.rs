@@ -458,6 +458,7 @@ pub(crate) async fn prepare(
         lookup,
         repair,
         pacing: Pacing {
+            units_finishing: 0,
             units_at_once: parallel as usize,
             requests_in_flight: (parallel as usize * 2).max(4),
             // Reads are bounded by the read capacity above.
