@@ -1,7 +1,7 @@
 //! `target.bulkWrite: sstable`: a CQL → CQL copy that hands the target's replicas SSTables
 //! instead of CQL writes. Each unit (a token range of the source, read in token order) is
 //! written as one SSTable per replica of its rows, uploaded to the drover beside that replica
-//! (Cassandra Sidecar's upload routes), imported there by `nodetool import`, and only then
+//! (Cassandra Sidecar's upload routes), imported there (through the node's JMX), and only then
 //! recorded complete. Upload ids are derived from the load (kept in the savepoints) and the
 //! unit, so a unit imported by a run that died before recording it is found imported by the
 //! next (the target drover remembers it), never imported twice.
