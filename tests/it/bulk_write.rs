@@ -316,6 +316,65 @@ async fn a_runner_killed_mid_job_resumes_and_no_unit_is_lost_or_imported_twice()
     assert_eq!(ids.len(), 32, "{log}");
 }
 
+/// The drover beside the target node killed with `kill -9` while units upload and import, and
+/// started again on the same address: the job ends, or is resumed, with every row once.
+#[tokio::test]
+async fn the_target_drover_killed_mid_import_loses_no_unit() {
+    let rows = 30_000;
+    let Fixture { src, dst, ks, .. } = Fixture::rows("bulk_kill_sidecar", rows, 100, 100).await;
+    let sidecar_home = Home::new();
+    let mut sidecar = Daemon::start(&sidecar_home, &sidecar_config()).await;
+    let addr = sidecar.addr.to_string();
+    let runner = Daemon::fresh("").await;
+    let sp_dir = runner.home().path().join("savepoints");
+    let yaml = format!(
+        "{}savepoints:\n  path: {}\n  intervalSeconds: 1\n",
+        job(
+            ks,
+            "t",
+            "  preserveTimestamps: true\n  maxConcurrentUnits: 4\n",
+            &format!("{}  rowsPerSecond: 3000\n", bulk(&sidecar)),
+            ""
+        ),
+        sp_dir.display()
+    );
+    let id = runner.submit_job("/api/v1/migrations", &yaml).await;
+    runner
+        .wait_job(&id, WAIT, |j| {
+            j["progress"]["unitsDone"].as_u64() >= Some(8)
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sidecar.kill9();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let config = sidecar_home.write_config_at(&addr, &sidecar_config());
+    let sidecar = Daemon::start_with(&sidecar_home, &config).await;
+    let ended = |j: &serde_json::Value| j["state"] != "RUNNING" && j["state"] != "QUEUED";
+    let mut done = runner.wait_job(&id, WAIT, ended).await;
+    if done["state"] == "FAILED" {
+        // A unit whose target drover went away fails the job, naming it; the job, submitted
+        // again, resumes from its savepoint.
+        let error = done["error"].as_str().unwrap_or_default();
+        assert!(error.contains("127.0.0.2"), "{done}");
+        let again = runner.submit_job("/api/v1/migrations", &yaml).await;
+        done = runner.wait_job(&again, WAIT, ended).await;
+    }
+    assert_eq!(done["state"], "SUCCEEDED", "{done}\n{}", runner.logs());
+    // The restarted drover took over: units were imported through it.
+    assert!(
+        sidecar.logs().contains("SSTables imported"),
+        "{}",
+        sidecar.logs()
+    );
+    let table = format!("{ks}.t");
+    assert_eq!(count(&dst, &table).await, rows, "{}", sidecar.logs());
+    let select = "p, c, v, writetime(v), n, writetime(n)";
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, select, select, &[]).await,
+        rows
+    );
+}
+
 /// Loading a table again (the target truncated in between) is a new load: its units are
 /// imported again, not taken for the previous load's (whose uploads the target drover still
 /// remembers). A run resuming a savepoint stays in its load (the test above).
