@@ -35,6 +35,7 @@ const TUNING: &[&str] = &[
     "bulkWrite",
     "bulkSidecars",
     "bulkSidecarPort",
+    "bulkSkipExtendedVerify",
 ];
 
 /// Keys whose `false` is what leaving them out means. ScyllaDB Migrator's savepoints spell out

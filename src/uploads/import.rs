@@ -345,7 +345,7 @@ async fn work(
             let mut state = shared.lock().unwrap_or_else(|p| p.into_inner());
             match result {
                 Ok(()) => {
-                    tracing::info!(upload_id = %key.0, keyspace = %key.1, table = %key.2, "SSTables imported");
+                    tracing::info!(upload_id = %key.0, keyspace = %key.1, table = %key.2, extended_verify = command.options.extended_verify, "SSTables imported");
                     state.outcomes.remove(key);
                     state.imported.insert(key.clone(), now_secs());
                 }

@@ -375,6 +375,62 @@ async fn the_target_drover_killed_mid_import_loses_no_unit() {
     );
 }
 
+/// The imports of each unit, as the target drover logged them: how many with the node's
+/// extended verify, how many without.
+fn imports_by_verify(logs: &str) -> (usize, usize) {
+    let imports: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("SSTables imported"))
+        .collect();
+    let with = |v: &str| {
+        imports
+            .iter()
+            .filter(|l| {
+                l.contains(&format!("extended_verify={v}"))
+                    || l.contains(&format!("\"extended_verify\":{v}"))
+            })
+            .count()
+    };
+    (with("true"), with("false"))
+}
+
+/// `bulkSkipExtendedVerify: true` imports without the node's extended verify (which the
+/// node paces by its compaction throughput) and copies every cell all the same; without it,
+/// every import has the extended verify.
+#[tokio::test]
+async fn a_load_without_extended_verify_asks_for_it_and_copies_every_cell() {
+    let rows = 3_000;
+    let Fixture { src, dst, ks, .. } = Fixture::rows("bulk_no_ext", rows, 10, 100).await;
+    let sidecar = Daemon::fresh(&sidecar_config()).await;
+    let runner = Daemon::fresh("").await;
+    let table = format!("{ks}.t");
+    let select = "p, c, v, writetime(v), n, writetime(n)";
+
+    let default = job(ks, "t", "  preserveTimestamps: true\n", &bulk(&sidecar), "");
+    let report = runner.run_job("/api/v1/migrations", &default, WAIT).await;
+    assert_eq!(report["state"], "SUCCEEDED", "{report}");
+    let (extended, plain) = imports_by_verify(&sidecar.logs());
+    assert!(extended > 0 && plain == 0, "{}", sidecar.logs());
+
+    exec(&dst, &format!("TRUNCATE {table}")).await;
+    let skip = job(
+        ks,
+        "t",
+        "  preserveTimestamps: true\n",
+        &format!("{}  bulkSkipExtendedVerify: true\n", bulk(&sidecar)),
+        "",
+    );
+    let report = runner.run_job("/api/v1/migrations", &skip, WAIT).await;
+    assert_eq!(report["state"], "SUCCEEDED", "{report}");
+    let (extended_after, plain) = imports_by_verify(&sidecar.logs());
+    assert_eq!(extended_after, extended, "{}", sidecar.logs());
+    assert!(plain > 0, "{}", sidecar.logs());
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, select, select, &[]).await,
+        rows
+    );
+}
+
 /// Loading a table again (the target truncated in between) is a new load: its units are
 /// imported again, not taken for the previous load's (whose uploads the target drover still
 /// remembers). A run resuming a savepoint stays in its load (the test above).

@@ -126,6 +126,10 @@ pub struct CqlTarget {
     /// drover, with `bulkWrite: sstable`: the port of the drover beside each target node not
     /// in `bulkSidecars`. Default 9043.
     pub bulk_sidecar_port: u16,
+    /// drover, with `bulkWrite: sstable`: import without the node's extended verify (every
+    /// row read back), keeping its other checks (checksums, index, tokens); Cassandra
+    /// Analytics' `SKIP_EXTENDED_VERIFY`. Default false.
+    pub bulk_skip_extended_verify: bool,
 }
 
 /// How a CQL target is written.
@@ -321,6 +325,7 @@ impl CqlTarget {
             bulk_write: t.bulk_write,
             bulk_sidecars: t.bulk_sidecars,
             bulk_sidecar_port: t.bulk_sidecar_port,
+            bulk_skip_extended_verify: t.bulk_skip_extended_verify,
         };
         target.endpoint.validate(text, "target")?;
         if target.bulk_sidecar_port == 0 {
@@ -514,6 +519,8 @@ struct RawCqlTarget {
     bulk_sidecars: std::collections::BTreeMap<String, String>,
     #[serde(default = "default_sidecar_port")]
     bulk_sidecar_port: u16,
+    #[serde(default)]
+    bulk_skip_extended_verify: bool,
 }
 
 fn default_sidecar_port() -> u16 {

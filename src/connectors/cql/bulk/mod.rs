@@ -120,8 +120,12 @@ pub async fn open_bulk_copy(
             .unwrap_or(super::transfer::DEFAULT_SPLIT_COUNT),
         src.endpoint.local_dc.clone(),
     );
-    let sidecars = upload::Sidecars::new(dst.bulk_sidecars.clone(), dst.bulk_sidecar_port)
-        .map_err(|e| refuse(e.to_string()))?;
+    let sidecars = upload::Sidecars::new(
+        dst.bulk_sidecars.clone(),
+        dst.bulk_sidecar_port,
+        !dst.bulk_skip_extended_verify,
+    )
+    .map_err(|e| refuse(e.to_string()))?;
     let spool = std::env::temp_dir().join(format!("drover-bulk-{}", uuid::Uuid::now_v7()));
     let job = format!(
         "{run}\n{}.{}>{}.{}",

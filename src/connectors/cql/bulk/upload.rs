@@ -20,6 +20,9 @@ pub struct Sidecars {
     client: reqwest::Client,
     by_node: BTreeMap<String, String>,
     port: u16,
+    /// The query of every import: empty (the Sidecar's defaults, extended verify on), or
+    /// `?extendedVerify=false`.
+    import_query: &'static str,
     /// The bearer token of `DROVER_PEER_TOKEN`, for drovers whose `auth` gives it the `peer`
     /// (or `operator`) role.
     token: Option<secrecy::SecretString>,
@@ -42,8 +45,13 @@ async fn message_of(r: reqwest::Response) -> String {
 }
 
 impl Sidecars {
-    /// The drover of each node: `by_node[address]`, else the node's address and `port`.
-    pub fn new(by_node: BTreeMap<String, String>, port: u16) -> Result<Self, BulkError> {
+    /// The drover of each node: `by_node[address]`, else the node's address and `port`; its
+    /// imports with or without the node's extended verify.
+    pub fn new(
+        by_node: BTreeMap<String, String>,
+        port: u16,
+        extended_verify: bool,
+    ) -> Result<Self, BulkError> {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .build()
@@ -59,6 +67,11 @@ impl Sidecars {
             client,
             by_node,
             port,
+            import_query: if extended_verify {
+                ""
+            } else {
+                "?extendedVerify=false"
+            },
             token,
         })
     }
@@ -122,7 +135,8 @@ impl Sidecars {
         self.import(
             node,
             &format!(
-                "{base}/api/v1/uploads/{upload_id}/keyspaces/{keyspace}/tables/{table}/import"
+                "{base}/api/v1/uploads/{upload_id}/keyspaces/{keyspace}/tables/{table}/import{}",
+                self.import_query
             ),
         )
         .await
