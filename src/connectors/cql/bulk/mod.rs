@@ -76,6 +76,13 @@ impl RequestError for BulkError {
 /// Rows of a page sent to the unit's writers at once.
 const ROWS_PER_REQUEST: usize = 1000;
 
+/// The most rows, and bytes of values, of one partition held before they are written: the
+/// writer takes a partition whole, so a larger one is written in pieces, each ending its
+/// SSTable (one partition in several SSTables is what the node merges on every read anyway).
+/// This bounds a unit's memory by the partition, not by the widest partition of the table.
+const PARTITION_PIECE_ROWS: usize = 25_000;
+const PARTITION_PIECE_BYTES: usize = 16 << 20;
+
 /// Connects, checks that the table can take this path, and prepares a bulk copy.
 pub async fn open_bulk_copy(
     src: &CqlSource,
@@ -250,8 +257,19 @@ pub struct BulkSink {
 struct UnitWriter {
     dir: PathBuf,
     writers: HashMap<String, SSTableWriter>,
-    open: Option<(DecoratedKey, Vec<Mutation>, Vec<String>)>,
+    /// The generation of each replica's next SSTable, once a partition was written in pieces.
+    generations: HashMap<String, u64>,
+    open: Option<OpenPartition>,
     failed: Option<String>,
+}
+
+/// The partition being gathered: its key, its rows so far (the piece not yet written), their
+/// bytes of values, and its replicas.
+struct OpenPartition {
+    key: DecoratedKey,
+    rows: Vec<Mutation>,
+    bytes: usize,
+    replicas: Vec<String>,
 }
 
 struct UnitState {
@@ -347,22 +365,32 @@ impl Shared {
                         &row.cells,
                         now_s,
                         unit.micros,
-                        w.open.as_ref().map(|o| &o.0),
+                        w.open.as_ref().map(|o| &o.key),
                     )
                     .map_err(BulkError::Row)?
                 else {
                     continue;
                 };
-                if let Some((open, mutations, _)) = w.open.as_mut()
-                    && *open == key
+                if let Some(open) = w.open.as_mut()
+                    && open.key == key
                 {
-                    mutations.extend(m);
+                    open.rows.extend(m);
+                    open.bytes += row.size();
+                    if open.rows.len() >= PARTITION_PIECE_ROWS
+                        || open.bytes >= PARTITION_PIECE_BYTES
+                    {
+                        self.write_piece(&mut w)?;
+                    }
                     continue;
                 }
                 self.close_partition(&mut w)?;
                 let replicas = self.replicas(key.token);
-                let mutations = statics.into_iter().chain(m).collect();
-                w.open = Some((key, mutations, replicas));
+                w.open = Some(OpenPartition {
+                    key,
+                    rows: statics.into_iter().chain(m).collect(),
+                    bytes: row.size(),
+                    replicas,
+                });
             }
             Ok(())
         })();
@@ -374,27 +402,66 @@ impl Shared {
 
     /// Writes the partition gathered so far to the SSTable of each of its replicas.
     fn close_partition(&self, w: &mut UnitWriter) -> Result<(), BulkError> {
-        let Some((key, mutations, replicas)) = w.open.take() else {
+        let Some(open) = w.open.take() else {
             return Ok(());
         };
-        if mutations.is_empty() {
+        self.write_rows(w, &open.key, open.rows, &open.replicas)
+    }
+
+    /// Writes the rows gathered so far of a partition too large to hold, and ends its
+    /// replicas' SSTables: the rest of the partition starts the next ones (an SSTable holds
+    /// each partition once). The partition stays open, so its statics are not written again.
+    fn write_piece(&self, w: &mut UnitWriter) -> Result<(), BulkError> {
+        let Some(mut open) = w.open.take() else {
+            return Ok(());
+        };
+        let rows = std::mem::take(&mut open.rows);
+        open.bytes = 0;
+        let written = self.write_rows(w, &open.key, rows, &open.replicas);
+        let replicas = open.replicas.clone();
+        w.open = Some(open);
+        written?;
+        for node in replicas {
+            let Some(writer) = w.writers.remove(&node) else {
+                continue;
+            };
+            // The writer only finishes asynchronously; this runs on a blocking thread of the
+            // runtime, where waiting for it is allowed.
+            tokio::runtime::Handle::current()
+                .block_on(writer.finish())
+                .map_err(|e| BulkError::Write(e.to_string()))?;
+            *w.generations.entry(node).or_insert(1) += 1;
+        }
+        Ok(())
+    }
+
+    /// Writes one partition's rows to the SSTable of each replica.
+    fn write_rows(
+        &self,
+        w: &mut UnitWriter,
+        key: &DecoratedKey,
+        rows: Vec<Mutation>,
+        replicas: &[String],
+    ) -> Result<(), BulkError> {
+        if rows.is_empty() {
             return Ok(());
         }
-        let mut mutations = Some(mutations);
+        let mut rows = Some(rows);
         let last = replicas.len().saturating_sub(1);
-        for (i, node) in replicas.into_iter().enumerate() {
+        for (i, node) in replicas.iter().enumerate() {
             // Each replica's writer takes its own copy; the last takes the partition itself.
             let rows = if i == last {
-                mutations.take().unwrap_or_default()
+                rows.take().unwrap_or_default()
             } else {
-                mutations.clone().unwrap_or_default()
+                rows.clone().unwrap_or_default()
             };
             let writer = match w.writers.entry(node.clone()) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(e) => {
+                    let generation = w.generations.get(node).copied().unwrap_or(1);
                     let mut writer = SSTableWriter::with_format(
-                        w.dir.join(&node),
-                        1,
+                        w.dir.join(node),
+                        generation,
                         &self.plan.schema,
                         1024,
                         SSTableFormat::Big,
@@ -440,6 +507,7 @@ impl Sink<RawRow> for BulkSink {
                 writer: Mutex::new(UnitWriter {
                     dir,
                     writers: HashMap::new(),
+                    generations: HashMap::new(),
                     open: None,
                     failed: None,
                 }),
