@@ -525,3 +525,55 @@ async fn an_import_the_node_refuses_fails_the_job_with_its_message() {
         assert!(error.contains("Connection refused"), "{importer}: {error}");
     }
 }
+
+/// Two daemons share a bulk load (`coordination: target-table`): units are leased through the
+/// target as with CQL writes, each daemon loads a share of them through the target's drover,
+/// and the target holds every row, cell for cell.
+#[tokio::test]
+async fn two_daemons_share_a_bulk_load_through_leases_on_the_target() {
+    let rows = 20_000;
+    let Fixture {
+        src,
+        dst,
+        ks,
+        daemon: first,
+    } = Fixture::rows("bulk_coord", rows, 100, 100).await;
+    let sidecar = Daemon::fresh(&sidecar_config()).await;
+    let second = Daemon::fresh("").await;
+    let yaml = format!(
+        "{}coordination:\n  type: target-table\n  leaseSeconds: 10\n",
+        job(
+            ks,
+            "t",
+            "  preserveTimestamps: true\n  maxConcurrentUnits: 2\n",
+            &format!("{}  rowsPerSecond: 4000\n", bulk(&sidecar)),
+            ""
+        )
+    );
+    let ids = [
+        first.submit_job("/api/v1/migrations", &yaml).await,
+        second.submit_job("/api/v1/migrations", &yaml).await,
+    ];
+    let ended = |j: &serde_json::Value| j["state"] != "RUNNING" && j["state"] != "QUEUED";
+    let mut written = 0;
+    for (d, id) in [(&first, &ids[0]), (&second, &ids[1])] {
+        let done = d.wait_job(id, WAIT, ended).await;
+        assert_eq!(done["state"], "SUCCEEDED", "{done}\n{}", d.logs());
+        let p = &done["progress"];
+        assert_eq!(p["unitsDone"], p["unitsTotal"], "{done}");
+        let mine = p["rowsWritten"].as_u64().unwrap();
+        assert!(
+            mine > 0 && mine < rows as u64,
+            "each daemon loaded a share: {done}"
+        );
+        written += mine;
+    }
+    assert_eq!(written, rows as u64, "no unit loaded by both");
+    let table = format!("{ks}.t");
+    assert_eq!(count(&dst, &table).await, rows, "{}", sidecar.logs());
+    let select = "p, c, v, writetime(v), n, writetime(n)";
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, select, select, &[]).await,
+        rows
+    );
+}
