@@ -241,6 +241,23 @@ async fn count(s: &scylla::client::session::Session, table: &str) -> usize {
     n as usize
 }
 
+/// The target's `t` holds every row of the source's, cell for cell with writetimes.
+async fn every_row_arrived(
+    src: &scylla::client::session::Session,
+    dst: &scylla::client::session::Session,
+    ks: &str,
+    rows: usize,
+    logs: &str,
+) {
+    let table = format!("{ks}.t");
+    assert_eq!(count(dst, &table).await, rows, "{logs}");
+    let select = "p, c, v, writetime(v), n, writetime(n)";
+    assert_eq!(
+        assert_same(src, &table, dst, &table, select, select, &[]).await,
+        rows
+    );
+}
+
 #[tokio::test]
 async fn a_runner_killed_mid_job_resumes_and_no_unit_is_lost_or_imported_twice() {
     let rows = 30_000;
@@ -291,12 +308,7 @@ async fn a_runner_killed_mid_job_resumes_and_no_unit_is_lost_or_imported_twice()
     );
 
     // Every row, once: counts, cells and writetimes.
-    assert_eq!(count(&dst, &table).await, rows);
-    let select = "p, c, v, writetime(v), n, writetime(n)";
-    assert_eq!(
-        assert_same(&src, &table, &dst, &table, select, select, &[]).await,
-        rows
-    );
+    every_row_arrived(&src, &dst, ks, rows, "").await;
     // Each unit's SSTables were imported once: the target's log of imports holds each
     // upload id once, one per unit of the 32 (all hold rows).
     let log = std::fs::read_to_string(
@@ -366,13 +378,7 @@ async fn the_target_drover_killed_mid_import_loses_no_unit() {
         "{}",
         sidecar.logs()
     );
-    let table = format!("{ks}.t");
-    assert_eq!(count(&dst, &table).await, rows, "{}", sidecar.logs());
-    let select = "p, c, v, writetime(v), n, writetime(n)";
-    assert_eq!(
-        assert_same(&src, &table, &dst, &table, select, select, &[]).await,
-        rows
-    );
+    every_row_arrived(&src, &dst, ks, rows, &sidecar.logs()).await;
 }
 
 /// The imports of each unit, as the target drover logged them: how many with the node's
@@ -404,7 +410,6 @@ async fn a_load_without_extended_verify_asks_for_it_and_copies_every_cell() {
     let sidecar = Daemon::fresh(&sidecar_config()).await;
     let runner = Daemon::fresh("").await;
     let table = format!("{ks}.t");
-    let select = "p, c, v, writetime(v), n, writetime(n)";
 
     let default = job(ks, "t", "  preserveTimestamps: true\n", &bulk(&sidecar), "");
     let report = runner.run_job("/api/v1/migrations", &default, WAIT).await;
@@ -425,10 +430,7 @@ async fn a_load_without_extended_verify_asks_for_it_and_copies_every_cell() {
     let (extended_after, plain) = imports_by_verify(&sidecar.logs());
     assert_eq!(extended_after, extended, "{}", sidecar.logs());
     assert!(plain > 0, "{}", sidecar.logs());
-    assert_eq!(
-        assert_same(&src, &table, &dst, &table, select, select, &[]).await,
-        rows
-    );
+    every_row_arrived(&src, &dst, ks, rows, &sidecar.logs()).await;
 }
 
 /// Loading a table again (the target truncated in between) is a new load: its units are
@@ -569,11 +571,29 @@ async fn two_daemons_share_a_bulk_load_through_leases_on_the_target() {
         written += mine;
     }
     assert_eq!(written, rows as u64, "no unit loaded by both");
-    let table = format!("{ks}.t");
-    assert_eq!(count(&dst, &table).await, rows, "{}", sidecar.logs());
-    let select = "p, c, v, writetime(v), n, writetime(n)";
-    assert_eq!(
-        assert_same(&src, &table, &dst, &table, select, select, &[]).await,
-        rows
-    );
+    every_row_arrived(&src, &dst, ks, rows, &sidecar.logs()).await;
+}
+
+/// A partition of exactly as many rows as a piece holds, alone in its unit: its one piece
+/// ends the unit's only SSTable before the unit ends, with no row after it; that SSTable is
+/// uploaded and imported all the same.
+#[tokio::test]
+async fn a_partition_ending_exactly_at_a_piece_is_loaded() {
+    let rows = 25_000;
+    let Fixture {
+        src,
+        dst,
+        ks,
+        daemon,
+    } = Fixture::rows("bulk_piece_end", rows, rows, 1).await;
+    let sidecar = Daemon::fresh(&sidecar_config()).await;
+    let report = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &job(ks, "t", "  preserveTimestamps: true\n", &bulk(&sidecar), ""),
+            WAIT,
+        )
+        .await;
+    assert_eq!(report["state"], "SUCCEEDED", "{report}");
+    every_row_arrived(&src, &dst, ks, rows, &sidecar.logs()).await;
 }

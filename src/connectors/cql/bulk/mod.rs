@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use cqlite_core::storage::sstable::writer::{SSTableFormat, SSTableWriter};
+use cqlite_core::storage::sstable::writer::{SSTableFormat, SSTableInfo, SSTableWriter};
 use cqlite_core::storage::write_engine::mutation::{DecoratedKey, Mutation};
 use scylla::client::session::Session;
 use tokio::sync::watch;
@@ -257,8 +257,10 @@ pub struct BulkSink {
 struct UnitWriter {
     dir: PathBuf,
     writers: HashMap<String, SSTableWriter>,
-    /// The generation of each replica's next SSTable, once a partition was written in pieces.
-    generations: HashMap<String, u64>,
+    /// Replicas whose SSTables a partition written in pieces ended: the generation of their
+    /// next SSTable, and the directory of those ended (uploaded with the unit's last ones,
+    /// even if no row comes after the piece).
+    ended: HashMap<String, (u64, PathBuf)>,
     open: Option<OpenPartition>,
     failed: Option<String>,
 }
@@ -427,10 +429,13 @@ impl Shared {
             };
             // The writer only finishes asynchronously; this runs on a blocking thread of the
             // runtime, where waiting for it is allowed.
-            tokio::runtime::Handle::current()
+            let info = tokio::runtime::Handle::current()
                 .block_on(writer.finish())
                 .map_err(|e| BulkError::Write(e.to_string()))?;
-            *w.generations.entry(node).or_insert(1) += 1;
+            w.ended
+                .entry(node)
+                .and_modify(|(generation, _)| *generation += 1)
+                .or_insert((2, sstable_dir(&info)));
         }
         Ok(())
     }
@@ -458,7 +463,7 @@ impl Shared {
             let writer = match w.writers.entry(node.clone()) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(e) => {
-                    let generation = w.generations.get(node).copied().unwrap_or(1);
+                    let generation = w.ended.get(node).map_or(1, |(g, _)| *g);
                     let mut writer = SSTableWriter::with_format(
                         w.dir.join(node),
                         generation,
@@ -507,7 +512,7 @@ impl Sink<RawRow> for BulkSink {
                 writer: Mutex::new(UnitWriter {
                     dir,
                     writers: HashMap::new(),
-                    generations: HashMap::new(),
+                    ended: HashMap::new(),
                     open: None,
                     failed: None,
                 }),
@@ -571,23 +576,31 @@ impl Sink<RawRow> for BulkSink {
                 return Err(BulkError::Write(e.clone()));
             }
             shared.close_partition(&mut w)?;
-            Ok((std::mem::take(&mut w.writers), w.dir.clone()))
+            Ok((
+                std::mem::take(&mut w.writers),
+                std::mem::take(&mut w.ended),
+                w.dir.clone(),
+            ))
         })
         .await
         .unwrap_or_else(|e| Err(BulkError::Write(format!("a writer task failed: {e}"))))?;
-        let (writers, dir) = writers;
+        let (writers, ended, dir) = writers;
         let result = async {
             let t = &self.shared.plan.table;
+            // Each replica's SSTables: those its open writer ends now, and those a partition
+            // written in pieces ended before (a replica may have only those).
+            let mut dirs: std::collections::BTreeMap<String, PathBuf> = ended
+                .into_iter()
+                .map(|(node, (_, dir))| (node, dir))
+                .collect();
             for (node, writer) in writers {
                 let info = writer
                     .finish()
                     .await
                     .map_err(|e| BulkError::Write(e.to_string()))?;
-                let files = info
-                    .data_path
-                    .parent()
-                    .map(std::path::Path::to_path_buf)
-                    .unwrap_or_default();
+                dirs.insert(node, sstable_dir(&info));
+            }
+            for (node, files) in dirs {
                 let id = self.shared.upload_id(&unit.key, &node);
                 self.shared
                     .sidecars
@@ -600,6 +613,14 @@ impl Sink<RawRow> for BulkSink {
         let _ = tokio::fs::remove_dir_all(&dir).await;
         result
     }
+}
+
+/// The directory holding a finished SSTable's components.
+fn sstable_dir(info: &SSTableInfo) -> PathBuf {
+    info.data_path
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 impl Drop for BulkSink {
