@@ -416,6 +416,9 @@ async fn a_load_without_extended_verify_asks_for_it_and_copies_every_cell() {
     assert_eq!(report["state"], "SUCCEEDED", "{report}");
     let (extended, plain) = imports_by_verify(&sidecar.logs());
     assert!(extended > 0 && plain == 0, "{}", sidecar.logs());
+    // The runner says what paces those imports: the target node's compaction throughput.
+    let hint = "compaction_throughput=64MiB/s";
+    assert_eq!(runner.logs().matches(hint).count(), 1, "{}", runner.logs());
 
     exec(&dst, &format!("TRUNCATE {table}")).await;
     let skip = job(
@@ -430,6 +433,11 @@ async fn a_load_without_extended_verify_asks_for_it_and_copies_every_cell() {
     let (extended_after, plain) = imports_by_verify(&sidecar.logs());
     assert_eq!(extended_after, extended, "{}", sidecar.logs());
     assert!(plain > 0, "{}", sidecar.logs());
+    assert_eq!(
+        runner.logs().matches(hint).count(),
+        1,
+        "only with the extended verify"
+    );
     every_row_arrived(&src, &dst, ks, rows, &sidecar.logs()).await;
 }
 

@@ -102,6 +102,16 @@ pub async fn open_bulk_copy(
         message: format!("sstable: {message}"),
     };
     let create = create_table(&target, &target_schema.keyspace, &target_schema.table).await?;
+    if !dst.bulk_skip_extended_verify
+        && let Some(rate) = compaction_throughput(&target).await
+    {
+        tracing::info!(
+            compaction_throughput = %rate,
+            "bulk write: each import reads every row back (the node's extended verify) at the \
+             target node's compaction throughput; on a large load that sets the pace \
+             (raise it for the load, or see target.bulkSkipExtendedVerify)"
+        );
+    }
     let preserve = src.preserve_timestamps;
     let plan = RowPlan::new(
         source_schema.clone(),
@@ -164,6 +174,23 @@ pub async fn open_bulk_copy(
         bytes_per_second: dst.bytes_per_second,
     };
     Ok((scan, sink, pacing))
+}
+
+/// The compaction throughput of the target node answering (`64MiB/s`), which paces the
+/// extended verify of imports; `None` where the node has no `system_views.settings` (before
+/// Cassandra 4.0, ScyllaDB) or does not say.
+async fn compaction_throughput(session: &Session) -> Option<String> {
+    let rows = session
+        .query_unpaged(
+            "SELECT value FROM system_views.settings WHERE name = 'compaction_throughput'",
+            (),
+        )
+        .await
+        .ok()?
+        .into_rows_result()
+        .ok()?;
+    let (value,) = rows.maybe_first_row::<(Option<String>,)>().ok()??;
+    value
 }
 
 /// The target table's `CREATE TABLE`, from its schema tables (the types as Cassandra spells
