@@ -441,15 +441,13 @@ impl Shared {
     /// replicas' SSTables: the rest of the partition starts the next ones (an SSTable holds
     /// each partition once). The partition stays open, so its statics are not written again.
     fn write_piece(&self, w: &mut UnitWriter) -> Result<(), BulkError> {
-        let Some(mut open) = w.open.take() else {
+        let Some(open) = w.open.as_mut() else {
             return Ok(());
         };
         let rows = std::mem::take(&mut open.rows);
         open.bytes = 0;
-        let written = self.write_rows(w, &open.key, rows, &open.replicas);
-        let replicas = open.replicas.clone();
-        w.open = Some(open);
-        written?;
+        let (key, replicas) = (open.key.clone(), open.replicas.clone());
+        self.write_rows(w, &key, rows, &replicas)?;
         for node in replicas {
             let Some(writer) = w.writers.remove(&node) else {
                 continue;
