@@ -133,8 +133,14 @@ pub fn app_state(
         &config.state_dir,
         config.cassandra.jmx_address.clone(),
     )?;
+    let snapshots = crate::snapshots::Snapshots::new(
+        &config.sstable_snapshots,
+        config.cassandra.jmx_address.clone(),
+        config.cassandra.data_file_directories.clone(),
+    );
     Ok(AppState {
         uploads: Arc::new(uploads),
+        snapshots: Arc::new(snapshots),
         node: Arc::new(LocalNode::new(config.cassandra.clone())),
         events: Arc::new(crate::api::events::EventStreams::new(
             config.server.max_event_streams.get(),

@@ -15,6 +15,8 @@
 //! - [`validate`]: the validator — compares a migration's target with its source.
 //! - [`uploads`]: SSTable uploads and their import into the local node (Sidecar's bulk-load
 //!   routes, without HTTP).
+//! - [`snapshots`]: snapshots of the local node's tables and their files (Sidecar's snapshot
+//!   routes, without HTTP), for a bulk reader.
 //! - [`livemigration`]: live instance migration — file listing and serving, data-copy and
 //!   verification tasks (Cassandra Sidecar's API).
 //! - [`savepoints`]: the progress model and its savepoint files.
@@ -41,6 +43,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod s3;
 pub mod savepoints;
+pub mod snapshots;
 pub mod telemetry;
 pub mod tls;
 pub mod uploads;

@@ -79,6 +79,17 @@ pub fn required(method: &Method, route: &str) -> Option<Access> {
         | ("DELETE", "/api/v1/uploads/{uploadId}") => {
             return Some(Access::Either(Operator, Peer));
         }
+        // A bulk reader: an operator's client, or another drover with its peer credentials.
+        (
+            "PUT" | "GET" | "DELETE",
+            "/api/v1/keyspaces/{keyspace}/tables/{table}/snapshots/{snapshot}",
+        )
+        | (
+            "GET",
+            "/api/v1/keyspaces/{keyspace}/tables/{table}/snapshots/{snapshot}/components/{component}",
+        ) => {
+            return Some(Access::Either(Operator, Peer));
+        }
         // A destination asks its source's status before every iteration, with its peer
         // credentials.
         ("GET", "/api/v1/live-migration/status") => return Some(Access::Either(Reader, Peer)),

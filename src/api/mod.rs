@@ -14,6 +14,7 @@ pub mod jobs;
 pub mod live_migration;
 mod metrics;
 mod migrations;
+pub mod snapshots;
 pub mod uploads;
 mod validations;
 
@@ -60,6 +61,8 @@ pub struct AppState {
     pub auth: Arc<crate::auth::Authenticator>,
     /// SSTable uploads and imports into the local node.
     pub uploads: Arc<crate::uploads::Uploads>,
+    /// Snapshots of the local node's tables, for a bulk reader.
+    pub snapshots: Arc<crate::snapshots::Snapshots>,
 }
 
 impl AppState {
@@ -87,6 +90,7 @@ impl AppState {
         (name = "migrations", description = "Table copies in ScyllaDB Migrator's job format"),
         (name = "validations", description = "Proof that a migration's target holds exactly its source's rows"),
         (name = "live-migration", description = "Cassandra Sidecar's live instance migration: a destination pulls a node's files from its source"),
+        (name = "snapshots", description = "Cassandra Sidecar's snapshot routes: snapshots of the local node's tables and their SSTables (a bulk reader's source side)"),
         (name = "uploads", description = "Cassandra Sidecar's SSTable uploads and imports into the local node (a bulk writer's target side)"),
         (name = "diagnostics", description = "Checks of a deployment that touch no data"),
         (name = "metrics", description = "Prometheus metrics"),
@@ -146,6 +150,12 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(uploads::upload))
         .routes(routes!(uploads::import))
         .routes(routes!(uploads::delete))
+        .routes(routes!(
+            snapshots::create,
+            snapshots::list,
+            snapshots::clear
+        ))
+        .routes(routes!(snapshots::component))
         .routes(routes!(diagnostics::submit))
         .routes(routes!(metrics::render))
 }
@@ -277,6 +287,10 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             uploads::filter,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            snapshots::filter,
         ))
         .layer(axum::middleware::from_fn_with_state(
             auth::Guard::new(&state),

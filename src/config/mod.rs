@@ -11,6 +11,7 @@ mod jobs;
 pub mod live_migration;
 mod logging;
 mod server;
+mod snapshots;
 mod uploads;
 pub mod yaml;
 
@@ -27,6 +28,7 @@ pub use jobs::JobsConfig;
 pub use live_migration::{LiveMigrationConfig, PeerTlsConfig, Role};
 pub use logging::{LogFormat, LoggingConfig};
 pub use server::{ClientAuth, ConsoleConfig, ServerConfig, TlsConfig};
+pub use snapshots::SstableSnapshotsConfig;
 pub use uploads::{ImporterKind, SstableUploadsConfig};
 
 /// The configuration used when `drover serve` is given no `--config`.
@@ -68,6 +70,10 @@ pub struct DaemonConfig {
     /// (off by default).
     #[serde(default)]
     pub sstable_uploads: SstableUploadsConfig,
+    /// Snapshots of the local node's tables and the download of their SSTables, Cassandra
+    /// Sidecar's snapshot routes (off by default).
+    #[serde(default)]
+    pub sstable_snapshots: SstableSnapshotsConfig,
     /// Who may call the API (off unless tokens or certificate mappings are configured).
     #[serde(default)]
     pub auth: AuthConfig,
@@ -216,6 +222,7 @@ impl DaemonConfig {
         self.jobs.validate()?;
         self.cassandra.validate()?;
         self.sstable_uploads.validate()?;
+        self.sstable_snapshots.validate()?;
         self.live_migration.validate()
     }
 }

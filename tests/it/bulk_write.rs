@@ -10,14 +10,14 @@ use std::time::Duration;
 use test_support::cql::{Fixture, assert_same, exec, job, job_to};
 use test_support::{Daemon, Home};
 
-const WAIT: Duration = Duration::from_secs(300);
+pub(crate) const WAIT: Duration = Duration::from_secs(300);
 
-const COLUMNS: &str = "k int, name text, c int, c2 text, s text static, a ascii, b bigint, bl blob, \
+pub(crate) const COLUMNS: &str = "k int, name text, c int, c2 text, s text static, a ascii, b bigint, bl blob, \
     bo boolean, d date, de decimal, db double, du duration, f float, i inet, it int, si smallint, \
     tx text, tm time, ts timestamp, tu timeuuid, ti tinyint, u uuid, vi varint, fl frozen<list<int>>, \
     tp tuple<int, text>, l list<int>, st set<text>, m map<text, int>, \
     PRIMARY KEY ((k, name), c, c2)";
-const ORDER: &str = "WITH CLUSTERING ORDER BY (c DESC, c2 ASC)";
+pub(crate) const ORDER: &str = "WITH CLUSTERING ORDER BY (c DESC, c2 ASC)";
 
 /// Regular and static columns, each selected with its writetime and TTL.
 const CELLS: &[&str] = &[
@@ -27,7 +27,7 @@ const CELLS: &[&str] = &[
 
 /// `SELECT` list: the key, then each cell with its writetime and TTL; and the indexes of
 /// the TTLs among them.
-fn select() -> (String, Vec<usize>) {
+pub(crate) fn select() -> (String, Vec<usize>) {
     let mut cols = vec!["k".to_string(), "name".into(), "c".into(), "c2".into()];
     let mut ttls = Vec::new();
     for c in CELLS {
@@ -39,14 +39,14 @@ fn select() -> (String, Vec<usize>) {
     (cols.join(", "), ttls)
 }
 
-fn sidecar_config() -> String {
+pub(crate) fn sidecar_config() -> String {
     format!(
         "cassandra:\n  jmx_address: 127.0.0.1:7299\nsstable_uploads:\n  enabled: true\n  nodetool: {}\n  min_free_space_percent: 1\n",
         std::env::var("DROVER_TEST_NODETOOL").expect("DROVER_TEST_NODETOOL (scripts/testenv env)")
     )
 }
 
-fn bulk(d: &Daemon) -> String {
+pub(crate) fn bulk(d: &Daemon) -> String {
     format!(
         "  bulkWrite: sstable\n  bulkSidecars:\n    127.0.0.2: {}\n",
         d.addr
@@ -56,7 +56,7 @@ fn bulk(d: &Daemon) -> String {
 /// Rows of every shape: whole rows with a TTL, cells written later at other writetimes and
 /// TTLs, collections grown element by element, a key-only row, a partition of statics only,
 /// nulls, and a wide partition.
-async fn fill(src: &scylla::client::session::Session, t: &str) {
+pub(crate) async fn fill(src: &scylla::client::session::Session, t: &str) {
     for k in 0..30 {
         let name = format!("n{k}");
         exec(src, &format!("INSERT INTO {t} (k, name, s) VALUES ({k}, '{name}', 'static {k}') USING TIMESTAMP {}", 500 + k)).await;
@@ -229,7 +229,7 @@ async fn tables_the_sstable_path_cannot_write_exactly_are_refused_with_the_key()
     );
 }
 
-async fn count(s: &scylla::client::session::Session, table: &str) -> usize {
+pub(crate) async fn count(s: &scylla::client::session::Session, table: &str) -> usize {
     let (n,): (i64,) = s
         .query_unpaged(format!("SELECT COUNT(*) FROM {table}"), ())
         .await

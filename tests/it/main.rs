@@ -5,6 +5,7 @@
 
 mod api_errors;
 mod auth;
+mod bulk_read;
 mod bulk_write;
 mod cli;
 mod client;

@@ -260,6 +260,16 @@ pub async fn file(
         })
         .into_response());
     }
+    send_file(served, &headers).await
+}
+
+/// The bytes of an open file a `Range` header (with `If-Range`) asks for, streamed with its
+/// validators: 200 for the whole file, 206 for a range, 416 for a range it cannot serve. The
+/// file's slot is held until the last byte is sent.
+pub(crate) async fn send_file(
+    served: serve::ServedFile,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
     let text = |name| {
         headers
             .get(name)

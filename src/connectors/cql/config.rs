@@ -91,6 +91,27 @@ pub struct CqlSource {
     /// drover: `allowSystemKeyspace`, read a system keyspace (`system.local`, ...). Off by
     /// default: copying a node's own tables elsewhere is almost always a mistake.
     pub allow_system_keyspace: bool,
+    /// drover: how rows are read: CQL pages (the default), or the SSTables of a snapshot
+    /// fetched from the drover beside each source node (`bulkRead: snapshot`).
+    pub bulk_read: BulkRead,
+    /// drover, with `bulkRead: snapshot`: the drover (`host:port`) beside each source node,
+    /// by the node's address as the cluster reports it. A node not listed is reached at its
+    /// own address and `bulkSidecarPort`.
+    pub bulk_sidecars: std::collections::BTreeMap<String, String>,
+    /// drover, with `bulkRead: snapshot`: the port of the drover beside each source node not
+    /// in `bulkSidecars`. Default 9043.
+    pub bulk_sidecar_port: u16,
+}
+
+/// How a CQL source is read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BulkRead {
+    /// CQL pages through a replica of each range.
+    #[default]
+    Cql,
+    /// A snapshot's SSTables, fetched from the drover beside each node and merged.
+    Snapshot,
 }
 
 /// The longest TTL Cassandra accepts, in seconds (20 years).
@@ -237,6 +258,39 @@ fn refuse_cloud(text: &str, side: &str, value: &yaml_serde::Value) -> Result<(),
     }
 }
 
+/// Checks `bulkSidecars` and `bulkSidecarPort` of a side.
+fn check_sidecars(
+    text: &str,
+    side: &str,
+    sidecars: &std::collections::BTreeMap<String, String>,
+    port: u16,
+) -> Result<(), JobConfigError> {
+    if port == 0 {
+        return Err(JobConfigError::at(
+            text,
+            &format!("{side}.bulkSidecarPort"),
+            "must be a port between 1 and 65535",
+        ));
+    }
+    for (node, sidecar) in sidecars {
+        if sidecar
+            .rsplit_once(':')
+            .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+        {
+            return Err(JobConfigError::at(
+                text,
+                &format!("{side}.bulkSidecars"),
+                format!(
+                    "{}: {:?} is not host:port of a drover",
+                    crate::jobfile::cap(node),
+                    crate::jobfile::cap(sidecar)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl CqlSource {
     /// Reads and checks a `source` section.
     pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
@@ -260,8 +314,24 @@ impl CqlSource {
             where_clause: s.where_clause.filter(|w| !w.trim().is_empty()),
             max_concurrent_units: s.max_concurrent_units,
             allow_system_keyspace: s.allow_system_keyspace,
+            bulk_read: s.bulk_read,
+            bulk_sidecars: s.bulk_sidecars,
+            bulk_sidecar_port: s.bulk_sidecar_port,
         };
         source.endpoint.validate(text, "source")?;
+        check_sidecars(
+            text,
+            "source",
+            &source.bulk_sidecars,
+            source.bulk_sidecar_port,
+        )?;
+        if source.bulk_read == BulkRead::Snapshot && source.where_clause.is_some() {
+            return Err(JobConfigError::at(
+                text,
+                "source.where",
+                "a condition cannot be applied to SSTables read from a snapshot (bulkRead: snapshot); read with CQL (remove bulkRead) to filter",
+            ));
+        }
         if !source.allow_system_keyspace && is_system_keyspace(&source.endpoint.keyspace) {
             return Err(JobConfigError::at(
                 text,
@@ -328,29 +398,12 @@ impl CqlTarget {
             bulk_skip_extended_verify: t.bulk_skip_extended_verify,
         };
         target.endpoint.validate(text, "target")?;
-        if target.bulk_sidecar_port == 0 {
-            return Err(JobConfigError::at(
-                text,
-                "target.bulkSidecarPort",
-                "must be a port between 1 and 65535",
-            ));
-        }
-        for (node, sidecar) in &target.bulk_sidecars {
-            if sidecar
-                .rsplit_once(':')
-                .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
-            {
-                return Err(JobConfigError::at(
-                    text,
-                    "target.bulkSidecars",
-                    format!(
-                        "{}: {:?} is not host:port of a drover",
-                        crate::jobfile::cap(node),
-                        crate::jobfile::cap(sidecar)
-                    ),
-                ));
-            }
-        }
+        check_sidecars(
+            text,
+            "target",
+            &target.bulk_sidecars,
+            target.bulk_sidecar_port,
+        )?;
         if is_system_keyspace(&target.endpoint.keyspace) {
             return Err(JobConfigError::at(
                 text,
@@ -476,6 +529,12 @@ struct RawCqlSource {
     max_concurrent_units: Option<usize>,
     #[serde(default)]
     allow_system_keyspace: bool,
+    #[serde(default)]
+    bulk_read: BulkRead,
+    #[serde(default)]
+    bulk_sidecars: std::collections::BTreeMap<String, String>,
+    #[serde(default = "default_sidecar_port")]
+    bulk_sidecar_port: u16,
 }
 
 #[derive(Deserialize)]

@@ -13,6 +13,7 @@ pub mod rows;
 pub mod savepoints;
 pub mod scan;
 pub mod schema;
+pub mod snapshot;
 pub mod transfer;
 pub mod units;
 

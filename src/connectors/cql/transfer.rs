@@ -57,13 +57,15 @@ pub async fn open_copy(
         )
         .await?,
     );
-    let scan = RangeScan::new(
+    let preserve = src.preserve_timestamps && !plan.source.is_counter_table();
+    let scan = CopyScan::open(
         Arc::new(source),
+        src,
         plan.source.clone(),
         plan.select().clone(),
-        src.split_count.unwrap_or(DEFAULT_SPLIT_COUNT),
-        src.endpoint.local_dc.clone(),
-    );
+        preserve,
+    )
+    .await?;
     let sink = CopySink::new(Arc::new(target), plan);
     let pacing = Pacing {
         units_finishing: 0,
@@ -76,8 +78,123 @@ pub async fn open_copy(
 }
 
 /// The source side of a copy: every column of each row, with writetimes and TTLs when the
-/// job keeps them, token range by token range.
-pub type CopyScan = RangeScan;
+/// job keeps them, token range by token range: CQL pages, or a snapshot's SSTables
+/// (`source.bulkRead: snapshot`).
+pub enum CopyScan {
+    /// CQL pages from a replica of each range.
+    Pages(RangeScan),
+    /// The SSTables of a snapshot, merged.
+    Snapshot(super::snapshot::SnapshotScan),
+}
+
+/// Where a page of a [`CopyScan`] starts.
+#[derive(Clone)]
+pub enum CopyCursor {
+    /// In CQL pages.
+    Pages(super::scan::RangeCursor),
+    /// The page's number in the unit's queue.
+    Snapshot(u64),
+}
+
+/// Why a page of a [`CopyScan`] could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// A CQL request.
+    #[error(transparent)]
+    Cql(#[from] ExecutionError),
+    /// The snapshot's read.
+    #[error(transparent)]
+    Snapshot(#[from] super::snapshot::SnapshotReadError),
+}
+
+impl crate::connectors::seam::RequestError for ReadError {
+    fn retry(&self) -> crate::connectors::seam::Retry {
+        match self {
+            Self::Cql(e) => e.retry(),
+            Self::Snapshot(e) => e.retry(),
+        }
+    }
+}
+
+impl CopyScan {
+    /// Reads `src` as the job says: CQL pages through `select` on `session`, or a snapshot's
+    /// SSTables.
+    pub async fn open(
+        session: Arc<Session>,
+        src: &CqlSource,
+        table: super::schema::TableSchema,
+        select: scylla::statement::prepared::PreparedStatement,
+        preserve: bool,
+    ) -> Result<Self, CqlError> {
+        let split_count = src.split_count.unwrap_or(DEFAULT_SPLIT_COUNT);
+        Ok(match src.bulk_read {
+            super::config::BulkRead::Cql => Self::Pages(RangeScan::new(
+                session,
+                table,
+                select,
+                split_count,
+                src.endpoint.local_dc.clone(),
+            )),
+            super::config::BulkRead::Snapshot => Self::Snapshot(
+                super::snapshot::SnapshotScan::open(&session, src, table, preserve, split_count)
+                    .await?,
+            ),
+        })
+    }
+}
+
+impl crate::connectors::seam::Scan for CopyScan {
+    type Unit = super::units::TokenUnit;
+    type Row = RawRow;
+    type Cursor = CopyCursor;
+    type Error = ReadError;
+
+    fn plan(
+        &self,
+        done: &crate::savepoints::Progress,
+    ) -> crate::connectors::seam::Plan<Self::Unit> {
+        match self {
+            Self::Pages(s) => s.plan(done),
+            Self::Snapshot(s) => s.plan(done),
+        }
+    }
+
+    fn start(&self, unit: &Self::Unit) -> CopyCursor {
+        match self {
+            Self::Pages(s) => CopyCursor::Pages(s.start(unit)),
+            Self::Snapshot(s) => CopyCursor::Snapshot(s.start(unit)),
+        }
+    }
+
+    async fn page(
+        &self,
+        unit: &Self::Unit,
+        cursor: &CopyCursor,
+    ) -> Result<crate::connectors::seam::Page<RawRow, CopyCursor>, ReadError> {
+        use crate::connectors::seam::Page;
+        Ok(match (self, cursor) {
+            (Self::Pages(s), CopyCursor::Pages(c)) => {
+                let p = s.page(unit, c).await?;
+                Page {
+                    rows: p.rows,
+                    next: p.next.map(CopyCursor::Pages),
+                }
+            }
+            (Self::Snapshot(s), CopyCursor::Snapshot(c)) => {
+                let p = s.page(unit, c).await?;
+                Page {
+                    rows: p.rows,
+                    next: p.next.map(CopyCursor::Snapshot),
+                }
+            }
+            _ => unreachable!("a cursor is made by the scan it is given back to"),
+        })
+    }
+
+    fn row_size(row: &RawRow) -> usize {
+        row.size()
+    }
+}
 
 /// The target side of a copy.
 pub struct CopySink {

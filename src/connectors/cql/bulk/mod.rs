@@ -129,14 +129,14 @@ pub async fn open_bulk_copy(
     )
     .map_err(refuse)?;
     let select = super::copy::prepare_select(&source, src, &source_schema, preserve).await?;
-    let scan = super::scan::RangeScan::new(
+    let scan = super::transfer::CopyScan::open(
         Arc::new(source),
+        src,
         source_schema.clone(),
         select,
-        src.split_count
-            .unwrap_or(super::transfer::DEFAULT_SPLIT_COUNT),
-        src.endpoint.local_dc.clone(),
-    );
+        preserve,
+    )
+    .await?;
     let sidecars = upload::Sidecars::new(
         dst.bulk_sidecars.clone(),
         dst.bulk_sidecar_port,
