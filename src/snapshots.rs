@@ -330,9 +330,7 @@ impl Snapshots {
                 for t in tables.flatten() {
                     let dir_name = t.file_name().to_string_lossy().into_owned();
                     let of_table = dir_name == table
-                        || TABLE_DIR
-                            .captures(&dir_name)
-                            .is_some_and(|c| &c[1] == table);
+                        || TABLE_DIR.captures(&dir_name).is_some_and(|c| c[1] == table);
                     let dir = t.path().join("snapshots").join(&name);
                     if of_table && is_dir(&dir) {
                         found.push((index, dir));

@@ -110,10 +110,12 @@ async fn every_route_answers_each_caller_by_its_role() {
             // Clearing the status is the step after a node has left migration_map (Sidecar's
             // last phase): a node that is not in the map answers it as any route.
             let cleanup = path == "/api/v1/live-migration/status" && method == Method::DELETE;
-            if (path.starts_with("/api/v1/live-migration") || path.starts_with("/api/v1/uploads/"))
+            if (path.starts_with("/api/v1/live-migration")
+                || path.starts_with("/api/v1/uploads/")
+                || path.starts_with("/api/v1/keyspaces/"))
                 && !cleanup
             {
-                // Live migration and SSTable uploads are off: 404 whoever asks, so the route's
+                // Live migration, SSTable uploads and snapshots are off: 404 whoever asks, so the route's
                 // existence is not revealed to an unauthenticated caller.
                 assert_eq!(status, 404, "{method} {path} as {who}");
                 // Nor that it is a live-migration route: the answer is an unknown path's.
@@ -160,6 +162,42 @@ async fn health_can_be_closed() {
 async fn without_an_auth_section_the_api_stays_open() {
     let app = App::new("").await;
     assert_eq!(app.get("/api/v1/jobs").await.0, 200);
+}
+
+#[tokio::test]
+async fn sstable_snapshots_need_an_operator_or_a_peer() {
+    let app = App::new(&format!(
+        "{AUTH}sstable_snapshots:\n  enabled: true\ncassandra:\n  data_file_directories: [/nonexistent]\n"
+    ))
+    .await;
+    let base = "/api/v1/keyspaces/ks/tables/t/snapshots/s";
+    let routes = [
+        (Method::GET, base.to_string()),
+        (Method::DELETE, base.to_string()),
+        (Method::GET, format!("{base}/components/nb-1-big-Data.db")),
+    ];
+    for (method, path) in &routes {
+        for (who, token, want) in [
+            ("no credentials", None, 401),
+            ("reader", Some("reader-token"), 403),
+            ("admin", Some("admin-token"), 403),
+            // Through to the handler: there is no such snapshot.
+            ("operator", Some("operator-token"), 404),
+            ("peer", Some("peer-token"), 404),
+        ] {
+            let (status, body) = ask_body(&app, method, path, token).await;
+            assert_eq!(status, want, "{method} {path} as {who}: {body}");
+            if want == 404 {
+                assert!(
+                    body["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("Snapshot 's' not found"),
+                    "{body}"
+                );
+            }
+        }
+    }
 }
 
 #[tokio::test]

@@ -101,10 +101,16 @@ pub enum CopyCursor {
 pub enum ReadError {
     /// A CQL request.
     #[error(transparent)]
-    Cql(#[from] ExecutionError),
+    Cql(Box<ExecutionError>),
     /// The snapshot's read.
     #[error(transparent)]
     Snapshot(#[from] super::snapshot::SnapshotReadError),
+}
+
+impl From<ExecutionError> for ReadError {
+    fn from(e: ExecutionError) -> Self {
+        Self::Cql(Box::new(e))
+    }
 }
 
 impl crate::connectors::seam::RequestError for ReadError {

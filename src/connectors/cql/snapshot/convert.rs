@@ -469,7 +469,9 @@ fn meta(h: &Held) -> (Option<Bytes>, Option<Bytes>) {
 }
 
 /// A cell as a read at `now_s` sees it: `None` when deleted, shadowed by a deletion at or
-/// after its writetime (`floor`), or expired.
+/// after its writetime (`floor`), or expired. The merger drops the cells its partition's
+/// deletions shadow already (as a compaction does); `floor` is checked again so that a read
+/// never depends on which deletions the merger applies.
 fn live(
     c: &CellData,
     row: &RowLiveness,

@@ -38,6 +38,10 @@ pub use convert::Layout;
 /// Pages of a unit held ahead of the engine; the merged read waits when they are full.
 const PAGES_AHEAD: usize = 2;
 
+/// A page of a unit as queued: when its first row was read (seconds since the epoch) and its
+/// rows; or why the read failed.
+type Queued = Result<(i64, Vec<RawRow>), String>;
+
 /// Why reading the snapshot failed.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("source (bulkRead: snapshot): {0}")]
@@ -71,7 +75,7 @@ struct Feeds {
 }
 
 struct Feed {
-    rx: mpsc::Receiver<Result<(i64, Vec<RawRow>), String>>,
+    rx: mpsc::Receiver<Queued>,
     /// Pages handed out.
     served: u64,
     /// The last page handed out, for the engine's retry of the same cursor.
@@ -294,7 +298,7 @@ impl Scan for SnapshotScan {
 /// unit; a unit's queue is closed once the read is past its last token.
 struct MergedRead {
     units: Vec<TokenUnit>,
-    senders: Vec<Option<mpsc::Sender<Result<(i64, Vec<RawRow>), String>>>>,
+    senders: Vec<Option<mpsc::Sender<Queued>>>,
     layout: Arc<Layout>,
     page_rows: usize,
 }
