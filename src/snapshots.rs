@@ -5,7 +5,6 @@
 //! they were when it was taken, whatever the node writes or compacts meanwhile.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -352,48 +351,20 @@ impl Snapshots {
 
     /// Runs nodetool with `args`; what it said when it failed.
     async fn nodetool(&self, args: &[String]) -> Result<(), String> {
-        let mut cmd = tokio::process::Command::new(&self.nodetool);
-        if let Some(jmx) = &self.jmx {
-            let (host, port) = jmx.rsplit_once(':').unwrap_or((jmx, "7199"));
-            cmd.arg("-h")
-                .arg(host.trim_start_matches('[').trim_end_matches(']'))
-                .arg("-p")
-                .arg(port);
-        }
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        use crate::cassandra::nodetool::{Failure, run};
         let shown = format!("{} {}", self.nodetool.display(), args[0]);
-        let output = match tokio::time::timeout(self.timeout, cmd.output()).await {
-            Err(_) => {
-                return Err(format!(
+        run(&self.nodetool, self.jmx.as_deref(), args, self.timeout)
+            .await
+            .map_err(|f| match f {
+                Failure::TimedOut => format!(
                     "{shown} did not end within sstable_snapshots.command_timeout ({})",
                     humantime::format_duration(self.timeout)
-                ));
-            }
-            Ok(Err(e)) => {
-                return Err(format!(
-                    "{shown} could not be run (sstable_snapshots.nodetool): {e}"
-                ));
-            }
-            Ok(Ok(output)) => output,
-        };
-        if output.status.success() {
-            return Ok(());
-        }
-        let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
-        let said = [text(&output.stderr), text(&output.stdout)]
-            .into_iter()
-            .filter(|s| !s.is_empty())
-            .collect::<Vec<_>>()
-            .join("; ");
-        Err(format!(
-            "{shown} ended with {}: {}",
-            output.status,
-            crate::jobfile::cap(&said)
-        ))
+                ),
+                Failure::NotRun(e) => {
+                    format!("{shown} could not be run (sstable_snapshots.nodetool): {e}")
+                }
+                Failure::Failed(status, said) => format!("{shown} ended with {status}: {said}"),
+            })
     }
 }
 

@@ -1,5 +1,7 @@
 //! The local Cassandra node, as seen over CQL: is it answering?
 
+pub mod nodetool;
+
 use std::time::Duration;
 
 use scylla::client::session::Session;

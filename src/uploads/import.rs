@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -428,56 +427,34 @@ async fn call(jmx: &super::jmx::JmxImporter, commands: &[&Command]) -> Result<()
 /// Runs one `nodetool import` of the directories of `commands` (one table, one set of
 /// options) and turns a refusal into the node's own words.
 async fn run(nodetool: &Path, jmx: Option<&str>, commands: &[&Command]) -> Result<(), UploadError> {
+    use crate::cassandra::nodetool::Failure;
     let c = commands[0];
-    let mut cmd = tokio::process::Command::new(nodetool);
-    if let Some(jmx) = jmx {
-        let (host, port) = jmx.rsplit_once(':').unwrap_or((jmx, "7199"));
-        cmd.arg("-h")
-            .arg(host.trim_start_matches('[').trim_end_matches(']'))
-            .arg("-p")
-            .arg(port);
-    }
-    cmd.arg("import")
-        .args(c.options.flags())
-        .arg("--")
-        .arg(&c.keyspace)
-        .arg(&c.table)
-        .args(commands.iter().map(|c| &c.dir))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    let mut args: Vec<std::ffi::OsString> = vec!["import".into()];
+    args.extend(c.options.flags().into_iter().map(Into::into));
+    args.extend([
+        "--".into(),
+        c.keyspace.clone().into(),
+        c.table.clone().into(),
+    ]);
+    args.extend(commands.iter().map(|c| c.dir.clone().into_os_string()));
     let shown = format!("{} import", nodetool.display());
-    let output = match tokio::time::timeout(c.timeout, cmd.output()).await {
-        Err(_) => {
-            return Err(UploadError::ImportFailed(format!(
-                "{shown} of {}.{} did not end within sstable_uploads.import_timeout ({})",
-                c.keyspace,
-                c.table,
-                humantime::format_duration(c.timeout)
-            )));
-        }
-        Ok(Err(e)) => {
-            return Err(UploadError::ImportFailed(format!(
-                "{shown} could not be run (sstable_uploads.nodetool): {e}"
-            )));
-        }
-        Ok(Ok(output)) => output,
-    };
-    if output.status.success() {
-        return Ok(());
-    }
-    let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
-    let said = [text(&output.stderr), text(&output.stdout)]
-        .into_iter()
-        .filter(|s| !s.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ");
-    Err(UploadError::ImportFailed(format!(
-        "Failed to import {}.{} ({shown} ended with {}): {}",
-        c.keyspace,
-        c.table,
-        output.status,
-        crate::jobfile::cap(&said)
-    )))
+    crate::cassandra::nodetool::run(nodetool, jmx, args, c.timeout)
+        .await
+        .map_err(|f| {
+            UploadError::ImportFailed(match f {
+                Failure::TimedOut => format!(
+                    "{shown} of {}.{} did not end within sstable_uploads.import_timeout ({})",
+                    c.keyspace,
+                    c.table,
+                    humantime::format_duration(c.timeout)
+                ),
+                Failure::NotRun(e) => {
+                    format!("{shown} could not be run (sstable_uploads.nodetool): {e}")
+                }
+                Failure::Failed(status, said) => format!(
+                    "Failed to import {}.{} ({shown} ended with {status}): {said}",
+                    c.keyspace, c.table
+                ),
+            })
+        })
 }

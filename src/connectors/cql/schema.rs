@@ -308,6 +308,25 @@ pub fn holds(source: &ColumnType<'_>, target: &ColumnType<'_>) -> bool {
     }
 }
 
+/// The first static or regular column of `schema` whose cells `cqlite-core` 0.18 does not
+/// read or write exactly (vectors, non-frozen UDTs, static non-frozen collections), and what
+/// it is.
+pub fn sstable_unsupported(schema: &TableSchema) -> Option<(&Column, &'static str)> {
+    schema.statics.iter().chain(&schema.regular).find_map(|c| {
+        let what = match &c.typ {
+            ColumnType::Vector { .. } => "vector columns",
+            ColumnType::UserDefinedType { frozen: false, .. } => "non-frozen UDT columns",
+            ColumnType::Collection { frozen: false, .. }
+                if schema.statics.iter().any(|s| s.name == c.name) =>
+            {
+                "static non-frozen collections"
+            }
+            _ => return None,
+        };
+        Some((c, what))
+    })
+}
+
 /// The CQL spelling of a type, for messages.
 pub fn type_name(t: &ColumnType<'_>) -> String {
     use ColumnType as T;

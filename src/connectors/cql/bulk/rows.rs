@@ -167,24 +167,12 @@ impl RowPlan {
                 ));
             }
         }
-        for c in source.statics.iter().chain(&source.regular) {
-            let refused = match &c.typ {
-                ColumnType::Vector { .. } => Some("vector columns"),
-                ColumnType::UserDefinedType { frozen: false, .. } => Some("non-frozen UDT columns"),
-                ColumnType::Collection { frozen: false, .. }
-                    if source.statics.iter().any(|s| s.name == c.name) =>
-                {
-                    Some("static non-frozen collections")
-                }
-                _ => None,
-            };
-            if let Some(what) = refused {
-                return Err(format!(
-                    "column {} ({}): {what} are written wrongly by the SSTable writer (cqlite-core 0.18); copy this table with CQL writes",
-                    c.name,
-                    type_name(&c.typ)
-                ));
-            }
+        if let Some((c, what)) = super::super::schema::sstable_unsupported(&source) {
+            return Err(format!(
+                "column {} ({}): {what} are written wrongly by the SSTable writer (cqlite-core 0.18); copy this table with CQL writes",
+                c.name,
+                type_name(&c.typ)
+            ));
         }
         let schema = cqlite_core::schema::parse_cql_schema(create).map_err(|e| {
             format!("the SSTable writer cannot read the target's schema ({create}): {e}")

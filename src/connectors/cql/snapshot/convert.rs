@@ -126,24 +126,12 @@ impl Layout {
                 ));
             }
         }
-        for c in schema.statics.iter().chain(&schema.regular) {
-            let refused = match &c.typ {
-                ColumnType::Vector { .. } => Some("vector columns"),
-                ColumnType::UserDefinedType { frozen: false, .. } => Some("non-frozen UDT columns"),
-                ColumnType::Collection { frozen: false, .. }
-                    if schema.statics.iter().any(|s| s.name == c.name) =>
-                {
-                    Some("static non-frozen collections")
-                }
-                _ => None,
-            };
-            if let Some(what) = refused {
-                return Err(format!(
-                    "column {} ({}): {what} are not read from snapshots; read this table with CQL",
-                    c.name,
-                    type_name(&c.typ)
-                ));
-            }
+        if let Some((c, what)) = super::super::schema::sstable_unsupported(&schema) {
+            return Err(format!(
+                "column {} ({}): {what} are not read from snapshots; read this table with CQL",
+                c.name,
+                type_name(&c.typ)
+            ));
         }
         let mut slots = HashMap::new();
         for (i, c) in schema.statics.iter().enumerate() {
