@@ -296,6 +296,30 @@ mod tests {
     }
 
     #[test]
+    fn a_listing_has_the_fields_of_sidecars_list_snapshot_files_response() {
+        let listing = ListResponse {
+            snapshot_files_info: vec![SnapshotFileInfo {
+                size: 15,
+                host: "node1".into(),
+                port: 9043,
+                data_dir_index: 1,
+                snapshot_name: "s1".into(),
+                keyspace_name: "shop".into(),
+                table_name: "orders".into(),
+                file_name: "nb-1-big-Data.db".into(),
+            }],
+        };
+        assert_eq!(
+            serde_json::to_value(&listing).unwrap(),
+            serde_json::json!({"snapshotFilesInfo": [{
+                "size": 15, "host": "node1", "port": 9043, "dataDirIndex": 1,
+                "snapshotName": "s1", "keySpaceName": "shop", "tableName": "orders",
+                "fileName": "nb-1-big-Data.db"
+            }]})
+        );
+    }
+
+    #[test]
     fn the_host_is_the_one_the_client_reached() {
         let mut h = HeaderMap::new();
         h.insert(header::HOST, HeaderValue::from_static("127.0.0.1:9043"));
