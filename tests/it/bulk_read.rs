@@ -281,3 +281,53 @@ async fn a_snapshot_read_is_refused_where_it_cannot_be_exact() {
         .await;
     assert_eq!(status, 404);
 }
+
+#[tokio::test]
+async fn a_snapshot_read_skips_the_ranges_done_and_copies_the_rest() {
+    let Fixture { src, dst, ks, .. } = Fixture::rows("bulk_read_skip", 6000, 100, 100).await;
+    let reader = source_sidecar().await;
+    // A range recorded done, cutting through units (as a savepoint resumed from would).
+    let (a, b) = (
+        -3_000_000_000_000_000_000_i64,
+        1_234_567_890_123_456_789_i64,
+    );
+    let job_file = job(
+        ks,
+        "t",
+        &bulk_read(&reader),
+        "",
+        &format!("skipTokenRanges:\n  - [{a}, {b}]\n"),
+    );
+    let report = reader.run_job("/api/v1/migrations", &job_file, WAIT).await;
+    let t = format!("{ks}.t");
+    let skipped = count_in(
+        &src,
+        format!("SELECT COUNT(*) FROM {t} WHERE token(p) > {a} AND token(p) <= {b}"),
+    )
+    .await;
+    let all = count(&src, &t).await;
+    assert!(skipped > 0 && skipped < all, "{skipped} of {all}");
+    assert_eq!(count(&dst, &t).await, all - skipped, "{report}");
+    assert_eq!(report["progress"]["rowsWritten"], all - skipped, "{report}");
+    let copied_in_skipped = count_in(
+        &dst,
+        format!("SELECT COUNT(*) FROM {t} WHERE token(p) > {a} AND token(p) <= {b}"),
+    )
+    .await;
+    assert_eq!(
+        copied_in_skipped, 0,
+        "nothing of the range done is copied again"
+    );
+}
+
+async fn count_in(s: &scylla::client::session::Session, cql: String) -> usize {
+    let (n,): (i64,) = s
+        .query_unpaged(cql, ())
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap()
+        .single_row()
+        .unwrap();
+    n as usize
+}
