@@ -172,7 +172,7 @@ impl Snapshots {
             let lower = said.to_ascii_lowercase();
             if lower.contains("already exists") {
                 SnapshotError::Exists(format!("Snapshot {name} already exists: {said}"))
-            } else if lower.contains("does not exist") || lower.contains("unknown") {
+            } else if lower.contains("does not exist") || lower.contains("unknown keyspace") {
                 SnapshotError::NotFound(format!("No table {keyspace}.{table}: {said}"))
             } else {
                 SnapshotError::Failed(format!(
