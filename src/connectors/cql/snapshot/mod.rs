@@ -8,9 +8,10 @@
 //! writes, `bulkWrite: sstable`) takes them unchanged, and the source node serves no pages.
 //!
 //! The merged read runs once, in token order, on one thread: it feeds each unit (a token range
-//! of the plan, recorded in the savepoints as the CQL scan records them) through a bounded
-//! queue of pages. Units are planned in token order so that the unit the read is filling is
-//! always among those the engine runs. A unit whose pages were handed out cannot be read again
+//! of the plan, recorded in the savepoints as the CQL scan records them) through a queue of
+//! pages; the pages queued for all units together are bounded, so the read runs ahead of the
+//! unit the engine is writing into the next ones and their writes overlap. Units are planned in
+//! token order so that the units the read is filling are always among those the engine runs. A unit whose pages were handed out cannot be read again
 //! in the same run: a unit that fails fails the run, and the next run (a resume) takes a new
 //! snapshot and reads the units not yet complete.
 
@@ -24,7 +25,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cqlite_core::storage::write_engine::KWayMerger;
 use cqlite_core::storage::write_engine::merge::MergeStep;
 use scylla::client::session::Session;
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::rows::RawRow;
 use super::schema::TableSchema;
@@ -35,12 +36,14 @@ use crate::savepoints;
 
 pub use convert::Layout;
 
-/// Pages of a unit held ahead of the engine; the merged read waits when they are full.
-const PAGES_AHEAD: usize = 2;
+/// Pages held ahead of the engine per unit reading at once: the merged read waits when all
+/// units together hold this many times `maxConcurrentUnits` pages.
+const PAGES_AHEAD_PER_UNIT: usize = 2;
 
-/// A page of a unit as queued: when its first row was read (seconds since the epoch) and its
-/// rows; or why the read failed.
-type Queued = Result<(i64, Vec<RawRow>), String>;
+/// A page of a unit as queued: when its first row was read (seconds since the epoch), its
+/// rows and its place in the read-ahead (given back when the engine takes the page); or why
+/// the read failed.
+type Queued = Result<(i64, Vec<RawRow>, OwnedSemaphorePermit), String>;
 
 /// Why reading the snapshot failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -59,6 +62,8 @@ pub struct SnapshotScan {
     tokens: Vec<i64>,
     split_count: usize,
     page_rows: usize,
+    /// Pages the merged read may hold ahead of the engine, all units together.
+    pages_ahead: usize,
     layout: Arc<Layout>,
     merge_schema: cqlite_core::schema::TableSchema,
     data_files: Vec<PathBuf>,
@@ -75,7 +80,7 @@ struct Feeds {
 }
 
 struct Feed {
-    rx: mpsc::Receiver<Queued>,
+    rx: mpsc::UnboundedReceiver<Queued>,
     /// Pages handed out.
     served: u64,
     /// The last page handed out, for the engine's retry of the same cursor.
@@ -135,6 +140,11 @@ impl SnapshotScan {
             tokens: units::ring_tokens(session),
             split_count,
             page_rows: src.fetch_size.max(1),
+            pages_ahead: PAGES_AHEAD_PER_UNIT
+                * src
+                    .max_concurrent_units
+                    .unwrap_or(super::transfer::DEFAULT_UNITS_AT_ONCE)
+                    .max(1),
             layout: Arc::new(layout),
             merge_schema,
             data_files,
@@ -150,7 +160,8 @@ impl SnapshotScan {
         let mut by_key = HashMap::new();
         let mut senders = Vec::new();
         for unit in &planned {
-            let (tx, rx) = mpsc::channel(PAGES_AHEAD);
+            // Unbounded: the read-ahead's permits bound what all the queues hold.
+            let (tx, rx) = mpsc::unbounded_channel();
             by_key.insert(
                 unit.key(),
                 tokio::sync::Mutex::new(Feed {
@@ -164,6 +175,7 @@ impl SnapshotScan {
         let read = MergedRead {
             units: planned,
             senders,
+            ahead: Arc::new(Semaphore::new(self.pages_ahead)),
             layout: self.layout.clone(),
             page_rows: self.page_rows,
         };
@@ -267,7 +279,8 @@ impl Scan for SnapshotScan {
             )));
         }
         match feed.rx.recv().await {
-            Some(Ok((read_at, mut rows))) => {
+            Some(Ok((read_at, mut rows, ahead))) => {
+                drop(ahead);
                 self.layout
                     .age(&mut rows, chrono::Utc::now().timestamp() - read_at);
                 feed.served += 1;
@@ -298,7 +311,9 @@ impl Scan for SnapshotScan {
 /// unit; a unit's queue is closed once the read is past its last token.
 struct MergedRead {
     units: Vec<TokenUnit>,
-    senders: Vec<Option<mpsc::Sender<Queued>>>,
+    senders: Vec<Option<mpsc::UnboundedSender<Queued>>>,
+    /// The read-ahead: a permit per page queued and not yet taken by the engine.
+    ahead: Arc<Semaphore>,
     layout: Arc<Layout>,
     page_rows: usize,
 }
@@ -308,7 +323,7 @@ impl MergedRead {
         if let Err(e) = self.read(paths, schema) {
             tracing::warn!(error = %e, "bulk read: reading the snapshot failed");
             for tx in self.senders.iter().flatten() {
-                let _ = tx.blocking_send(Err(e.clone()));
+                let _ = tx.send(Err(e.clone()));
             }
         }
     }
@@ -397,7 +412,11 @@ impl MergedRead {
         };
         if !pending[unit].1.is_empty() {
             let rows = std::mem::take(&mut pending[unit].1);
-            if tx.blocking_send(Ok((pending[unit].0, rows))).is_err() {
+            // Closed only when the scan is gone; its queues dropped give back their permits.
+            let Ok(permit) = futures::executor::block_on(self.ahead.clone().acquire_owned()) else {
+                return false;
+            };
+            if tx.send(Ok((pending[unit].0, rows, permit))).is_err() {
                 return false;
             }
         }
