@@ -11,9 +11,10 @@
 //! of the plan, recorded in the savepoints as the CQL scan records them) through a queue of
 //! pages; the pages queued for all units together are bounded, so the read runs ahead of the
 //! unit the engine is writing into the next ones and their writes overlap. Units are planned in
-//! token order so that the units the read is filling are always among those the engine runs. A unit whose pages were handed out cannot be read again
-//! in the same run: a unit that fails fails the run, and the next run (a resume) takes a new
-//! snapshot and reads the units not yet complete.
+//! token order so that the units the read is filling are always among those the engine runs.
+//! A unit whose pages were handed out cannot be read again in the same run: a unit that fails
+//! fails the run, and the next run (a resume) takes a new snapshot and reads the units not yet
+//! complete.
 
 mod convert;
 mod fetch;
@@ -412,7 +413,8 @@ impl MergedRead {
         };
         if !pending[unit].1.is_empty() {
             let rows = std::mem::take(&mut pending[unit].1);
-            // Closed only when the scan is gone; its queues dropped give back their permits.
+            // The semaphore is never closed. When the scan is gone, its dropped queues give
+            // their permits back, so this wait ends and the send below fails.
             let Ok(permit) = futures::executor::block_on(self.ahead.clone().acquire_owned()) else {
                 return false;
             };
