@@ -142,6 +142,7 @@ impl Client {
         let http = reqwest::Client::builder()
             .use_preconfigured_tls(rustls_roots(target.ca_cert.as_deref())?)
             .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(crate::config::CLIENT_POOL_IDLE)
             .user_agent(concat!("drover-cli/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| ClientError::Input(format!("cannot build the HTTP client: {e}")))?;

@@ -27,7 +27,7 @@ pub use cassandra::{CassandraConfig, DEFAULT_NATIVE_ADDRESS};
 pub use jobs::JobsConfig;
 pub use live_migration::{LiveMigrationConfig, PeerTlsConfig, Role};
 pub use logging::{LogFormat, LoggingConfig};
-pub use server::{ClientAuth, ConsoleConfig, ServerConfig, TlsConfig};
+pub use server::{CLIENT_POOL_IDLE, ClientAuth, ConsoleConfig, ServerConfig, TlsConfig};
 pub use snapshots::SstableSnapshotsConfig;
 pub use uploads::{ImporterKind, SstableUploadsConfig};
 

@@ -7,6 +7,16 @@ use std::time::Duration;
 use bytesize::ByteSize;
 use serde::{Deserialize, Deserializer};
 
+/// `server.header_read_timeout`'s default: a kept-alive connection idle this long is closed.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long drover's own HTTP clients (the CLI, a destination's peer client, snapshot downloads,
+/// SSTable uploads) keep an idle connection to a daemon for reuse: well under the default
+/// `header_read_timeout`, after which the daemon closes it. A request sent on a connection the
+/// daemon is closing at that moment fails (hyper's "incomplete message"), so the client lets
+/// go of it first.
+pub const CLIENT_POOL_IDLE: Duration = Duration::from_secs(4);
+
 /// How the daemon serves its REST API.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -210,7 +220,7 @@ impl Default for ServerConfig {
             request_timeout: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(30),
             diagnostics: false,
-            header_read_timeout: Duration::from_secs(10),
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             max_connections: std::num::NonZeroUsize::new(1024).expect("1024 is not zero"),
             idle_timeout: Duration::from_secs(120),
             tls: None,

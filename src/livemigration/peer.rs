@@ -215,6 +215,7 @@ impl PeerClient {
                 .use_preconfigured_tls(tls)
                 .default_headers(headers)
                 .connect_timeout(limits.connect_timeout)
+                .pool_idle_timeout(crate::config::CLIENT_POOL_IDLE)
                 // Per read, not per request: a large file may take hours, but a source that
                 // stops sending (headers or body) must not hold a task, nor its job slot.
                 .read_timeout(limits.read_timeout)

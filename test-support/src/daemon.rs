@@ -35,7 +35,11 @@ pub fn drover_bin() -> PathBuf {
 /// needs a process-wide crypto provider even for plain HTTP.
 pub fn http_client() -> reqwest::Client {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    reqwest::Client::new()
+    // Idle connections are let go before the daemon closes them (see CLIENT_POOL_IDLE).
+    reqwest::Client::builder()
+        .pool_idle_timeout(drover::config::CLIENT_POOL_IDLE)
+        .build()
+        .expect("an HTTP client builds")
 }
 
 /// Where a daemon keeps its files; survives restarts of the daemon within one test. A daemon

@@ -21,6 +21,7 @@ mod dynamodb_tables;
 mod dynamodb_types;
 mod dynamodb_validations;
 mod events;
+mod fidelity;
 mod health;
 mod hostile;
 mod hostile_jobs;

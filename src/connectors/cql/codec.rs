@@ -97,10 +97,75 @@ fn fixed_size(t: &ColumnType<'_>) -> Option<usize> {
     }
 }
 
-/// The elements of a vector of fixed-size elements.
+/// The elements of a vector: fixed-size elements back to back, or, for elements of variable
+/// size (`vector<text, 2>`), each after its length as an unsigned vint, as Cassandra
+/// serializes them.
 pub fn vector_items<'a>(b: &'a [u8], t: &ColumnType<'_>, dims: u16) -> Option<Vec<&'a [u8]>> {
-    let size = fixed_size(t)?;
-    (b.len() == size * dims as usize).then(|| b.chunks(size).collect())
+    if let Some(size) = fixed_size(t) {
+        return (size > 0 && b.len() == size * dims as usize).then(|| b.chunks(size).collect());
+    }
+    let mut out = Vec::with_capacity(usize::from(dims));
+    let mut rest = b;
+    for _ in 0..dims {
+        let (len, used) = read_unsigned_vint(rest)?;
+        let len = usize::try_from(len).ok()?;
+        let item = rest.get(used..used.checked_add(len)?)?;
+        out.push(item);
+        rest = &rest[used + len..];
+    }
+    rest.is_empty().then_some(out)
+}
+
+/// Joins vector elements as [`vector_items`] reads them: a length before each element of a
+/// variable-size type, none before fixed-size ones.
+pub fn join_vector(t: &ColumnType<'_>, items: &[&[u8]]) -> Vec<u8> {
+    let fixed = fixed_size(t).is_some();
+    let mut out = Vec::new();
+    for item in items {
+        if !fixed {
+            write_unsigned_vint(item.len() as u64, &mut out);
+        }
+        out.extend_from_slice(item);
+    }
+    out
+}
+
+/// Cassandra's unsigned vint: the count of leading one bits of the first byte is the count of
+/// bytes that follow; the value is the first byte's other bits, then those bytes, big-endian.
+/// Returns the value and the bytes it took.
+pub fn read_unsigned_vint(b: &[u8]) -> Option<(u64, usize)> {
+    let first = *b.first()?;
+    let extra = first.leading_ones() as usize;
+    let mut value = if extra >= 8 {
+        0
+    } else {
+        u64::from(first & (0xff >> extra))
+    };
+    for byte in b.get(1..1 + extra)? {
+        value = (value << 8) | u64::from(*byte);
+    }
+    Some((value, 1 + extra))
+}
+
+/// Writes `v` as Cassandra's unsigned vint (see [`read_unsigned_vint`]), in the fewest bytes.
+pub fn write_unsigned_vint(v: u64, out: &mut Vec<u8>) {
+    // Bytes after the first: one per 7 bits beyond the first 7, at most 8.
+    let bits = 64 - (v | 1).leading_zeros() as usize;
+    let extra = ((bits - 1) / 7).min(8);
+    if extra == 0 {
+        out.push(v as u8);
+        return;
+    }
+    let bytes = v.to_be_bytes();
+    let mut value = bytes[8 - extra..].to_vec();
+    let first = if extra == 8 {
+        0xff
+    } else {
+        // The value's bits above the extra bytes, under the run of ones.
+        (!(0xffu8 >> extra)) | ((v >> (8 * extra)) as u8)
+    };
+    out.push(first);
+    out.append(&mut value);
 }
 
 /// A big-endian integer of any CQL integer width (bigint, int, smallint, tinyint).
@@ -264,6 +329,49 @@ pub fn encode_duration(months: i64, days: i64, nanos: i64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unsigned_vints_round_trip_in_the_fewest_bytes() {
+        let enc = |v: u64| {
+            let mut out = Vec::new();
+            write_unsigned_vint(v, &mut out);
+            out
+        };
+        assert_eq!(enc(0), vec![0]);
+        assert_eq!(enc(127), vec![127]);
+        assert_eq!(enc(128), vec![0x80, 0x80]);
+        assert_eq!(enc(200), vec![0x80, 0xc8]);
+        assert_eq!(enc(16_383), vec![0xbf, 0xff]);
+        assert_eq!(enc(16_384), vec![0xc0, 0x40, 0x00]);
+        assert_eq!(enc(u64::MAX), [vec![0xff], vec![0xff; 8]].concat());
+        for shift in 0..64 {
+            for v in [1u64 << shift, (1u64 << shift) - 1, (1u64 << shift) + 1] {
+                let e = enc(v);
+                assert_eq!(read_unsigned_vint(&e), Some((v, e.len())), "{v}");
+            }
+        }
+        // Cut short: refused, not read past the end.
+        assert_eq!(read_unsigned_vint(&[0xc0, 0x40]), None);
+        assert_eq!(read_unsigned_vint(&[]), None);
+    }
+
+    #[test]
+    fn vectors_of_variable_size_elements_carry_their_lengths() {
+        let text = ColumnType::Native(NativeType::Text);
+        let long = vec![b'x'; 300];
+        let items: Vec<&[u8]> = vec![b"", b"ab", &long];
+        let joined = join_vector(&text, &items);
+        assert_eq!(&joined[..4], &[0, 2, b'a', b'b']);
+        assert_eq!(vector_items(&joined, &text, 3), Some(items.clone()));
+        // One element short, or one byte too many: not a vector of 3.
+        assert_eq!(vector_items(&joined[..joined.len() - 1], &text, 3), None);
+        assert_eq!(vector_items(&[joined.clone(), vec![0]].concat(), &text, 3), None);
+        let int = ColumnType::Native(NativeType::Int);
+        let fixed = join_vector(&int, &[&[0, 0, 0, 1], &[0, 0, 0, 2]]);
+        assert_eq!(fixed, vec![0, 0, 0, 1, 0, 0, 0, 2]);
+        assert_eq!(vector_items(&fixed, &int, 2).map(|v| v.len()), Some(2));
+        assert_eq!(vector_items(&fixed, &int, 3), None);
+    }
 
     fn list(items: &[&[u8]]) -> Bytes {
         let mut v = (items.len() as i32).to_be_bytes().to_vec();

@@ -129,8 +129,12 @@ fn missing_elements(source: &[(Bytes, i64)], mut there: Vec<(Bytes, i64)>) -> Ve
 }
 
 /// The fields of a non-frozen UDT value, paired with the writetime and TTL of each of its
-/// cells (Cassandra reads one per non-null field, in field order); `None` when they do not
-/// line up.
+/// cells; `None` when they do not line up.
+///
+/// Cassandra 5.0 answers `WRITETIME(u)` and `TTL(u)` with one entry per field of the type, in
+/// field order, null for a field that holds nothing (`[1000, null, 2000]` for `street`, a null
+/// `num`, `zip`). A list with one entry per non-null field is taken too (the same thing when
+/// no field is null). Null fields are left out: they have no cell to write.
 pub fn udt_fields(
     value: &Bytes,
     wts: &[Option<i64>],
@@ -144,29 +148,26 @@ pub fn udt_fields(
         pos += 4;
         if len >= 0 {
             let end = pos.checked_add(len as usize)?;
-            fields.push((index, value.slice(pos..end)));
+            fields.push((index, value.get(pos..end).map(|_| value.slice(pos..end))?));
             pos = end;
         }
         index += 1;
     }
-    if fields.len() != wts.len() {
+    // Entries for the non-null fields only, or for every field of the value.
+    let per_value_field = wts.len() != fields.len();
+    if per_value_field && wts.len() < index {
         return None;
     }
-    Some(
-        fields
-            .into_iter()
-            .enumerate()
-            .map(|(i, (field, bytes))| {
-                let ttl = ttls.get(i).copied().flatten().unwrap_or(0);
-                (
-                    field,
-                    bytes,
-                    wts[i].unwrap_or(0),
-                    i32::try_from(ttl).unwrap_or(0),
-                )
-            })
-            .collect(),
-    )
+    fields
+        .into_iter()
+        .enumerate()
+        .map(|(n, (field, bytes))| {
+            let e = if per_value_field { field } else { n };
+            let wt = (*wts.get(e)?)?;
+            let ttl = ttls.get(e).copied().flatten().unwrap_or(0);
+            Some((field, bytes, wt, i32::try_from(ttl).unwrap_or(0)))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -209,5 +210,29 @@ mod tests {
             ]
         );
         assert!(udt_fields(&value, &[Some(5)], &[]).is_none());
+    }
+
+    #[test]
+    fn udt_cells_pair_with_every_field_of_the_type() {
+        // As Cassandra 5.0 answers: one entry per field, null for the null field `b`.
+        let value = Bytes::from(vec![0, 0, 0, 1, 1, 255, 255, 255, 255, 0, 0, 0, 2, 2, 3]);
+        let got = udt_fields(
+            &value,
+            &[Some(5), None, Some(7)],
+            &[Some(86400), None, None],
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                (0, Bytes::from(vec![1]), 5, 86400),
+                (2, Bytes::from(vec![2, 3]), 7, 0)
+            ]
+        );
+        // A field holding a value needs its writetime.
+        assert!(udt_fields(&value, &[Some(5), None, None], &[]).is_none());
+        // A value cut short is refused, not read past its end.
+        let short = Bytes::from(vec![0, 0, 0, 9, 1]);
+        assert!(udt_fields(&short, &[Some(5)], &[]).is_none());
     }
 }

@@ -22,6 +22,11 @@ use crate::connectors::cql::schema::type_name;
 pub struct Options {
     /// Cut sub-millisecond timestamp digits instead of refusing them.
     pub truncate_timestamps: bool,
+    /// Keep a null list element as a null item instead of refusing it. Only for the
+    /// per-element writetime and TTL lists of `__migrator_meta_*` columns: Cassandra answers
+    /// `TTL(c)` of a collection with a null for each element that has no TTL, so an export
+    /// holds such nulls, and they mean "no TTL", not a value a collection would have to hold.
+    pub null_elements: bool,
 }
 
 type Cells = Vec<Option<Vec<u8>>>;
@@ -534,6 +539,22 @@ fn join<'a>(items: impl ExactSizeIterator<Item = &'a [u8]>, count: usize) -> Vec
     out
 }
 
+/// [`join`] of items that may be null (the protocol's length -1).
+fn join_nullable(items: &[Option<Vec<u8>>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(items.len() as i32).to_be_bytes());
+    for item in items {
+        match item {
+            Some(v) => {
+                out.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                out.extend_from_slice(v);
+            }
+            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+    }
+    out
+}
+
 /// Offsets of each row's elements in a list-like array, and the array of elements.
 fn list_parts(array: &dyn Array) -> Option<(Vec<(usize, usize)>, ArrayRef)> {
     let range = |o: &[i64], i: usize| (o[i] as usize, o[i + 1] as usize);
@@ -598,6 +619,12 @@ fn values(array: &dyn Array, cql: &ColumnType<'_>, options: Options) -> Result<C
             CollectionType::List(elem) | CollectionType::Set(elem) => {
                 let (ranges, child) = list_parts(array).ok_or_else(|| refuse(arrow, cql))?;
                 let items = values(child.as_ref(), elem, options)?;
+                if options.null_elements {
+                    return per_row(array, |i| {
+                        let (a, b) = ranges[i];
+                        Ok(join_nullable(&items[a..b]))
+                    });
+                }
                 per_row(array, |i| {
                     let (a, b) = ranges[i];
                     let parts = items[a..b]
@@ -642,16 +669,6 @@ fn values(array: &dyn Array, cql: &ColumnType<'_>, options: Options) -> Result<C
         },
         ColumnType::Vector { typ, dimensions } => {
             let (ranges, child) = list_parts(array).ok_or_else(|| refuse(arrow, cql))?;
-            let size = match typ.as_ref() {
-                ColumnType::Native(n) => n.type_size_for_vector(),
-                _ => None,
-            }
-            .ok_or_else(|| {
-                format!(
-                    "vectors of {} are not supported by drover's Parquet loader (vectors of fixed-size types are)",
-                    type_name(typ)
-                )
-            })?;
             let items = values(child.as_ref(), typ, options)?;
             per_row(array, |i| {
                 let (a, b) = ranges[i];
@@ -661,11 +678,11 @@ fn values(array: &dyn Array, cql: &ColumnType<'_>, options: Options) -> Result<C
                         b - a
                     ));
                 }
-                let mut out = Vec::with_capacity(size * (b - a));
-                for v in &items[a..b] {
-                    out.extend_from_slice(element(v, "vector element")?);
-                }
-                Ok(out)
+                let parts = items[a..b]
+                    .iter()
+                    .map(|v| element(v, "vector element"))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(crate::connectors::cql::codec::join_vector(typ, &parts))
             })
         }
         ColumnType::UserDefinedType { definition, .. } => {
@@ -781,6 +798,7 @@ mod tests {
             &ts,
             Options {
                 truncate_timestamps: true,
+                ..Options::default()
             },
         )
         .unwrap();

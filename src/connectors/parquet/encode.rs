@@ -117,9 +117,17 @@ fn bad(t: &ColumnType<'_>) -> String {
     format!("a value that is not a valid CQL {}", type_name(t))
 }
 
-/// Cells are `None` for null; an empty value of a type that has no empty form is written as
-/// null (CQL's "empty" values of numbers and dates have no Parquet counterpart).
+/// Cells are `None` for null. An empty value (zero bytes, which CQL keeps apart from null) of
+/// a type other than text and blob has no Parquet form: it is refused (see [`empty`]) rather
+/// than written as a null or a zero, which would change the data.
 type Cell<'a> = Option<&'a [u8]>;
+
+fn empty(t: &ColumnType<'_>) -> String {
+    format!(
+        "an empty {} value (zero bytes, which CQL keeps apart from null), which Parquet cannot hold; export this table with CQL or clear its empty values",
+        type_name(t)
+    )
+}
 
 fn nulls(cells: &[Cell<'_>]) -> Option<NullBuffer> {
     cells
@@ -136,7 +144,7 @@ pub fn array(cells: &[Cell<'_>], t: &ColumnType<'_>) -> Result<ArrayRef, String>
             for c in cells {
                 match c {
                     Some(v) if v.len() == $n => b.append_value($conv(v)),
-                    Some(v) if v.is_empty() => b.append_null(),
+                    Some(v) if v.is_empty() => return Err(empty(t)),
                     None => b.append_null(),
                     Some(_) => return Err(bad(t)),
                 }
@@ -149,6 +157,9 @@ pub fn array(cells: &[Cell<'_>], t: &ColumnType<'_>) -> Result<ArrayRef, String>
         for c in cells {
             match c {
                 None => b.append_null(),
+                Some(v) if v.is_empty() && !matches!(t, ColumnType::Native(NativeType::Ascii | NativeType::Text)) => {
+                    return Err(empty(t));
+                }
                 Some(v) => b.append_value(f(v).ok_or_else(|| bad(t))?),
             }
         }

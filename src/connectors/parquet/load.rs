@@ -234,6 +234,7 @@ pub async fn open_load(
         tracking,
         options: decode::Options {
             truncate_timestamps: src.truncate_timestamps,
+            null_elements: false,
         },
         meta,
         open: Mutex::new(HashMap::new()),
@@ -585,7 +586,8 @@ impl ParquetScan {
     ) -> Result<Vec<RawRow>, ParquetError> {
         let n = batch.num_rows();
         let mut columns: Vec<Vec<Option<Bytes>>> = Vec::with_capacity(file.slots.len());
-        for slot in &file.slots {
+        let first_meta = self.meta.as_ref().map_or(usize::MAX, |(first, _)| *first);
+        for (index, slot) in file.slots.iter().enumerate() {
             let Some(name) = &slot.column else {
                 columns.push(vec![None; n]);
                 continue;
@@ -599,7 +601,15 @@ impl ParquetScan {
                     retry: Retry::Never,
                 })?;
             columns.push(
-                decode::column_guarded(array, &slot.typ, self.options).map_err(|e| {
+                decode::column_guarded(
+                    array,
+                    &slot.typ,
+                    decode::Options {
+                        null_elements: index >= first_meta,
+                        ..self.options
+                    },
+                )
+                .map_err(|e| {
                     ParquetError::Read {
                         file: file.entry.id.clone(),
                         row_group,

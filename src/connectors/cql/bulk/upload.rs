@@ -54,6 +54,7 @@ impl Sidecars {
     ) -> Result<Self, BulkError> {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(crate::config::CLIENT_POOL_IDLE)
             .build()
             .map_err(|e| BulkError::Upload {
                 node: String::new(),

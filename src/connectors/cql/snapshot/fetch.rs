@@ -120,6 +120,7 @@ pub async fn fetch_all(
     let sidecars = Sidecars {
         client: reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(crate::config::CLIENT_POOL_IDLE)
             .build()
             .map_err(|e| format!("cannot build an HTTP client: {e}"))?,
         by_node: src.bulk_sidecars.clone(),
