@@ -169,6 +169,8 @@ async fn a_snapshot_read_is_refused_where_it_cannot_be_exact() {
         "bulk_read_refused",
         "CREATE TABLE $ks.counted (k int PRIMARY KEY, n counter); \
          CREATE TABLE $ks.timed (k int, at timeuuid, v text, PRIMARY KEY (k, at)); \
+         CREATE TABLE $ks.reversed (k int, at int, d double, v text, PRIMARY KEY (k, at, d)) \
+           WITH CLUSTERING ORDER BY (at DESC, d DESC); \
          CREATE TABLE $ks.plain (k int PRIMARY KEY, v text)",
     )
     .await;
@@ -185,6 +187,13 @@ async fn a_snapshot_read_is_refused_where_it_cannot_be_exact() {
             "",
             "source.bulkRead",
             "clustering column at is a timeuuid",
+        ),
+        (
+            // The reader misreads a reversed double (an int DESC, as `at`, it reads).
+            "reversed",
+            "",
+            "source.bulkRead",
+            "clustering column d is a double in descending order",
         ),
         (
             "plain",
