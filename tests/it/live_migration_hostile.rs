@@ -142,6 +142,10 @@ struct Programmable {
     /// Serving a file declares the source's live migration COMPLETED (the source node was
     /// stopped while the destination copied).
     completes_on_file: Arc<std::sync::atomic::AtomicBool>,
+    /// A destination directory looked at whenever a file is asked for: the longest file below
+    /// it then is kept in `longest_seen` (what a destination holds between its attempts).
+    watched: Arc<Mutex<Option<std::path::PathBuf>>>,
+    longest_seen: Arc<std::sync::atomic::AtomicU64>,
 }
 
 #[derive(Clone, Default)]
@@ -221,6 +225,11 @@ impl Programmable {
                     let s = s2.clone();
                     async move {
                         s.file_requests.fetch_add(1, Ordering::SeqCst);
+                        let watched = s.watched.lock().unwrap().clone();
+                        if let Some(dir) = watched {
+                            s.longest_seen
+                                .fetch_max(longest_file(&dir), Ordering::SeqCst);
+                        }
                         if s.completes_on_file.load(Ordering::SeqCst) {
                             s.completed.store(true, Ordering::SeqCst);
                         }
@@ -292,6 +301,23 @@ async fn cancel(dst: &Daemon, url: &str) {
     let res = dst.client().patch(dst.url(url)).send().await.unwrap();
     let (status, body) = test_support::json_of(res).await;
     assert_eq!(status, 200, "{body}");
+}
+
+/// The length of the longest file below `root` (0 when there is none).
+fn longest_file(root: &std::path::Path) -> u64 {
+    let mut longest = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(m) = e.metadata() {
+                longest = longest.max(m.len());
+            }
+        }
+    }
+    longest
 }
 
 /// The staging files below `root`.
@@ -418,6 +444,53 @@ async fn a_cancel_is_prompt_while_the_source_stalls_and_survives_a_restart() {
         "{:?}",
         staging_files(home.path())
     );
+}
+
+/// The listed size is a bound held at the byte: a file served at exactly its listed size is
+/// placed byte for byte, and one served a single byte longer is refused at that byte (not
+/// written, not placed, not fetched again into a staging file that holds it), and the task
+/// fails saying so.
+#[tokio::test]
+async fn a_file_one_byte_longer_than_listed_is_refused_and_one_of_exactly_its_size_placed() {
+    let (source, addr) = Programmable::start().await;
+    let home = Home::new();
+    let dst = destination_of(&home, &addr, "").await;
+    let data = home.path().join("data0");
+    *source.watched.lock().unwrap() = Some(data.clone());
+    // Both listed at 130 bytes; `ok-<n>-` files are served at n bytes.
+    source.list(Listing::Files(vec![
+        entry("ok-130-exact-Data.db", 130),
+        entry("ok-131-over-Data.db", 130),
+    ]));
+    let task = run_task(&dst, json!({})).await;
+    assert_ne!(task["state"], "SUCCEEDED", "{task:#}");
+    let first = &task["status"][0];
+    assert_eq!(first["filesDownloaded"], 1, "{task:#}");
+    assert_eq!(first["downloadFailures"], 1, "{task:#}");
+    let logs = dst.logs();
+    assert!(
+        logs.contains("ok-131-over-Data.db: the source sent more than the 130 bytes it listed"),
+        "{task:#}\n{logs}"
+    );
+
+    let dir = data.join("ks/t-1");
+    assert_eq!(
+        std::fs::read(dir.join("ok-130-exact-Data.db")).unwrap(),
+        vec![b'o'; 130],
+        "the file of exactly the listed size is placed as sent"
+    );
+    assert!(
+        !dir.join("ok-131-over-Data.db").exists(),
+        "the file one byte over its listed size was placed"
+    );
+    // Not at the end, and not while the task ran (whenever the source was asked for a file).
+    assert!(longest_file(&data) <= 130, "{} bytes", longest_file(&data));
+    assert!(
+        source.longest_seen.load(Ordering::SeqCst) <= 130,
+        "the destination held {} bytes of a file listed at 130",
+        source.longest_seen.load(Ordering::SeqCst)
+    );
+    assert!(staging_files(home.path()).is_empty());
 }
 
 #[tokio::test]

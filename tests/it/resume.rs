@@ -905,6 +905,104 @@ async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goe
     assert_eq!(states, ["CANCELLED", "FAILED"], "{list}");
 }
 
+/// A unit whose writes failed for good is not recorded as done, even when its whole range was
+/// read: the savepoint written at the failure claims only ranges whose rows are all in the
+/// target, and running the job again from it copies exactly the rest. The rows of the lower
+/// half of the ring are copied first (and skipped by the job); the target's writes then fail
+/// as unavailable (retried) while one unit at a time reads its range to the end, and fail
+/// for good once the column they write is dropped.
+#[tokio::test]
+async fn a_unit_whose_writes_failed_for_good_is_not_claimed_and_a_rerun_copies_the_rest() {
+    // 100 partitions of 10 rows: a unit's rows come in one page, its writes in a few batches.
+    let rows = 1000;
+    let Fixture {
+        src,
+        dst,
+        ks,
+        daemon,
+    } = Fixture::rows("rs_failed_unit", rows, 10, 10).await;
+    let table = format!("{ks}.t");
+    let sp_dir = daemon.home().path().join("savepoints");
+    let (min, max) = (i64::MIN, i64::MAX);
+    let lower = job(
+        ks,
+        "t",
+        "",
+        "",
+        &format!("skipTokenRanges:\n  - [0, {max}]\n"),
+    );
+    let id = daemon.submit_job("/api/v1/migrations", &lower).await;
+    let done = wait_state(&daemon, &id, test_support::ended).await;
+    assert_eq!(done["state"], "SUCCEEDED", "{done}");
+
+    set_replication(&dst, ks, 3).await;
+    let upper = with_savepoints(
+        &job(
+            ks,
+            "t",
+            "  maxConcurrentUnits: 1\n",
+            "",
+            &format!("skipTokenRanges:\n  - [{min}, 0]\n"),
+        ),
+        &sp_dir,
+        "",
+    );
+    let failed = daemon.submit_job("/api/v1/migrations", &upper).await;
+    // A unit with rows read (one page: read whole) and its writes being retried.
+    let waiting = wait_state(&daemon, &failed, |j| {
+        test_support::ended(j)
+            || (j["progress"]["rowsRead"].as_u64() > Some(0)
+                && j["phase"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("waiting: writing to the target")))
+    })
+    .await;
+    assert_eq!(waiting["state"], "RUNNING", "{waiting}");
+    assert_eq!(waiting["progress"]["rowsWritten"], 0, "{waiting}");
+    // Every write is refused from now on: the pending ones fail for good at their next try.
+    cql::exec(&dst, &format!("ALTER TABLE {table} DROP n")).await;
+    let end = wait_state(&daemon, &failed, test_support::ended).await;
+    cql::exec(&dst, &format!("ALTER TABLE {table} ADD n bigint")).await;
+    set_replication(&dst, ks, 1).await;
+    assert_eq!(end["state"], "FAILED", "{end}");
+    assert!(
+        end["error"].as_str().is_some_and(|e| e.contains("target")),
+        "{end}"
+    );
+    assert!(
+        daemon
+            .logs()
+            .contains("created a savepoint due to the migration failing"),
+        "{}",
+        daemon.logs()
+    );
+    let claimed = newest_claim(&sp_dir);
+    assert!(
+        claimed.iter().any(|&(a, b)| a == min && b >= 0),
+        "the job's skipped ranges are kept: {claimed:?}"
+    );
+    let finished = assert_claim_holds(&src, &dst, &table, &claimed).await;
+    assert!(!finished.is_empty() && finished.len() < rows, "{claimed:?}");
+
+    // The same job again resumes from that savepoint and copies exactly what it left.
+    let restart = now_micros();
+    let again = daemon.submit_job("/api/v1/migrations", &upper).await;
+    let done = wait_state(&daemon, &again, test_support::ended).await;
+    assert_eq!(done["state"], "SUCCEEDED", "{done}\n{}", daemon.logs());
+    let left = rows - finished.len();
+    assert_eq!(
+        done["progress"]["rowsWritten"].as_u64(),
+        Some(left as u64),
+        "{done}"
+    );
+    assert_not_rewritten(&dst, &table, &claimed, restart, left).await;
+    // The values of `n` written before it was dropped are gone with it.
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, "p, c, v", "p, c, v", &[]).await,
+        rows
+    );
+}
+
 /// One run at a time writes a savepoint directory: a second run of the job, in the same
 /// daemon or in another one, is refused with 409 while the first runs, and runs once it ended.
 #[tokio::test]

@@ -365,7 +365,10 @@ mod tests {
         assert_eq!(vector_items(&joined, &text, 3), Some(items.clone()));
         // One element short, or one byte too many: not a vector of 3.
         assert_eq!(vector_items(&joined[..joined.len() - 1], &text, 3), None);
-        assert_eq!(vector_items(&[joined.clone(), vec![0]].concat(), &text, 3), None);
+        assert_eq!(
+            vector_items(&[joined.clone(), vec![0]].concat(), &text, 3),
+            None
+        );
         let int = ColumnType::Native(NativeType::Int);
         let fixed = join_vector(&int, &[&[0, 0, 0, 1], &[0, 0, 0, 2]]);
         assert_eq!(fixed, vec![0, 0, 0, 1, 0, 0, 0, 2]);

@@ -157,7 +157,13 @@ pub fn array(cells: &[Cell<'_>], t: &ColumnType<'_>) -> Result<ArrayRef, String>
         for c in cells {
             match c {
                 None => b.append_null(),
-                Some(v) if v.is_empty() && !matches!(t, ColumnType::Native(NativeType::Ascii | NativeType::Text)) => {
+                Some(v)
+                    if v.is_empty()
+                        && !matches!(
+                            t,
+                            ColumnType::Native(NativeType::Ascii | NativeType::Text)
+                        ) =>
+                {
                     return Err(empty(t));
                 }
                 Some(v) => b.append_value(f(v).ok_or_else(|| bad(t))?),

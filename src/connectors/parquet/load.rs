@@ -609,13 +609,11 @@ impl ParquetScan {
                         ..self.options
                     },
                 )
-                .map_err(|e| {
-                    ParquetError::Read {
-                        file: file.entry.id.clone(),
-                        row_group,
-                        message: format!("column {name:?}: {e}"),
-                        retry: Retry::Never,
-                    }
+                .map_err(|e| ParquetError::Read {
+                    file: file.entry.id.clone(),
+                    row_group,
+                    message: format!("column {name:?}: {e}"),
+                    retry: Retry::Never,
                 })?,
             );
         }
