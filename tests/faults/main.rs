@@ -82,7 +82,7 @@ async fn a_target_that_stops_answering_for_30_s_delays_the_job_but_loses_nothing
     );
 
     let done = daemon
-        .wait_job(&id, Duration::from_secs(300), |j| j["state"] != "RUNNING")
+        .wait_job(&id, Duration::from_secs(300), test_support::ended)
         .await;
     assert_eq!(done["state"], "SUCCEEDED", "{done}\n{}", daemon.logs());
     assert!(

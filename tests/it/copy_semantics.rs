@@ -494,7 +494,7 @@ async fn bytes_per_second_caps_the_write_rate() {
         .await;
     assert_eq!(status, 202);
     let ended = daemon
-        .wait_job(&id, WAIT, |j| j["state"] != "RUNNING")
+        .wait_job(&id, WAIT, test_support::ended)
         .await;
     assert_eq!(ended["state"], "CANCELLED", "{ended}");
 }
@@ -583,7 +583,7 @@ async fn a_write_that_can_never_succeed_fails_the_job_at_once() {
     exec(&dst, &format!("DROP TABLE {ks}.t")).await;
     let dropped = Instant::now();
     let ended = daemon
-        .wait_job(&id, Duration::from_secs(60), |j| j["state"] != "RUNNING")
+        .wait_job(&id, Duration::from_secs(60), test_support::ended)
         .await;
     assert_eq!(ended["state"], "FAILED", "{ended}");
     // Retries of a transient error would last ten minutes.

@@ -304,7 +304,7 @@ async fn changes_during_and_after_the_snapshot_arrive_in_order_and_survive_kill_
         .await;
     assert_eq!(status, 202);
     let ended = daemon
-        .wait_job(&id, Duration::from_secs(30), |j| j["state"] != "RUNNING")
+        .wait_job(&id, Duration::from_secs(30), test_support::ended)
         .await;
     assert_eq!(ended["state"], "CANCELLED", "{ended:#}");
     let fin = newest_savepoint(&sp_dir);

@@ -772,7 +772,7 @@ async fn source_reads_that_fail_for_a_while_or_lose_their_connection_are_retried
         waiting["progress"]["retries"].as_u64() > Some(0),
         "{waiting}"
     );
-    let done = wait_state(&daemon, &id, |j| j["state"] != "RUNNING").await;
+    let done = wait_state(&daemon, &id, test_support::ended).await;
     assert_eq!(done["state"], "SUCCEEDED", "{done}\n{}", daemon.logs());
     assert!(
         done["lastError"]
@@ -814,7 +814,7 @@ async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goe
         )
         .await;
     assert_eq!(status, 202, "{body}");
-    let end = wait_state(&daemon, &cancelled, |j| j["state"] != "RUNNING").await;
+    let end = wait_state(&daemon, &cancelled, test_support::ended).await;
     assert_eq!(end["state"], "CANCELLED", "{end}");
     let files = savepoint_files(&sp_dir);
     assert_eq!(
@@ -856,7 +856,7 @@ async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goe
             .collect::<Vec<_>>()
     );
     cql::exec(&dst, &format!("ALTER TABLE {table} DROP n")).await;
-    let end = wait_state(&daemon, &failed, |j| j["state"] != "RUNNING").await;
+    let end = wait_state(&daemon, &failed, test_support::ended).await;
     // Cassandra fails reads of rows written with the dropped column until it is back.
     cql::exec(&dst, &format!("ALTER TABLE {table} ADD n bigint")).await;
     assert_eq!(end["state"], "FAILED", "{end}");
