@@ -493,9 +493,7 @@ async fn bytes_per_second_caps_the_write_rate() {
         )
         .await;
     assert_eq!(status, 202);
-    let ended = daemon
-        .wait_job(&id, WAIT, test_support::ended)
-        .await;
+    let ended = daemon.wait_job(&id, WAIT, test_support::ended).await;
     assert_eq!(ended["state"], "CANCELLED", "{ended}");
 }
 
