@@ -190,6 +190,17 @@ fn kind(label: &'static str, columns: &[&str]) -> Kind {
     }
 }
 
+/// A column per type, named `<prefix>_<type>`: the names, and the definitions.
+fn key_columns(prefix: &str, types: &[(&str, [&str; 3])]) -> (Vec<String>, Vec<String>) {
+    types
+        .iter()
+        .map(|(t, _)| {
+            let name = format!("{prefix}_{}", col_name(t));
+            (name.clone(), format!("{name} {t}"))
+        })
+        .unzip()
+}
+
 fn col_name(t: &str) -> String {
     t.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
@@ -350,15 +361,7 @@ fn tables() -> Vec<Table> {
     });
 
     // Every key type in a composite partition key.
-    let pk: Vec<String> = KEYABLE
-        .iter()
-        .map(|(t, _)| format!("k_{}", col_name(t)))
-        .collect();
-    let pk_cols: Vec<String> = KEYABLE
-        .iter()
-        .zip(&pk)
-        .map(|((t, _), n)| format!("{n} {t}"))
-        .collect();
+    let (pk, pk_cols) = key_columns("k", KEYABLE);
     let mut first = Vec::new();
     for row in 0..3 {
         first.push(format!(
@@ -836,15 +839,7 @@ fn clustering_table(
     order: &str,
     label: &'static str,
 ) -> Table {
-    let ck: Vec<String> = types
-        .iter()
-        .map(|(t, _)| format!("c_{}", col_name(t)))
-        .collect();
-    let ck_cols: Vec<String> = types
-        .iter()
-        .zip(&ck)
-        .map(|((t, _), n)| format!("{n} {t}"))
-        .collect();
+    let (ck, ck_cols) = key_columns("c", types);
     let mut first = Vec::new();
     let mut n = 0;
     for j in 0..types.len() {
@@ -1004,12 +999,17 @@ fn src_data_dir() -> std::path::PathBuf {
     .join("data")
 }
 
+/// `host:port` as its two parts.
+fn host_port(addr: &str) -> (&str, &str) {
+    addr.rsplit_once(':').expect("host:port")
+}
+
 /// Dumps `ks.table` at `addr` through the second reader.
 async fn dump(addr: &str, ks: &str, table: &str) -> Value {
     let python = std::env::var("DROVER_TEST_READER_PYTHON")
         .expect("DROVER_TEST_READER_PYTHON (source target/testenv/env after scripts/testenv up)");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fidelity/cql_reader.py");
-    let (host, port) = addr.rsplit_once(':').unwrap();
+    let (host, port) = host_port(addr);
     let out = tokio::process::Command::new(python)
         .args([script, host, port, ks, table])
         .output()
@@ -1135,14 +1135,14 @@ fn compare_cell(
     Ok(())
 }
 
+/// Each column's verdict (and `ROWS`'s): `Err` says what differs.
+type Columns = HashMap<String, Result<(), String>>;
+
+/// A path's outcome on one table: its columns' verdicts, or why it took none.
+type Outcome = Result<Columns, Verdict>;
+
 /// The verdict of each column of a table (and of `ROWS`, its rows' set and order).
-fn compare(
-    src: &Value,
-    dst: &Value,
-    expect: Expect,
-    aged: i64,
-    started: i64,
-) -> HashMap<String, Result<(), String>> {
+fn compare(src: &Value, dst: &Value, expect: Expect, aged: i64, started: i64) -> Columns {
     let mut out = HashMap::new();
     let rows = |d: &Value| d["rows"].as_array().cloned().unwrap_or_default();
     let (srows, drows) = (rows(src), rows(dst));
@@ -1233,7 +1233,7 @@ async fn one(
     writer: &Daemon,
     dst: &scylla::client::session::Session,
     spool: &std::path::Path,
-) -> Result<HashMap<String, Result<(), String>>, Verdict> {
+) -> Outcome {
     let target = format!("{}_{}", table.name, path.tag);
     let sidecars = format!("  bulkSidecars:\n    127.0.0.1: {}\n", reader.addr);
     let snapshot = format!("  preserveTimestamps: true\n  bulkRead: snapshot\n{sidecars}");
@@ -1311,14 +1311,8 @@ async fn one(
         "pq" => {
             let dir = spool.join(&target);
             std::fs::create_dir_all(&dir).unwrap();
-            let (sh, sp) = src_addr()
-                .rsplit_once(':')
-                .map(|(h, p)| (h.to_string(), p.to_string()))
-                .unwrap();
-            let (dh, dp) = dst_addr()
-                .rsplit_once(':')
-                .map(|(h, p)| (h.to_string(), p.to_string()))
-                .unwrap();
+            let (src_at, dst_at) = (src_addr(), dst_addr());
+            let ((sh, sp), (dh, dp)) = (host_port(&src_at), host_port(&dst_at));
             let export = format!(
                 "source:\n  type: cassandra\n  host: {sh}\n  port: {sp}\n  keyspace: {ks}\n  table: {}\n  splitCount: 8\n  preserveTimestamps: true\ntarget:\n  type: parquet\n  path: {}\n",
                 table.name,
@@ -1444,10 +1438,7 @@ async fn every_path_copies_the_hostile_tables_exactly_or_refuses_them() {
     let work: Vec<(usize, usize)> = (0..paths.len())
         .flat_map(|p| (0..tables.len()).map(move |t| (p, t)))
         .collect();
-    let results: Vec<(
-        (usize, usize),
-        Result<HashMap<String, Result<(), String>>, Verdict>,
-    )> = futures::stream::iter(work)
+    let results: Vec<((usize, usize), Outcome)> = futures::stream::iter(work)
         .map(|(p, t)| {
             let (tables, reader, writer, dst, spool) =
                 (&tables, &reader, &writer, &dst, spool.path());
