@@ -12,13 +12,16 @@ neither. Values are canonical JSON: blobs in hex, decimals and varints as string
 `repr` (so -0.0, NaN and infinities survive), timestamps as milliseconds, empty values of types
 where they are not the empty string as {"empty": true}, sets and maps in the server's order.
 
-Output: {"columns": [{"name", "kind", "type"}], "rows": [{"key": [...], "cells": {...}}]},
-rows sorted by their key's JSON.
+Output: {"columns": [{"name", "kind", "type"}], "rows": [{"key": [...], "cells": {...}, "at"}]},
+rows in the order the server returns them (token, then clustering order); `at` is when the row
+was read (seconds since the epoch), so that TTLs, which count down, can be compared as the
+moments they end.
 """
 
 import json
 import math
 import sys
+import time
 import uuid
 from decimal import Decimal
 
@@ -160,8 +163,8 @@ def main():
                 cell[what] = canon(v)
             else:
                 cell.setdefault("fields", {}).setdefault(field, {})[what] = canon(v)
-        rows.append({"key": key, "cells": out})
-    rows.sort(key=lambda r: json.dumps(r["key"], sort_keys=True))
+        # When the row was read: TTLs count down, so the two sides' are compared as moments.
+        rows.append({"key": key, "cells": out, "at": time.time()})
     json.dump(
         {
             "columns": [

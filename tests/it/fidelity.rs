@@ -18,7 +18,7 @@
 //! the test fails on any WRONG.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 use serde_json::Value;
@@ -1053,7 +1053,8 @@ fn short(v: &Value) -> String {
 }
 
 /// Compares one cell of the source and the result; `aged` is how many seconds later the
-/// target was dumped than the source, `started` when the copy began (µs).
+/// target's row was read than the source's (their TTLs counted down that much more), `started`
+/// when the copy began (µs).
 fn compare_cell(
     src: &Value,
     dst: &Value,
@@ -1142,7 +1143,7 @@ type Columns = HashMap<String, Result<(), String>>;
 type Outcome = Result<Columns, Verdict>;
 
 /// The verdict of each column of a table (and of `ROWS`, its rows' set and order).
-fn compare(src: &Value, dst: &Value, expect: Expect, aged: i64, started: i64) -> Columns {
+fn compare(src: &Value, dst: &Value, expect: Expect, started: i64) -> Columns {
     let mut out = HashMap::new();
     let rows = |d: &Value| d["rows"].as_array().cloned().unwrap_or_default();
     let (srows, drows) = (rows(src), rows(dst));
@@ -1180,6 +1181,8 @@ fn compare(src: &Value, dst: &Value, expect: Expect, aged: i64, started: i64) ->
         let Some(target) = by_key.get(&row["key"].to_string()) else {
             continue;
         };
+        let at = |r: &Value| r["at"].as_f64().unwrap_or_default();
+        let aged = (at(target) - at(row)).round() as i64;
         for (col, cell) in row["cells"].as_object().into_iter().flatten() {
             let entry = out.entry(col.clone()).or_insert(Ok(()));
             if entry.is_err() {
@@ -1341,12 +1344,9 @@ async fn one(
             Verdict::Wrong(format!("failed after writing {written} rows: {e}"))
         });
     }
-    // Both dumps run at once, so their TTLs are read within moments of each other.
-    let at = Instant::now();
     let (src_at, dst_at) = (src_addr(), dst_addr());
     let (s, d) = tokio::join!(dump(&src_at, ks, table.name), dump(&dst_at, ks, &target));
-    let aged = i64::try_from(at.elapsed().as_secs()).unwrap_or(0) / 2;
-    Ok(compare(&s, &d, path.expect, aged, started))
+    Ok(compare(&s, &d, path.expect, started))
 }
 
 /// Fills one table on the source: its first statements, a flush, the rest.

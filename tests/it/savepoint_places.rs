@@ -180,7 +180,12 @@ async fn s3_savepoints_resume_after_kill_9_and_admit_one_run_at_a_time() {
     daemon.kill9();
     let keys = s3_keys(&bucket, prefix).await;
     let savepoints: Vec<_> = keys.iter().filter(|k| k.contains("savepoint_")).collect();
-    assert!((1..=3).contains(&savepoints.len()), "kept to 3: {keys:?}");
+    // A savepoint is written before the oldest beyond `keep` is deleted (never fewer than
+    // `keep` whole ones), so a kill between the two leaves one more.
+    assert!(
+        (1..=4).contains(&savepoints.len()),
+        "kept to 3 (4 when killed between a write and its pruning): {keys:?}"
+    );
     assert!(
         keys.contains(&format!("{prefix}/.drover-writer.lock")),
         "the killed run's lease is still there: {keys:?}\n{before_kill}"
