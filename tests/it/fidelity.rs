@@ -662,12 +662,15 @@ fn tables() -> Vec<Table> {
     out.push(Table {
         name: "vectors",
         columns: "p blob, c int, vf vector<float, 3>, vd vector<double, 2>, vt vector<text, 2>, \
-                  vb vector<bigint, 2>, PRIMARY KEY (p, c)"
+                  vb vector<bigint, 2>, vdt vector<date, 2>, vtm vector<time, 1>, vsi vector<smallint, 2>, vu vector<uuid, 1>, vbo vector<boolean, 2>, PRIMARY KEY (p, c)"
             .into(),
         options: String::new(),
-        kinds: vec![kind("vector: fixed- and variable-size elements", &["vf", "vd", "vt", "vb"])],
+        kinds: vec![kind(
+            "vector: fixed- and variable-size elements",
+            &["vf", "vd", "vt", "vb", "vdt", "vtm", "vsi", "vu", "vbo"],
+        )],
         first: vec![
-            format!("INSERT INTO $t (p, c, vf, vd, vt, vb) VALUES (0x01, 0, [1.5, -0.0, 3.4028235E38], [1.0, -2.5], ['a', ''], [1, -9223372036854775808]) USING TIMESTAMP {} AND TTL 86400", ts(1100)),
+            format!("INSERT INTO $t (p, c, vf, vd, vt, vb, vdt, vtm, vsi, vu, vbo) VALUES (0x01, 0, [1.5, -0.0, 3.4028235E38], [1.0, -2.5], ['a', ''], [1, -9223372036854775808], ['2024-02-29', '0'], ['23:59:59.999999999'], [-32768, 7], [f47ac10b-58cc-4372-a567-0e02b2c3d479], [true, false]) USING TIMESTAMP {} AND TTL 86400", ts(1100)),
             format!("INSERT INTO $t (p, c, vf) VALUES (0x02, 0, [0.0, 0.0, 0.0]) USING TIMESTAMP {}", ts(1101)),
         ],
         second: vec![format!(

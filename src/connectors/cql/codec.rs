@@ -79,16 +79,17 @@ pub fn fields(b: &[u8]) -> Option<Vec<Option<&[u8]>>> {
 }
 
 /// Byte length of a vector element whose type has a fixed size, as Cassandra serializes
-/// vectors (fixed-size elements without length prefixes).
+/// vectors (fixed-size elements without length prefixes). `date`, `time`, `smallint` and
+/// `tinyint` are not among them: Cassandra gives them no fixed length, so their elements carry
+/// one (the DataStax Python driver and the Rust driver read them so too).
 fn fixed_size(t: &ColumnType<'_>) -> Option<usize> {
     match t {
         ColumnType::Native(n) => match n {
             NativeType::Boolean => Some(1),
-            NativeType::Int | NativeType::Float | NativeType::Date => Some(4),
+            NativeType::Int | NativeType::Float => Some(4),
             NativeType::BigInt
             | NativeType::Double
             | NativeType::Timestamp
-            | NativeType::Time
             | NativeType::Counter => Some(8),
             NativeType::Uuid | NativeType::Timeuuid => Some(16),
             _ => None,
