@@ -12,7 +12,7 @@ neither. Values are canonical JSON: blobs in hex, decimals and varints as string
 `repr` (so -0.0, NaN and infinities survive), timestamps as milliseconds, empty values of types
 where they are not the empty string as {"empty": true}, sets and maps in the server's order.
 
-Output: {"columns": [{"name", "kind", "type"}], "rows": [{"key": [...], "cells": {...}, "at"}]},
+Output: {"types": {udt: [[field, type]]}, "columns": [{"name", "kind", "type"}], "rows": [{"key": [...], "cells": {...}, "at"}]},
 rows in the order the server returns them (token, then clustering order); `at` is when the row
 was read (seconds since the epoch), so that TTLs, which count down, can be compared as the
 moments they end.
@@ -165,8 +165,17 @@ def main():
                 cell.setdefault("fields", {}).setdefault(field, {})[what] = canon(v)
         # When the row was read: TTLs count down, so the two sides' are compared as moments.
         rows.append({"key": key, "cells": out, "at": time.time()})
+    types = {
+        t.type_name: [[f, ft] for f, ft in zip(t.field_names, t.field_types)]
+        for t in session.execute(
+            "SELECT type_name, field_names, field_types FROM system_schema.types "
+            "WHERE keyspace_name = %s",
+            (keyspace,),
+        )
+    }
     json.dump(
         {
+            "types": types,
             "columns": [
                 {"name": c.column_name, "kind": c.kind, "type": c.type} for c in cols
             ],

@@ -963,6 +963,11 @@ const PATHS: &[PathSpec] = &[
         tag: "pq",
         expect: Expect::Preserve,
     },
+    PathSpec {
+        label: "CQL → Parquet, read by pyarrow",
+        tag: "pqread",
+        expect: Expect::Preserve,
+    },
 ];
 
 /// A path's verdict on one kind.
@@ -1009,21 +1014,36 @@ fn host_port(addr: &str) -> (&str, &str) {
 
 /// Dumps `ks.table` at `addr` through the second reader.
 async fn dump(addr: &str, ks: &str, table: &str) -> Value {
+    let (host, port) = host_port(addr);
+    read_with("cql_reader.py", &[host, port, ks, table]).await
+}
+
+/// What one of `tests/fidelity/`'s readers writes, run with `args`.
+async fn read_with(script: &str, args: &[&str]) -> Value {
     let python = std::env::var("DROVER_TEST_READER_PYTHON")
         .expect("DROVER_TEST_READER_PYTHON (source target/testenv/env after scripts/testenv up)");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fidelity/cql_reader.py");
-    let (host, port) = host_port(addr);
+    let path = format!("{}/tests/fidelity/{script}", env!("CARGO_MANIFEST_DIR"));
     let out = tokio::process::Command::new(python)
-        .args([script, host, port, ks, table])
+        .arg(&path)
+        .args(args)
         .output()
         .await
-        .expect("run the second reader");
+        .expect("run a reader");
     assert!(
         out.status.success(),
-        "cql_reader.py {addr} {ks}.{table}: {}",
+        "{script} {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("the reader's JSON")
+}
+
+/// The rows of a dump in the order of their keys (a Parquet export's files hold them in no
+/// order of the table's).
+fn by_key(mut dump: Value) -> Value {
+    if let Some(rows) = dump["rows"].as_array_mut() {
+        rows.sort_by_cached_key(|r| r["key"].to_string());
+    }
+    dump
 }
 
 fn micros_now() -> i64 {
@@ -1224,6 +1244,18 @@ async fn run(d: &Daemon, resource: &str, yaml: &str) -> Result<(), String> {
     }
 }
 
+/// A job exporting `ks.table` of the source, with its writetimes and TTLs, to Parquet files in
+/// `dir`.
+fn export(ks: &str, table: &str, dir: &std::path::Path) -> String {
+    let src = src_addr();
+    let (h, p) = host_port(&src);
+    std::fs::create_dir_all(dir).unwrap();
+    format!(
+        "source:\n  type: cassandra\n  host: {h}\n  port: {p}\n  keyspace: {ks}\n  table: {table}\n  splitCount: 8\n  preserveTimestamps: true\ntarget:\n  type: parquet\n  path: {}\n",
+        dir.display()
+    )
+}
+
 /// Rows in a table of the target.
 async fn target_rows(dst: &scylla::client::session::Session, table: &str) -> usize {
     test_support::cql::raw_rows(dst, table, "*").await.len()
@@ -1241,6 +1273,7 @@ async fn one(
     spool: &std::path::Path,
 ) -> Outcome {
     let target = format!("{}_{}", table.name, path.tag);
+    let (src_at, dst_at) = (src_addr(), dst_addr());
     let sidecars = format!("  bulkSidecars:\n    127.0.0.1: {}\n", reader.addr);
     let snapshot = format!("  preserveTimestamps: true\n  bulkRead: snapshot\n{sidecars}");
     let started = micros_now();
@@ -1316,23 +1349,40 @@ async fn one(
         }
         "pq" => {
             let dir = spool.join(&target);
-            std::fs::create_dir_all(&dir).unwrap();
-            let (src_at, dst_at) = (src_addr(), dst_addr());
-            let ((sh, sp), (dh, dp)) = (host_port(&src_at), host_port(&dst_at));
-            let export = format!(
-                "source:\n  type: cassandra\n  host: {sh}\n  port: {sp}\n  keyspace: {ks}\n  table: {}\n  splitCount: 8\n  preserveTimestamps: true\ntarget:\n  type: parquet\n  path: {}\n",
-                table.name,
-                dir.display()
-            );
+            let (dh, dp) = host_port(&dst_at);
             let load = format!(
                 "source:\n  type: parquet\n  path: {}\ntarget:\n  type: scylla\n  host: {dh}\n  port: {dp}\n  keyspace: {ks}\n  table: {target}\n",
                 dir.display()
             );
-            match run(reader, "/api/v1/migrations", &export).await {
+            match run(reader, "/api/v1/migrations", &export(ks, table.name, &dir)).await {
                 Ok(()) => run(reader, "/api/v1/migrations", &load)
                     .await
                     .map_err(|e| format!("the load: {e}")),
                 Err(e) => Err(format!("the export: {e}")),
+            }
+        }
+        "pqread" => {
+            let dir = spool.join(&target);
+            match run(reader, "/api/v1/migrations", &export(ks, table.name, &dir)).await {
+                Ok(()) => {
+                    let source = dump(&src_at, ks, table.name).await;
+                    let file = spool.join(format!("{target}.json"));
+                    std::fs::write(&file, source.to_string()).unwrap();
+                    let read = read_with(
+                        "parquet_reader.py",
+                        &[&dir.to_string_lossy(), &file.to_string_lossy()],
+                    )
+                    .await;
+                    return Ok(compare(
+                        &by_key(source),
+                        &by_key(read),
+                        path.expect,
+                        started,
+                    ));
+                }
+                // Files of units exported before the failure stay (whole), for a resume; the
+                // table itself was not taken.
+                Err(e) => return Err(Verdict::Refused(e.replace(ks, "<ks>"))),
             }
         }
         other => unreachable!("path {other}"),
@@ -1347,7 +1397,6 @@ async fn one(
             Verdict::Wrong(format!("failed after writing {written} rows: {e}"))
         });
     }
-    let (src_at, dst_at) = (src_addr(), dst_addr());
     let (s, d) = tokio::join!(dump(&src_at, ks, table.name), dump(&dst_at, ks, &target));
     Ok(compare(&s, &d, path.expect, started))
 }

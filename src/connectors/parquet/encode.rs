@@ -6,7 +6,7 @@
 //! scale per column, a CQL decimal one per value); `uuid`, `timeuuid` and `inet` as text, as
 //! Spark writes them; `duration` as a struct of months, days and nanoseconds; collections as
 //! lists and maps, UDTs as structs by field name, tuples as structs `_1`, `_2`, …, vectors as
-//! fixed-size lists.
+//! lists (of exactly their dimension).
 
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use arrow_array::builder::{
     Int16Builder, Int32Builder, Int64Builder, StringBuilder, Time64NanosecondBuilder,
     TimestampMillisecondBuilder,
 };
-use arrow_array::{ArrayRef, FixedSizeListArray, ListArray, MapArray, StructArray};
+use arrow_array::{ArrayRef, ListArray, MapArray, StructArray};
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Fields, TimeUnit};
 use num_bigint::BigInt;
@@ -67,10 +67,13 @@ pub fn arrow_type(t: &ColumnType<'_>) -> Result<DataType, String> {
                 ));
             }
         },
-        ColumnType::Vector { typ, dimensions } => DataType::FixedSizeList(
-            Arc::new(Field::new("element", arrow_type(typ)?, true)),
-            i32::from(*dimensions),
-        ),
+        // A list, not a fixed-size list: pyarrow (Arrow C++) cannot read a Parquet column of
+        // fixed-size lists holding a null (apache/arrow#35692, "Expected all lists to be of
+        // size=3 but index 1 had size=0"), even one it wrote itself. The loader checks the
+        // length of each.
+        ColumnType::Vector { typ, .. } => {
+            DataType::List(Arc::new(Field::new("element", arrow_type(typ)?, true)))
+        }
         ColumnType::UserDefinedType { definition, .. } => DataType::Struct(
             definition
                 .field_types
@@ -319,22 +322,24 @@ pub fn array(cells: &[Cell<'_>], t: &ColumnType<'_>) -> Result<ArrayRef, String>
         ColumnType::Vector { typ, dimensions } => {
             let dims = usize::from(*dimensions);
             let mut items: Vec<Cell<'_>> = Vec::with_capacity(cells.len() * dims);
+            let mut offsets = Vec::with_capacity(cells.len() + 1);
+            offsets.push(0i32);
             for c in cells {
-                match c {
-                    Some(v) => items.extend(
+                if let Some(v) = c {
+                    items.extend(
                         codec::vector_items(v, typ, *dimensions)
                             .ok_or_else(|| bad(t))?
                             .into_iter()
                             .map(Some),
-                    ),
-                    None => items.extend(std::iter::repeat_n(None, dims)),
+                    );
                 }
+                offsets.push(i32::try_from(items.len()).map_err(|_| bad(t))?);
             }
             let values = array(&items, typ)?;
             let field = Arc::new(Field::new("element", values.data_type().clone(), true));
-            Arc::new(FixedSizeListArray::new(
+            Arc::new(ListArray::new(
                 field,
-                i32::from(*dimensions),
+                OffsetBuffer::new(offsets.into()),
                 values,
                 nulls(cells),
             ))
