@@ -74,26 +74,37 @@ impl ListGuard {
 
     /// The pure part of [`apply`](Self::apply): `present` is the read's row, if any.
     pub fn reduce(&self, present: Option<&RawRow>, values: &BoundRow) -> Option<BoundRow> {
-        if self.drop_if_present && present.is_some() {
-            return None;
-        }
-        let mut out = values.clone();
-        for check in &self.checks {
-            let there = present
-                .map(|r| target_elements(r, check.column))
-                .unwrap_or_default();
-            let missing = missing_elements(&check.elements, there);
-            if missing.is_empty() {
-                if check.alone {
-                    return None;
-                }
-                out.0[check.slot] = Bound::Unset;
-            } else if missing.len() < check.elements.len() {
-                out.0[check.slot] = Bound::Value(join_collection(&missing));
-            }
-        }
-        Some(out)
+        reduce(&self.checks, self.drop_if_present, present, values)
     }
+}
+
+/// [`ListGuard::reduce`], on the guard's checks alone (a guard holds a prepared statement,
+/// which only a session makes).
+fn reduce(
+    checks: &[ListCheck],
+    drop_if_present: bool,
+    present: Option<&RawRow>,
+    values: &BoundRow,
+) -> Option<BoundRow> {
+    if drop_if_present && present.is_some() {
+        return None;
+    }
+    let mut out = values.clone();
+    for check in checks {
+        let there = present
+            .map(|r| target_elements(r, check.column))
+            .unwrap_or_default();
+        let missing = missing_elements(&check.elements, there);
+        if missing.is_empty() {
+            if check.alone {
+                return None;
+            }
+            out.0[check.slot] = Bound::Unset;
+        } else if missing.len() < check.elements.len() {
+            out.0[check.slot] = Bound::Value(join_collection(&missing));
+        }
+    }
+    Some(out)
 }
 
 /// The elements of the list at `column` of a guard read, with their writetimes.
@@ -195,6 +206,86 @@ mod tests {
             missing_elements(&[(el(1), 10)], vec![(el(1), 11)]),
             vec![el(1)]
         );
+    }
+
+    /// A guard read's row: `(list, WRITETIME(list))` per list column.
+    fn read_row(lists: &[Option<(&[Bytes], &[i64])>]) -> RawRow {
+        let mut cells = Vec::new();
+        for l in lists {
+            match l {
+                Some((elements, wts)) => {
+                    cells.push(Some(join_collection(elements)));
+                    // Elements as the protocol sends them: each after its length.
+                    let wts: Vec<Bytes> = wts
+                        .iter()
+                        .map(|w| Bytes::from([&8i32.to_be_bytes()[..], &w.to_be_bytes()].concat()))
+                        .collect();
+                    cells.push(Some(join_collection(&wts)));
+                }
+                None => cells.extend([None, None]),
+            }
+        }
+        RawRow { cells }
+    }
+
+    fn check(slot: usize, column: usize, elements: &[(Bytes, i64)], alone: bool) -> ListCheck {
+        ListCheck {
+            slot,
+            column,
+            elements: elements.to_vec(),
+            alone,
+        }
+    }
+
+    fn value_at(row: &BoundRow, slot: usize) -> Option<Bytes> {
+        match &row.0[slot] {
+            Bound::Value(v) => Some(v.clone()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_guard_writes_only_the_elements_the_target_lacks() {
+        let values = BoundRow(vec![
+            Bound::Int(7),
+            Bound::Value(join_collection(&[el(1), el(2)])),
+            Bound::Value(join_collection(&[el(3)])),
+        ]);
+        let checks = [
+            check(1, 0, &[(el(1), 10), (el(2), 10)], false),
+            check(2, 1, &[(el(3), 20)], false),
+        ];
+        // Nothing on the target: every value as it was.
+        let out = reduce(&checks, false, None, &values).unwrap();
+        assert_eq!(value_at(&out, 1), value_at(&values, 1));
+        assert_eq!(value_at(&out, 2), value_at(&values, 2));
+        // The first list half there: only its missing element; the second whole there: unset.
+        let row = read_row(&[Some((&[el(1)], &[10])), Some((&[el(3)], &[20]))]);
+        let out = reduce(&checks, false, Some(&row), &values).unwrap();
+        assert_eq!(value_at(&out, 1), Some(join_collection(&[el(2)])));
+        assert!(matches!(out.0[2], Bound::Unset));
+        assert!(matches!(out.0[0], Bound::Int(7)));
+        // The same element at another writetime is not there.
+        let row = read_row(&[Some((&[el(1), el(2)], &[11, 10])), None]);
+        let out = reduce(&checks, false, Some(&row), &values).unwrap();
+        assert_eq!(value_at(&out, 1), Some(join_collection(&[el(1)])));
+        assert_eq!(value_at(&out, 2), value_at(&values, 2));
+    }
+
+    #[test]
+    fn a_guarded_append_with_nothing_left_is_not_sent() {
+        let values = BoundRow(vec![Bound::Value(join_collection(&[el(1)]))]);
+        let append = [check(0, 0, &[(el(1), 10)], true)];
+        let row = read_row(&[Some((&[el(1)], &[10]))]);
+        assert!(reduce(&append, false, Some(&row), &values).is_none());
+        // Not there yet: sent as it is.
+        let other = read_row(&[Some((&[el(2)], &[10]))]);
+        let out = reduce(&append, false, Some(&other), &values).unwrap();
+        assert_eq!(value_at(&out, 0), value_at(&values, 0));
+        // A key-only row's write is left out when the row is there, sent when it is not.
+        assert!(reduce(&[], true, Some(&read_row(&[])), &values).is_none());
+        assert!(reduce(&[], true, None, &values).is_some());
+        assert!(reduce(&[], false, Some(&read_row(&[])), &values).is_some());
     }
 
     #[test]
