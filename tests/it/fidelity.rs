@@ -229,7 +229,6 @@ fn tables() -> Vec<Table> {
     let mut out = Vec::new();
 
     // Every native type as a regular column, each cell at its own writetime and TTL.
-    let cols: Vec<String> = NATIVE.iter().map(|(t, _)| format!("t_{t} {t}")).collect();
     let mut first = Vec::new();
     let mut second = Vec::new();
     for c in 0..3 {
@@ -262,26 +261,14 @@ fn tables() -> Vec<Table> {
         "UPDATE $t USING TIMESTAMP {} SET t_text = 'later' WHERE p = 1 AND c = 0",
         ts(501)
     ));
-    out.push(Table {
-        name: "scalars",
-        columns: format!("p int, c int, {}, PRIMARY KEY (p, c)", cols.join(", ")),
-        options: String::new(),
-        kinds: vec![kind(
-            "every native type, regular column, own writetime and TTL per cell",
-            &NATIVE
-                .iter()
-                .map(|(t, _)| format!("t_{t}"))
-                .collect::<Vec<_>>()
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>(),
-        )],
+    out.push(native_table(
+        "scalars",
+        "every native type, regular column, own writetime and TTL per cell",
         first,
         second,
-        wide: 0,
-    });
+    ));
 
-    // Nulls, empty values, extremes.
+    // Nulls and extremes.
     let mut first = Vec::new();
     let all_cols = NATIVE
         .iter()
@@ -298,7 +285,7 @@ fn tables() -> Vec<Table> {
             ts(600 + row)
         ));
     }
-    // Nulls: a row with one cell, and a row whose cells were all deleted (cell tombstones).
+    // Nulls: a row with one cell, and a row with ten of its cells deleted (cell tombstones).
     first.push(format!(
         "INSERT INTO $t (p, c, t_int) VALUES (0, 3, 1) USING TIMESTAMP {}",
         ts(620)
@@ -318,23 +305,15 @@ fn tables() -> Vec<Table> {
         all_cols[..10].join(", "),
         ts(622)
     )];
-    out.push(Table {
-        name: "extremes",
-        columns: format!("p int, c int, {}, PRIMARY KEY (p, c)", cols.join(", ")),
-        options: String::new(),
-        kinds: vec![kind(
-            "nulls and extreme values",
-            &all_cols.iter().map(String::as_str).collect::<Vec<_>>(),
-        )],
+    out.push(native_table(
+        "extremes",
+        "nulls and extreme values",
         first,
         second,
-        wide: 0,
-    });
+    ));
 
     // Empty values: zero bytes, which is not null.
-    let mut first = Vec::new();
-    // Empty values: zero bytes, which is not null.
-    first.push(format!(
+    let first = vec![format!(
         "INSERT INTO $t (p, c, t_ascii, t_text, t_varchar, t_blob, {}) VALUES (0, 2, '', '', '', 0x, {}) USING TIMESTAMP {} AND TTL 100000",
         EMPTY_OK
             .iter()
@@ -347,19 +326,13 @@ fn tables() -> Vec<Table> {
             .collect::<Vec<_>>()
             .join(", "),
         ts(610)
-    ));
-    out.push(Table {
-        name: "empties",
-        columns: format!("p int, c int, {}, PRIMARY KEY (p, c)", cols.join(", ")),
-        options: String::new(),
-        kinds: vec![kind(
-            "empty values (zero bytes, not null)",
-            &all_cols.iter().map(String::as_str).collect::<Vec<_>>(),
-        )],
+    )];
+    out.push(native_table(
+        "empties",
+        "empty values (zero bytes, not null)",
         first,
-        second: Vec::new(),
-        wide: 0,
-    });
+        Vec::new(),
+    ));
 
     // Every key type in a composite partition key.
     let (pk, pk_cols) = key_columns("k", KEYABLE);
@@ -892,6 +865,29 @@ fn clustering_table(
         kinds: vec![kind(label, &[ROWS, "v"])],
         first,
         second: Vec::new(),
+        wide: 0,
+    }
+}
+
+/// A table of a column per native type (`t_<type>`), holding one kind.
+fn native_table(
+    name: &'static str,
+    label: &'static str,
+    first: Vec<String>,
+    second: Vec<String>,
+) -> Table {
+    let names: Vec<String> = NATIVE.iter().map(|(t, _)| format!("t_{t}")).collect();
+    let defs: Vec<String> = NATIVE.iter().map(|(t, _)| format!("t_{t} {t}")).collect();
+    Table {
+        name,
+        columns: format!("p int, c int, {}, PRIMARY KEY (p, c)", defs.join(", ")),
+        options: String::new(),
+        kinds: vec![kind(
+            label,
+            &names.iter().map(String::as_str).collect::<Vec<_>>(),
+        )],
+        first,
+        second,
         wide: 0,
     }
 }
