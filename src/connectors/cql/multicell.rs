@@ -322,6 +322,13 @@ mod tests {
         );
         // A field holding a value needs its writetime.
         assert!(udt_fields(&value, &[Some(5), None, None], &[]).is_none());
+        // A value whose last fields are left out (null): the type's entries are more than the
+        // value's fields.
+        let cut = Bytes::from(vec![0, 0, 0, 1, 1, 255, 255, 255, 255]);
+        assert_eq!(
+            udt_fields(&cut, &[Some(5), None, None], &[None, None, None]),
+            Some(vec![(0, Bytes::from(vec![1]), 5, 0)])
+        );
         // A value cut short is refused, not read past its end.
         let short = Bytes::from(vec![0, 0, 0, 9, 1]);
         assert!(udt_fields(&short, &[Some(5)], &[]).is_none());
