@@ -1274,77 +1274,24 @@ async fn one(
     let sidecars = format!("  bulkSidecars:\n    127.0.0.1: {}\n", reader.addr);
     let snapshot = format!("  preserveTimestamps: true\n  bulkRead: snapshot\n{sidecars}");
     let started = micros_now();
-    let result = match path.tag {
-        "cql" => {
-            run(
-                reader,
-                "/api/v1/migrations",
-                &job_to(ks, table.name, &target, "", "", ""),
-            )
-            .await
+    // The paths that copy CQL to CQL differ only in their source and target sections.
+    let fixed = format!("  writeTTLInS: {FIXED_TTL}\n  writeWritetimestampInuS: {FIXED_WT}\n");
+    let preserve = "  preserveTimestamps: true\n".to_string();
+    let cql_sections = match path.tag {
+        "cql" => Some((String::new(), String::new())),
+        "cqlpt" => Some((preserve.clone(), String::new())),
+        "cqlfix" => Some((String::new(), fixed)),
+        "sst" => Some((preserve.clone(), bulk(writer))),
+        "snapcql" => Some((snapshot.clone(), String::new())),
+        "snapsst" => Some((snapshot.clone(), bulk(writer))),
+        _ => None,
+    };
+    let result = match (cql_sections, path.tag) {
+        (Some((source, target_section)), _) => {
+            let yaml = job_to(ks, table.name, &target, &source, &target_section, "");
+            run(reader, "/api/v1/migrations", &yaml).await
         }
-        "cqlpt" => {
-            run(
-                reader,
-                "/api/v1/migrations",
-                &job_to(
-                    ks,
-                    table.name,
-                    &target,
-                    "  preserveTimestamps: true\n",
-                    "",
-                    "",
-                ),
-            )
-            .await
-        }
-        "cqlfix" => {
-            run(
-                reader,
-                "/api/v1/migrations",
-                &job_to(
-                    ks,
-                    table.name,
-                    &target,
-                    "",
-                    &format!("  writeTTLInS: {FIXED_TTL}\n  writeWritetimestampInuS: {FIXED_WT}\n"),
-                    "",
-                ),
-            )
-            .await
-        }
-        "sst" => {
-            run(
-                reader,
-                "/api/v1/migrations",
-                &job_to(
-                    ks,
-                    table.name,
-                    &target,
-                    "  preserveTimestamps: true\n",
-                    &bulk(writer),
-                    "",
-                ),
-            )
-            .await
-        }
-        "snapcql" => {
-            run(
-                reader,
-                "/api/v1/migrations",
-                &job_to(ks, table.name, &target, &snapshot, "", ""),
-            )
-            .await
-        }
-        "snapsst" => {
-            run(
-                reader,
-                "/api/v1/migrations",
-                &job_to(ks, table.name, &target, &snapshot, &bulk(writer), ""),
-            )
-            .await
-        }
-        "pq" => {
+        (None, "pq") => {
             let dir = spool.join(&target);
             let (dh, dp) = host_port(&dst_at);
             let load = format!(
@@ -1358,7 +1305,7 @@ async fn one(
                 Err(e) => Err(format!("the export: {e}")),
             }
         }
-        "pqread" => {
+        (None, "pqread") => {
             let dir = spool.join(&target);
             match run(reader, "/api/v1/migrations", &export(ks, table.name, &dir)).await {
                 Ok(()) => {
@@ -1382,7 +1329,7 @@ async fn one(
                 Err(e) => return Err(Verdict::Refused(e.replace(ks, "<ks>"))),
             }
         }
-        other => unreachable!("path {other}"),
+        (None, other) => unreachable!("path {other}"),
     };
     let qualified = format!("{ks}.{target}");
     if let Err(e) = result {

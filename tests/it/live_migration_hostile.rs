@@ -303,25 +303,8 @@ async fn cancel(dst: &Daemon, url: &str) {
     assert_eq!(status, 200, "{body}");
 }
 
-/// The length of the longest file below `root` (0 when there is none).
-fn longest_file(root: &std::path::Path) -> u64 {
-    let mut longest = 0;
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if let Ok(m) = e.metadata() {
-                longest = longest.max(m.len());
-            }
-        }
-    }
-    longest
-}
-
-/// The staging files below `root`.
-fn staging_files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+/// Every file below `root`.
+fn files_below(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -329,12 +312,30 @@ fn staging_files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p.to_string_lossy().ends_with(".drover-part") {
+            } else {
                 found.push(p);
             }
         }
     }
     found
+}
+
+/// The length of the longest file below `root` (0 when there is none).
+fn longest_file(root: &std::path::Path) -> u64 {
+    files_below(root)
+        .iter()
+        .filter_map(|p| p.metadata().ok())
+        .map(|m| m.len())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The staging files below `root`.
+fn staging_files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    files_below(root)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".drover-part"))
+        .collect()
 }
 
 const WAIT: Duration = Duration::from_secs(120);
