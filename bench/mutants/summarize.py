@@ -37,6 +37,8 @@ missed, timeouts = sorted(by.get("MissedMutant", [])), sorted(by.get("Timeout", 
 viable = caught + len(missed) + len(timeouts)
 print(f"# cargo-mutants, group {group}, commit {commit}, shard {shard}, {took} s")
 print(f"files: {files}")
+if shard != "all":
+    print(f"a sample: shard {shard} of the group's mutants, round-robin (every n-th, in file order)")
 print(f"tests: cargo test --lib, then for what it missed cargo test --test it -- {tests}")
 if os.environ.get("DROVER_FIDELITY_PATHS"):
     print(f"fidelity matrix paths: {os.environ['DROVER_FIDELITY_PATHS']}")
