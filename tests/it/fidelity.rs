@@ -989,9 +989,10 @@ fn nodetool() -> String {
     std::env::var("DROVER_TEST_NODETOOL").expect("DROVER_TEST_NODETOOL (scripts/testenv env)")
 }
 
-fn flush(ks: &str) {
+/// `nodetool flush` of `ks` on the node whose JMX port is `jmx` (7199: the source cluster's).
+fn flush(ks: &str, jmx: u16) {
     let out = std::process::Command::new(nodetool())
-        .args(["-h", "127.0.0.1", "-p", "7199", "flush", "--", ks])
+        .args(["-h", "127.0.0.1", "-p", &jmx.to_string(), "flush", "--", ks])
         .output()
         .expect("run nodetool");
     assert!(out.status.success(), "nodetool flush: {out:?}");
@@ -1384,13 +1385,29 @@ async fn fill_first(src: &scylla::client::session::Session, ks: &str, table: &Ta
     }
 }
 
+/// Makes and fills every table of `tables` in `ks` of the node behind `src`: their first
+/// statements, a flush (through the node's JMX port `jmx`), the rest, a flush.
+async fn fill(src: &scylla::client::session::Session, ks: &str, tables: &[Table], jmx: u16) {
+    for t in tables {
+        let ddl = format!("CREATE TABLE {ks}.{} ({}) {}", t.name, t.columns, t.options);
+        exec(src, &ddl).await;
+        fill_first(src, ks, t).await;
+    }
+    flush(ks, jmx);
+    for t in tables {
+        let name = format!("{ks}.{}", t.name);
+        for stmt in &t.second {
+            exec(src, &stmt.replace("$t", &name)).await;
+        }
+    }
+    flush(ks, jmx);
+}
+
 #[tokio::test]
 async fn every_path_copies_the_hostile_tables_exactly_or_refuses_them() {
     let Fixture { src, dst, ks, .. } = Fixture::new("fidelity", TYPES).await;
     let tables = tables();
     for t in &tables {
-        let ddl = format!("CREATE TABLE {ks}.{} ({}) {}", t.name, t.columns, t.options);
-        exec(&src, &ddl).await;
         // Every path but the one that reads the export alone writes a table of its own.
         for p in PATHS.iter().filter(|p| p.tag != "pqread") {
             exec(
@@ -1402,16 +1419,8 @@ async fn every_path_copies_the_hostile_tables_exactly_or_refuses_them() {
             )
             .await;
         }
-        fill_first(&src, ks, t).await;
     }
-    flush(ks);
-    for t in &tables {
-        let name = format!("{ks}.{}", t.name);
-        for stmt in &t.second {
-            exec(&src, &stmt.replace("$t", &name)).await;
-        }
-    }
-    flush(ks);
+    fill(&src, ks, &tables, 7199).await;
 
     let reader = Daemon::fresh(&format!(
         "cassandra:\n  jmx_address: 127.0.0.1:7199\n  data_file_directories: [{}]\nsstable_snapshots:\n  enabled: true\n  nodetool: {}\n",
@@ -1452,11 +1461,22 @@ async fn every_path_copies_the_hostile_tables_exactly_or_refuses_them() {
         .await;
     let results: HashMap<(usize, usize), _> = results.into_iter().collect();
 
-    // The matrix: kinds down, paths across.
-    let mut rows: Vec<(&str, Vec<Verdict>)> = Vec::new();
+    let labels: Vec<&str> = paths.iter().map(|p| p.label).collect();
+    let rows = verdicts(&tables, labels.len(), &results);
+    hold_against_page("matrix", &labels, &rows, only.is_some());
+}
+
+/// Kinds down, paths across: each kind's verdict on each path, from the outcome of its table
+/// (`results` by path and table index).
+fn verdicts(
+    tables: &[Table],
+    paths: usize,
+    results: &HashMap<(usize, usize), Outcome>,
+) -> Vec<(&'static str, Vec<Verdict>)> {
+    let mut rows = Vec::new();
     for (ti, t) in tables.iter().enumerate() {
         for k in &t.kinds {
-            let verdicts = (0..paths.len())
+            let verdicts = (0..paths)
                 .map(|p| match &results[&(p, ti)] {
                     Err(v) => v.clone(),
                     Ok(cols) => {
@@ -1475,17 +1495,25 @@ async fn every_path_copies_the_hostile_tables_exactly_or_refuses_them() {
             rows.push((k.label, verdicts));
         }
     }
+    rows
+}
+
+/// Prints the matrix of `rows` (paths `labels` across) with the reason for every refusal,
+/// holds it against the block of docs/fidelity.md between `<!-- {marker}:begin -->` and
+/// `<!-- {marker}:end -->` (or writes it there, with `DROVER_BLESS`; neither when `partial`),
+/// and fails on any WRONG.
+fn hold_against_page(marker: &str, labels: &[&str], rows: &[(&str, Vec<Verdict>)], partial: bool) {
     let mut table = String::new();
     table.push_str("| column kind |");
-    for p in &paths {
-        table.push_str(&format!(" {} |", p.label));
+    for l in labels {
+        table.push_str(&format!(" {l} |"));
     }
     table.push_str("\n|---|");
-    for _ in &paths {
+    for _ in labels {
         table.push_str("---|");
     }
     table.push('\n');
-    for (label, verdicts) in &rows {
+    for (label, verdicts) in rows {
         table.push_str(&format!("| {label} |"));
         for v in verdicts {
             table.push_str(&format!(" {} |", v.word()));
@@ -1494,56 +1522,44 @@ async fn every_path_copies_the_hostile_tables_exactly_or_refuses_them() {
     }
     let mut details = String::new();
     let mut seen = std::collections::BTreeSet::new();
-    for (label, verdicts) in &rows {
-        for (p, v) in paths.iter().zip(verdicts) {
+    let mut wrong = Vec::new();
+    for (label, verdicts) in rows {
+        for (l, v) in labels.iter().zip(verdicts) {
             match v {
                 Verdict::Exact => {}
                 Verdict::Refused(why) | Verdict::Wrong(why) => {
-                    if seen.insert((p.label, why.clone())) {
-                        details.push_str(&format!(
-                            "- {} · {} · {label}: {why}\n",
-                            p.label,
-                            v.word()
-                        ));
+                    if seen.insert((l, why.clone())) {
+                        details.push_str(&format!("- {l} · {} · {label}: {why}\n", v.word()));
+                    }
+                    if matches!(v, Verdict::Wrong(_)) {
+                        wrong.push(format!("{l} · {label}: {v:?}"));
                     }
                 }
             }
         }
     }
-    println!("fidelity matrix:\n{table}\n{details}");
+    println!("fidelity {marker}:\n{table}\n{details}");
 
     let doc_path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/fidelity.md");
     let doc = std::fs::read_to_string(doc_path).unwrap_or_default();
-    let (begin, end) = ("<!-- matrix:begin -->\n", "<!-- matrix:end -->");
-    let wrong: Vec<_> = rows
-        .iter()
-        .flat_map(|(label, vs)| {
-            paths
-                .iter()
-                .zip(vs)
-                .filter(|(_, v)| matches!(v, Verdict::Wrong(_)))
-                .map(move |(p, v)| format!("{} · {label}: {v:?}", p.label))
-        })
-        .collect();
-    if only.is_some() {
+    let (begin, end) = (
+        format!("<!-- {marker}:begin -->\n"),
+        format!("<!-- {marker}:end -->"),
+    );
+    let block = doc.split_once(begin.as_str()).and_then(|(head, rest)| {
+        rest.split_once(end.as_str())
+            .map(|(m, tail)| (head, m, tail))
+    });
+    if partial {
         // Part of the matrix: nothing to hold the page against.
     } else if std::env::var_os("DROVER_BLESS").is_some() {
-        let (head, rest) = doc
-            .split_once(begin)
-            .expect("docs/fidelity.md has the matrix markers");
-        let (_, tail) = rest
-            .split_once(end)
-            .expect("docs/fidelity.md has the matrix markers");
+        let (head, _, tail) = block.unwrap_or_else(|| panic!("docs/fidelity.md has no {begin}"));
         std::fs::write(doc_path, format!("{head}{begin}{table}{end}{tail}")).unwrap();
     } else {
-        let shown = doc
-            .split_once(begin)
-            .and_then(|(_, rest)| rest.split_once(end))
-            .map(|(m, _)| m)
-            .unwrap_or_default();
+        let shown = block.map(|(_, m, _)| m).unwrap_or_default();
         assert_eq!(
             shown, table,
-            "docs/fidelity.md does not show this matrix: run this test with DROVER_BLESS=1 and commit the page"
+            "docs/fidelity.md does not show this {marker}: run this test with DROVER_BLESS=1 and commit the page"
         );
     }
     assert!(
@@ -1551,4 +1567,59 @@ async fn every_path_copies_the_hostile_tables_exactly_or_refuses_them() {
         "paths that copy wrongly:\n{}",
         wrong.join("\n")
     );
+}
+
+/// The hostile tables on a node that live migration moves (`sidecar_procedure`): written on
+/// the source node and read there by the second reader before the move; read again on the
+/// node started on the copied files, and held as one more column of docs/fidelity.md
+/// (`live-matrix`). The node's files travel whole, so the promise is the source's every
+/// writetime and TTL, and every tombstone still in force.
+pub(crate) struct NodeTables {
+    ks: &'static str,
+    tables: Vec<Table>,
+    before: Vec<Value>,
+}
+
+impl NodeTables {
+    /// Writes the tables into a keyspace `ks` of their own (made here, RF 1) on the node behind
+    /// `session` (CQL at `addr`, JMX port `jmx`), and dumps them.
+    pub(crate) async fn write(
+        session: &scylla::client::session::Session,
+        addr: &str,
+        jmx: u16,
+        ks: &'static str,
+    ) -> Self {
+        exec(
+            session,
+            &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"),
+        )
+        .await;
+        for stmt in TYPES.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+            exec(session, &stmt.replace("$ks", ks)).await;
+        }
+        let tables = tables();
+        fill(session, ks, &tables, jmx).await;
+        let mut before = Vec::new();
+        for t in &tables {
+            before.push(dump(addr, ks, t.name).await);
+        }
+        Self { ks, tables, before }
+    }
+
+    /// Reads the tables on the moved node at `addr` and holds each kind's verdict against the
+    /// page; fails on any difference.
+    pub(crate) async fn hold_moved(&self, addr: &str) {
+        let mut results = HashMap::new();
+        for (ti, (t, before)) in self.tables.iter().zip(&self.before).enumerate() {
+            let after = dump(addr, self.ks, t.name).await;
+            results.insert((0, ti), Ok(compare(before, &after, Expect::Preserve, 0)));
+        }
+        let rows = verdicts(&self.tables, 1, &results);
+        hold_against_page(
+            "live-matrix",
+            &["live migration (node files)"],
+            &rows,
+            false,
+        );
+    }
 }

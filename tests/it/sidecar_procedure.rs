@@ -350,6 +350,14 @@ async fn procedure(flavor: Flavor) {
         "CREATE TABLE lm.t (p int, c int, v text, PRIMARY KEY (p, c))",
     )
     .await;
+    // The fidelity matrix's hostile tables ride along once: the moved node must serve each of
+    // them exactly as the source did (docs/fidelity.md, live migration).
+    let hostile = match flavor {
+        Flavor::Sidecar => {
+            Some(crate::fidelity::NodeTables::write(&node, "127.0.0.3:9042", 7399, "lmfid").await)
+        }
+        Flavor::Extended => None,
+    };
     let insert = node
         .prepare("INSERT INTO lm.t (p, c, v) VALUES (?, ?, ?)")
         .await
@@ -653,6 +661,9 @@ async fn procedure(flavor: Flavor) {
         expected.values().any(|v| v.contains("rewritten")),
         "old rows were rewritten during the passes"
     );
+    if let Some(hostile) = &hostile {
+        hostile.hold_moved("127.0.0.4:9042").await;
+    }
 
     // Phase 6: the entry leaves migration_map on both hosts (a restart), the API is off, and
     // DELETE /status clears the completion record.
