@@ -173,7 +173,14 @@ impl Client {
 
     async fn api_error(method: Method, path: &str, response: reqwest::Response) -> ClientError {
         let status = response.status();
-        let text = response.text().await.unwrap_or_default();
+        // The daemon's own messages (a job file's every problem) may be long, so more of its
+        // answer is read than of a peer's; still within a bound.
+        let text = crate::answer::within(response, 1 << 20)
+            .await
+            .ok()
+            .flatten()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         let message = serde_json::from_str::<Value>(&text)
             .ok()
             .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))

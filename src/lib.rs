@@ -23,8 +23,10 @@
 //! - [`jobfile`]: the job-file format (ScyllaDB Migrator's), shared by every connector.
 //! - [`diagnostics`]: jobs that touch no data, to check a deployment's job lifecycle.
 //! - [`config`], [`daemon`], [`cli`], [`cassandra`] (the local node), [`metrics`],
-//!   [`telemetry`], [`tls`], [`fsutil`]: the daemon around them.
+//!   [`telemetry`], [`tls`], [`fsutil`]: the daemon around them; [`answer`]: every body read
+//!   off the network, read within a bound.
 
+pub mod answer;
 pub mod api;
 pub mod auth;
 pub mod cassandra;

@@ -4,18 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde::Deserialize;
 
 use super::LiveMigrationError;
 use super::batch::{self, BlockDigests, Features};
 use super::digest::Algorithm;
 
-/// How much of a source's error body is read.
-pub const ERROR_BODY_READ: usize = 4096;
-
-/// How much of a source's error message is kept (and so logged and shown in a task's status).
-pub const ERROR_MESSAGE_CHARS: usize = 512;
+/// How much of a source's answer to a digest request is read: `{"digest": …}` of the longest
+/// digest drover knows (SHA-256, 64 hex characters) takes a fraction of it.
+pub const DIGEST_ANSWER_READ: u64 = 4096;
 
 /// An error with its causes: reqwest's own message says only that a request failed, while
 /// the reason (a refused connection, a certificate not valid for the source's name) is in
@@ -33,24 +30,6 @@ fn causes(e: &reqwest::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-/// The body of `response`, read up to `limit` bytes; `None` as soon as it would be longer
-/// (what was read is dropped, the rest is never read).
-async fn body_within(
-    response: reqwest::Response,
-    limit: u64,
-) -> Result<Option<Vec<u8>>, reqwest::Error> {
-    let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk?;
-        if (body.len() as u64).saturating_add(chunk.len() as u64) > limit {
-            return Ok(None);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(Some(body))
 }
 
 /// A file of the source as its listing shows it.
@@ -141,11 +120,6 @@ struct RemoteStatus {
 
 /// The most of a source's `/status` answer that is read.
 const STATUS_BODY_READ: u64 = 64 * 1024;
-
-#[derive(Debug, Deserialize)]
-struct RemoteErrorBody {
-    message: String,
-}
 
 /// How far a destination trusts its source: timeouts and the bounds of a listing
 /// (`live_migration.peer_*`, `max_listing_bytes`, `max_listed_files`).
@@ -248,41 +222,12 @@ impl PeerClient {
 
     /// The error a non-success answer stands for: the message of drover's JSON error body,
     /// else the body as it is.
-    /// Only the first [`ERROR_BODY_READ`] bytes of the body are read and the first
-    /// [`ERROR_MESSAGE_CHARS`] characters kept: a hostile or broken source must not make the
-    /// destination hold, or log, a body of any size.
+    /// Only the first [`crate::answer::ERROR_BODY_READ`] bytes of the body are read and the
+    /// first [`crate::answer::ERROR_MESSAGE_CHARS`] characters kept: a hostile or broken source
+    /// must not make the destination hold, or log, a body of any size.
     pub async fn error_of(response: reqwest::Response, what: &str) -> LiveMigrationError {
         let status = response.status();
-        let mut body = Vec::new();
-        let mut stream = response.bytes_stream();
-        while body.len() < ERROR_BODY_READ {
-            match stream.next().await {
-                Some(Ok(chunk)) => {
-                    let room = ERROR_BODY_READ - body.len();
-                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                }
-                _ => break,
-            }
-        }
-        // A body that is not text (file bytes sent with an unexpected status) is not put in
-        // a message that ends up in logs and task reports.
-        let text = match std::str::from_utf8(&body) {
-            Ok(text) => Some(text),
-            // Cut inside a character by the read limit: text all the same.
-            Err(e) if e.error_len().is_none() => std::str::from_utf8(&body[..e.valid_up_to()]).ok(),
-            Err(_) => None,
-        };
-        let message = match text {
-            Some(text) => serde_json::from_str::<RemoteErrorBody>(text)
-                .map(|b| b.message)
-                .unwrap_or_else(|_| text.to_string()),
-            None => format!("a body that is not text ({} bytes read)", body.len()),
-        };
-        let mut chars = message.chars();
-        let mut message: String = chars.by_ref().take(ERROR_MESSAGE_CHARS).collect();
-        if chars.next().is_some() {
-            message.push('…');
-        }
+        let message = crate::answer::error_message(response).await;
         LiveMigrationError::Peer(format!("{what}: {status}: {message}"))
     }
 
@@ -321,7 +266,7 @@ impl PeerClient {
         if response.content_length().is_some_and(|n| n > limit) {
             return Err(too_long());
         }
-        let body = body_within(response, limit)
+        let body = crate::answer::within(response, limit)
             .await
             .map_err(failed)?
             .ok_or_else(too_long)?;
@@ -352,7 +297,7 @@ impl PeerClient {
         if !response.status().is_success() {
             return Err(Self::error_of(response, "live-migration status").await);
         }
-        let body = body_within(response, STATUS_BODY_READ)
+        let body = crate::answer::within(response, STATUS_BODY_READ)
             .await
             .map_err(failed)?
             .ok_or_else(|| {
@@ -393,12 +338,23 @@ impl PeerClient {
         if !response.status().is_success() {
             return Err(Self::error_of(response, &format!("digest of {file_url}")).await);
         }
-        let body = response.text().await.map_err(failed)?;
-        serde_json::from_str::<RemoteDigest>(&body)
+        // The answer is read up to a bound and never echoed: a source decides its length.
+        let body = crate::answer::within(response, DIGEST_ANSWER_READ)
+            .await
+            .map_err(failed)?
+            .ok_or_else(|| {
+                LiveMigrationError::Peer(format!(
+                    "digest of {file_url}: an answer longer than {DIGEST_ANSWER_READ} bytes"
+                ))
+            })?;
+        serde_json::from_slice::<RemoteDigest>(&body)
             .ok()
             .and_then(|d| d.digest)
             .ok_or_else(|| {
-                LiveMigrationError::Peer(format!("digest of {file_url}: no digest in {body}"))
+                LiveMigrationError::Peer(format!(
+                    "digest of {file_url}: no digest in the answer ({} bytes)",
+                    body.len()
+                ))
             })
     }
 
@@ -430,7 +386,7 @@ impl PeerClient {
             return Err(Self::error_of(response, &format!("block digests of {file_url}")).await);
         }
         let limit = batch::MAX_BLOCKS * 24 + 4096;
-        let body = body_within(response, limit)
+        let body = crate::answer::within(response, limit)
             .await
             .map_err(failed)?
             .ok_or_else(|| {

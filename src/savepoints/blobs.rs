@@ -402,8 +402,7 @@ impl GcsBlobs {
                 response.status()
             ));
         }
-        let token: Token = response
-            .json()
+        let token: Token = crate::answer::json_within(response, GCS_ANSWER_READ)
             .await
             .map_err(|e| format!("getting a GCS access token: {e}"))?;
         let expiry = SystemTime::now() + Duration::from_secs(token.expires_in.unwrap_or(300));
@@ -432,10 +431,13 @@ impl GcsBlobs {
 
 async fn failure(what: &str, response: reqwest::Response) -> String {
     let status = response.status();
-    let body = response.text().await.unwrap_or_default();
-    let body: String = body.chars().take(300).collect();
-    format!("{what}: HTTP {status}: {body}")
+    let said = crate::answer::error_message(response).await;
+    format!("{what}: HTTP {status}: {said}")
 }
+
+/// The most of a GCS answer about objects (a token, a page of a listing, an object's
+/// metadata) that is read: a page of a savepoint folder is a few kilobytes.
+const GCS_ANSWER_READ: u64 = 16 << 20;
 
 impl Blobs for GcsBlobs {
     fn describe(&self) -> String {
@@ -462,7 +464,9 @@ impl Blobs for GcsBlobs {
                 if !response.status().is_success() {
                     return Err(failure("listing", response).await);
                 }
-                let list: GcsList = response.json().await.map_err(|e| e.to_string())?;
+                let list: GcsList = crate::answer::json_within(response, GCS_ANSWER_READ)
+                    .await
+                    .map_err(|e| format!("listing: {e}"))?;
                 for o in list.items {
                     let Some(name) = o.name.strip_prefix(&folder) else {
                         continue;
@@ -498,7 +502,9 @@ impl Blobs for GcsBlobs {
             if !response.status().is_success() {
                 return Err(failure(name, response).await);
             }
-            let meta: GcsObject = response.json().await.map_err(|e| e.to_string())?;
+            let meta: GcsObject = crate::answer::json_within(response, GCS_ANSWER_READ)
+                .await
+                .map_err(|e| format!("{name}: {e}"))?;
             let size: u64 = number_text(&meta.size)
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(0);
@@ -522,10 +528,13 @@ impl Blobs for GcsBlobs {
             if !response.status().is_success() {
                 return Err(failure(name, response).await);
             }
-            let body = response.bytes().await.map_err(|e| e.to_string())?;
-            if body.len() as u64 > MAX_OBJECT_BYTES {
-                return Err(format!("{name}: more than {MAX_OBJECT_BYTES} bytes"));
-            }
+            // The metadata said how long it is; the body is held to the same bound whatever
+            // it turns out to be.
+            let body = crate::answer::within(response, MAX_OBJECT_BYTES)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("{name}: more than {MAX_OBJECT_BYTES} bytes"))?;
+            let body = Bytes::from(body);
             Ok(Some((body, generation)))
         })
     }
@@ -564,7 +573,9 @@ impl Blobs for GcsBlobs {
             if !response.status().is_success() {
                 return Err(failure(name, response).await);
             }
-            let meta: GcsObject = response.json().await.map_err(|e| e.to_string())?;
+            let meta: GcsObject = crate::answer::json_within(response, GCS_ANSWER_READ)
+                .await
+                .map_err(|e| format!("{name}: {e}"))?;
             Ok(Written::Done(
                 number_text(&meta.generation).unwrap_or_default(),
             ))

@@ -189,6 +189,11 @@ impl Daemon {
         &self.home
     }
 
+    /// Its process id (for what `/proc` says of it).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("a running daemon").id()
+    }
+
     /// What it logged so far.
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::Path;
+use axum::extract::{Path, RawQuery};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -146,7 +146,13 @@ struct Programmable {
     /// it then is kept in `longest_seen` (what a destination holds between its attempts).
     watched: Arc<Mutex<Option<std::path::PathBuf>>>,
     longest_seen: Arc<std::sync::atomic::AtomicU64>,
+    /// Digest requests answered (`hugedigest-` files get an answer of [`HUGE_DIGEST_ANSWER`]
+    /// bytes).
+    digest_requests: Arc<AtomicUsize>,
 }
+
+/// The digest answer of a `hugedigest-` file: as long as the probe of issue 42 sent.
+const HUGE_DIGEST_ANSWER: usize = 200_000_000;
 
 #[derive(Clone, Default)]
 enum Listing {
@@ -221,9 +227,24 @@ impl Programmable {
             )
             .route(
                 &format!("{FILES}/data/0/ks/t-1/{{name}}"),
-                get(move |Path(name): Path<String>| {
+                get(move |Path(name): Path<String>, RawQuery(query): RawQuery| {
                     let s = s2.clone();
                     async move {
+                        let digest = query.is_some_and(|q| q.contains("digestAlgorithm"));
+                        if digest && name.contains("hugedigest-") {
+                            s.digest_requests.fetch_add(1, Ordering::SeqCst);
+                            // JSON that never names a digest, 16 KiB at a time.
+                            let head = futures::stream::once(async {
+                                Ok::<_, std::io::Error>(axum::body::Bytes::from("{\"junk\": \""))
+                            });
+                            let chunk = axum::body::Bytes::from("x".repeat(16 << 10));
+                            let padding = futures::stream::repeat_with(move || Ok(chunk.clone()))
+                                .take(HUGE_DIGEST_ANSWER / (16 << 10));
+                            let tail =
+                                futures::stream::once(async { Ok(axum::body::Bytes::from("\"}")) });
+                            return axum::body::Body::from_stream(head.chain(padding).chain(tail))
+                                .into_response();
+                        }
                         s.file_requests.fetch_add(1, Ordering::SeqCst);
                         let watched = s.watched.lock().unwrap().clone();
                         if let Some(dir) = watched {
@@ -895,4 +916,83 @@ async fn a_batch_that_lies_places_only_what_arrived_whole_and_checked() {
     assert!(logs.contains("which was not asked for"), "{logs}");
     assert!(requests.load(Ordering::SeqCst) > 1);
     assert!(staging_files(home.path()).is_empty());
+}
+
+/// The peak resident memory of process `pid`, in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM")
+}
+
+/// Issue 42: a source answered a digest request with 200 MB, and the destination held it
+/// (RSS 42 MB → 1.73 GB), stored it in the task's record, logged it in one line and echoed it
+/// in every answer naming the task. It reads 4 KiB of such an answer and keeps none of it.
+#[tokio::test]
+async fn a_digest_answer_of_200_mb_is_not_held_stored_logged_or_echoed() {
+    let (source, addr) = Programmable::start().await;
+    let home = Home::new();
+    let dst = destination_of(&home, &addr, "").await;
+    source.list(Listing::Files(vec![entry(
+        "ok-130-hugedigest-Data.db",
+        130,
+    )]));
+    // A first pass places the file; the second, with verifyDigest, asks the digest of a file
+    // that matches by size and time.
+    let first = run_task(&dst, json!({})).await;
+    assert_eq!(first["state"], "SUCCEEDED", "{first:#}");
+    let task = run_task(&dst, json!({"verifyDigest": "xxh3"})).await;
+    assert!(
+        source.digest_requests.load(Ordering::SeqCst) >= 1,
+        "the digest was never asked for: {task:#}"
+    );
+    let record = task.to_string();
+    // The bound first, so that a failure does not print what it is about.
+    assert!(
+        record.len() < 16 << 10,
+        "the task's record is {} bytes",
+        record.len()
+    );
+    assert!(
+        record.contains("an answer longer than 4096 bytes"),
+        "the task says why: {task:#}"
+    );
+    let (status, jobs) = dst.get("/api/v1/jobs").await;
+    assert_eq!(status, 200);
+    let jobs = jobs.to_string();
+    assert!(
+        jobs.len() < 64 << 10,
+        "GET /api/v1/jobs is {} bytes",
+        jobs.len()
+    );
+    let logs = dst.logs();
+    let longest = logs.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 8 << 10, "a log line of {longest} bytes");
+    assert!(!logs.contains("xxxxxxxx"), "the answer is logged");
+    // What it stores survives a restart: the records on disk hold none of it either.
+    let stored: u64 = walk_sizes(home.path());
+    assert!(
+        stored < 1 << 20,
+        "{stored} bytes stored under the daemon's home"
+    );
+    let peak = peak_rss_kib(dst.pid());
+    assert!(peak < 150 * 1024, "peak RSS {peak} KiB");
+}
+
+/// The bytes of every file under `dir` (the node's 130-byte file among them).
+fn walk_sizes(dir: &std::path::Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let meta = e.metadata().unwrap();
+        total += if meta.is_dir() {
+            walk_sizes(&e.path())
+        } else {
+            meta.len()
+        };
+    }
+    total
 }

@@ -36,12 +36,7 @@ fn transient(status: reqwest::StatusCode) -> bool {
 
 async fn message_of(r: reqwest::Response) -> String {
     let status = r.status();
-    let text = r.text().await.unwrap_or_default();
-    let said = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|v| v["message"].as_str().map(str::to_string))
-        .unwrap_or(text);
-    format!("{status}: {}", crate::jobfile::cap(&said))
+    format!("{status}: {}", crate::answer::error_message(r).await)
 }
 
 impl Sidecars {

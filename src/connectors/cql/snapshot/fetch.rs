@@ -18,6 +18,10 @@ const SNAPSHOT_TTL: &str = "1d";
 /// Components downloaded at once from one node.
 const DOWNLOADS_AT_ONCE: usize = 4;
 
+/// The most of a snapshot listing that is read (as `live_migration.max_listing_bytes`'s
+/// default): a node's snapshot of one table lists a few hundred bytes per SSTable component.
+const SNAPSHOT_LISTING_READ: u64 = 256 << 20;
+
 /// The SSTable components the reader uses (of the BIG and BTI formats); a snapshot's
 /// `manifest.json` and `schema.cql` are not downloaded.
 static COMPONENT: LazyLock<Regex> = LazyLock::new(|| {
@@ -89,16 +93,11 @@ impl Sidecars {
             }
             let busy = status == reqwest::StatusCode::TOO_MANY_REQUESTS
                 || status == reqwest::StatusCode::SERVICE_UNAVAILABLE;
-            let text = r.text().await.unwrap_or_default();
-            let said = serde_json::from_str::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| v["message"].as_str().map(str::to_string))
-                .unwrap_or(text);
+            let said = crate::answer::error_message(r).await;
             Err((
                 busy,
                 format!(
-                    "the drover beside node {node} answered {method} {url} with {status}: {}",
-                    crate::jobfile::cap(&said)
+                    "the drover beside node {node} answered {method} {url} with {status}: {said}"
                 ),
             ))
         };
@@ -160,12 +159,12 @@ async fn fetch_node(
     base: &str,
     dir: &Path,
 ) -> Result<Vec<PathBuf>, String> {
-    let listing: Listing = sidecars
-        .send(node, reqwest::Method::GET, base)
-        .await?
-        .json()
-        .await
-        .map_err(|e| format!("the snapshot listing of node {node}: {e}"))?;
+    let listing: Listing = crate::answer::json_within(
+        sidecars.send(node, reqwest::Method::GET, base).await?,
+        SNAPSHOT_LISTING_READ,
+    )
+    .await
+    .map_err(|e| format!("the snapshot listing of node {node}: {e}"))?;
     let files: Vec<FileInfo> = listing
         .snapshot_files_info
         .into_iter()

@@ -1,0 +1,135 @@
+//! Answers of peers and services (a source drover, the drover beside a node, a savepoint
+//! bucket, the daemon seen from the CLI), read within a bound. A peer decides how long its
+//! answer is; drover decides how much of it it reads, holds, stores and logs. Every body read
+//! off the network goes through here, so that no answer can grow the daemon, a task's record
+//! or a log line by more than these bounds (docs/security.md).
+
+use futures::StreamExt;
+use serde::de::DeserializeOwned;
+
+/// How much of an error answer's body is read.
+pub const ERROR_BODY_READ: usize = 4096;
+
+/// How much of an error message taken from an answer is kept (and so logged, stored and
+/// shown).
+pub const ERROR_MESSAGE_CHARS: usize = 512;
+
+/// The body of `response`, read up to `limit` bytes; `None` as soon as it would be longer
+/// (what was read is dropped, the rest is never read).
+pub async fn within(
+    response: reqwest::Response,
+    limit: u64,
+) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if (body.len() as u64).saturating_add(chunk.len() as u64) > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
+/// The JSON answer of `response` as a `T`, read up to `limit` bytes; the error says which
+/// bound was passed or why the answer is not a `T`, never what it held.
+pub async fn json_within<T: DeserializeOwned>(
+    response: reqwest::Response,
+    limit: u64,
+) -> Result<T, String> {
+    let body = within(response, limit)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("an answer longer than {limit} bytes"))?;
+    serde_json::from_slice(&body).map_err(|e| format!("not the answer expected: {e}"))
+}
+
+/// What an error answer says: the `message` of its JSON body, else its text, from the first
+/// [`ERROR_BODY_READ`] bytes (the rest is never read), clipped to [`ERROR_MESSAGE_CHARS`]
+/// characters. A body that is not text (file bytes sent with an unexpected status) is not put
+/// in a message that ends up in logs and task reports.
+pub async fn error_message(response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while body.len() < ERROR_BODY_READ {
+        match stream.next().await {
+            Some(Ok(chunk)) => {
+                let room = ERROR_BODY_READ - body.len();
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            _ => break,
+        }
+    }
+    message_of(&body)
+}
+
+/// [`error_message`] of a body already read.
+fn message_of(body: &[u8]) -> String {
+    let text = match std::str::from_utf8(body) {
+        Ok(text) => Some(text),
+        // Cut inside a character by the read limit: text all the same.
+        Err(e) if e.error_len().is_none() => std::str::from_utf8(&body[..e.valid_up_to()]).ok(),
+        Err(_) => None,
+    };
+    match text {
+        Some(text) => clip(
+            &serde_json::from_str::<serde_json::Value>(text)
+                .ok()
+                .and_then(|v| {
+                    v.get("message")
+                        .and_then(|m| m.as_str())
+                        .map(str::to_string)
+                })
+                .unwrap_or_else(|| text.to_string()),
+        ),
+        None => format!("a body that is not text ({} bytes read)", body.len()),
+    }
+}
+
+/// `text` cut to [`ERROR_MESSAGE_CHARS`] characters, with `…` when it was longer.
+pub fn clip(text: &str) -> String {
+    let mut chars = text.chars();
+    let mut kept: String = chars.by_ref().take(ERROR_MESSAGE_CHARS).collect();
+    if chars.next().is_some() {
+        kept.push('…');
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_keeps_its_bound_and_says_when_it_was_cut() {
+        let at = "é".repeat(ERROR_MESSAGE_CHARS);
+        assert_eq!(
+            clip(&at),
+            at,
+            "a message of exactly the bound is kept whole"
+        );
+        let over = format!("{at}x");
+        assert_eq!(clip(&over), format!("{at}…"), "one character more is cut");
+    }
+
+    #[test]
+    fn an_error_body_gives_its_message_or_its_text_never_its_bytes() {
+        assert_eq!(
+            message_of(br#"{"message": "no such file"}"#),
+            "no such file"
+        );
+        assert_eq!(message_of(b"plain words"), "plain words");
+        assert_eq!(
+            message_of(&[0xff, 0xfe, 0x00, 0x41]),
+            "a body that is not text (4 bytes read)"
+        );
+        // Cut inside a character by the read bound: the text before it.
+        assert_eq!(message_of("ab€".as_bytes()[..3].as_ref()), "ab");
+        let long = "E".repeat(ERROR_BODY_READ);
+        assert_eq!(
+            message_of(long.as_bytes()).chars().count(),
+            ERROR_MESSAGE_CHARS + 1
+        );
+    }
+}
