@@ -10,13 +10,127 @@ use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqA
 /// At this bound a document's values stay in the tens of megabytes.
 pub const MAX_NODES: usize = 250_000;
 
-/// Parses YAML as `T` after checking, without building any value, that the document holds at
-/// most [`MAX_NODES`] nodes with every alias expanded. Every YAML input drover reads goes
-/// through here rather than `yaml_serde::from_str`.
+/// The deepest nesting of flow collections (`[`, `{`) a YAML document (and so a JSON one) may
+/// have. The YAML parser's time grows with the square of that depth — 255 s for one 400 KB
+/// body of 200,000 brackets — and its deserializer refuses more than 128 levels anyway, after
+/// paying for all of them. A job file nests a handful.
+pub const MAX_DEPTH: usize = 64;
+
+/// Parses YAML as `T` after checking, without building any value, that the document nests at
+/// most [`MAX_DEPTH`] flow collections and holds at most [`MAX_NODES`] nodes with every alias
+/// expanded. Every YAML input drover reads goes through here rather than `yaml_serde::from_str`.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, yaml_serde::Error> {
+    if let Some(line) = too_deep(text) {
+        return Err(<yaml_serde::Error as serde::de::Error>::custom(format!(
+            "line {line}: flow collections ([ ], {{ }}) nested more than {MAX_DEPTH} deep; \
+             drover refuses the document rather than parse it"
+        )));
+    }
     let mut left = MAX_NODES;
     Budget(&mut left).deserialize(yaml_serde::Deserializer::from_str(text))?;
     yaml_serde::from_str(text)
+}
+
+/// The line (1-based) at which `text` first nests flow collections deeper than [`MAX_DEPTH`],
+/// read off the raw text in one pass, as the YAML scanner would read its brackets. Wherever
+/// this reading could differ from the scanner's, it counts a bracket the scanner might not
+/// (a refusal of a document with dozens of brackets in one plain scalar), never the other way
+/// round: the parser cannot be made to nest deeper than this counts.
+fn too_deep(text: &str) -> Option<usize> {
+    #[derive(PartialEq)]
+    enum At {
+        /// Where a token may start: a quote there opens a quoted scalar.
+        TokenStart,
+        /// Inside a plain scalar, or just after any other token.
+        Within,
+        /// Just after a quoted scalar ended: a `:` there is a value indicator (`"a":"b"`).
+        AfterQuoted,
+        /// In an anchor, alias or tag (`&a`, `*a`, `!t`): the node's own token starts after it.
+        Property,
+    }
+    let b = text.as_bytes();
+    let (mut depth, mut line, mut i) = (0usize, 1usize, 0usize);
+    let mut at = At::TokenStart;
+    let blank = |c: Option<&u8>| matches!(c, None | Some(b' ' | b'\t' | b'\r' | b'\n'));
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1);
+        match c {
+            b'\n' => {
+                line += 1;
+                // In block context a new line may start a token; in flow context a plain
+                // scalar may go on over lines.
+                if depth == 0 || at != At::Within {
+                    at = At::TokenStart;
+                }
+            }
+            b' ' | b'\t' | b'\r' => {
+                if depth == 0 || at == At::Property {
+                    // In block context, a token starts after blanks (a quote inside a plain
+                    // scalar is then taken for an opener: it is closed by the end of the line).
+                    at = At::TokenStart;
+                }
+            }
+            b'#' if i == 0 || blank(b.get(i - 1)) => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'\'' | b'"' if at == At::TokenStart => {
+                // A quoted scalar: `''` escapes a single quote, `\` anything in a double-quoted
+                // one. In block context it is taken to end with its line at the latest: brackets
+                // on the lines after then count (never fewer than the scanner's).
+                i += 1;
+                while i < b.len() {
+                    let q = b[i];
+                    if q == b'\n' {
+                        if depth == 0 {
+                            break;
+                        }
+                        line += 1;
+                    } else if c == b'"' && q == b'\\' {
+                        i += 1;
+                    } else if q == c {
+                        if c == b'\'' && b.get(i + 1) == Some(&b'\'') {
+                            i += 1;
+                        } else {
+                            break;
+                        }
+                    }
+                    i += 1;
+                }
+                if i < b.len() && b[i] == b'\n' {
+                    continue;
+                }
+                at = At::AfterQuoted;
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Some(line);
+                }
+                at = At::TokenStart;
+            }
+            b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                at = At::Within;
+            }
+            b',' if depth > 0 => at = At::TokenStart,
+            b':' if at == At::AfterQuoted
+                || blank(next)
+                || (depth > 0 && matches!(next, Some(b',' | b'[' | b']' | b'{' | b'}'))) =>
+            {
+                at = At::TokenStart;
+            }
+            b'?' | b'-' if at == At::TokenStart && blank(next) => {}
+            b'&' | b'*' | b'!' if at == At::TokenStart => at = At::Property,
+            _ if at == At::Property => {}
+            _ => at = At::Within,
+        }
+        i += 1;
+    }
+    None
 }
 
 /// Walks a document node by node (the parser replays an alias's events rather than copying
@@ -178,6 +292,100 @@ pub fn line_of(src: &str, path: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn deep(n: usize) -> String {
+        "[".repeat(n) + &"]".repeat(n)
+    }
+
+    #[test]
+    fn flow_nesting_is_refused_past_the_bound_and_taken_at_it() {
+        assert_eq!(too_deep(&deep(MAX_DEPTH)), None);
+        assert_eq!(too_deep(&deep(MAX_DEPTH + 1)), Some(1));
+        let json = format!("{{\"a\":\n{}}}", deep(MAX_DEPTH - 1));
+        assert_eq!(too_deep(&json), None);
+        let json = format!("{{\"a\":\n{}}}", deep(MAX_DEPTH));
+        assert_eq!(
+            too_deep(&json),
+            Some(2),
+            "the line it went past the bound on"
+        );
+        // The probe of issue 42: 255 s of parsing before; refused before any parsing now.
+        let probe = format!("{{\"source\":{}}}", deep(200_000));
+        let err = from_str::<yaml_serde::Value>(&probe)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("nested more than 64 deep"), "{err}");
+    }
+
+    #[test]
+    fn brackets_in_quoted_scalars_and_comments_do_not_count() {
+        let open = "[".repeat(MAX_DEPTH + 1);
+        for text in [
+            format!("{{\"where\": \"{open}\"}}"),
+            format!("where: '{open}'"),
+            format!("where: 'it''s {open}'"),
+            format!("where: \"a \\\" {open}\""),
+            format!("# {open}\nsource: 1"),
+            format!("a: 1 # {open}"),
+            format!("k: [\"{open}\", '{open}']"),
+        ] {
+            assert_eq!(too_deep(&text), None, "{text}");
+            from_str::<yaml_serde::Value>(&text).unwrap();
+        }
+    }
+
+    #[test]
+    fn what_the_scanner_nests_is_never_hidden_behind_a_quote() {
+        // Each of these nests N flow collections as the YAML scanner reads them; none may get
+        // past the count by a quote it takes for text, or a closing bracket inside a string.
+        let n = MAX_DEPTH + 1;
+        let cases = [
+            // A quote inside a plain scalar of flow context is text, and `[` then nests.
+            format!("[a '{}", "[".repeat(n)),
+            format!("[a '{}", "[ \"]\" ".repeat(n)),
+            // A quote inside a plain scalar of block context, and flow on the next line.
+            format!("a: b 'c\nx: {}", "[".repeat(n)),
+            // Closing brackets inside quoted strings do not close anything.
+            format!("x: {}", "[ \"]\" ".repeat(n)),
+            format!("x: {}", "[ ']' ".repeat(n)),
+            format!("x: {}", "{\"a\": \"}\", \"b\": ".repeat(n)),
+            // An anchor or a tag before a quoted scalar.
+            format!("x: {}", "[&a \"]\", ".repeat(n)),
+            format!("x: {}", "[!t \"]\", ".repeat(n)),
+            // A quoted string over lines in block context.
+            format!("x: \"a\n]]]]\"\ny: {}", "[".repeat(n)),
+        ];
+        for text in cases {
+            assert!(
+                too_deep(&text).is_some(),
+                "not refused: {}",
+                &text[..text.len().min(60)]
+            );
+        }
+    }
+
+    #[test]
+    fn every_shipped_config_and_job_file_is_within_the_bound() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/config");
+        let mut seen = 0;
+        let mut dirs = vec![std::path::PathBuf::from(root)];
+        while let Some(dir) = dirs.pop() {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let path = e.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path
+                    .extension()
+                    .is_some_and(|x| x == "yaml" || x == "yml" || x == "json")
+                {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    assert_eq!(too_deep(&text), None, "{}", path.display());
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen > 3, "{seen} files");
+    }
 
     const SRC: &str = "# comment\nserver:\n  listen: 1.2.3.4:5\n  # x\n  request_timeout: 3s\ncassandra:\n  data_file_directories:\n    - /a\n    - /b\n  listen: no\n";
 

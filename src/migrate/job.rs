@@ -79,13 +79,25 @@ impl Savepoints {
     }
 }
 
+/// The job file `text` parsed, and as a redacted JSON document (what savepoints and records
+/// keep). Parsing is CPU work on up to a request body's worth of text, so it runs off the async
+/// workers: the daemon keeps answering meanwhile, and `server.request_timeout` can end the
+/// request.
+pub async fn parsed(text: &str) -> Result<(JobConfig, serde_json::Value), EngineError> {
+    let owned = text.to_string();
+    let (config, base) =
+        tokio::task::spawn_blocking(move || (JobConfig::parse(&owned), redacted_json(&owned)))
+            .await
+            .map_err(|e| EngineError::Failed(format!("parsing the job: {e}")))?;
+    Ok((config?, base))
+}
+
 /// Parses, checks and plans a job; with `savepoints.autoResume` (the default), merges the
 /// progress of the newest savepoint of the same migration. Nothing is written to the target,
 /// and nothing to `savepoints.path` until the job is accepted: a job refused for its config or
 /// for clusters it cannot reach creates no directory and leaves the files in it alone.
 pub async fn launch(text: &str) -> Result<Launch, EngineError> {
-    let config = JobConfig::parse(text)?;
-    let mut base = redacted_json(text);
+    let (config, mut base) = parsed(text).await?;
     let mut pending = None;
     let mut complete = config.skip_progress();
     let mut resumed_from = None;

@@ -16,7 +16,6 @@ use crate::jobs::kept::forget_job_file;
 use crate::jobs::running::{Ending, Periodic, end, publish};
 use crate::jobs::{JobHandle, JobResult};
 use crate::migrate::EngineError;
-use crate::migrate::config::{JobConfig, redacted_json};
 use crate::migrate::place::Place;
 use crate::savepoints::{self, Writer};
 
@@ -110,8 +109,7 @@ fn same_validation(base: &serde_json::Value, doc: &serde_json::Value) -> Result<
 /// continues an unfinished validation of the same job. Nothing is written, and nothing created
 /// under `savepoints.path` until the validation is accepted.
 pub async fn launch(text: &str) -> Result<Launch, EngineError> {
-    let config = JobConfig::parse(text)?;
-    let mut base = redacted_json(text);
+    let (config, mut base) = crate::migrate::job::parsed(text).await?;
     // The job file's skipTokenRanges say what a migration copied, not what was validated.
     if let Some(map) = base.as_object_mut() {
         map.remove("skipTokenRanges");
