@@ -381,6 +381,35 @@ pub fn redact(value: serde_json::Value) -> serde_json::Value {
 mod echo_tests {
     use super::*;
 
+    /// Text of exactly [`MAX_ECHO`] bytes is echoed whole; one byte more is cut to the
+    /// bound, with the full size said.
+    #[test]
+    fn text_of_max_echo_bytes_is_kept_and_one_byte_more_cut() {
+        let at = "k".repeat(MAX_ECHO);
+        assert_eq!(cap(&at), at.as_str());
+        let over = "k".repeat(MAX_ECHO + 1);
+        assert_eq!(cap(&over), format!("{at}… (1001 bytes)"));
+    }
+
+    /// Every bounded job key goes through `check_range`: both bounds are allowed, one past
+    /// either is refused naming the key, the range and the value, at the key's line.
+    #[test]
+    fn ranges_take_their_bounds_and_refuse_one_past() {
+        let text = "source:\n  splitCount: 5\n";
+        let check = |v| JobConfigError::check_range(text, "source.splitCount", Some(v), 1, 100);
+        assert!(check(1).is_ok());
+        assert!(check(100).is_ok());
+        assert!(JobConfigError::check_range(text, "source.splitCount", None, 1, 100).is_ok());
+        for (v, shown) in [(0, "0"), (101, "101")] {
+            let e = check(v).unwrap_err();
+            assert_eq!(
+                e.message,
+                format!("source.splitCount: must be 1 to 100, not {shown}")
+            );
+            assert_eq!(e.line, Some(2));
+        }
+    }
+
     #[test]
     fn long_text_is_capped_and_short_text_kept() {
         assert_eq!(cap("short"), "short");

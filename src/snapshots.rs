@@ -461,4 +461,32 @@ mod tests {
             Err(SnapshotError::Disabled)
         ));
     }
+
+    /// `max_listed_files` files are listed, counted across data directories; one more file
+    /// refuses the listing, naming the snapshot, the bound and the setting.
+    #[tokio::test]
+    async fn a_snapshot_of_max_listed_files_is_listed_and_one_file_more_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs: Vec<PathBuf> = (0..2).map(|i| root.path().join(format!("d{i}"))).collect();
+        let snap = |d: &PathBuf| d.join("ks/t-0123456789abcdef0123456789abcdef/snapshots/s1");
+        for (i, d) in dirs.iter().enumerate() {
+            std::fs::create_dir_all(snap(d)).unwrap();
+            for n in 0..2 {
+                std::fs::write(snap(d).join(format!("nb-{i}{n}-big-Data.db")), b"x").unwrap();
+            }
+        }
+        let config = SstableSnapshotsConfig {
+            enabled: true,
+            max_listed_files: 4,
+            ..Default::default()
+        };
+        let s = Snapshots::new(&config, None, dirs.clone());
+        assert_eq!(s.list("ks", "t", "s1").await.unwrap().len(), 4);
+        std::fs::write(snap(&dirs[1]).join("nb-99-big-Data.db"), b"x").unwrap();
+        let e = s.list("ks", "t", "s1").await.unwrap_err().to_string();
+        assert!(
+            e.contains("Snapshot s1 has more than 4 files (sstable_snapshots.max_listed_files)"),
+            "{e}"
+        );
+    }
 }

@@ -13,6 +13,12 @@ use crate::config::yaml;
 /// they are.
 pub struct Payload<T>(pub T);
 
+/// `server.request_body_limit` in bytes, put in every request's extensions by the router, so
+/// that a body refused for its length says which setting refused it and at what bound (axum's
+/// own rejection says neither).
+#[derive(Clone, Copy, Debug)]
+pub struct BodyLimit(pub usize);
+
 /// How a body is written.
 #[derive(Clone, Copy)]
 pub(crate) enum Format {
@@ -162,9 +168,18 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let headers = req.headers().clone();
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|rejection| ApiError::new(rejection.status(), rejection.body_text()))?;
+        let limit = req.extensions().get::<BodyLimit>().copied();
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            match (rejection.status(), limit) {
+                (StatusCode::PAYLOAD_TOO_LARGE, Some(BodyLimit(limit))) => ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "the request body is larger than server.request_body_limit ({limit} bytes)"
+                    ),
+                ),
+                (status, _) => ApiError::new(status, rejection.body_text()),
+            }
+        })?;
         let format = format_of_body(&headers, &bytes)?;
         parse(&bytes, matches!(format, Format::Yaml)).map(Payload)
     }

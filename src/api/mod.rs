@@ -301,7 +301,8 @@ pub fn router(state: AppState) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             config.request_timeout,
         ))
-        .layer(DefaultBodyLimit::max(body_limit));
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::Extension(body::BodyLimit(body_limit)));
     let routes = if state.config.server.console.enabled {
         routes.merge(console::routes())
     } else {

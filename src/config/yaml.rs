@@ -422,6 +422,17 @@ mod tests {
         assert_eq!(ok["b"]["k"], 1);
     }
 
+    /// A document of exactly [`MAX_NODES`] nodes (a sequence and its scalars) is read; one
+    /// node more is refused, naming the bound.
+    #[test]
+    fn a_document_of_max_nodes_is_read_and_one_node_more_refused() {
+        let sequence = |scalars: usize| format!("[{}]", vec!["1"; scalars].join(","));
+        let at: Vec<u8> = from_str(&sequence(MAX_NODES - 1)).unwrap();
+        assert_eq!(at.len(), MAX_NODES - 1);
+        let err = from_str::<Vec<u8>>(&sequence(MAX_NODES)).unwrap_err();
+        assert!(err.to_string().contains("more than 250000 nodes"), "{err}");
+    }
+
     #[test]
     fn parse_errors_carry_path_and_line() {
         #[derive(serde::Deserialize, Debug)]

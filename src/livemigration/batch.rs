@@ -494,6 +494,75 @@ mod tests {
         }
     }
 
+    /// Every frame of `body` in one chunk, or the error that stopped the reading.
+    fn frames_of(body: Vec<u8>) -> Result<Vec<(Frame, Bytes)>, LiveMigrationError> {
+        let mut r = FrameReader::new(futures::stream::iter(vec![Ok::<_, std::io::Error>(
+            Bytes::from(body),
+        )]));
+        futures::executor::block_on(async {
+            let mut got = Vec::new();
+            while let Some(f) = r.next().await? {
+                got.push(f);
+            }
+            Ok(got)
+        })
+    }
+
+    /// A destination reads a frame header of exactly [`MAX_HEADER_BYTES`] and a file of
+    /// exactly [`MAX_BATCH_FILE_BYTES`]; one byte more of either is refused before it is read
+    /// or held, naming the size and the bound.
+    #[test]
+    fn frames_at_the_bounds_are_read_and_one_byte_more_refused() {
+        let skipped = |header_len: usize| {
+            let frame = |message: String| Frame::Skipped {
+                file_url: "u".into(),
+                reason: SkipReason::NotFound,
+                message,
+            };
+            let bare = serde_json::to_vec(&frame(String::new())).unwrap().len();
+            let frame = frame("m".repeat(header_len - bare));
+            assert_eq!(serde_json::to_vec(&frame).unwrap().len(), header_len);
+            frame
+        };
+        let mut body = Vec::new();
+        encode(&skipped(MAX_HEADER_BYTES), &[], &mut body);
+        encode(&Frame::End { files: 0 }, &[], &mut body);
+        let got = frames_of(body).unwrap();
+        assert_eq!(got[0].0, skipped(MAX_HEADER_BYTES));
+
+        let mut body = Vec::new();
+        encode(&skipped(MAX_HEADER_BYTES + 1), &[], &mut body);
+        encode(&Frame::End { files: 0 }, &[], &mut body);
+        let e = frames_of(body).unwrap_err().to_string();
+        assert!(
+            e.contains("a frame header of 65537 bytes (at most 65536)"),
+            "{e}"
+        );
+
+        let file = |size: u64| Frame::File {
+            file_url: "u".into(),
+            size,
+            last_modified_time: 0,
+            mode: 0o644,
+            digest: "d".into(),
+        };
+        let content = vec![b'c'; MAX_BATCH_FILE_BYTES as usize];
+        let mut body = Vec::new();
+        encode(&file(MAX_BATCH_FILE_BYTES), &content, &mut body);
+        encode(&Frame::End { files: 1 }, &[], &mut body);
+        let got = frames_of(body).unwrap();
+        assert_eq!(got[0].1.len() as u64, MAX_BATCH_FILE_BYTES);
+
+        // Only the header is sent: the bound is checked before any content is waited for.
+        let mut body = Vec::new();
+        encode(&file(MAX_BATCH_FILE_BYTES + 1), &[], &mut body);
+        let e = frames_of(body).unwrap_err().to_string();
+        assert!(
+            e.contains("a file of 4194305 bytes (at most 4194304)"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn features_are_read_from_the_header() {
         assert_eq!(

@@ -466,6 +466,7 @@ impl PeerClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::answer::{ERROR_BODY_READ, ERROR_MESSAGE_CHARS};
 
     /// Listings give directories `size` -1 (Sidecar's and drover's); a file with a negative
     /// size is refused.
@@ -495,5 +496,170 @@ mod tests {
         )
         .unwrap();
         assert_eq!(huge.files[0].size, u64::MAX);
+    }
+
+    /// A source answering every request with `status` and `body`, sent with its length or,
+    /// `chunked`, as a stream without one (so the bound is held while reading, not only
+    /// against the announced length).
+    async fn source_answering(status: u16, body: Vec<u8>, chunked: bool) -> String {
+        let status = axum::http::StatusCode::from_u16(status).unwrap();
+        let app = axum::Router::new().fallback(move || {
+            let body = body.clone();
+            async move {
+                let body = if chunked {
+                    let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = body
+                        .chunks(1000)
+                        .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+                        .collect();
+                    axum::body::Body::from_stream(futures::stream::iter(chunks))
+                } else {
+                    axum::body::Body::from(body)
+                };
+                (status, body)
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        addr
+    }
+
+    fn client(addr: &str, max_listing_bytes: u64, max_listed_files: usize) -> PeerClient {
+        let limits = PeerLimits {
+            max_listing_bytes,
+            max_listed_files,
+            ..PeerLimits::default()
+        };
+        PeerClient::new(addr, None, None, limits)
+    }
+
+    /// A listing of `files` files padded with JSON whitespace to exactly `len` bytes.
+    fn listing(files: usize, len: usize) -> Vec<u8> {
+        let entries: Vec<_> = (0..files)
+            .map(|i| serde_json::json!({"fileUrl": format!("/api/v1/live-migration/files/data/0/ks/t/nb-{i}-big-Data.db"), "size": 1, "fileType": "FILE", "lastModifiedTime": 1}))
+            .collect();
+        let mut body = serde_json::to_vec(&serde_json::json!({ "files": entries })).unwrap();
+        assert!(body.len() <= len, "{} bytes before padding", body.len());
+        body.resize(len, b' ');
+        body
+    }
+
+    /// `live_migration.max_listing_bytes` is held at the byte, with and without a
+    /// Content-Length: a listing of exactly the bound is read, one byte more is refused naming
+    /// the setting and the bound.
+    #[tokio::test]
+    async fn a_listing_of_max_listing_bytes_is_read_and_one_byte_more_refused() {
+        const LIMIT: u64 = 4096;
+        for chunked in [false, true] {
+            let at = source_answering(200, listing(3, LIMIT as usize), chunked).await;
+            let files = client(&at, LIMIT, 10).list().await.unwrap();
+            assert_eq!(files.len(), 3, "chunked: {chunked}");
+
+            let over = source_answering(200, listing(3, LIMIT as usize + 1), chunked).await;
+            let e = client(&over, LIMIT, 10)
+                .list()
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("longer than 4.0 KiB (live_migration.max_listing_bytes)"),
+                "chunked: {chunked}: {e}"
+            );
+        }
+    }
+
+    /// `live_migration.max_listed_files` entries are taken; one more is refused, naming the
+    /// count, the bound and the setting.
+    #[tokio::test]
+    async fn a_listing_of_max_listed_files_is_read_and_one_entry_more_refused() {
+        let at = source_answering(200, listing(10, 4096), false).await;
+        assert_eq!(client(&at, 1 << 20, 10).list().await.unwrap().len(), 10);
+        let over = source_answering(200, listing(11, 4096), false).await;
+        let e = client(&over, 1 << 20, 10)
+            .list()
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "lists 11 files and directories, more than 10 (live_migration.max_listed_files)"
+            ),
+            "{e}"
+        );
+    }
+
+    /// A status answer of 64 KiB is read; one byte more is not.
+    #[tokio::test]
+    async fn a_status_answer_is_read_up_to_its_bound() {
+        let status = |len: usize| {
+            let mut body = br#"{"state": "NOT_COMPLETED", "endTime": null}"#.to_vec();
+            body.resize(len, b' ');
+            body
+        };
+        let at = source_answering(200, status(STATUS_BODY_READ as usize), true).await;
+        assert_eq!(client(&at, 1, 1).status().await.unwrap(), "NOT_COMPLETED");
+        let over = source_answering(200, status(STATUS_BODY_READ as usize + 1), true).await;
+        let e = client(&over, 1, 1).status().await.unwrap_err().to_string();
+        assert!(e.contains("an answer longer than 65536 bytes"), "{e}");
+    }
+
+    async fn error_from(body: Vec<u8>) -> String {
+        let addr = source_answering(500, body, true).await;
+        let response = client(&addr, 1, 1)
+            .http
+            .get(format!("http://{addr}/x"))
+            .send()
+            .await
+            .unwrap();
+        PeerClient::error_of(response, "listing files")
+            .await
+            .to_string()
+    }
+
+    /// What a destination keeps of a source's error: the first [`ERROR_BODY_READ`] bytes of
+    /// the body are read (an error body of exactly that many is still drover's JSON, one byte
+    /// more is cut and shown as text), and [`ERROR_MESSAGE_CHARS`] characters of the message
+    /// kept (that many whole, one more cut with an ellipsis).
+    #[tokio::test]
+    async fn a_sources_error_is_read_and_kept_up_to_its_bounds() {
+        // Padded inside the object, so that a body cut short is no longer JSON.
+        let json_of = |message: &str, len: usize| {
+            let mut body = serde_json::to_vec(&serde_json::json!({ "message": message })).unwrap();
+            body.pop();
+            body.resize(len - 1, b' ');
+            body.push(b'}');
+            body
+        };
+        // A message of exactly ERROR_MESSAGE_CHARS characters (several bytes each) is kept whole.
+        let whole = "é".repeat(ERROR_MESSAGE_CHARS);
+        let e = error_from(json_of(&whole, 2000)).await;
+        assert!(
+            e.ends_with(&format!("500 Internal Server Error: {whole}")),
+            "{e}"
+        );
+        let longer = format!("{whole}x");
+        let e = error_from(json_of(&longer, 2000)).await;
+        assert!(e.ends_with(&format!(": {whole}…")), "{e}");
+
+        // A JSON body of exactly ERROR_BODY_READ bytes is read whole, and its message taken.
+        let e = error_from(json_of("the source's reason", ERROR_BODY_READ)).await;
+        assert!(e.ends_with(": the source's reason"), "{e}");
+        // One byte more: what was read is no longer a whole JSON body, and is kept as text.
+        let e = error_from(json_of("the source's reason", ERROR_BODY_READ + 1)).await;
+        assert!(
+            e.contains(r#": {"message":"the source's reason"   "#) && e.ends_with('…'),
+            "{e}"
+        );
+        // A body that is not text says how much of it was read: the bound, not the body.
+        let e = error_from(vec![0xff; ERROR_BODY_READ + 1]).await;
+        assert!(
+            e.ends_with("a body that is not text (4096 bytes read)"),
+            "{e}"
+        );
+        let e = error_from(vec![0xff; ERROR_BODY_READ - 1]).await;
+        assert!(
+            e.ends_with("a body that is not text (4095 bytes read)"),
+            "{e}"
+        );
     }
 }

@@ -605,3 +605,89 @@ impl Blobs for GcsBlobs {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: usize = MAX_OBJECT_BYTES as usize;
+
+    /// An S3 savepoint of exactly [`MAX_OBJECT_BYTES`] is read; one byte more is refused
+    /// naming its size and the bound.
+    #[tokio::test]
+    async fn an_s3_object_of_max_object_bytes_is_read_and_one_byte_more_refused() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let blobs = S3Blobs::new(store.clone(), "b", "p");
+        for (name, len) in [("at", MAX), ("over", MAX + 1)] {
+            store
+                .put(&ObjPath::from(format!("p/{name}")), vec![b's'; len].into())
+                .await
+                .unwrap();
+        }
+        let (body, _) = blobs.get("at").await.unwrap().unwrap();
+        assert_eq!(body.len(), MAX);
+        let e = blobs.get("over").await.unwrap_err();
+        assert_eq!(
+            e,
+            "over: 67108865 bytes, more than a savepoint can be (67108864)"
+        );
+    }
+
+    /// A GCS server that gives each object `meta_size` in its metadata and serves
+    /// `media_size` bytes; counts the media requests.
+    async fn gcs_serving(
+        meta_size: usize,
+        media_size: usize,
+    ) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        let media = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = media.clone();
+        let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+            let counted = counted.clone();
+            async move {
+                if uri.query().is_some_and(|q| q.contains("alt=media")) {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    // Streamed, without a length: the bound is held while reading.
+                    let chunks: Vec<Result<Bytes, std::io::Error>> = (0..media_size)
+                        .step_by(1 << 20)
+                        .map(|start| Ok(Bytes::from(vec![b'g'; (media_size - start).min(1 << 20)])))
+                        .collect();
+                    axum::body::Body::from_stream(futures::stream::iter(chunks))
+                } else {
+                    axum::body::Body::from(
+                        serde_json::json!({"name": "o", "size": meta_size.to_string(), "generation": "7"})
+                            .to_string(),
+                    )
+                }
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{addr}"), media)
+    }
+
+    /// GCS: an object of exactly [`MAX_OBJECT_BYTES`] is read; one whose metadata says one
+    /// byte more is refused without its bytes being asked for, and one whose bytes run one
+    /// past the bound (whatever its metadata said) is refused at that byte.
+    #[tokio::test]
+    async fn a_gcs_object_of_max_object_bytes_is_read_and_one_byte_more_refused() {
+        let (base, _) = gcs_serving(MAX, MAX).await;
+        let blobs = GcsBlobs::new(&base, "b", "", GcsAuth::Anonymous).unwrap();
+        let (body, generation) = blobs.get("o").await.unwrap().unwrap();
+        assert_eq!((body.len(), generation.as_str()), (MAX, "7"));
+
+        let (base, media) = gcs_serving(MAX + 1, MAX + 1).await;
+        let blobs = GcsBlobs::new(&base, "b", "", GcsAuth::Anonymous).unwrap();
+        let e = blobs.get("o").await.unwrap_err();
+        assert_eq!(
+            e,
+            "o: 67108865 bytes, more than a savepoint can be (67108864)"
+        );
+        assert_eq!(media.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+        let (base, _) = gcs_serving(10, MAX + 1).await;
+        let blobs = GcsBlobs::new(&base, "b", "", GcsAuth::Anonymous).unwrap();
+        let e = blobs.get("o").await.unwrap_err();
+        assert_eq!(e, "o: more than 67108864 bytes");
+    }
+}

@@ -397,6 +397,29 @@ mod tests {
         assert!(set.covers(tr(0, 20)));
     }
 
+    /// Exactly [`MAX_PAIRS`] ranges are recorded as inserted (each pair Migrator may look
+    /// for); the next one gives the pairs up for the merged ranges, which still cover every
+    /// token recorded.
+    #[test]
+    fn max_pairs_are_recorded_as_inserted_and_one_more_merged() {
+        let mut set = RangeSet::new();
+        // Touching ranges: merged they are one, so the two records differ.
+        for i in 0..MAX_PAIRS as i64 {
+            set.insert(tr(10 * i, 10 * i + 10));
+        }
+        assert_eq!(set.recorded().count(), MAX_PAIRS);
+        assert_eq!(set.recorded().next(), Some(&tr(0, 10)));
+        assert_eq!(set.ranges().len(), 1);
+        // The same pair again is no new pair.
+        set.insert(tr(0, 10));
+        assert_eq!(set.recorded().count(), MAX_PAIRS);
+
+        let end = 10 * MAX_PAIRS as i64;
+        set.insert(tr(end, end + 10));
+        assert_eq!(set.recorded().collect::<Vec<_>>(), [&tr(0, end + 10)]);
+        assert!(set.covers(tr(0, end + 10)));
+    }
+
     #[test]
     fn skip_ranges_read_both_encodings_and_are_written_in_migrators() {
         let typed = serde_json::json!([

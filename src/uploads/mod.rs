@@ -228,6 +228,10 @@ pub struct Uploads {
     slots: Arc<Semaphore>,
     imports: import::Imports,
     last_sweep: Mutex<Option<Instant>>,
+    /// Held from counting the staged uploads to creating a new one's directory: new uploads
+    /// arriving together must not each find room for one more (16 at once staged 8 of a
+    /// `max_staged_uploads` of 2).
+    admitting: tokio::sync::Mutex<()>,
 }
 
 /// How often staged uploads are looked at for expiry.
@@ -265,6 +269,7 @@ impl Uploads {
             slots: Arc::new(Semaphore::new(config.concurrent_upload_limit)),
             imports,
             last_sweep: Mutex::new(None),
+            admitting: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -318,17 +323,20 @@ impl Uploads {
         })?;
         self.maybe_sweep().await;
         let upload_dir = self.staging.join(upload_id);
-        if !tokio::fs::try_exists(&upload_dir).await.unwrap_or(false) {
-            let staged = self.staged_count().await?;
-            if staged >= self.config.max_staged_uploads {
-                return Err(UploadError::TooMany(format!(
-                    "{staged} uploads are staged already (sstable_uploads.max_staged_uploads); import or delete some first"
-                )));
-            }
-        }
-        self.check_space()?;
         let dir = self.table_dir(upload_id, keyspace, table);
-        tokio::fs::create_dir_all(&dir).await.map_err(io_at(&dir))?;
+        {
+            let _admitting = self.admitting.lock().await;
+            if !tokio::fs::try_exists(&upload_dir).await.unwrap_or(false) {
+                let staged = self.staged_count().await?;
+                if staged >= self.config.max_staged_uploads {
+                    return Err(UploadError::TooMany(format!(
+                        "{staged} uploads are staged already (sstable_uploads.max_staged_uploads); import or delete some first"
+                    )));
+                }
+            }
+            self.check_space()?;
+            tokio::fs::create_dir_all(&dir).await.map_err(io_at(&dir))?;
+        }
         let temp = dir.join(format!(
             ".{component}.{}{}",
             uuid::Uuid::now_v7(),

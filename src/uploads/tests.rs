@@ -286,3 +286,153 @@ async fn imports_waiting_for_a_table_go_to_nodetool_together() {
         "{said}"
     );
 }
+
+/// The temporary and final files below the staging directory.
+fn staged_files(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.join("sstable-uploads")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push(e.file_name().into_string().unwrap());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `max_component_size` is held at the byte: a component of exactly that many bytes lands
+/// whole; one byte more (in any chunking) is refused naming the setting and the bound, and
+/// leaves no file, temporary or final.
+#[tokio::test]
+async fn a_component_of_max_component_size_lands_and_one_byte_more_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = uploads(dir.path(), 13);
+    let names = (ID, "ks", "t", "nb-1-big-Data.db");
+    let got = up
+        .upload(names, Expected::None, body(&[b"hello ", b"sstable"]))
+        .await
+        .unwrap();
+    assert_eq!(got.size, 13);
+    assert_eq!(staged_files(dir.path()), ["nb-1-big-Data.db"]);
+
+    let over = (ID, "ks", "t", "nb-1-big-Index.db");
+    for parts in [
+        &[b"hello ".as_slice(), b"sstable!"][..],
+        &[b"hello sstable", b"!"],
+    ] {
+        let err = up
+            .upload(over, Expected::None, body(parts))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, UploadError::TooLarge { limit: 13, .. }),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "component nb-1-big-Index.db is longer than sstable_uploads.max_component_size (13 bytes)"
+        );
+        assert_eq!(staged_files(dir.path()), ["nb-1-big-Data.db"]);
+    }
+}
+
+/// `max_staged_uploads` uploads may be staged at once: the last of them is taken, a new one
+/// beyond is refused naming the setting, and more components of a staged upload still are.
+#[tokio::test]
+async fn max_staged_uploads_are_taken_and_one_more_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SstableUploadsConfig {
+        enabled: true,
+        min_free_space_percent: 0.0,
+        max_staged_uploads: 3,
+        ..Default::default()
+    };
+    let up = Uploads::new(&config, dir.path(), None).unwrap();
+    let id = |n: u32| format!("0190c0de-7d3e-7cbe-8a7c-0000000000{n:02}");
+    for n in 0..3 {
+        up.upload(
+            (&id(n), "ks", "t", "nb-1-big-Data.db"),
+            Expected::None,
+            body(&[b"x"]),
+        )
+        .await
+        .unwrap();
+    }
+    let err = up
+        .upload(
+            (&id(3), "ks", "t", "nb-1-big-Data.db"),
+            Expected::None,
+            body(&[b"x"]),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, UploadError::TooMany(_)), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("3 uploads are staged already (sstable_uploads.max_staged_uploads)"),
+        "{err}"
+    );
+    assert!(!dir.path().join("sstable-uploads").join(id(3)).exists());
+    up.upload(
+        (&id(2), "ks", "t", "nb-1-big-Index.db"),
+        Expected::None,
+        body(&[b"x"]),
+    )
+    .await
+    .unwrap();
+    // One deleted, a new one is taken again.
+    up.delete(&id(0)).await.unwrap();
+    up.upload(
+        (&id(3), "ks", "t", "nb-1-big-Data.db"),
+        Expected::None,
+        body(&[b"x"]),
+    )
+    .await
+    .unwrap();
+}
+
+/// New uploads arriving together do not each find room for one more: however many come at
+/// once, `max_staged_uploads` are staged and the others refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_arriving_together_stage_no_more_than_max_staged_uploads() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SstableUploadsConfig {
+        enabled: true,
+        min_free_space_percent: 0.0,
+        max_staged_uploads: 2,
+        ..Default::default()
+    };
+    let up = Uploads::new(&config, dir.path(), None).unwrap();
+    let ids: Vec<String> = (0..16)
+        .map(|n| format!("0190c0de-7d3e-7cbe-8a7c-0000000000{n:02}"))
+        .collect();
+    let results = futures::future::join_all(ids.iter().map(|id| {
+        up.upload(
+            (id, "ks", "t", "nb-1-big-Data.db"),
+            Expected::None,
+            body(&[b"x"]),
+        )
+    }))
+    .await;
+    let taken = results.iter().filter(|r| r.is_ok()).count();
+    assert!(
+        results
+            .iter()
+            .all(|r| matches!(r, Ok(_) | Err(UploadError::TooMany(_)))),
+        "{:?}",
+        results
+            .iter()
+            .map(|r| r.as_ref().err().map(|e| e.to_string()))
+            .collect::<Vec<_>>()
+    );
+    let staged = std::fs::read_dir(dir.path().join("sstable-uploads"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_dir())
+        .count();
+    assert_eq!((taken, staged), (2, 2));
+}

@@ -5,6 +5,7 @@
 
 mod api_errors;
 mod auth;
+mod bounds;
 mod bulk_read;
 mod bulk_write;
 mod cli;

@@ -439,7 +439,8 @@ fn parse_file(body: impl Read, unit: &FileUnit, tx: &PageSender) {
                 return;
             }
         }
-        if line.len() > MAX_LINE {
+        // The newline ends the line; it is not part of it.
+        if line.strip_suffix(b"\n").unwrap_or(&line).len() > MAX_LINE {
             let _ = tx.blocking_send(Err(fail(
                 format!("line {number} is longer than {MAX_LINE} bytes: not an item"),
                 Retry::Never,
@@ -512,4 +513,73 @@ fn parse_file(body: impl Read, unit: &FileUnit, tx: &PageSender) {
         return;
     }
     let _ = tx.blocking_send(Ok((page, true)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The data lines of one file, gzipped as an export stores them, read through
+    /// [`parse_file`]: the items read, or the error.
+    fn read(lines: &[Vec<u8>]) -> Result<Vec<Item>, String> {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        for line in lines {
+            gz.write_all(line).unwrap();
+        }
+        let body = gz.finish().unwrap();
+        let unit = FileUnit {
+            id: "s3://b/data/f.json.gz".into(),
+            path: ObjPath::from("data/f.json.gz"),
+            entry: DataFile {
+                item_count: None,
+                md5_checksum: None,
+                etag: None,
+                data_file_s3_key: "data/f.json.gz".into(),
+            },
+            ion: false,
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+        std::thread::spawn(move || parse_file(&body[..], &unit, &tx));
+        let mut items = Vec::new();
+        while let Some(sent) = rx.blocking_recv() {
+            let (page, last) = sent.map_err(|e| e.to_string())?;
+            items.extend(page);
+            if last {
+                break;
+            }
+        }
+        Ok(items)
+    }
+
+    /// An item line of `len` bytes, without its newline.
+    fn item_line(len: usize) -> Vec<u8> {
+        let frame = r#"{"Item":{"k":{"S":""}}}"#;
+        let text = format!(
+            r#"{{"Item":{{"k":{{"S":"{}"}}}}}}"#,
+            "x".repeat(len - frame.len())
+        );
+        assert_eq!(text.len(), len);
+        text.into_bytes()
+    }
+
+    /// A line of exactly [`MAX_LINE`] bytes is an item, newline or not; a line one byte
+    /// longer is refused, naming the line and the bound.
+    #[test]
+    fn a_line_of_max_line_bytes_is_read_and_one_byte_longer_refused() {
+        let mut at = item_line(MAX_LINE);
+        assert_eq!(read(std::slice::from_ref(&at)).unwrap().len(), 1);
+        at.push(b'\n');
+        let short = [item_line(30), b"\n".to_vec()].concat();
+        assert_eq!(read(&[short.clone(), at.clone(), short]).unwrap().len(), 3);
+
+        let over = [item_line(MAX_LINE + 1), b"\n".to_vec()].concat();
+        let e = read(&[at, over]).unwrap_err();
+        assert!(
+            e.contains("line 2 is longer than 8388608 bytes: not an item"),
+            "{e}"
+        );
+        let e = read(&[item_line(MAX_LINE + 1)]).unwrap_err();
+        assert!(e.contains("line 1 is longer than 8388608 bytes"), "{e}");
+    }
 }

@@ -359,6 +359,15 @@ mod tests {
         assert!(bad(&|r| r.success_threshold = -0.1).starts_with("successThreshold"));
         assert!(bad(&|r| r.max_iterations = MAX_ITERATIONS + 1).starts_with("maxIterations"));
         assert!(bad(&|r| r.max_concurrency = MAX_CONCURRENCY + 1).starts_with("maxConcurrency"));
+        // The bounds themselves are taken.
+        let mut top = ok.clone();
+        top.max_iterations = MAX_ITERATIONS;
+        top.max_concurrency = MAX_CONCURRENCY;
+        assert!(top.check().is_ok());
+        let mut least = ok.clone();
+        least.max_iterations = 1;
+        least.max_concurrency = 1;
+        assert!(least.check().is_ok());
         // The Sidecar's bounds are inclusive: 0 and 1 are thresholds.
         for t in [0.0, 1.0] {
             let mut r = ok.clone();
