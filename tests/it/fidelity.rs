@@ -969,14 +969,14 @@ const PATHS: &[PathSpec] = &[
 
 /// A path's verdict on one kind.
 #[derive(Clone, Debug, PartialEq)]
-enum Verdict {
+pub(crate) enum Verdict {
     Exact,
     Refused(String),
     Wrong(String),
 }
 
 impl Verdict {
-    fn word(&self) -> &'static str {
+    pub(crate) fn word(&self) -> &'static str {
         match self {
             Verdict::Exact => "exact",
             Verdict::Refused(_) => "refused",
@@ -1219,7 +1219,7 @@ fn compare(src: &Value, dst: &Value, expect: Expect, started: i64) -> Columns {
 
 /// Runs one job on `d` to its end: `Ok` when it succeeded, `Err(message)` when it was
 /// refused at submission or failed.
-async fn run(d: &Daemon, resource: &str, yaml: &str) -> Result<(), String> {
+pub(crate) async fn run(d: &Daemon, resource: &str, yaml: &str) -> Result<(), String> {
     let (status, body) = d
         .post_raw(resource, "application/yaml", yaml.to_string())
         .await;
@@ -1463,7 +1463,7 @@ async fn every_path_copies_the_hostile_tables_exactly_or_refuses_them() {
 
     let labels: Vec<&str> = paths.iter().map(|p| p.label).collect();
     let rows = verdicts(&tables, labels.len(), &results);
-    hold_against_page("matrix", &labels, &rows, only.is_some());
+    hold_matrix("matrix", "column kind", &labels, &rows, only.is_some());
 }
 
 /// Kinds down, paths across: each kind's verdict on each path, from the outcome of its table
@@ -1498,13 +1498,20 @@ fn verdicts(
     rows
 }
 
-/// Prints the matrix of `rows` (paths `labels` across) with the reason for every refusal,
+/// Prints the matrix of `rows` (kinds down under the heading `first`, paths `labels` across)
+/// with the reason for every refusal,
 /// holds it against the block of docs/fidelity.md between `<!-- {marker}:begin -->` and
 /// `<!-- {marker}:end -->` (or writes it there, with `DROVER_BLESS`; neither when `partial`),
 /// and fails on any WRONG.
-fn hold_against_page(marker: &str, labels: &[&str], rows: &[(&str, Vec<Verdict>)], partial: bool) {
+pub(crate) fn hold_matrix(
+    marker: &str,
+    first: &str,
+    labels: &[&str],
+    rows: &[(&str, Vec<Verdict>)],
+    partial: bool,
+) {
     let mut table = String::new();
-    table.push_str("| column kind |");
+    table.push_str(&format!("| {first} |"));
     for l in labels {
         table.push_str(&format!(" {l} |"));
     }
