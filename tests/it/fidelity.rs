@@ -969,14 +969,14 @@ const PATHS: &[PathSpec] = &[
 
 /// A path's verdict on one kind.
 #[derive(Clone, Debug, PartialEq)]
-enum Verdict {
+pub(crate) enum Verdict {
     Exact,
     Refused(String),
     Wrong(String),
 }
 
 impl Verdict {
-    fn word(&self) -> &'static str {
+    pub(crate) fn word(&self) -> &'static str {
         match self {
             Verdict::Exact => "exact",
             Verdict::Refused(_) => "refused",
@@ -1218,7 +1218,7 @@ fn compare(src: &Value, dst: &Value, expect: Expect, started: i64) -> Columns {
 
 /// Runs one job on `d` to its end: `Ok` when it succeeded, `Err(message)` when it was
 /// refused at submission or failed.
-async fn run(d: &Daemon, resource: &str, yaml: &str) -> Result<(), String> {
+pub(crate) async fn run(d: &Daemon, resource: &str, yaml: &str) -> Result<(), String> {
     let (status, body) = d
         .post_raw(resource, "application/yaml", yaml.to_string())
         .await;
@@ -1475,17 +1475,32 @@ async fn every_path_copies_the_hostile_tables_exactly_or_refuses_them() {
             rows.push((k.label, verdicts));
         }
     }
+    let labels: Vec<&str> = paths.iter().map(|p| p.label).collect();
+    hold_matrix("matrix", "column kind", &labels, &rows, only.is_some());
+}
+
+/// Prints a matrix (kinds down, paths across) and the reason for each refusal and mismatch,
+/// holds it against the block of docs/fidelity.md between `<!-- {marker}:begin -->` and
+/// `<!-- {marker}:end -->` (unless it is `partial`: some paths only; `DROVER_BLESS=1` writes
+/// it there instead), then fails on any WRONG.
+pub(crate) fn hold_matrix(
+    marker: &str,
+    first: &str,
+    paths: &[&str],
+    rows: &[(&str, Vec<Verdict>)],
+    partial: bool,
+) {
     let mut table = String::new();
-    table.push_str("| column kind |");
-    for p in &paths {
-        table.push_str(&format!(" {} |", p.label));
+    table.push_str(&format!("| {first} |"));
+    for p in paths {
+        table.push_str(&format!(" {p} |"));
     }
     table.push_str("\n|---|");
-    for _ in &paths {
+    for _ in paths {
         table.push_str("---|");
     }
     table.push('\n');
-    for (label, verdicts) in &rows {
+    for (label, verdicts) in rows {
         table.push_str(&format!("| {label} |"));
         for v in verdicts {
             table.push_str(&format!(" {} |", v.word()));
@@ -1494,27 +1509,26 @@ async fn every_path_copies_the_hostile_tables_exactly_or_refuses_them() {
     }
     let mut details = String::new();
     let mut seen = std::collections::BTreeSet::new();
-    for (label, verdicts) in &rows {
+    for (label, verdicts) in rows {
         for (p, v) in paths.iter().zip(verdicts) {
             match v {
                 Verdict::Exact => {}
                 Verdict::Refused(why) | Verdict::Wrong(why) => {
-                    if seen.insert((p.label, why.clone())) {
-                        details.push_str(&format!(
-                            "- {} · {} · {label}: {why}\n",
-                            p.label,
-                            v.word()
-                        ));
+                    if seen.insert((*p, why.clone())) {
+                        details.push_str(&format!("- {p} · {} · {label}: {why}\n", v.word()));
                     }
                 }
             }
         }
     }
-    println!("fidelity matrix:\n{table}\n{details}");
+    println!("fidelity {marker}:\n{table}\n{details}");
 
     let doc_path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/fidelity.md");
     let doc = std::fs::read_to_string(doc_path).unwrap_or_default();
-    let (begin, end) = ("<!-- matrix:begin -->\n", "<!-- matrix:end -->");
+    let (begin, end) = (
+        format!("<!-- {marker}:begin -->\n"),
+        format!("<!-- {marker}:end -->"),
+    );
     let wrong: Vec<_> = rows
         .iter()
         .flat_map(|(label, vs)| {
@@ -1522,28 +1536,28 @@ async fn every_path_copies_the_hostile_tables_exactly_or_refuses_them() {
                 .iter()
                 .zip(vs)
                 .filter(|(_, v)| matches!(v, Verdict::Wrong(_)))
-                .map(move |(p, v)| format!("{} · {label}: {v:?}", p.label))
+                .map(move |(p, v)| format!("{p} · {label}: {v:?}"))
         })
         .collect();
-    if only.is_some() {
+    if partial {
         // Part of the matrix: nothing to hold the page against.
     } else if std::env::var_os("DROVER_BLESS").is_some() {
         let (head, rest) = doc
-            .split_once(begin)
-            .expect("docs/fidelity.md has the matrix markers");
+            .split_once(&begin)
+            .unwrap_or_else(|| panic!("docs/fidelity.md has the {marker} markers"));
         let (_, tail) = rest
-            .split_once(end)
-            .expect("docs/fidelity.md has the matrix markers");
+            .split_once(&end)
+            .unwrap_or_else(|| panic!("docs/fidelity.md has the {marker} markers"));
         std::fs::write(doc_path, format!("{head}{begin}{table}{end}{tail}")).unwrap();
     } else {
         let shown = doc
-            .split_once(begin)
-            .and_then(|(_, rest)| rest.split_once(end))
+            .split_once(&begin)
+            .and_then(|(_, rest)| rest.split_once(&end))
             .map(|(m, _)| m)
             .unwrap_or_default();
         assert_eq!(
             shown, table,
-            "docs/fidelity.md does not show this matrix: run this test with DROVER_BLESS=1 and commit the page"
+            "docs/fidelity.md does not show this {marker}: run this test with DROVER_BLESS=1 and commit the page"
         );
     }
     assert!(
