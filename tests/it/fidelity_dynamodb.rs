@@ -762,8 +762,7 @@ async fn one(path: &PathSpec, t: &Table, source: &Value, env: &Env) -> Outcome {
     Ok(compare(source, &read))
 }
 
-/// The number texts the test wrote, per item key and attribute, to say which ones the server
-/// stores in another form.
+/// The number texts in `v`, as the test wrote them.
 fn written_texts(v: &AttributeValue, out: &mut Vec<String>) {
     match v {
         AttributeValue::N(x) => out.push(x.clone()),
@@ -774,8 +773,9 @@ fn written_texts(v: &AttributeValue, out: &mut Vec<String>) {
     }
 }
 
-/// The number texts of the source table as written and as the server gives them back, where
-/// they differ (for the one string key table whose keys the reader renders plainly).
+/// How the server gives back the numbers the test wrote into `t` (a table keyed by a string
+/// `id`) where it gives them back in another form: written text → text read. Only attributes
+/// holding one number are paired.
 fn server_rewrites(t: &Table, source: &Value) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let read: HashMap<String, &Value> = source["items"]
