@@ -1622,8 +1622,9 @@ impl NodeTables {
             results.insert((0, ti), Ok(compare(before, &after, Expect::Preserve, 0)));
         }
         let rows = verdicts(&self.tables, 1, &results);
-        hold_against_page(
+        hold_matrix(
             "live-matrix",
+            "column kind",
             &["live migration (node files)"],
             &rows,
             false,

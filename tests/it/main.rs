@@ -23,6 +23,7 @@ mod dynamodb_types;
 mod dynamodb_validations;
 mod events;
 mod fidelity;
+mod fidelity_dynamodb;
 mod health;
 mod hostile;
 mod hostile_jobs;
