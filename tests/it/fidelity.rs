@@ -969,7 +969,7 @@ const PATHS: &[PathSpec] = &[
 
 /// A path's verdict on one kind.
 #[derive(Clone, Debug, PartialEq)]
-enum Verdict {
+pub(crate) enum Verdict {
     Exact,
     Refused(String),
     Wrong(String),
@@ -1005,18 +1005,18 @@ fn src_data_dir() -> std::path::PathBuf {
 }
 
 /// `host:port` as its two parts.
-fn host_port(addr: &str) -> (&str, &str) {
+pub(crate) fn host_port(addr: &str) -> (&str, &str) {
     addr.rsplit_once(':').expect("host:port")
 }
 
 /// Dumps `ks.table` at `addr` through the second reader.
-async fn dump(addr: &str, ks: &str, table: &str) -> Value {
+pub(crate) async fn dump(addr: &str, ks: &str, table: &str) -> Value {
     let (host, port) = host_port(addr);
     read_with("cql_reader.py", &[host, port, ks, table]).await
 }
 
 /// What one of `tests/fidelity/`'s readers writes, run with `args`.
-async fn read_with(script: &str, args: &[&str]) -> Value {
+pub(crate) async fn read_with(script: &str, args: &[&str]) -> Value {
     let python = std::env::var("DROVER_TEST_READER_PYTHON")
         .expect("DROVER_TEST_READER_PYTHON (source target/testenv/env after scripts/testenv up)");
     let path = format!("{}/tests/fidelity/{script}", env!("CARGO_MANIFEST_DIR"));
@@ -1036,21 +1036,21 @@ async fn read_with(script: &str, args: &[&str]) -> Value {
 
 /// The rows of a dump in the order of their keys (a Parquet export's files hold them in no
 /// order of the table's).
-fn by_key(mut dump: Value) -> Value {
+pub(crate) fn by_key(mut dump: Value) -> Value {
     if let Some(rows) = dump["rows"].as_array_mut() {
         rows.sort_by_cached_key(|r| r["key"].to_string());
     }
     dump
 }
 
-fn micros_now() -> i64 {
+pub(crate) fn micros_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_micros() as i64
 }
 
-fn num(v: &Value) -> Option<i64> {
+pub(crate) fn num(v: &Value) -> Option<i64> {
     v.as_str().and_then(|s| s.parse().ok())
 }
 
@@ -1063,7 +1063,7 @@ fn entries(v: Option<&Value>) -> Vec<Option<i64>> {
     }
 }
 
-fn short(v: &Value) -> String {
+pub(crate) fn short(v: &Value) -> String {
     let s = v.to_string();
     if s.len() > 200 {
         format!("{}…", &s[..s.floor_char_boundary(200)])
@@ -1218,7 +1218,7 @@ fn compare(src: &Value, dst: &Value, expect: Expect, started: i64) -> Columns {
 
 /// Runs one job on `d` to its end: `Ok` when it succeeded, `Err(message)` when it was
 /// refused at submission or failed.
-async fn run(d: &Daemon, resource: &str, yaml: &str) -> Result<(), String> {
+pub(crate) async fn run(d: &Daemon, resource: &str, yaml: &str) -> Result<(), String> {
     let (status, body) = d
         .post_raw(resource, "application/yaml", yaml.to_string())
         .await;
@@ -1475,17 +1475,39 @@ async fn every_path_copies_the_hostile_tables_exactly_or_refuses_them() {
             rows.push((k.label, verdicts));
         }
     }
-    let mut table = String::new();
-    table.push_str("| column kind |");
-    for p in &paths {
-        table.push_str(&format!(" {} |", p.label));
+    let labels: Vec<&str> = paths.iter().map(|p| p.label).collect();
+    conclude(
+        "fidelity matrix",
+        "matrix",
+        "column kind",
+        &labels,
+        &rows,
+        only.is_some(),
+    );
+}
+
+/// Prints the matrix (kinds down, paths across) and the reason of every verdict that is not
+/// exact; holds it against docs/fidelity.md's block between `<!-- {marker}:begin -->` and
+/// `<!-- {marker}:end -->` (`DROVER_BLESS=1` writes it there instead; `partial`, a run of
+/// some paths only, leaves the page alone); then fails on any WRONG.
+pub(crate) fn conclude(
+    title: &str,
+    marker: &str,
+    corner: &str,
+    paths: &[&str],
+    rows: &[(&str, Vec<Verdict>)],
+    partial: bool,
+) {
+    let mut table = format!("| {corner} |");
+    for p in paths {
+        table.push_str(&format!(" {p} |"));
     }
     table.push_str("\n|---|");
-    for _ in &paths {
+    for _ in paths {
         table.push_str("---|");
     }
     table.push('\n');
-    for (label, verdicts) in &rows {
+    for (label, verdicts) in rows {
         table.push_str(&format!("| {label} |"));
         for v in verdicts {
             table.push_str(&format!(" {} |", v.word()));
@@ -1494,27 +1516,26 @@ async fn every_path_copies_the_hostile_tables_exactly_or_refuses_them() {
     }
     let mut details = String::new();
     let mut seen = std::collections::BTreeSet::new();
-    for (label, verdicts) in &rows {
+    for (label, verdicts) in rows {
         for (p, v) in paths.iter().zip(verdicts) {
             match v {
                 Verdict::Exact => {}
                 Verdict::Refused(why) | Verdict::Wrong(why) => {
-                    if seen.insert((p.label, why.clone())) {
-                        details.push_str(&format!(
-                            "- {} · {} · {label}: {why}\n",
-                            p.label,
-                            v.word()
-                        ));
+                    if seen.insert((p, why.clone())) {
+                        details.push_str(&format!("- {p} · {} · {label}: {why}\n", v.word()));
                     }
                 }
             }
         }
     }
-    println!("fidelity matrix:\n{table}\n{details}");
+    println!("{title}:\n{table}\n{details}");
 
     let doc_path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/fidelity.md");
     let doc = std::fs::read_to_string(doc_path).unwrap_or_default();
-    let (begin, end) = ("<!-- matrix:begin -->\n", "<!-- matrix:end -->");
+    let (begin, end) = (
+        format!("<!-- {marker}:begin -->\n"),
+        format!("<!-- {marker}:end -->"),
+    );
     let wrong: Vec<_> = rows
         .iter()
         .flat_map(|(label, vs)| {
@@ -1522,28 +1543,25 @@ async fn every_path_copies_the_hostile_tables_exactly_or_refuses_them() {
                 .iter()
                 .zip(vs)
                 .filter(|(_, v)| matches!(v, Verdict::Wrong(_)))
-                .map(move |(p, v)| format!("{} · {label}: {v:?}", p.label))
+                .map(move |(p, v)| format!("{p} · {label}: {v:?}"))
         })
         .collect();
-    if only.is_some() {
+    if partial {
         // Part of the matrix: nothing to hold the page against.
     } else if std::env::var_os("DROVER_BLESS").is_some() {
-        let (head, rest) = doc
-            .split_once(begin)
-            .expect("docs/fidelity.md has the matrix markers");
-        let (_, tail) = rest
-            .split_once(end)
-            .expect("docs/fidelity.md has the matrix markers");
+        let markers = format!("docs/fidelity.md has the {marker} markers");
+        let (head, rest) = doc.split_once(&begin).expect(&markers);
+        let (_, tail) = rest.split_once(&end).expect(&markers);
         std::fs::write(doc_path, format!("{head}{begin}{table}{end}{tail}")).unwrap();
     } else {
         let shown = doc
-            .split_once(begin)
-            .and_then(|(_, rest)| rest.split_once(end))
+            .split_once(&begin)
+            .and_then(|(_, rest)| rest.split_once(&end))
             .map(|(m, _)| m)
             .unwrap_or_default();
         assert_eq!(
             shown, table,
-            "docs/fidelity.md does not show this matrix: run this test with DROVER_BLESS=1 and commit the page"
+            "docs/fidelity.md does not show this matrix ({marker}): run this test with DROVER_BLESS=1 and commit the page"
         );
     }
     assert!(
