@@ -22,6 +22,7 @@ mod dynamodb_types;
 mod dynamodb_validations;
 mod events;
 mod fidelity;
+mod fidelity_mysql;
 mod health;
 mod hostile;
 mod hostile_jobs;
