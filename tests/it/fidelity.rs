@@ -1006,18 +1006,18 @@ fn src_data_dir() -> std::path::PathBuf {
 }
 
 /// `host:port` as its two parts.
-fn host_port(addr: &str) -> (&str, &str) {
+pub(crate) fn host_port(addr: &str) -> (&str, &str) {
     addr.rsplit_once(':').expect("host:port")
 }
 
 /// Dumps `ks.table` at `addr` through the second reader.
-async fn dump(addr: &str, ks: &str, table: &str) -> Value {
+pub(crate) async fn dump(addr: &str, ks: &str, table: &str) -> Value {
     let (host, port) = host_port(addr);
     read_with("cql_reader.py", &[host, port, ks, table]).await
 }
 
 /// What one of `tests/fidelity/`'s readers writes, run with `args`.
-async fn read_with(script: &str, args: &[&str]) -> Value {
+pub(crate) async fn read_with(script: &str, args: &[&str]) -> Value {
     let python = std::env::var("DROVER_TEST_READER_PYTHON")
         .expect("DROVER_TEST_READER_PYTHON (source target/testenv/env after scripts/testenv up)");
     let path = format!("{}/tests/fidelity/{script}", env!("CARGO_MANIFEST_DIR"));
@@ -1037,21 +1037,21 @@ async fn read_with(script: &str, args: &[&str]) -> Value {
 
 /// The rows of a dump in the order of their keys (a Parquet export's files hold them in no
 /// order of the table's).
-fn by_key(mut dump: Value) -> Value {
+pub(crate) fn by_key(mut dump: Value) -> Value {
     if let Some(rows) = dump["rows"].as_array_mut() {
         rows.sort_by_cached_key(|r| r["key"].to_string());
     }
     dump
 }
 
-fn micros_now() -> i64 {
+pub(crate) fn micros_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_micros() as i64
 }
 
-fn num(v: &Value) -> Option<i64> {
+pub(crate) fn num(v: &Value) -> Option<i64> {
     v.as_str().and_then(|s| s.parse().ok())
 }
 
@@ -1064,7 +1064,7 @@ fn entries(v: Option<&Value>) -> Vec<Option<i64>> {
     }
 }
 
-fn short(v: &Value) -> String {
+pub(crate) fn short(v: &Value) -> String {
     let s = v.to_string();
     if s.len() > 200 {
         format!("{}…", &s[..s.floor_char_boundary(200)])

@@ -24,6 +24,7 @@ mod dynamodb_validations;
 mod events;
 mod fidelity;
 mod fidelity_dynamodb;
+mod fidelity_mysql;
 mod health;
 mod hostile;
 mod hostile_jobs;

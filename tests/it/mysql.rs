@@ -16,13 +16,13 @@ use test_support::{Daemon, drover_bin};
 
 const WAIT: Duration = Duration::from_secs(180);
 
-fn mariadb() -> (String, u16) {
+pub(crate) fn mariadb() -> (String, u16) {
     let addr = std::env::var("DROVER_TEST_MARIADB").unwrap_or_else(|_| "127.0.0.1:3306".into());
     let (h, p) = addr.rsplit_once(':').expect("host:port");
     (h.to_string(), p.parse().expect("port"))
 }
 
-fn user() -> (String, String) {
+pub(crate) fn user() -> (String, String) {
     (
         std::env::var("DROVER_TEST_MARIADB_USER").unwrap_or_else(|_| "drover".into()),
         std::env::var("DROVER_TEST_MARIADB_PASSWORD").unwrap_or_else(|_| "drover".into()),
@@ -30,7 +30,7 @@ fn user() -> (String, String) {
 }
 
 /// A database of this test alone, made fresh (checkouts share the server).
-async fn fresh_db(base: &str) -> (mysql_async::Conn, String) {
+pub(crate) async fn fresh_db(base: &str) -> (mysql_async::Conn, String) {
     let (host, port) = mariadb();
     let (u, p) = user();
     let opts = mysql_async::OptsBuilder::default()
@@ -54,7 +54,7 @@ async fn fresh_db(base: &str) -> (mysql_async::Conn, String) {
     (conn, db)
 }
 
-fn source(db: &str, table: &str, extra: &str) -> String {
+pub(crate) fn source(db: &str, table: &str, extra: &str) -> String {
     let (host, port) = mariadb();
     let (u, p) = user();
     format!(
@@ -62,7 +62,7 @@ fn source(db: &str, table: &str, extra: &str) -> String {
     )
 }
 
-fn target(ks: &str, table: &str, extra: &str) -> String {
+pub(crate) fn target(ks: &str, table: &str, extra: &str) -> String {
     let (h, p) = test_support::cql::dst_addr()
         .rsplit_once(':')
         .map(|(h, p)| (h.to_string(), p.to_string()))

@@ -47,6 +47,13 @@ pub(crate) struct Reader {
     slots: Vec<Slot>,
     /// SELECT indexes of the key columns, for messages.
     key: Vec<(usize, String)>,
+    /// How many of a row's first cells are the target's partition key, and its whole
+    /// primary key.
+    partition_cells: usize,
+    key_cells: usize,
+    /// `target.dropNullPrimaryKeys`: a row with a NULL in a key cell goes on to the writer,
+    /// which skips it.
+    drop_null_keys: bool,
     options: convert::Options,
     /// The one connection of `consistentSnapshot`, in its transaction.
     snapshot: Option<Arc<tokio::sync::Mutex<Option<mysql_async::Conn>>>>,
@@ -111,6 +118,20 @@ impl Reader {
                     });
                 }
             }
+        }
+        if let Some((i, why)) = unwritable_key(
+            &cells[..self.key_cells],
+            self.partition_cells,
+            self.drop_null_keys,
+        ) {
+            return Err(MysqlError::Value {
+                range: range.to_string(),
+                message: format!(
+                    "column {:?} of the row with key ({}): {why}",
+                    self.slots[i].name,
+                    self.render_key(&key)
+                ),
+            });
         }
         Ok(RawRow { cells })
     }
@@ -392,6 +413,9 @@ pub(crate) async fn prepare(
             select,
             slots,
             key: key_indexes,
+            partition_cells: target.partition_key.len(),
+            key_cells: key_len,
+            drop_null_keys: dst.drop_null_primary_keys,
             options: convert::Options {
                 zero_dates: src.zero_dates,
                 truncate_timestamps: src.truncate_timestamps,
@@ -410,6 +434,34 @@ pub(crate) async fn prepare(
         keys,
         plan,
     })
+}
+
+/// Why the target cannot hold a row whose primary key cells are `key` (its `partition`
+/// first), naming the cell: a NULL anywhere (unless `drop_nulls`: the writer skips the row),
+/// or an empty single-column partition key, which Cassandra refuses ("Key may not be
+/// empty"). The CQL writer takes a row whose clustering cells are all null for a partition
+/// of static cells only, as a CQL source sends them, and writes no row: MySQL has no such
+/// partitions, so such a row would be lost without a word.
+fn unwritable_key(
+    key: &[Option<bytes::Bytes>],
+    partition: usize,
+    drop_nulls: bool,
+) -> Option<(usize, &'static str)> {
+    if let Some(i) = key.iter().position(Option::is_none)
+        && !drop_nulls
+    {
+        return Some((
+            i,
+            "NULL, which a primary key column of the target cannot hold; set target.dropNullPrimaryKeys: true to skip such rows",
+        ));
+    }
+    match key {
+        [Some(only), ..] if partition == 1 && only.is_empty() => Some((
+            0,
+            "an empty value, which Cassandra refuses as a whole partition key",
+        )),
+        _ => None,
+    }
 }
 
 /// The described table, the column mapping and the slots.
@@ -517,4 +569,35 @@ fn match_columns(
         regular: describe(&target.regular)?,
     };
     Ok((described, mapping, slots))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unwritable_key;
+    use bytes::Bytes;
+
+    #[test]
+    fn null_and_empty_keys_are_named_before_anything_is_written() {
+        let v = |s: &'static str| Some(Bytes::from_static(s.as_bytes()));
+        // A NULL clustering cell, which the writer would take for a partition of statics.
+        assert_eq!(
+            unwritable_key(&[v("a"), None], 1, false).map(|r| r.0),
+            Some(1)
+        );
+        assert_eq!(
+            unwritable_key(&[None, v("b")], 2, false).map(|r| r.0),
+            Some(0)
+        );
+        // dropNullPrimaryKeys: the row goes on to the writer, which skips it.
+        assert_eq!(unwritable_key(&[v("a"), None], 1, true), None);
+        // An empty partition key alone is refused by Cassandra; a component of a composite
+        // one, or a clustering cell, may be empty.
+        assert_eq!(
+            unwritable_key(&[v(""), v("x")], 1, false).map(|r| r.0),
+            Some(0)
+        );
+        assert_eq!(unwritable_key(&[v(""), v("x")], 2, false), None);
+        assert_eq!(unwritable_key(&[v("x"), v("")], 1, false), None);
+        assert_eq!(unwritable_key(&[v("x")], 1, false), None);
+    }
 }
