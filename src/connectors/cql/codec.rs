@@ -332,6 +332,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn integers_of_every_width_read_with_their_sign() {
+        assert_eq!(integer(&[0xff]), Some(-1), "tinyint");
+        assert_eq!(integer(&[0x7f]), Some(127));
+        assert_eq!(integer(&[0x80, 0x00]), Some(-32768), "smallint");
+        assert_eq!(integer(&(-5i32).to_be_bytes()), Some(-5), "int");
+        assert_eq!(integer(&i64::MIN.to_be_bytes()), Some(i64::MIN), "bigint");
+        assert_eq!(integer(&[0, 0, 0]), None, "no CQL integer is three bytes");
+    }
+
+    #[test]
+    fn durations_are_written_as_cassandra_writes_them_at_every_width() {
+        // Cassandra's zigzag vints: 64 is 128 unsigned, one bit past the first byte's seven,
+        // so two bytes (0x80 0x80); -65 is 129 (0x80 0x81); 0 is one byte.
+        assert_eq!(
+            encode_duration(64, -65, 0),
+            vec![0x80, 0x80, 0x80, 0x81, 0x00]
+        );
+        assert_eq!(encode_duration(63, -64, 1), vec![0x7e, 0x7f, 0x02]);
+        // Every power of two and its neighbours, signed, read back as written.
+        for k in 0..63 {
+            for v in [1i64 << k, (1i64 << k) - 1, -(1i64 << k), -(1i64 << k) - 1] {
+                let bytes = encode_duration(v, -v, v / 3);
+                assert_eq!(duration(&bytes), Some([v, -v, v / 3]), "{v}");
+            }
+        }
+        for v in [i64::MAX, i64::MIN] {
+            let bytes = encode_duration(v, 0, v);
+            assert_eq!(bytes.len(), 9 + 1 + 9, "the widest vint is nine bytes");
+            assert_eq!(duration(&bytes), Some([v, 0, v]));
+        }
+    }
+
+    #[test]
     fn unsigned_vints_round_trip_in_the_fewest_bytes() {
         let enc = |v: u64| {
             let mut out = Vec::new();

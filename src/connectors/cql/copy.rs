@@ -522,7 +522,14 @@ impl CopyPlan {
             .iter()
             .map(|c| Bound::Value(c.clone().expect("checked")))
             .collect();
-        let ck_null = nc > 0 && cells[np..np + nc].iter().all(Option::is_none);
+        // A CQL scan gives a partition of static cells only as a row whose clustering columns
+        // are all null, and so are its regular cells. Any other null in the clustering key
+        // (a Parquet or MySQL row with a regular value and no clustering value) is a null key.
+        let ck_null = nc > 0
+            && cells[np..np + nc].iter().all(Option::is_none)
+            && cells[np + nc + ns..np + nc + ns + nr]
+                .iter()
+                .all(Option::is_none);
         if nc > 0 && !ck_null && cells[np..np + nc].iter().any(Option::is_none) {
             stats.dropped += 1;
             return;

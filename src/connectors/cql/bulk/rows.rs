@@ -215,12 +215,20 @@ impl RowPlan {
     /// Whether a row has a null in its primary key (a partition of statics only has all its
     /// clustering columns null, and is a row).
     fn null_in_key(&self, cells: &[Option<Bytes>]) -> bool {
-        let (np, nc) = (
+        let (np, nc, ns, nr) = (
             self.source.partition_key.len(),
             self.source.clustering_key.len(),
+            self.source.statics.len(),
+            self.source.regular.len(),
         );
         let ck = &cells[np..np + nc];
-        let ck_null = nc > 0 && ck.iter().all(Option::is_none);
+        // A partition of static cells only has no clustering values and no regular cells
+        // either; a row with a regular cell and no clustering value has a null key.
+        let ck_null = nc > 0
+            && ck.iter().all(Option::is_none)
+            && cells[np + nc + ns..np + nc + ns + nr]
+                .iter()
+                .all(Option::is_none);
         cells[..np].iter().any(Option::is_none) || (!ck_null && ck.iter().any(Option::is_none))
     }
 
