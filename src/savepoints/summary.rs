@@ -219,6 +219,8 @@ mod tests {
         let after = segments(&[0, 1, 4]);
         assert_eq!(after.added_since(&before), segments(&[4]));
         assert!(before.added_since(&before).is_empty());
+        assert!(!after.added_since(&before).is_empty());
+        assert!(!before.is_empty() && Progress::default().is_empty());
         let units = TokenRange::FULL.split(4);
         let earlier = Progress {
             token_ranges: RangeSet::from_ranges([units[0]]),
@@ -232,5 +234,17 @@ mod tests {
             later.added_since(&earlier).token_ranges,
             RangeSet::from_ranges([units[1], units[3]])
         );
+        // A stream's positions are added when they moved, and only then.
+        let at = |seq: &str| Progress {
+            stream: Some(crate::savepoints::StreamPositions {
+                stream: "arn:stream".into(),
+                since: 1,
+                shards: [("shard-1".to_string(), seq.to_string())].into(),
+                finished_shards: Default::default(),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(at("5").added_since(&at("5")).stream, None);
+        assert_eq!(at("9").added_since(&at("5")).stream, at("9").stream);
     }
 }
