@@ -316,6 +316,8 @@ struct UnitState {
 pub struct BulkBatcher {
     unit: Option<Arc<UnitState>>,
     rows: Vec<RawRow>,
+    /// When each row was read (seconds since the epoch): its TTLs count from then.
+    read_at_s: Vec<i64>,
     bytes: u64,
     next: u64,
 }
@@ -330,7 +332,7 @@ impl BulkBatcher {
             seq: self.next,
             rows: std::mem::take(&mut self.rows),
             bytes: std::mem::take(&mut self.bytes),
-            read_at_s: chrono::Utc::now().timestamp(),
+            read_at_s: std::mem::take(&mut self.read_at_s),
         });
         self.next += 1;
     }
@@ -342,7 +344,10 @@ pub struct BulkRequest {
     seq: u64,
     rows: Vec<RawRow>,
     bytes: u64,
-    read_at_s: i64,
+    /// When each row was read (seconds since the epoch). A request gathers rows over many
+    /// pages, and under load over many seconds: a TTL counted from when the request was cut
+    /// would outlive the source's cell by that long.
+    read_at_s: Vec<i64>,
 }
 
 impl Request for BulkRequest {
@@ -375,13 +380,13 @@ impl Shared {
     }
 
     /// Applies one request's rows to the unit's writers.
-    fn apply(&self, unit: &UnitState, rows: &[RawRow], now_s: i64) -> Result<(), BulkError> {
+    fn apply(&self, unit: &UnitState, rows: &[RawRow], read_at_s: &[i64]) -> Result<(), BulkError> {
         let mut w = unit.writer.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = &w.failed {
             return Err(BulkError::Write(e.clone()));
         }
         let result = (|| -> Result<(), BulkError> {
-            for row in rows {
+            for (row, &now_s) in rows.iter().zip(read_at_s) {
                 // Statics ride on every row of a partition; they are written once, with its
                 // first row.
                 let Converted::Row {
@@ -551,7 +556,7 @@ impl Sink<RawRow> for BulkSink {
         &self,
         b: &mut BulkBatcher,
         row: &RawRow,
-        _read_at: Instant,
+        read_at: Instant,
         out: &mut Vec<BulkRequest>,
     ) -> Result<Pushed, Refused> {
         if self.shared.plan.drops(&row.cells) {
@@ -559,6 +564,12 @@ impl Sink<RawRow> for BulkSink {
         }
         b.bytes += row.size() as u64;
         b.rows.push(row.clone());
+        // The second it was read, rounded up: a TTL counted from a moment before the read
+        // would expire the copy before the source's cell.
+        let ago = i64::try_from(read_at.elapsed().as_millis()).unwrap_or(0);
+        let read_ms = chrono::Utc::now().timestamp_millis() - ago;
+        b.read_at_s
+            .push(read_ms.div_euclid(1000) + i64::from(read_ms.rem_euclid(1000) > 0));
         if b.rows.len() >= ROWS_PER_REQUEST {
             b.take(out);
         }
@@ -577,10 +588,10 @@ impl Sink<RawRow> for BulkSink {
         let _ = turn.wait_for(|next| *next == request.seq).await;
         let shared = self.shared.clone();
         let rows = request.rows.clone();
-        let now_s = request.read_at_s;
+        let read_at_s = request.read_at_s.clone();
         let applied = {
             let unit = unit.clone();
-            tokio::task::spawn_blocking(move || shared.apply(&unit, &rows, now_s))
+            tokio::task::spawn_blocking(move || shared.apply(&unit, &rows, &read_at_s))
                 .await
                 .unwrap_or_else(|e| Err(BulkError::Write(format!("a writer task failed: {e}"))))
         };
