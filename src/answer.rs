@@ -42,7 +42,9 @@ pub async fn json_within<T: DeserializeOwned>(
         .await
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("an answer longer than {limit} bytes"))?;
-    serde_json::from_slice(&body).map_err(|e| format!("not the answer expected: {e}"))
+    // serde's message may quote a value of the answer (`invalid type: string "…"`): clipped.
+    serde_json::from_slice(&body)
+        .map_err(|e| format!("not the answer expected: {}", clip(&e.to_string())))
 }
 
 /// What an error answer says: the `message` of its JSON body, else its text, from the first

@@ -271,7 +271,10 @@ impl PeerClient {
             .map_err(failed)?
             .ok_or_else(too_long)?;
         let list: RemoteList = serde_json::from_slice(&body).map_err(|e| {
-            LiveMigrationError::Peer(format!("listing files at {url}: not a file listing: {e}"))
+            LiveMigrationError::Peer(format!(
+                "listing files at {url}: not a file listing: {}",
+                crate::answer::clip(&e.to_string())
+            ))
         })?;
         if list.files.len() > self.limits.max_listed_files {
             return Err(LiveMigrationError::Invalid(format!(
@@ -309,7 +312,8 @@ impl PeerClient {
             .map(|s| s.state)
             .map_err(|e| {
                 LiveMigrationError::Peer(format!(
-                    "live-migration status at {url}: not a status: {e}"
+                    "live-migration status at {url}: not a status: {}",
+                    crate::answer::clip(&e.to_string())
                 ))
             })
     }
@@ -396,7 +400,8 @@ impl PeerClient {
             })?;
         serde_json::from_slice(&body).map_err(|e| {
             LiveMigrationError::Peer(format!(
-                "block digests of {file_url}: not a block-digest answer: {e}"
+                "block digests of {file_url}: not a block-digest answer: {}",
+                crate::answer::clip(&e.to_string())
             ))
         })
     }
