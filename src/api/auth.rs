@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use crate::api::AppState;
 use crate::api::audit;
 use crate::api::error::ApiError;
-use crate::auth::rate::Limiter;
+use crate::auth::rate::{Caller, Limiter};
 use crate::auth::{Authenticator, ClientCertNames, Identity, Role};
 use crate::metrics::Metrics;
 
@@ -193,8 +193,7 @@ fn identify(guard: &Guard, request: &Request, route: &str) -> Result<Option<Iden
             let token = value
                 .to_str()
                 .ok()
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .map(str::trim)
+                .and_then(bearer_token)
                 .ok_or_else(|| "the bearer token is not valid".to_string())?;
             guard.auth.identify_bearer(token).map(Some)
         }
@@ -205,16 +204,23 @@ fn identify(guard: &Guard, request: &Request, route: &str) -> Result<Option<Iden
     }
 }
 
-/// The rate-limit bucket of a caller: its identity, or its address when it has none (or one
-/// shared bucket when the listener does not say the address).
-fn bucket(identity: Option<&Identity>, request: &Request) -> String {
-    match identity {
-        Some(identity) => format!("id:{}", identity.name),
-        None => request
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map_or_else(|| "anonymous".to_string(), |c| format!("ip:{}", c.0.ip())),
-    }
+/// The token of an `Authorization` value of the Bearer scheme, whose name is matched without
+/// regard to case (RFC 9110 §11.1: `bearer x` is as valid as `Bearer x`).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// The address a caller without proven credentials is counted by (one shared bucket when the
+/// listener does not say the address).
+fn address(request: &Request) -> String {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or_else(|| "anonymous".to_string(), |c| c.0.ip().to_string())
 }
 
 /// What becomes of a request.
@@ -246,8 +252,16 @@ fn check(guard: &Guard, request: &Request, route: &str) -> Decision {
     // Counted before a bad credential is refused, so guessing tokens is limited too.
     // Health that needs credentials is limited like any route, or it would be a free oracle
     // for guessing tokens.
+    let anonymous;
+    let caller = match identity {
+        Some(identity) => Caller::Identified(&identity.name),
+        None => {
+            anonymous = address(request);
+            Caller::Anonymous(&anonymous)
+        }
+    };
     if let Some(limiter) = &guard.limiter
-        && let Err(wait) = limiter.check(&bucket(identity, request))
+        && let Err(wait) = limiter.check(caller)
     {
         return Decision::Refuse(identity.cloned(), too_many_requests(wait));
     }
@@ -442,6 +456,16 @@ pub fn document(doc: &mut utoipa::openapi::OpenApi) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_matched_without_regard_to_case() {
+        for value in ["Bearer t0k", "bearer t0k", "BEARER t0k", "bEaReR  t0k "] {
+            assert_eq!(bearer_token(value), Some("t0k"), "{value}");
+        }
+        for value in ["Basic t0k", "Bearer", "Bearer ", "Bearert0k", "Token t0k"] {
+            assert_eq!(bearer_token(value), None, "{value}");
+        }
+    }
 
     /// Every route served has its own entry in the table: a new route fails here until its
     /// role is chosen.

@@ -210,7 +210,11 @@ impl Verifier {
                 .collect(),
             _ => Vec::new(),
         };
-        Ok(Identity::new(auth, name, roles))
+        Ok(Identity::new(
+            auth,
+            super::jwt_identity(&self.config.issuer, name),
+            roles,
+        ))
     }
 }
 

@@ -61,7 +61,9 @@ impl Role {
 /// An authenticated caller, attached to the request's extensions for handlers and logs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
-    /// The token id or certificate name; never a secret.
+    /// The caller's name qualified by how it was proven — `token:<id>`, `jwt:<issuer>#<name>`
+    /// or `cert:<name>` — as logs, the audit trail and `auth.admin_identities` write it, so
+    /// one name proven two ways is two callers. Never a secret.
     pub name: String,
     /// Its roles.
     pub roles: Vec<Role>,
@@ -75,13 +77,34 @@ impl Identity {
         self.all_roles || self.roles.contains(&role)
     }
 
-    pub(crate) fn new(config: &AuthConfig, name: &str, roles: Vec<Role>) -> Self {
+    /// The caller `name` (already qualified, see [`Identity::name`]) holding `roles`.
+    pub(crate) fn new(config: &AuthConfig, name: String, roles: Vec<Role>) -> Self {
         Self {
-            all_roles: config.admin_identities.iter().any(|a| a == name),
-            name: name.to_string(),
+            all_roles: is_admin(config, &name),
+            name,
             roles,
         }
     }
+}
+
+/// Whether the qualified `name` is one of `auth.admin_identities`.
+fn is_admin(config: &AuthConfig, name: &str) -> bool {
+    config.admin_identities.iter().any(|a| a.as_str() == name)
+}
+
+/// The qualified name of the caller holding token `id`.
+pub fn token_identity(id: &str) -> String {
+    format!("token:{id}")
+}
+
+/// The qualified name of the caller whose JWT of `issuer` names it `name`.
+pub fn jwt_identity(issuer: &str, name: &str) -> String {
+    format!("jwt:{issuer}#{name}")
+}
+
+/// The qualified name of the caller whose verified certificate carries `name`.
+pub fn cert_identity(name: &str) -> String {
+    format!("cert:{name}")
 }
 
 /// The identity a bearer token proves, if it is one of `auth.tokens`.
@@ -104,7 +127,7 @@ fn identify_token_among(
             found = Some(entry);
         }
     }
-    found.map(|entry| Identity::new(config, &entry.id, entry.roles.clone()))
+    found.map(|entry| Identity::new(config, token_identity(&entry.id), entry.roles.clone()))
 }
 
 /// Reads an `auth.tokens_file`: a YAML list of entries shaped as `auth.tokens` ones (an empty
@@ -170,12 +193,13 @@ impl Authenticator {
 }
 
 /// The identity of a verified client certificate: its first name that some
-/// `auth.certificates` entry (or `auth.admin_identities`) names, with the roles of every entry
+/// `auth.certificates` entry (or a `cert:` entry of `auth.admin_identities`) names, with the roles of every entry
 /// that matches that name.
 pub fn identify_certificate(config: &AuthConfig, names: &ClientCertNames) -> Option<Identity> {
     names.0.iter().find_map(|name| {
         let mut roles: Vec<Role> = Vec::new();
-        let mut known = config.admin_identities.iter().any(|a| a == name);
+        let qualified = cert_identity(name);
+        let mut known = is_admin(config, &qualified);
         for entry in &config.certificates {
             if entry.identity.matches(name) {
                 known = true;
@@ -186,7 +210,7 @@ pub fn identify_certificate(config: &AuthConfig, names: &ClientCertNames) -> Opt
                 }
             }
         }
-        known.then(|| Identity::new(config, name, roles))
+        known.then(|| Identity::new(config, qualified, roles))
     })
 }
 
@@ -208,13 +232,13 @@ mod tests {
     #[test]
     fn a_token_is_known_by_its_hash_only() {
         let auth = config(&format!(
-            "tokens:\n  - {{id: ci, sha256: {}, roles: [reader, operator]}}\n  - {{id: boss, sha256: {}}}\nadmin_identities: [boss]\n",
+            "tokens:\n  - {{id: ci, sha256: {}, roles: [reader, operator]}}\n  - {{id: boss, sha256: {}}}\nadmin_identities: ['token:boss']\n",
             sha("s3cret"),
             sha("b0ss")
         ));
         assert!(auth.is_enabled());
         let ci = identify_token(&auth, "s3cret").expect("ci");
-        assert_eq!(ci.name, "ci");
+        assert_eq!(ci.name, "token:ci");
         assert!(ci.has(Role::Reader) && ci.has(Role::Operator) && !ci.has(Role::Admin));
         let boss = identify_token(&auth, "b0ss").expect("boss");
         assert!(boss.has(Role::Admin) && boss.has(Role::Peer));
@@ -232,7 +256,7 @@ mod tests {
     #[test]
     fn certificate_names_map_to_roles_by_exact_name_or_glob() {
         let auth = config(
-            "certificates:\n  - {identity: 'spiffe://example.org/ns/prod/*', roles: [reader]}\n  - {identity: 'spiffe://example.org/ns/prod/dst', roles: [peer]}\n  - {identity: 'ops.example.org', roles: [operator]}\nadmin_identities: [root.example.org]\n",
+            "certificates:\n  - {identity: 'spiffe://example.org/ns/prod/*', roles: [reader]}\n  - {identity: 'spiffe://example.org/ns/prod/dst', roles: [peer]}\n  - {identity: 'ops.example.org', roles: [operator]}\nadmin_identities: ['cert:root.example.org']\n",
         );
         assert!(auth.is_enabled());
         let names = |n: &[&str]| ClientCertNames(n.iter().map(|s| s.to_string()).collect());
@@ -247,7 +271,7 @@ mod tests {
             ]),
         )
         .expect("dst");
-        assert_eq!(dst.name, "spiffe://example.org/ns/prod/dst");
+        assert_eq!(dst.name, "cert:spiffe://example.org/ns/prod/dst");
         assert_eq!(dst.roles, vec![Role::Reader, Role::Peer]);
 
         // `*` stays within one segment.
@@ -266,6 +290,61 @@ mod tests {
     fn without_tokens_or_certificates_auth_is_off() {
         assert!(!AuthConfig::default().is_enabled());
         assert!(AuthConfig::default().health_open);
-        assert!(!config("admin_identities: [x]\nhealth_open: false\n").is_enabled());
+        assert!(!config("admin_identities: ['token:x']\nhealth_open: false\n").is_enabled());
+    }
+
+    /// One name proven three ways is three callers: only the way `admin_identities` names
+    /// holds every role (issue 42, finding 3: a JWT `sub: boss` and a certificate `CN=boss`
+    /// both passed as the token `boss`).
+    #[test]
+    fn an_admin_identity_holds_every_role_only_when_proven_the_way_it_names() {
+        let auth = config(&format!(
+            "tokens:\n  - {{id: boss, sha256: {}}}\n  - {{id: cert:boss, sha256: {}}}\ncertificates:\n  - {{identity: boss, roles: [reader]}}\nadmin_identities: ['token:boss']\n",
+            sha("b0ss"),
+            sha("tricky")
+        ));
+        assert!(identify_token(&auth, "b0ss").unwrap().has(Role::Admin));
+        let cert = identify_certificate(&auth, &ClientCertNames(vec!["boss".into()])).unwrap();
+        assert_eq!(cert.name, "cert:boss");
+        assert!(!cert.has(Role::Admin) && cert.has(Role::Reader));
+        // A token whose id looks qualified is still a token.
+        let tricky = identify_token(&auth, "tricky").unwrap();
+        assert_eq!(tricky.name, "token:cert:boss");
+        assert!(!tricky.has(Role::Admin));
+
+        let auth = config("admin_identities: ['cert:boss']\n");
+        let cert = identify_certificate(&auth, &ClientCertNames(vec!["boss".into()])).unwrap();
+        assert!(
+            cert.has(Role::Admin),
+            "a cert: admin needs no certificates entry"
+        );
+    }
+
+    #[test]
+    fn an_unqualified_or_malformed_admin_identity_is_refused_naming_the_fix() {
+        for (entry, expected) in [
+            ("boss", "write token:boss"),
+            (
+                "spiffe://example.org/admin",
+                "does not say how it is proven",
+            ),
+            ("token:", "names nobody"),
+            ("cert:", "names nobody"),
+            ("jwt:boss", "jwt:<issuer>#<name>"),
+            ("jwt:#boss", "jwt:<issuer>#<name>"),
+            ("jwt:https://idp#", "jwt:<issuer>#<name>"),
+        ] {
+            let err = yaml_serde::from_str::<AuthConfig>(&format!("admin_identities: ['{entry}']"))
+                .expect_err(entry)
+                .to_string();
+            assert!(err.contains(expected), "{entry}: {err}");
+        }
+        for entry in [
+            "token:boss",
+            "cert:spiffe://example.org/admin",
+            "jwt:https://idp.example#a#b",
+        ] {
+            config(&format!("admin_identities: ['{entry}']"));
+        }
     }
 }

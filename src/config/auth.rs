@@ -28,10 +28,13 @@ pub struct AuthConfig {
     /// that matches it. Default: none.
     #[serde(default)]
     pub certificates: Vec<CertificateConfig>,
-    /// Identities (token ids or certificate names, exact) that hold every role, whatever
-    /// their own entry says. Default: none.
+    /// Identities that hold every role, whatever their own entry says, each named with how it
+    /// is proven: `token:<id>` (an `auth.tokens` or `tokens_file` entry), `jwt:<issuer>#<name>`
+    /// (a JWT of `auth.jwt.issuer` whose identity claim is `<name>`) or `cert:<name>` (a
+    /// verified client certificate carrying that name, exact). A name alone is refused: the
+    /// same name proven another way must not become an administrator. Default: none.
     #[serde(default)]
-    pub admin_identities: Vec<String>,
+    pub admin_identities: Vec<AdminIdentity>,
     /// Whether the health routes (`/api/v1/__health`, `/api/v1/cassandra/native/__health`)
     /// answer without credentials, for load balancers and probes. When false they need the
     /// `reader` role. Default true.
@@ -81,6 +84,40 @@ impl AuthConfig {
             || !self.certificates.is_empty()
             || self.tokens_file.is_some()
             || self.jwt.is_some()
+    }
+
+    /// Checks what a field alone cannot: a `jwt:` admin identity names the issuer JWTs are
+    /// accepted from, or it could never match.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        for (i, admin) in self.admin_identities.iter().enumerate() {
+            let Some(issuer) = admin.jwt_issuer() else {
+                continue;
+            };
+            let key = format!("auth.admin_identities[{i}]");
+            match &self.jwt {
+                None => {
+                    return Err((
+                        key,
+                        format!(
+                            "{:?} is a JWT identity but auth.jwt is not set",
+                            admin.as_str()
+                        ),
+                    ));
+                }
+                Some(jwt) if jwt.issuer != issuer => {
+                    return Err((
+                        key,
+                        format!(
+                            "{:?} names the issuer {issuer:?}, but JWTs are accepted only from auth.jwt.issuer {:?}",
+                            admin.as_str(),
+                            jwt.issuer
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
     }
 
     /// Makes the section's file paths absolute from `base` (the config file's directory) and
@@ -265,6 +302,67 @@ impl TryFrom<String> for TokenHash {
 }
 
 impl<'de> Deserialize<'de> for TokenHash {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Self::try_from(String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// An entry of `auth.admin_identities`: a caller's name qualified by how it is proven, as
+/// [`crate::auth::Identity::name`] writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminIdentity(String);
+
+impl AdminIdentity {
+    /// The entry as written (`token:boss`).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The issuer of a `jwt:` entry.
+    pub fn jwt_issuer(&self) -> Option<&str> {
+        let rest = self.0.strip_prefix("jwt:")?;
+        rest.split_once('#').map(|(issuer, _)| issuer)
+    }
+}
+
+impl TryFrom<String> for AdminIdentity {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        let qualified = |name: &str| {
+            format!(
+                "write token:{name} (a token id), jwt:<issuer>#{name} (a JWT subject) or cert:{name} (a certificate name)"
+            )
+        };
+        let Some((scheme, name)) = text.split_once(':') else {
+            return Err(format!(
+                "admin identity {text:?} does not say how it is proven: {}",
+                qualified(&text)
+            ));
+        };
+        match scheme {
+            "token" | "cert" if !name.is_empty() => Ok(Self(text)),
+            "jwt" => match name.split_once('#') {
+                Some((issuer, subject)) if !issuer.is_empty() && !subject.is_empty() => {
+                    Ok(Self(text))
+                }
+                _ => Err(format!(
+                    "admin identity {text:?}: a JWT identity is jwt:<issuer>#<name>, the issuer as auth.jwt.issuer writes it"
+                )),
+            },
+            "token" | "cert" => Err(format!(
+                "admin identity {text:?} names nobody after {scheme}:"
+            )),
+            // A SPIFFE id or a URL is a certificate name written without its `cert:`.
+            _ => Err(format!(
+                "admin identity {text:?} does not say how it is proven: {}",
+                qualified(&text)
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for AdminIdentity {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Self::try_from(String::deserialize(d)?).map_err(serde::de::Error::custom)
     }

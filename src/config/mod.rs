@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 pub use auth::{
-    AuthConfig, CertificateConfig, IdentityPattern, JwtConfig, RateLimitConfig, TokenConfig,
-    TokenHash,
+    AdminIdentity, AuthConfig, CertificateConfig, IdentityPattern, JwtConfig, RateLimitConfig,
+    TokenConfig, TokenHash,
 };
 pub use cassandra::{CassandraConfig, DEFAULT_NATIVE_ADDRESS};
 pub use jobs::JobsConfig;
@@ -219,6 +219,7 @@ impl DaemonConfig {
             )
         })?;
         self.server.validate(self.auth.is_enabled())?;
+        self.auth.validate()?;
         self.jobs.validate()?;
         self.cassandra.validate()?;
         self.sstable_uploads.validate()?;

@@ -12,7 +12,7 @@ const AUTH: &str = "auth:
     - {id: p, sha256: 493a178d1badd6ef2187860f907ec6be297f4154380d4c2a4952936655ea66fb, roles: [peer]}
     - {id: a, sha256: 10a4c7c9fc5206d6f36dc6944a81bb6f4a3cb0e25014ae3b12e6c3e52712292a, roles: [admin]}
     - {id: boss, sha256: 673e0b86626e1976dc1d5d4723c64674b0057b4f5b0f65f51758814a3d82c458, roles: []}
-  admin_identities: [boss]
+  admin_identities: ['token:boss']
 ";
 
 /// Every operation of the API: method and a concrete path.

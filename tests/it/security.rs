@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use test_support::{App, Daemon, Home, json_of};
 
-const ISSUER: &str = "https://idp.example";
-const AUDIENCE: &str = "drover";
+pub(crate) const ISSUER: &str = "https://idp.example";
+pub(crate) const AUDIENCE: &str = "drover";
 
-fn sha(token: &str) -> String {
+pub(crate) fn sha(token: &str) -> String {
     Sha256::digest(token.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -31,14 +31,14 @@ fn now() -> i64 {
 }
 
 /// An ES256 signing key of an identity provider, made for the test.
-struct Signer {
+pub(crate) struct Signer {
     key: EncodingKey,
-    public_pem: String,
+    pub(crate) public_pem: String,
     kid: Option<String>,
 }
 
 impl Signer {
-    fn new(kid: Option<&str>) -> Self {
+    pub(crate) fn new(kid: Option<&str>) -> Self {
         let pair = rcgen::KeyPair::generate().expect("key pair");
         Self {
             key: EncodingKey::from_ec_pem(pair.serialize_pem().as_bytes()).expect("EC key"),
@@ -54,7 +54,7 @@ impl Signer {
         serde_json::to_value(jwk).unwrap()
     }
 
-    fn sign(&self, claims: &Value) -> String {
+    pub(crate) fn sign(&self, claims: &Value) -> String {
         let mut header = Header::new(Algorithm::ES256);
         header.kid = self.kid.clone();
         jsonwebtoken::encode(&header, claims, &self.key).expect("sign")
@@ -62,7 +62,7 @@ impl Signer {
 }
 
 /// Claims that pass every check, for `sub` holding `roles`.
-fn claims(sub: &str, roles: &[&str]) -> Value {
+pub(crate) fn claims(sub: &str, roles: &[&str]) -> Value {
     json!({"sub": sub, "roles": roles, "iss": ISSUER, "aud": AUDIENCE, "iat": now(), "exp": now() + 600})
 }
 
@@ -114,7 +114,7 @@ async fn jwt_roles_apply_and_bad_tokens_get_401_without_echoing_them() {
     let key_file = home.path().join("idp.pem");
     std::fs::write(&key_file, &idp.public_pem).unwrap();
     let extra = format!(
-        "auth:\n  tokens:\n    - {{id: hashed, sha256: {}, roles: [reader]}}\n  admin_identities: [root@example]\n  jwt:\n    public_key_file: {}\n    issuer: {ISSUER}\n    audience: {AUDIENCE}\n",
+        "auth:\n  tokens:\n    - {{id: hashed, sha256: {}, roles: [reader]}}\n  admin_identities: ['jwt:{ISSUER}#root@example']\n  jwt:\n    public_key_file: {}\n    issuer: {ISSUER}\n    audience: {AUDIENCE}\n",
         sha("plain-token"),
         key_file.display()
     );
@@ -637,7 +637,7 @@ async fn host_origin_and_content_type_refusals() {
 }
 
 /// Audit records of the daemon's JSON log.
-fn audit_lines(logs: &str) -> Vec<Value> {
+pub(crate) fn audit_lines(logs: &str) -> Vec<Value> {
     logs.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|v| v["target"] == "audit")

@@ -685,3 +685,129 @@ async fn a_silent_client_is_dropped_at_the_handshake_timeout() {
     let (status, _) = get(&client(&[&ca], None), &health).await.unwrap();
     assert_eq!(status, 200);
 }
+
+/// Issue 42, finding 3: `admin_identities: [boss]` named a token id, yet a JWT with `sub:
+/// boss` and no roles and a CA-signed certificate with `CN=boss` both passed the admin check.
+/// Now one name proven three ways is three callers: for each way `admin_identities` may name
+/// `boss`, exactly the caller proven that way holds every role, the others hold only their own
+/// (none here), and the 403 and the audit trail name each by its qualified identity. A name
+/// alone stops the start, saying how to write it.
+#[tokio::test]
+async fn an_admin_identity_is_admin_only_when_proven_the_way_it_is_named() {
+    use crate::security::{AUDIENCE, ISSUER, Signer, audit_lines, claims, sha};
+
+    let home = Home::new();
+    let ca = Ca::new("drover test CA");
+    let (cert, key) = write_leaf(home.path(), "server", &ca.issue("drover", &["127.0.0.1"]));
+    let client_ca = write_ca(home.path(), "clients", &ca);
+    let idp = Signer::new(None);
+    let idp_key = home.path().join("idp.pem");
+    std::fs::write(&idp_key, &idp.public_pem).unwrap();
+    let server = tls_keys(
+        &cert,
+        &key,
+        &format!(
+            "    client_ca: {}\n    client_auth: optional\n",
+            client_ca.display()
+        ),
+    );
+    let auth = |admin: &str| {
+        format!(
+            "logging:\n  format: json\nauth:\n  tokens:\n    - {{id: boss, sha256: {}, roles: []}}\n  certificates:\n    - {{identity: boss, roles: []}}\n  jwt:\n    public_key_file: {}\n    issuer: {ISSUER}\n    audience: {AUDIENCE}\n  admin_identities: ['{admin}']\n",
+            sha("boss-token"),
+            idp_key.display()
+        )
+    };
+    // The certificate carries `boss` as its CN only (no SAN), as in the probe.
+    let boss_cert = ca.issue("boss", &[]);
+    let jwt = idp.sign(&claims("boss", &[]));
+    let callers: [(String, &str); 3] = [
+        ("token:boss".into(), "token"),
+        (format!("jwt:{ISSUER}#boss"), "jwt"),
+        ("cert:boss".into(), "cert"),
+    ];
+
+    for (admin, _) in &callers {
+        let config = config_with_server(&home, &server, &auth(admin));
+        let daemon = Daemon::start_with(&home, &config).await;
+        let url = format!("https://{}/api/v1/admin/live-migration", daemon.addr);
+        for (name, how) in &callers {
+            let request = match *how {
+                "token" => client(&[&ca], None).put(&url).bearer_auth("boss-token"),
+                "jwt" => client(&[&ca], None).put(&url).bearer_auth(&jwt),
+                _ => client(&[&ca], Some(&boss_cert)).put(&url),
+            };
+            let response = request
+                .json(&json!({"enabled": false}))
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            if name == admin {
+                assert_eq!(status, 200, "{admin} is admin, asked as {name}: {body}");
+            } else {
+                assert_eq!(status, 403, "{admin} is admin, asked as {name}: {body}");
+                let message = body["message"].as_str().unwrap_or_default();
+                assert!(
+                    message.contains(&format!("{name} does not hold the admin role")),
+                    "{body}"
+                );
+            }
+        }
+        let audited: Vec<(String, u64)> = poll(Duration::from_secs(10), async || {
+            let lines: Vec<(String, u64)> = audit_lines(&daemon.logs())
+                .iter()
+                .map(|l| {
+                    (
+                        l["identity"].as_str().unwrap_or_default().to_string(),
+                        l["outcome"].as_u64().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            if lines.len() >= callers.len() {
+                Ok(lines)
+            } else {
+                Err(lines)
+            }
+        })
+        .await
+        .unwrap_or_else(|lines| panic!("audit lines: {lines:?}\n{}", daemon.logs()));
+        let expected: Vec<(String, u64)> = callers
+            .iter()
+            .map(|(name, _)| (name.to_string(), if name == admin { 200 } else { 403 }))
+            .collect();
+        assert_eq!(audited, expected, "{admin}");
+    }
+
+    // The legacy entry: refused at start, naming the key and the three ways to write it.
+    let config = config_with_server(&home, &server, &auth("boss"));
+    let out = std::process::Command::new(drover_bin())
+        .args(["check-config", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for part in [
+        "auth.admin_identities",
+        "write token:boss",
+        "jwt:<issuer>#boss",
+        "cert:boss",
+    ] {
+        assert!(stderr.contains(part), "{part}: {stderr}");
+    }
+    // A JWT identity of an issuer whose tokens are not accepted could never match.
+    let config = config_with_server(&home, &server, &auth("jwt:https://other.example#boss"));
+    let out = std::process::Command::new(drover_bin())
+        .args(["check-config", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("auth.admin_identities[0]") && stderr.contains("auth.jwt.issuer"),
+        "{stderr}"
+    );
+}
