@@ -483,23 +483,35 @@ pub async fn jobs(target: &Target, state: Option<&str>, kind: Option<&str>, outp
     if let Some(k) = kind {
         query.push(format!("kind={}", segment(k)));
     }
-    let path = if query.is_empty() {
-        "/api/v1/jobs".to_string()
-    } else {
-        format!("/api/v1/jobs?{}", query.join("&"))
-    };
-    match client.get(&path).await {
-        Ok(list) => {
-            let jobs = list
-                .get("jobs")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            print_jobs(&jobs, output);
-            EXIT_OK
+    // Page after page: the daemon answers at most 1,000 jobs at once.
+    let mut jobs = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let mut query = query.clone();
+        if let Some(after) = &after {
+            query.push(format!("after={}", segment(after)));
         }
-        Err(e) => fail(e),
+        let path = if query.is_empty() {
+            "/api/v1/jobs".to_string()
+        } else {
+            format!("/api/v1/jobs?{}", query.join("&"))
+        };
+        match client.get(&path).await {
+            Ok(list) => {
+                if let Some(page) = list.get("jobs").and_then(Value::as_array) {
+                    jobs.extend(page.iter().cloned());
+                }
+                match list.get("next").and_then(Value::as_str) {
+                    // A cursor that does not move would loop for ever.
+                    Some(next) if after.as_deref() != Some(next) => after = Some(next.to_string()),
+                    _ => break,
+                }
+            }
+            Err(e) => return fail(e),
+        }
     }
+    print_jobs(&jobs, output);
+    EXIT_OK
 }
 
 fn print_job(job: &Value, output: Output) {

@@ -14,6 +14,10 @@ use crate::jobs::{JobError, JobFailure, JobHandle, JobRecord, JobRegistry, JobRe
 /// The longest diagnostic job accepted.
 const MAX_SECONDS: u64 = 86_400;
 
+/// The longest `failWith` accepted, in bytes: it is stored with the job and shown in every
+/// list of jobs, so it is bounded like every other value the daemon echoes.
+pub const MAX_FAIL_WITH: usize = 1024;
+
 /// Why a diagnostic job was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum DiagnosticError {
@@ -23,6 +27,9 @@ pub enum DiagnosticError {
     /// The duration is out of bounds.
     #[error("durationSeconds: must be between 1 and {MAX_SECONDS}, got {0}")]
     Duration(u64),
+    /// `failWith` is too long.
+    #[error("failWith: at most {MAX_FAIL_WITH} bytes, got {0}")]
+    FailWith(usize),
     /// The registry refused the job.
     #[error(transparent)]
     Jobs(#[from] JobError),
@@ -34,7 +41,8 @@ pub enum DiagnosticError {
 pub struct DiagnosticJob {
     /// How long the job runs, 1 to 86400 seconds. It counts `secondsElapsed` as it goes.
     pub duration_seconds: u64,
-    /// When set, the job ends `FAILED` with this message instead of `SUCCEEDED`.
+    /// When set, the job ends `FAILED` with this message instead of `SUCCEEDED`. At most 1024
+    /// bytes.
     pub fail_with: Option<String>,
 }
 
@@ -65,6 +73,11 @@ pub async fn submit(
     }
     if !(1..=MAX_SECONDS).contains(&job.duration_seconds) {
         return Err(DiagnosticError::Duration(job.duration_seconds));
+    }
+    if let Some(message) = &job.fail_with
+        && message.len() > MAX_FAIL_WITH
+    {
+        return Err(DiagnosticError::FailWith(message.len()));
     }
     Ok(jobs
         .submit_kind::<Diagnostic>(None, &job, job.clone())

@@ -1,9 +1,15 @@
 //! Request bodies in JSON or YAML, chosen by `Content-Type`, with errors that name the field.
 
-use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
-use axum::http::{StatusCode, header};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Bytes, HttpBody as _};
+use axum::extract::{FromRequest, MatchedPath, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
+use tokio::sync::Semaphore;
 
 use super::error::ApiError;
 use crate::config::yaml;
@@ -18,6 +24,85 @@ pub struct Payload<T>(pub T);
 /// own rejection says neither).
 #[derive(Clone, Copy, Debug)]
 pub struct BodyLimit(pub usize);
+
+/// `server.request_body_budget`: the bytes of request bodies the daemon may hold at once,
+/// summed over every request. Each body is buffered whole before it is parsed, so without it
+/// 1,024 connections × `request_body_limit` could ask for 16 GiB.
+#[derive(Clone)]
+pub struct BodyBudget {
+    /// One permit per KiB of the budget.
+    kib: Arc<Semaphore>,
+    budget: u64,
+    limit: u64,
+}
+
+/// How long a request waits for room in the budget before it is answered 503.
+const BUDGET_WAIT: Duration = Duration::from_secs(5);
+
+/// Routes whose bodies are streamed to disk as they arrive, never held whole; their bounds
+/// are their own (`sstable_uploads`).
+const STREAMED: &[&str] =
+    &["/api/v1/uploads/{uploadId}/keyspaces/{keyspace}/tables/{table}/components/{component}"];
+
+impl BodyBudget {
+    /// A budget of `budget` bytes for bodies of at most `limit` bytes each.
+    pub fn new(budget: u64, limit: u64) -> Self {
+        let permits = usize::try_from(budget.div_ceil(1024))
+            .unwrap_or(usize::MAX)
+            .min(Semaphore::MAX_PERMITS);
+        Self {
+            kib: Arc::new(Semaphore::new(permits)),
+            budget,
+            limit,
+        }
+    }
+
+    /// The KiB a request's body is reserved: its declared length (at most the per-body
+    /// limit, beyond which it is refused 413 anyway), or the whole limit when it does not
+    /// declare one (chunked). Zero when it has no body.
+    fn reserve_of(&self, request: &Request) -> u32 {
+        let hint = request.body().size_hint();
+        let bytes = match hint.exact() {
+            Some(n) => n,
+            None if hint.upper() == Some(0) => 0,
+            None => self.limit,
+        }
+        .min(self.limit);
+        u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
+    }
+}
+
+/// The middleware holding the budget: a request's body bytes are reserved before its handler
+/// reads them and released when its answer is made; a request that finds no room within
+/// [`BUDGET_WAIT`] is answered 503 with `Retry-After`, and no byte of it is read.
+pub async fn budget(State(budget): State<BodyBudget>, request: Request, next: Next) -> Response {
+    let streamed = request
+        .extensions()
+        .get::<MatchedPath>()
+        .is_some_and(|p| STREAMED.contains(&p.as_str()));
+    let kib = budget.reserve_of(&request);
+    if streamed || kib == 0 {
+        return next.run(request).await;
+    }
+    let permit =
+        tokio::time::timeout(BUDGET_WAIT, budget.kib.clone().acquire_many_owned(kib)).await;
+    let Ok(Ok(_permit)) = permit else {
+        let mut response = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the daemon is holding as many request bodies as server.request_body_budget allows ({} bytes); retry later",
+                budget.budget
+            ),
+        )
+        .into_response();
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(BUDGET_WAIT.as_secs()),
+        );
+        return response;
+    };
+    next.run(request).await
+}
 
 /// How a body is written.
 #[derive(Clone, Copy)]

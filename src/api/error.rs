@@ -117,7 +117,9 @@ impl From<DiagnosticError> for ApiError {
     fn from(err: DiagnosticError) -> Self {
         match err {
             DiagnosticError::Disabled => ApiError::not_found(err.to_string()),
-            DiagnosticError::Duration(_) => ApiError::bad_request(format!("body: {err}")),
+            DiagnosticError::Duration(_) | DiagnosticError::FailWith(_) => {
+                ApiError::bad_request(format!("body: {err}"))
+            }
             DiagnosticError::Jobs(e) => e.into(),
         }
     }

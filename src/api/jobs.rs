@@ -106,7 +106,15 @@ impl From<JobRecord> for Accepted {
 pub struct JobList {
     /// Oldest first.
     pub jobs: Vec<JobView>,
+    /// When more jobs pass the filters: the cursor to ask for the next page with
+    /// (`?after=<next>`, same filters). Absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
+
+/// Jobs in one answer of `GET /api/v1/jobs` unless `limit` says otherwise, and the most it may
+/// say: the registry keeps 1,000 finished jobs by default, so one page usually holds all.
+pub const LIST_LIMIT: usize = 1000;
 
 /// Filters of `GET /api/v1/jobs`.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -118,6 +126,10 @@ pub struct ListFilter {
     /// Only jobs in this state.
     #[param(value_type = Option<JobState>, inline)]
     pub state: Option<String>,
+    /// At most this many jobs, 1 to 1000. Default 1000.
+    pub limit: Option<usize>,
+    /// Only jobs after this one: the `next` of the previous page.
+    pub after: Option<String>,
 }
 
 /// Lists jobs.
@@ -128,7 +140,7 @@ pub struct ListFilter {
     params(ListFilter),
     responses(
         (status = 200, body = JobList),
-        (status = 400, description = "Unknown filter or state", body = ErrorBody),
+        (status = 400, description = "Unknown filter or state, or a limit out of 1 to 1000", body = ErrorBody),
     )
 )]
 pub async fn list(
@@ -141,14 +153,22 @@ pub async fn list(
         .map(str::parse::<JobState>)
         .transpose()
         .map_err(|e| ApiError::bad_request(format!("state: {e}")))?;
-    let jobs = state
-        .jobs
-        .list(filter.kind.as_deref())
-        .into_iter()
-        .filter(|r| wanted.is_none_or(|s| r.state == s))
-        .map(JobView::from)
-        .collect();
-    Ok(Json(JobList { jobs }))
+    let limit = filter.limit.unwrap_or(LIST_LIMIT);
+    if !(1..=LIST_LIMIT).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "limit: must be between 1 and {LIST_LIMIT}, got {limit}"
+        )));
+    }
+    let kind = filter.kind.as_deref();
+    let (jobs, next) = state.jobs.after(
+        |k, s| kind.is_none_or(|want| want == k) && wanted.is_none_or(|w| w == s),
+        filter.after.as_deref(),
+        limit,
+    );
+    Ok(Json(JobList {
+        jobs: jobs.into_iter().map(JobView::from).collect(),
+        next,
+    }))
 }
 
 /// One job.

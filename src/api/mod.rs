@@ -296,6 +296,10 @@ pub fn router(state: AppState) -> Router {
             auth::Guard::new(&state),
             auth::authorize,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            body::BodyBudget::new(config.request_body_budget.as_u64(), body_limit as u64),
+            body::budget,
+        ))
         .layer(axum::middleware::from_fn(body::require_media_type))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,

@@ -200,6 +200,15 @@ impl DaemonConfig {
                 "must be more than 0".into(),
             ));
         }
+        if self.server.request_body_budget < self.server.request_body_limit {
+            return Err((
+                "server.request_body_budget".into(),
+                format!(
+                    "must be at least server.request_body_limit ({}), got {}",
+                    self.server.request_body_limit, self.server.request_body_budget
+                ),
+            ));
+        }
         for (key, value) in [
             ("server.request_timeout", self.server.request_timeout),
             ("server.shutdown_timeout", self.server.shutdown_timeout),

@@ -28,6 +28,13 @@ pub struct ServerConfig {
     /// Largest request body accepted (job files are small; this stops accidental uploads).
     /// Larger bodies get 413. Default `16 MiB`.
     pub request_body_limit: ByteSize,
+    /// Most bytes of request bodies held at once, summed over all requests: a body is
+    /// buffered whole before it is parsed, so this bounds the memory that concurrent bodies
+    /// take (a body without a declared length counts as `request_body_limit`). A request that
+    /// finds no room within 5 s gets 503 with `Retry-After`. Streamed SSTable uploads are not
+    /// counted (`sstable_uploads` bounds them). At least `request_body_limit`. Default
+    /// `64 MiB`.
+    pub request_body_budget: ByteSize,
     /// Time allowed to produce a response's headers; streamed bodies are not cut by it.
     /// Slower requests get 408. Default `60s`.
     #[serde(with = "humantime_serde")]
@@ -217,6 +224,7 @@ impl Default for ServerConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 9043)),
             request_body_limit: ByteSize::mib(16),
+            request_body_budget: ByteSize::mib(64),
             request_timeout: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(30),
             diagnostics: false,

@@ -541,6 +541,33 @@ impl JobRegistry {
         (total, page)
     }
 
+    /// The jobs that pass `keep` and whose id sorts after `after` (ids are UUIDv7, so oldest
+    /// first): at most `limit` of them, and the id to continue after when more pass. Only the
+    /// returned records are copied.
+    pub fn after(
+        &self,
+        keep: impl Fn(&str, JobState) -> bool,
+        after: Option<&str>,
+        limit: usize,
+    ) -> (Vec<JobRecord>, Option<String>) {
+        use std::ops::Bound;
+        let jobs = self.inner.jobs.read().unwrap_or_else(|p| p.into_inner());
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut page = Vec::with_capacity(limit.min(1000));
+        for (_, entry) in jobs.range::<str, _>((from, Bound::Unbounded)) {
+            let guard = entry.lock();
+            if !keep(&guard.record.kind, guard.record.state) {
+                continue;
+            }
+            if page.len() == limit {
+                let next = page.last().map(|r: &JobRecord| r.id.clone());
+                return (page, next);
+            }
+            page.push(guard.record.clone());
+        }
+        (page, None)
+    }
+
     /// Number of jobs per (kind, state), for metrics.
     pub fn counts(&self) -> BTreeMap<(String, JobState), u64> {
         let mut counts = BTreeMap::new();

@@ -228,3 +228,158 @@ async fn deeply_nested_bodies_are_refused_at_once_and_the_daemon_keeps_answering
     assert_eq!((posts.0.0, posts.1.0), (400, 400));
     assert_eq!(health.0, 200);
 }
+
+/// Writes the head of a `POST path` declaring `length` body bytes, then `sent` of them, and
+/// leaves the connection open.
+async fn slow_body(
+    addr: std::net::SocketAddr,
+    path: &str,
+    length: usize,
+    sent: usize,
+) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut body = vec![b' '; sent];
+    if let Some(first) = body.first_mut() {
+        *first = b'{';
+    }
+    stream.write_all(&body).await.unwrap();
+    stream
+}
+
+/// The status line and body of the answer on `stream`, read until the daemon closes it or
+/// the body is whole.
+async fn answer_of(stream: &mut tokio::net::TcpStream) -> (u16, String) {
+    use tokio::io::AsyncReadExt;
+    let mut text = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut buf))
+            .await
+            .expect("an answer within 30 s")
+            .unwrap_or(0);
+        text.extend_from_slice(&buf[..n]);
+        let s = String::from_utf8_lossy(&text).to_string();
+        if n == 0 || (s.contains("\r\n\r\n") && s.trim_end().ends_with('}')) {
+            let status = s
+                .split_whitespace()
+                .nth(1)
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            return (status, s);
+        }
+    }
+}
+
+/// Issue 42, finding 10: bodies were buffered whole, each up to `request_body_limit`, so 16
+/// concurrent 15.5 MB bodies took the daemon from 42 to 260 MB (and the defaults allowed
+/// ~16 GiB). Now the bytes of bodies held at once are bounded by `request_body_budget`: with
+/// 32 MiB, two 15.5 MB bodies in flight leave no room for a third, which is answered 503 with
+/// `Retry-After` after waiting 5 s (and none of its bytes read), while small requests still
+/// pass; when one of the two ends, a big body is admitted again. Sixteen at once, with the
+/// default 64 MiB, grow the daemon by far less than the 218 MB the probe measured.
+#[tokio::test]
+async fn request_bodies_in_flight_share_one_bounded_budget() {
+    const BIG: usize = 15_500_000;
+    let home = test_support::Home::new();
+    let config = home.write_config_edited(
+        "",
+        &[(
+            "  diagnostics: true\n",
+            "  diagnostics: true\n  request_body_budget: 32MiB\n",
+        )],
+    );
+    let daemon = Daemon::start_with(&home, &config).await;
+    let addr = daemon.addr;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(slow_body(addr, "/api/v1/migrations", BIG, 1 << 20).await);
+    }
+    // Both are admitted and being read: the next big one finds no room.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let mut third = slow_body(addr, "/api/v1/migrations", BIG, 0).await;
+    let (status, answer) = answer_of(&mut third).await;
+    assert_eq!(status, 503, "{answer}");
+    assert!(
+        answer.contains("server.request_body_budget (33554432 bytes)")
+            && answer.to_ascii_lowercase().contains("retry-after: 5"),
+        "{answer}"
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(4900) && waited < Duration::from_secs(20),
+        "{waited:?}"
+    );
+    // A small body fits in what is left (32 MiB - 2 × 15,137 KiB).
+    let (status, body) = daemon
+        .post_json(
+            "/api/v1/diagnostics/jobs",
+            &serde_json::json!({"durationSeconds": 1}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    // One of the two goes away: its reservation is returned, and a big body is served.
+    drop(held.pop());
+    let big = format!("{{\"x\": \"{}\"}}", "a".repeat(BIG - 10));
+    let (status, body) = test_support::poll(Duration::from_secs(20), async || {
+        let (status, body) = daemon
+            .post_raw("/api/v1/migrations", "application/json", big.clone())
+            .await;
+        if status == 503 {
+            Err((status, body))
+        } else {
+            Ok((status, body))
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("still refused: {e:?}"));
+    assert_eq!(status, 400, "{body}");
+    drop(held);
+
+    // Sixteen big bodies at once, each refused for its content once read.
+    let daemon = Daemon::fresh("").await;
+    let pid = daemon.pid();
+    let before = rss_kib(pid);
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(before));
+    let sampler = {
+        let peak = peak.clone();
+        tokio::spawn(async move {
+            loop {
+                peak.fetch_max(rss_kib(pid), std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let body = format!("{{\"x\": \"{}\"}}", "a".repeat(BIG - 10));
+    let client = daemon.client();
+    let answers = futures::future::join_all((0..16).map(|_| async {
+        // A 503 may come while the body is still being sent; the client then sees the
+        // connection closed rather than the answer (status 0).
+        match client
+            .post(daemon.url("/api/v1/diagnostics/jobs"))
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+        {
+            Ok(response) => response.status().as_u16(),
+            Err(_) => 0,
+        }
+    }))
+    .await;
+    sampler.abort();
+    assert!(
+        answers.iter().all(|s| matches!(s, 400 | 503 | 0)),
+        "{answers:?}"
+    );
+    assert!(answers.contains(&400), "{answers:?}");
+    let grown_mib = (peak.load(std::sync::atomic::Ordering::Relaxed) - before) / 1024;
+    assert!(grown_mib < 160, "the daemon grew by {grown_mib} MiB");
+    let (status, _) = daemon.get("/api/v1/__health").await;
+    assert_eq!(status, 200);
+}

@@ -380,3 +380,105 @@ async fn keep_finished_is_validated_at_start() {
         "{stderr}"
     );
 }
+
+/// Issue 42, finding 9: a 10 MB `failWith` was stored whole and made `GET /api/v1/jobs`
+/// 40 MB. It is now refused beyond 1024 bytes (accepted at 1024), and the list comes in pages
+/// of at most `limit` jobs (1 to 1000, default 1000) with a `next` cursor, which the CLI
+/// follows.
+#[tokio::test]
+async fn fail_with_is_bounded_and_the_job_list_comes_in_pages() {
+    let daemon = Daemon::fresh("").await;
+
+    let (status, body) = daemon
+        .post_json(
+            "/api/v1/diagnostics/jobs",
+            &json!({"durationSeconds": 1, "failWith": "x".repeat(1025)}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        error_message(status, &body),
+        "body: failWith: at most 1024 bytes, got 1025"
+    );
+    let (status, body) = daemon
+        .post_json(
+            "/api/v1/diagnostics/jobs",
+            &json!({"durationSeconds": 1, "failWith": "x".repeat(10 << 20)}),
+        )
+        .await;
+    assert_eq!(status, 400, "{}", error_message(status, &body));
+    let most = submit(
+        &daemon,
+        json!({"durationSeconds": 1, "failWith": "y".repeat(1024)}),
+    )
+    .await;
+    let mut ids = vec![most];
+    for _ in 0..4 {
+        ids.push(submit(&daemon, json!({"durationSeconds": 600})).await);
+    }
+
+    // Pages of two, oldest first, each naming the next; the last names none.
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &after {
+            Some(a) => format!("/api/v1/jobs?limit=2&after={a}"),
+            None => "/api/v1/jobs?limit=2".to_string(),
+        };
+        let (status, page) = daemon.get(&path).await;
+        assert_eq!(status, 200, "{page}");
+        let jobs = page["jobs"].as_array().unwrap();
+        assert!(jobs.len() <= 2, "{page}");
+        seen.extend(jobs.iter().map(|j| j["id"].as_str().unwrap().to_string()));
+        pages += 1;
+        match page.get("next").and_then(Value::as_str) {
+            Some(next) => after = Some(next.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ids, "every job once, in order");
+    assert_eq!(pages, 3);
+    // The filters apply before the page is cut.
+    let (_, page) = daemon
+        .get("/api/v1/jobs?limit=1&state=RUNNING&kind=diagnostic")
+        .await;
+    assert_eq!(page["jobs"].as_array().unwrap().len(), 1, "{page}");
+    assert_ne!(page["jobs"][0]["id"], ids[0], "{page}");
+    assert!(page["next"].is_string(), "{page}");
+    // The bound at the bound and past it.
+    let (status, page) = daemon.get("/api/v1/jobs?limit=1000").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.get("next").is_none(), "{page}");
+    for limit in ["0", "1001"] {
+        let (status, body) = daemon.get(&format!("/api/v1/jobs?limit={limit}")).await;
+        assert_eq!(
+            error_message(status, &body),
+            format!("limit: must be between 1 and 1000, got {limit}")
+        );
+    }
+    // The whole list of five jobs, the longest failWith included, is small.
+    let (_, list) = daemon.get("/api/v1/jobs").await;
+    assert!(
+        list.to_string().len() < 16 * 1024,
+        "{} bytes",
+        list.to_string().len()
+    );
+
+    // The CLI follows the cursor (one page here; the loop is the same for many).
+    let out = std::process::Command::new(test_support::drover_bin())
+        .args(["jobs", "-o", "json"])
+        .env("DROVER_SERVER", daemon.url(""))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for id in &ids {
+        assert!(stdout.contains(id.as_str()), "{id}: {stdout}");
+    }
+    for id in &ids[1..] {
+        let (status, _) = daemon
+            .post_json(&format!("/api/v1/jobs/{id}/cancel"), &json!({}))
+            .await;
+        assert_eq!(status, 202);
+    }
+}

@@ -442,7 +442,7 @@ fn hash_token_prints_the_hash_and_an_entry_the_config_accepts() {
         yaml_serde::from_str(&format!("tokens:\n  {}\n", entry_of(&stdout)))
             .expect("the entry parses");
     let who = drover::auth::identify_token(&auth, "s3cret").expect("the entry accepts the token");
-    assert_eq!(who.name, "ci: deploy");
+    assert_eq!(who.name, "token:ci: deploy");
     assert!(who.has(drover::auth::Role::Operator) && who.has(drover::auth::Role::Reader));
 
     let (code, stdout, _) = run(&["--generate"], "");
@@ -763,17 +763,32 @@ async fn the_real_daemon_applies_roles_audits_mutating_calls_and_refuses_unsafe_
 
     // The audit trail: every mutating call above, in order, with who, what, which, outcome.
     let expected: [(&str, &str, Option<&str>, u16); 6] = [
-        ("reader-1", "POST /api/v1/diagnostics/jobs", None, 403),
+        ("token:reader-1", "POST /api/v1/diagnostics/jobs", None, 403),
         ("anonymous", "POST /api/v1/diagnostics/jobs", None, 401),
         (
-            "operator-1",
+            "token:operator-1",
             "POST /api/v1/diagnostics/jobs",
             Some(&id),
             202,
         ),
-        ("operator-1", "POST /api/v1/jobs/{id}/cancel", Some(&id), 0),
-        ("operator-1", "PUT /api/v1/admin/live-migration", None, 403),
-        ("admin-1", "PUT /api/v1/admin/live-migration", None, 200),
+        (
+            "token:operator-1",
+            "POST /api/v1/jobs/{id}/cancel",
+            Some(&id),
+            0,
+        ),
+        (
+            "token:operator-1",
+            "PUT /api/v1/admin/live-migration",
+            None,
+            403,
+        ),
+        (
+            "token:admin-1",
+            "PUT /api/v1/admin/live-migration",
+            None,
+            200,
+        ),
     ];
     let lines = test_support::poll(Duration::from_secs(10), async || {
         let lines = audit_lines(&daemon.logs());
