@@ -28,7 +28,6 @@ use tower::ServiceBuilder;
 use tower_http::compression::predicate::{Predicate, SizeAbove};
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 use tracing::Span;
 use utoipa::OpenApi;
@@ -237,6 +236,25 @@ fn json_only(
         .is_some_and(|t| t.starts_with("application/json"))
 }
 
+/// `server.request_timeout`: a request whose answer is not ready in time gets 408. Not an
+/// SSTable component's upload, whose body may take longer however fast the daemon is (a
+/// 15 MB component at 200 KB/s could never succeed): `sstable_uploads.idle_timeout` bounds
+/// the time between its bytes instead.
+async fn request_timeout(
+    axum::extract::State(limit): axum::extract::State<Duration>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if uploads::is_component_upload(&request) {
+        return next.run(request).await;
+    }
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => StatusCode::REQUEST_TIMEOUT.into_response(),
+    }
+}
+
 /// The whole HTTP application.
 pub fn router(state: AppState) -> Router {
     let config = state.config.server.clone();
@@ -301,9 +319,9 @@ pub fn router(state: AppState) -> Router {
             body::budget,
         ))
         .layer(axum::middleware::from_fn(body::require_media_type))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
+        .layer(axum::middleware::from_fn_with_state(
             config.request_timeout,
+            request_timeout,
         ))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::Extension(body::BodyLimit(body_limit)));

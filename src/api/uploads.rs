@@ -28,6 +28,7 @@ impl From<UploadError> for ApiError {
             UploadError::Disabled | UploadError::NotFound(_) => StatusCode::NOT_FOUND,
             UploadError::Invalid(_) | UploadError::Body { .. } => StatusCode::BAD_REQUEST,
             UploadError::Forbidden(_) => StatusCode::FORBIDDEN,
+            UploadError::Idle { .. } => StatusCode::REQUEST_TIMEOUT,
             UploadError::AlreadyImported { .. } => StatusCode::CONFLICT,
             UploadError::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
             UploadError::NoSpace { .. } => StatusCode::INSUFFICIENT_STORAGE,
@@ -41,6 +42,14 @@ impl From<UploadError> for ApiError {
         };
         ApiError::new(status, err.to_string())
     }
+}
+
+/// Whether `request` sends a component's bytes: the one route whose body may take longer than
+/// `server.request_timeout` (it is bounded by `sstable_uploads.idle_timeout` instead).
+pub fn is_component_upload<B>(request: &axum::http::Request<B>) -> bool {
+    request.method() == axum::http::Method::PUT
+        && request.uri().path().starts_with(PREFIX)
+        && request.uri().path().contains("/components/")
 }
 
 /// The on-demand filter: every upload route answers 404 until `sstable_uploads.enabled`,
@@ -85,7 +94,10 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Api
 /// `cassandra-content-xxhash32` (lowercase hex, seed in `cassandra-content-xxhash32-seed`,
 /// hex, default 0) or `content-md5` (base64) is checked on the way: a mismatch is answered
 /// 455 and nothing is kept. Bounded by `sstable_uploads` (uploads at once, staged uploads,
-/// free space, component size) and by `server.request_timeout`.
+/// free space, component size, and `idle_timeout` between bytes of the body, instead of
+/// `server.request_timeout`, so that a slow upload that keeps sending succeeds). The
+/// `Content-Length` is reserved on the staging file system before a byte is read: an upload
+/// that would take it below `min_free_space_percent` is refused with 507 before it writes.
 #[utoipa::path(
     put,
     path = "/api/v1/uploads/{uploadId}/keyspaces/{keyspace}/tables/{table}/components/{component}",
@@ -105,12 +117,13 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Api
         (status = 400, description = "A bad name, header or body", body = ErrorBody),
         (status = 403, description = "A system keyspace", body = ErrorBody),
         (status = 404, description = "Uploads are off (`sstable_uploads.enabled`)", body = ErrorBody),
+        (status = 408, description = "The body sent nothing for `sstable_uploads.idle_timeout`", body = ErrorBody),
         (status = 409, description = "This upload id was imported already", body = ErrorBody),
         (status = 413, description = "Longer than `sstable_uploads.max_component_size`", body = ErrorBody),
         (status = 429, description = "Too many uploads at once, or staged", body = ErrorBody),
         (status = 455, description = "Checksum Mismatch: the body's digest is not the one announced", body = ErrorBody),
         (status = 500, body = ErrorBody),
-        (status = 507, description = "The staging file system is below `sstable_uploads.min_free_space_percent`", body = ErrorBody),
+        (status = 507, description = "The upload would take the staging file system below `sstable_uploads.min_free_space_percent` (counting the uploads in flight)", body = ErrorBody),
     )
 )]
 pub async fn upload(
@@ -124,11 +137,23 @@ pub async fn upload(
         header(&headers, "cassandra-content-xxhash32-seed")?,
         header(&headers, "content-md5")?,
     )?;
+    // hyper ends the body with an error if it is shorter than this, and never reads beyond it.
+    let declared = header(&headers, "content-length")?
+        .map(|v| {
+            v.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "header content-length: {:?} is not a number",
+                    crate::jobfile::cap(v)
+                ))
+            })
+        })
+        .transpose()?;
     let done = state
         .uploads
         .upload(
             (&upload_id, &keyspace, &table, &component),
             expected,
+            declared,
             body.into_data_stream(),
         )
         .await?;

@@ -36,7 +36,9 @@ pub struct ServerConfig {
     /// `64 MiB`.
     pub request_body_budget: ByteSize,
     /// Time allowed to produce a response's headers; streamed bodies are not cut by it.
-    /// Slower requests get 408. Default `60s`.
+    /// Slower requests get 408. SSTable component uploads are exempt: their body may take
+    /// longer however fast the daemon is, and `sstable_uploads.idle_timeout` bounds the time
+    /// between its bytes instead. Default `60s`.
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
     /// On SIGTERM/SIGINT, how long running jobs and open requests get to checkpoint and finish

@@ -24,13 +24,24 @@ pub struct SstableUploadsConfig {
     /// Component uploads received at once; more are answered 429 (Sidecar's
     /// `concurrent_upload_limit`). Default 80.
     pub concurrent_upload_limit: usize,
-    /// Free space (percent of the staging file system) that must remain before an upload is
-    /// accepted; below it uploads are answered 507 (Sidecar's `min_free_space_percent`).
-    /// 0 turns the check off. Default 10.
+    /// Free space (percent of the staging file system) that uploads always leave: each upload
+    /// reserves its `Content-Length` before reading a byte (one without it reserves each chunk
+    /// before writing it), and the free space less every reservation of the uploads in flight
+    /// is checked again before each chunk. An upload that would go below it is answered 507,
+    /// before writing anything when its length is declared (Sidecar's
+    /// `min_free_space_percent`, which the Sidecar checks only when an upload starts). 0 lets
+    /// uploads use the file system to its end, never beyond. Default 10.
     pub min_free_space_percent: f64,
     /// The largest component accepted; a longer body is cut off and answered 413. Default
     /// `64 GiB`.
     pub max_component_size: ByteSize,
+    /// Longest time an upload's body may send nothing: a body silent for longer is given up
+    /// with 408 and its temporary file removed. An upload is bounded by this instead of by
+    /// `server.request_timeout`, so a slow one that keeps sending succeeds however long it
+    /// takes. `server.idle_timeout` closes a silent connection too: keep this below it.
+    /// Default `60s`.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
     /// Upload directories staged at once (uploaded, not yet imported nor deleted); a new
     /// upload id beyond them is answered 429. Default 1000.
     pub max_staged_uploads: usize,
@@ -82,6 +93,7 @@ impl Default for SstableUploadsConfig {
             concurrent_upload_limit: 80,
             min_free_space_percent: 10.0,
             max_component_size: ByteSize::gib(64),
+            idle_timeout: Duration::from_secs(60),
             max_staged_uploads: 1000,
             staged_upload_expiry: Duration::from_secs(24 * 3600),
             importer: ImporterKind::Jmx,
@@ -127,6 +139,7 @@ impl SstableUploadsConfig {
             ));
         }
         for (name, value) in [
+            ("idle_timeout", self.idle_timeout),
             ("staged_upload_expiry", self.staged_upload_expiry),
             ("import_timeout", self.import_timeout),
             ("imported_expiry", self.imported_expiry),

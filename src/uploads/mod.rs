@@ -10,6 +10,7 @@
 mod import;
 mod jmx;
 pub mod names;
+mod space;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -51,18 +52,49 @@ pub enum UploadError {
     /// Too much at once.
     #[error("{0}")]
     TooMany(String),
-    /// The staging file system is too full.
+    /// The staging file system is too full: the upload would take it below
+    /// `min_free_space_percent`.
     #[error(
-        "Insufficient space available for upload: {free_percent:.1} % free in {}, sstable_uploads.min_free_space_percent is {min:.1}",
-        dir.display()
+        "Insufficient space available for upload: {component} needs {} more, {} ({:.1} %) of {} are free in {}, {} of it reserved by uploads in progress, and sstable_uploads.min_free_space_percent keeps {min} % ({}) free",
+        bytesize::ByteSize::b(*needed),
+        bytesize::ByteSize::b(*available),
+        *available as f64 * 100.0 / (*total).max(1) as f64,
+        bytesize::ByteSize::b(*total),
+        dir.display(),
+        bytesize::ByteSize::b(*reserved),
+        bytesize::ByteSize::b(*floor)
     )]
     NoSpace {
         /// The staging directory.
         dir: PathBuf,
-        /// Free share now.
-        free_percent: f64,
-        /// The configured minimum.
+        /// The component.
+        component: String,
+        /// Bytes it has yet to write (its declared length less what is written; a chunk's
+        /// length for an upload of unknown length).
+        needed: u64,
+        /// Bytes free on the staging file system now.
+        available: u64,
+        /// Bytes of that reserved by the other uploads in flight.
+        reserved: u64,
+        /// The file system's size.
+        total: u64,
+        /// The configured floor, percent.
         min: f64,
+        /// The floor in bytes.
+        floor: u64,
+    },
+    /// No byte of the body arrived for `idle_timeout`.
+    #[error(
+        "no byte of {component} arrived for {} (sstable_uploads.idle_timeout) after {received} bytes; the upload was abandoned",
+        humantime::format_duration(*idle)
+    )]
+    Idle {
+        /// The component.
+        component: String,
+        /// The configured idle timeout.
+        idle: Duration,
+        /// Bytes received before the body stalled.
+        received: u64,
     },
     /// The body is longer than `max_component_size`.
     #[error(
@@ -210,6 +242,42 @@ impl Hasher {
     }
 }
 
+/// A component's temporary file while it is received: removed when dropped unless kept, so
+/// that no way out of an upload (an error, a timeout, the client gone and the request's future
+/// dropped mid-body) leaves it behind. A 15 MB component cut off at 12 MB left its `.tmp` in
+/// staging.
+struct Partial {
+    path: PathBuf,
+    file: Option<tokio::fs::File>,
+}
+
+impl Partial {
+    /// Creates the file. The `open` is not handed to a thread: a dropped future must not leave
+    /// an `open` to run after the drop has removed the file, creating it again.
+    fn create(path: PathBuf) -> Result<Self, UploadError> {
+        let file = std::fs::File::create(&path).map_err(io_at(&path))?;
+        Ok(Self {
+            path,
+            file: Some(tokio::fs::File::from_std(file)),
+        })
+    }
+
+    /// Keeps the file (renamed into place by now).
+    fn kept(&mut self) {
+        self.file = None;
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            // One unlink, done here rather than on a thread: the drop may be the last thing
+            // that runs of the upload.
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
 /// What a successful upload answers (Sidecar's `SSTableUploadResponse`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Uploaded {
@@ -227,6 +295,8 @@ pub struct Uploads {
     staging: PathBuf,
     slots: Arc<Semaphore>,
     imports: import::Imports,
+    /// Free space reserved by the uploads in flight.
+    space: space::Space,
     last_sweep: Mutex<Option<Instant>>,
     /// Held from counting the staged uploads to creating a new one's directory: new uploads
     /// arriving together must not each find room for one more (16 at once staged 8 of a
@@ -265,9 +335,10 @@ impl Uploads {
         };
         Ok(Self {
             config: config.clone(),
-            staging,
+            staging: staging.clone(),
             slots: Arc::new(Semaphore::new(config.concurrent_upload_limit)),
             imports,
+            space: space::Space::new(staging.clone(), config.min_free_space_percent),
             last_sweep: Mutex::new(None),
             admitting: tokio::sync::Mutex::new(()),
         })
@@ -291,13 +362,17 @@ impl Uploads {
         self.staging.join(upload_id).join(keyspace).join(table)
     }
 
-    /// Receives one component. Names are checked first; then the bounds (uploads at once,
-    /// staged uploads, free space); then the body streams to a temporary file with its digest
-    /// computed on the way, and is renamed into place only when complete and matching.
+    /// Receives one component of `declared` bytes (its `Content-Length`, when sent). Names
+    /// are checked first; then the bounds (uploads at once, staged uploads, length, free
+    /// space: the declared length is reserved before a byte is read); then the body streams
+    /// to a temporary file with its digest computed on the way, and is renamed into place only
+    /// when complete and matching. The temporary file is removed however the upload ends short
+    /// of that, this future being dropped (its client gone) included.
     pub async fn upload<S, E>(
         &self,
         (upload_id, keyspace, table, component): (&str, &str, &str, &str),
         expected: Expected,
+        declared: Option<u64>,
         body: S,
     ) -> Result<Uploaded, UploadError>
     where
@@ -310,6 +385,13 @@ impl Uploads {
         let table = names::table(table)?;
         let upload_id = names::upload_id(upload_id)?;
         let component = names::component(component)?;
+        let limit = self.config.max_component_size.as_u64();
+        if declared.is_some_and(|len| len > limit) {
+            return Err(UploadError::TooLarge {
+                component: component.to_string(),
+                limit,
+            });
+        }
         if self.imports.was_imported((upload_id, keyspace, table)) {
             return Err(UploadError::AlreadyImported {
                 upload_id: upload_id.to_string(),
@@ -324,7 +406,7 @@ impl Uploads {
         self.maybe_sweep().await;
         let upload_dir = self.staging.join(upload_id);
         let dir = self.table_dir(upload_id, keyspace, table);
-        {
+        let reservation = {
             let _admitting = self.admitting.lock().await;
             if !tokio::fs::try_exists(&upload_dir).await.unwrap_or(false) {
                 let staged = self.staged_count().await?;
@@ -334,38 +416,37 @@ impl Uploads {
                     )));
                 }
             }
-            self.check_space()?;
+            let reservation = self.space.reserve(component, declared)?;
             tokio::fs::create_dir_all(&dir).await.map_err(io_at(&dir))?;
-        }
-        let temp = dir.join(format!(
+            reservation
+        };
+        let mut partial = Partial::create(dir.join(format!(
             ".{component}.{}{}",
             uuid::Uuid::now_v7(),
             crate::fsutil::TMP_SUFFIX
-        ));
-        let result = self
-            .receive(&temp, component, &expected, body)
-            .await
-            .and_then(|size| {
-                let to = dir.join(component);
-                std::fs::rename(&temp, &to).map_err(io_at(&to))?;
-                crate::fsutil::sync_dir(&dir).map_err(io_at(&dir))?;
-                Ok(size)
-            });
-        if result.is_err() {
-            let _ = tokio::fs::remove_file(&temp).await;
-        }
+        )))?;
+        let size = self
+            .receive(&mut partial, component, &expected, reservation, body)
+            .await?;
+        let to = dir.join(component);
+        std::fs::rename(&partial.path, &to).map_err(io_at(&to))?;
+        partial.kept();
+        crate::fsutil::sync_dir(&dir).map_err(io_at(&dir))?;
         Ok(Uploaded {
             upload_id: upload_id.to_string(),
-            size: result?,
+            size,
             elapsed: started.elapsed(),
         })
     }
 
+    /// Streams `body` into `partial`, each chunk reserved (or its reservation checked again)
+    /// before it is written; a body silent for `idle_timeout` is given up.
     async fn receive<S, E>(
         &self,
-        temp: &Path,
+        partial: &mut Partial,
         component: &str,
         expected: &Expected,
+        mut reservation: space::Reservation,
         mut body: S,
     ) -> Result<u64, UploadError>
     where
@@ -373,50 +454,45 @@ impl Uploads {
         E: std::fmt::Display,
     {
         let limit = self.config.max_component_size.as_u64();
-        let mut file = tokio::fs::File::create(temp).await.map_err(io_at(temp))?;
+        let idle = self.config.idle_timeout;
+        let temp = partial.path.clone();
+        let file = partial.file.as_mut().expect("the file is open until kept");
         let mut hasher = Hasher::new(expected);
         let mut size = 0u64;
-        while let Some(chunk) = body.next().await {
+        // Bytes known to be on disk: tokio's `File` hands a write to a thread and returns, and
+        // finishes it before it takes the next, so once a chunk is taken every one before it
+        // is written (and shows in the file system's free space).
+        let mut on_disk = 0u64;
+        loop {
+            let next =
+                tokio::time::timeout(idle, body.next())
+                    .await
+                    .map_err(|_| UploadError::Idle {
+                        component: component.to_string(),
+                        idle,
+                        received: size,
+                    })?;
+            let Some(chunk) = next else { break };
             let chunk = chunk.map_err(|e| UploadError::Body {
                 component: component.to_string(),
                 message: e.to_string(),
             })?;
-            size += chunk.len() as u64;
-            if size > limit {
+            let end = size + chunk.len() as u64;
+            if end > limit {
                 return Err(UploadError::TooLarge {
                     component: component.to_string(),
                     limit,
                 });
             }
+            reservation.before_write(end, on_disk)?;
             hasher.update(&chunk);
-            file.write_all(&chunk).await.map_err(io_at(temp))?;
+            file.write_all(&chunk).await.map_err(io_at(&temp))?;
+            on_disk = size;
+            size = end;
         }
-        file.sync_all().await.map_err(io_at(temp))?;
+        file.sync_all().await.map_err(io_at(&temp))?;
         hasher.check(expected)?;
         Ok(size)
-    }
-
-    fn check_space(&self) -> Result<(), UploadError> {
-        let min = self.config.min_free_space_percent;
-        if min <= 0.0 {
-            return Ok(());
-        }
-        let stat = rustix::fs::statvfs(&self.staging).map_err(|e| UploadError::Io {
-            path: self.staging.clone(),
-            source: e.into(),
-        })?;
-        if stat.f_blocks == 0 {
-            return Ok(());
-        }
-        let free_percent = stat.f_bavail as f64 * 100.0 / stat.f_blocks as f64;
-        if free_percent < min {
-            return Err(UploadError::NoSpace {
-                dir: self.staging.clone(),
-                free_percent,
-                min,
-            });
-        }
-        Ok(())
     }
 
     /// Upload directories staged now.

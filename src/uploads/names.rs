@@ -20,17 +20,9 @@ static COMPONENT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^[a-zA-Z0-9_-]+(\.db|\.cql|\.json|\.crc32|TOC\.txt)$").expect("a valid pattern")
 });
 
-/// Keyspaces no upload may touch (Sidecar's list).
-const FORBIDDEN_KEYSPACES: &[&str] = &[
-    "system",
-    "system_schema",
-    "system_traces",
-    "system_distributed",
-    "system_auth",
-    "system_views",
-    "system_virtual_schema",
-    "sidecar_internal",
-];
+/// Keyspaces no upload may touch besides the system keyspaces a job may not write to either
+/// ([`crate::connectors::cql::config::SYSTEM_KEYSPACES`]): the Sidecar's own.
+const FORBIDDEN_KEYSPACES: &[&str] = &["sidecar_internal"];
 
 /// An upload id: 36 to 110 hex digits, dashes and colons (a UUID, or a bulk writer's longer
 /// composite id).
@@ -62,11 +54,17 @@ fn name<'a>(what: &str, raw: &'a str) -> Result<&'a str, UploadError> {
     Ok(if quoted { &raw[1..raw.len() - 1] } else { raw })
 }
 
-/// A keyspace name that uploads may write to.
+/// A keyspace name that uploads may write to: not a system keyspace, decided as for a job's
+/// target (a list of its own let `system_cluster_metadata` through), in any case.
 pub fn keyspace(raw: &str) -> Result<&str, UploadError> {
     let ks = name("keyspace", raw)?;
-    if FORBIDDEN_KEYSPACES.contains(&ks.to_ascii_lowercase().as_str()) {
-        return Err(UploadError::Forbidden(format!("Forbidden keyspace: {ks}")));
+    let lower = ks.to_ascii_lowercase();
+    if crate::connectors::cql::config::SYSTEM_KEYSPACES.contains(&lower.as_str())
+        || FORBIDDEN_KEYSPACES.contains(&lower.as_str())
+    {
+        return Err(UploadError::Forbidden(format!(
+            "Forbidden keyspace: {ks} (a system keyspace: uploads may not write to it)"
+        )));
     }
     Ok(ks)
 }
@@ -105,6 +103,16 @@ mod tests {
             keyspace("System_Schema"),
             Err(UploadError::Forbidden(_))
         ));
+        for ks in [
+            "system_cluster_metadata",
+            "\"System_Auth\"",
+            "sidecar_internal",
+        ] {
+            assert!(
+                matches!(keyspace(ks), Err(UploadError::Forbidden(_))),
+                "{ks}"
+            );
+        }
         assert!(keyspace("1ks").is_err());
         assert!(table("t/..").is_err());
         assert!(table("\"\"").is_err());

@@ -29,11 +29,11 @@ async fn a_component_lands_whole_with_its_digest_checked_or_not_at_all() {
     let data: &[&'static [u8]] = &[b"hello ", b"sstable"];
     let xx = format!("{:x}", xxhash_rust::xxh32::xxh32(b"hello sstable", 7));
     let ok = Expected::from_headers(Some(&xx), Some("7"), None).unwrap();
-    let got = up.upload(names, ok, body(data)).await.unwrap();
+    let got = up.upload(names, ok, None, body(data)).await.unwrap();
     assert_eq!(got.size, 13);
     // Zero-padded, as xxh32sum prints it.
     let padded = Expected::from_headers(Some(&format!("0000000{xx}")), Some("7"), None).unwrap();
-    up.upload(names, padded, body(data)).await.unwrap();
+    up.upload(names, padded, None, body(data)).await.unwrap();
     let path = dir
         .path()
         .join("sstable-uploads")
@@ -44,7 +44,7 @@ async fn a_component_lands_whole_with_its_digest_checked_or_not_at_all() {
     // A wrong digest leaves nothing: neither the final name nor a temporary file.
     let names2 = (ID, "ks", "t", "nb-1-big-Index.db");
     let bad = Expected::from_headers(Some("deadbeef"), None, None).unwrap();
-    let err = up.upload(names2, bad, body(data)).await.unwrap_err();
+    let err = up.upload(names2, bad, None, body(data)).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -65,11 +65,11 @@ async fn a_component_lands_whole_with_its_digest_checked_or_not_at_all() {
     use base64::Engine as _;
     let md5 = base64::engine::general_purpose::STANDARD
         .encode(<md5::Md5 as md5::Digest>::digest(b"hello sstable"));
-    up.upload(names2, Expected::Md5(md5), body(data))
+    up.upload(names2, Expected::Md5(md5), None, body(data))
         .await
         .unwrap();
     let err = up
-        .upload(names2, Expected::Md5("AAAA".into()), body(data))
+        .upload(names2, Expected::Md5("AAAA".into()), None, body(data))
         .await
         .unwrap_err();
     assert!(matches!(
@@ -83,7 +83,7 @@ async fn a_component_lands_whole_with_its_digest_checked_or_not_at_all() {
     // Too long a body is cut off.
     let small = uploads(dir.path(), 4);
     let err = small
-        .upload(names2, Expected::None, body(data))
+        .upload(names2, Expected::None, None, body(data))
         .await
         .unwrap_err();
     assert!(
@@ -113,7 +113,7 @@ async fn names_and_limits_are_checked_before_any_byte_is_written() {
         (ID, "ks/..", "t", "nb-1-big-Data.db"),
     ] {
         assert!(
-            up.upload(names, Expected::None, body(&[b"x"]))
+            up.upload(names, Expected::None, None, body(&[b"x"]))
                 .await
                 .is_err(),
             "{names:?}"
@@ -132,6 +132,7 @@ async fn names_and_limits_are_checked_before_any_byte_is_written() {
         off.upload(
             (ID, "ks", "t", "nb-1-big-Data.db"),
             Expected::None,
+            None,
             body(&[b"x"])
         )
         .await,
@@ -164,6 +165,7 @@ async fn an_import_runs_nodetool_once_and_is_remembered_across_restarts() {
     up.upload(
         (ID, "ks", "t", "nb-1-big-Data.db"),
         Expected::None,
+        None,
         body(&[b"x"]),
     )
     .await
@@ -205,6 +207,7 @@ async fn an_import_runs_nodetool_once_and_is_remembered_across_restarts() {
             .upload(
                 (ID, "ks", "t", "nb-1-big-Data.db"),
                 Expected::None,
+                None,
                 body(&[b"x"])
             )
             .await,
@@ -247,6 +250,7 @@ async fn imports_waiting_for_a_table_go_to_nodetool_together() {
         up.upload(
             (id, "ks", "t", "nb-1-big-Data.db"),
             Expected::None,
+            None,
             body(&[b"x"]),
         )
         .await
@@ -314,7 +318,7 @@ async fn a_component_of_max_component_size_lands_and_one_byte_more_is_refused() 
     let up = uploads(dir.path(), 13);
     let names = (ID, "ks", "t", "nb-1-big-Data.db");
     let got = up
-        .upload(names, Expected::None, body(&[b"hello ", b"sstable"]))
+        .upload(names, Expected::None, None, body(&[b"hello ", b"sstable"]))
         .await
         .unwrap();
     assert_eq!(got.size, 13);
@@ -326,7 +330,7 @@ async fn a_component_of_max_component_size_lands_and_one_byte_more_is_refused() 
         &[b"hello sstable", b"!"],
     ] {
         let err = up
-            .upload(over, Expected::None, body(parts))
+            .upload(over, Expected::None, None, body(parts))
             .await
             .unwrap_err();
         assert!(
@@ -358,6 +362,7 @@ async fn max_staged_uploads_are_taken_and_one_more_is_refused() {
         up.upload(
             (&id(n), "ks", "t", "nb-1-big-Data.db"),
             Expected::None,
+            None,
             body(&[b"x"]),
         )
         .await
@@ -367,6 +372,7 @@ async fn max_staged_uploads_are_taken_and_one_more_is_refused() {
         .upload(
             (&id(3), "ks", "t", "nb-1-big-Data.db"),
             Expected::None,
+            None,
             body(&[b"x"]),
         )
         .await
@@ -381,6 +387,7 @@ async fn max_staged_uploads_are_taken_and_one_more_is_refused() {
     up.upload(
         (&id(2), "ks", "t", "nb-1-big-Index.db"),
         Expected::None,
+        None,
         body(&[b"x"]),
     )
     .await
@@ -390,6 +397,7 @@ async fn max_staged_uploads_are_taken_and_one_more_is_refused() {
     up.upload(
         (&id(3), "ks", "t", "nb-1-big-Data.db"),
         Expected::None,
+        None,
         body(&[b"x"]),
     )
     .await
@@ -415,6 +423,7 @@ async fn uploads_arriving_together_stage_no_more_than_max_staged_uploads() {
         up.upload(
             (id, "ks", "t", "nb-1-big-Data.db"),
             Expected::None,
+            None,
             body(&[b"x"]),
         )
     }))
@@ -435,4 +444,69 @@ async fn uploads_arriving_together_stage_no_more_than_max_staged_uploads() {
         .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_dir())
         .count();
     assert_eq!((taken, staged), (2, 2));
+}
+
+/// The names of the temporary files under `dir`, at any depth.
+fn temporary_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else if e.file_name().to_string_lossy().ends_with(".tmp") {
+                found.push(e.path());
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn a_silent_body_times_out_and_a_dropped_upload_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SstableUploadsConfig {
+        enabled: true,
+        min_free_space_percent: 0.0,
+        idle_timeout: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let up = Uploads::new(&config, dir.path(), None).unwrap();
+    let names = (ID, "ks", "t", "nb-1-big-Data.db");
+    // Some bytes, then nothing: given up after idle_timeout, its file gone.
+    let silent = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from_static(b"abc"))])
+        .chain(futures::stream::pending());
+    let err = up
+        .upload(names, Expected::None, Some(10), Box::pin(silent))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, UploadError::Idle { received: 3, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("sstable_uploads.idle_timeout"));
+    assert_eq!(temporary_files(dir.path()), Vec::<PathBuf>::new());
+    // A body that keeps trickling, each pause shorter than idle_timeout, lands however long
+    // it takes in all.
+    let slow = futures::stream::iter(0..8).then(|_| async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Ok::<_, std::io::Error>(Bytes::from_static(b"x"))
+    });
+    let got = up
+        .upload(names, Expected::None, Some(8), Box::pin(slow))
+        .await
+        .unwrap();
+    assert_eq!(got.size, 8);
+    assert!(got.elapsed > config.idle_timeout);
+    // The request's future dropped mid-body (its client gone): the file goes with it.
+    let names = (ID, "ks", "t", "nb-2-big-Data.db");
+    let stalled = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from_static(b"abc"))])
+        .chain(futures::stream::pending());
+    let upload = up.upload(names, Expected::None, None, Box::pin(stalled));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), upload)
+            .await
+            .is_err()
+    );
+    assert_eq!(temporary_files(dir.path()), Vec::<PathBuf>::new());
 }

@@ -50,4 +50,5 @@ mod security;
 mod sidecar_procedure;
 mod sstable_uploads;
 mod tls;
+mod uploads_hostile;
 mod validations;
