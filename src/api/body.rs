@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Bytes, HttpBody as _};
-use axum::extract::{FromRequest, MatchedPath, Request, State};
+use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -39,11 +39,6 @@ pub struct BodyBudget {
 /// How long a request waits for room in the budget before it is answered 503.
 const BUDGET_WAIT: Duration = Duration::from_secs(5);
 
-/// Routes whose bodies are streamed to disk as they arrive, never held whole; their bounds
-/// are their own (`sstable_uploads`).
-const STREAMED: &[&str] =
-    &["/api/v1/uploads/{uploadId}/keyspaces/{keyspace}/tables/{table}/components/{component}"];
-
 impl BodyBudget {
     /// A budget of `budget` bytes for bodies of at most `limit` bytes each.
     pub fn new(budget: u64, limit: u64) -> Self {
@@ -76,10 +71,9 @@ impl BodyBudget {
 /// reads them and released when its answer is made; a request that finds no room within
 /// [`BUDGET_WAIT`] is answered 503 with `Retry-After`, and no byte of it is read.
 pub async fn budget(State(budget): State<BodyBudget>, request: Request, next: Next) -> Response {
-    let streamed = request
-        .extensions()
-        .get::<MatchedPath>()
-        .is_some_and(|p| STREAMED.contains(&p.as_str()));
+    // A component's bytes are streamed to disk as they arrive, never held whole; their bounds
+    // are their own (`sstable_uploads`).
+    let streamed = super::uploads::is_component_upload(&request);
     let kib = budget.reserve_of(&request);
     if streamed || kib == 0 {
         return next.run(request).await;
