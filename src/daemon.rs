@@ -144,6 +144,7 @@ pub fn app_state(
         node: Arc::new(LocalNode::new(config.cassandra.clone())),
         events: Arc::new(crate::api::events::EventStreams::new(
             config.server.max_event_streams.get(),
+            config.server.max_event_streams_per_caller.get(),
             metrics.event_streams(),
         )),
         sessions: Arc::new(crate::api::console::Sessions::new(

@@ -298,9 +298,13 @@ pub fn section<T: DeserializeOwned>(
             line_key.clone()
         };
         // serde quotes the value it refused (`invalid type: integer `12345``): for a secret
-        // key that would echo a password, so only what was expected is said.
-        let last = path.rsplit('.').next().unwrap_or("");
-        let inner = if is_secret_key(last) {
+        // key that would echo a password, so only what was expected is said. Anything in or
+        // under a `credentials` object too: `credentials: "user:password"` is a secret
+        // written in the wrong shape.
+        let secret = path
+            .split('.')
+            .any(|key| is_secret_key(key) || key.to_ascii_lowercase().contains("credential"));
+        let inner = if secret {
             let expected = inner
                 .find(", expected")
                 .map_or("", |i| &inner[i..])
@@ -437,5 +441,53 @@ mod echo_tests {
             e.starts_with("source.password: invalid value (not shown"),
             "{e}"
         );
+    }
+
+    /// Issue 42, finding 11: `credentials: "user:password"` and a string where
+    /// `credentials.assumeRole` expects an object were quoted back in the 400.
+    #[test]
+    fn a_value_under_credentials_is_not_quoted_in_a_type_error() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Role {
+            arn: String,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Creds {
+            username: Option<String>,
+            #[serde(rename = "assumeRole")]
+            assume_role: Option<Role>,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Source {
+            credentials: Creds,
+            port: Option<u16>,
+        }
+        for (text, key) in [
+            ("credentials: 'migrator:S3cretPw'\n", "source.credentials: "),
+            (
+                "credentials: {assumeRole: 'S3cretPw'}\n",
+                "source.credentials.assumeRole: ",
+            ),
+        ] {
+            let value: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
+            let e = section::<Source>(text, "source", value)
+                .unwrap_err()
+                .to_string();
+            assert!(!e.contains("S3cretPw"), "{e}");
+            assert!(
+                e.starts_with(&format!("{key}invalid value (not shown")),
+                "{e}"
+            );
+        }
+        // Elsewhere the refused value is still quoted, as it helps.
+        let value: yaml_serde::Value =
+            yaml_serde::from_str("credentials: {}\nport: abc\n").unwrap();
+        let e = section::<Source>("port: abc\n", "source", value)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"abc\""), "{e}");
     }
 }

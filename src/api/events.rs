@@ -5,8 +5,9 @@
 //! is spawned per client, so a client that goes away takes nothing with it (the stream is
 //! dropped with its connection, and its slot and gauge with it).
 
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
@@ -22,41 +23,92 @@ use super::AppState;
 use super::error::{ApiError, ErrorBody};
 use crate::jobs::{JobRecord, JobRegistry, JobState};
 
-/// The bound on open streams (`server.max_event_streams`) and the gauge that counts them.
+/// The bound on open streams (`server.max_event_streams`), each caller's share of it
+/// (`server.max_event_streams_per_caller`), and the gauge that counts them.
 pub struct EventStreams {
     slots: Arc<Semaphore>,
+    per_caller: usize,
+    /// Open streams per caller; a caller leaves the map with its last stream, so it holds at
+    /// most as many entries as streams are open.
+    callers: Arc<Mutex<HashMap<String, usize>>>,
     open: Gauge,
 }
 
+/// Why no stream was opened.
+enum Refused {
+    /// Every slot is taken.
+    Full,
+    /// The caller holds its whole share.
+    Share,
+}
+
 impl EventStreams {
-    /// At most `max` streams open at once, counted in `open`.
-    pub fn new(max: usize, open: Gauge) -> Self {
+    /// At most `max` streams open at once, `per_caller` of them by one caller, counted in
+    /// `open`.
+    pub fn new(max: usize, per_caller: usize, open: Gauge) -> Self {
         Self {
             slots: Arc::new(Semaphore::new(max)),
+            per_caller,
+            callers: Arc::default(),
             open,
         }
     }
 
-    /// A slot for one more stream, or `None` when all are taken.
-    fn open(&self) -> Option<Opened> {
-        let permit = self.slots.clone().try_acquire_owned().ok()?;
+    /// A slot for one more stream of `caller`, or why not.
+    fn open(&self, caller: &str) -> Result<Opened, Refused> {
+        let mut callers = self.callers.lock().unwrap_or_else(|p| p.into_inner());
+        let held = callers.get(caller).copied().unwrap_or(0);
+        if held >= self.per_caller {
+            return Err(Refused::Share);
+        }
+        let permit = self
+            .slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Refused::Full)?;
+        callers.insert(caller.to_string(), held + 1);
         self.open.inc();
-        Some(Opened {
+        Ok(Opened {
             _permit: permit,
+            caller: caller.to_string(),
+            callers: self.callers.clone(),
             open: self.open.clone(),
         })
     }
 }
 
-/// One open stream: dropped with the stream, which frees its slot and lowers the gauge.
+/// One open stream: dropped with the stream, which frees its slot and its caller's share and
+/// lowers the gauge.
 struct Opened {
     _permit: OwnedSemaphorePermit,
+    caller: String,
+    callers: Arc<Mutex<HashMap<String, usize>>>,
     open: Gauge,
 }
 
 impl Drop for Opened {
     fn drop(&mut self) {
         self.open.dec();
+        let mut callers = self.callers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(held) = callers.get_mut(&self.caller) {
+            *held -= 1;
+            if *held == 0 {
+                callers.remove(&self.caller);
+            }
+        }
+    }
+}
+
+/// Who opens a stream, for its share: the proven identity, or the address of a caller
+/// without one (every anonymous caller of one address is one caller).
+pub fn caller_of(
+    identity: Option<&crate::auth::Identity>,
+    address: Option<&axum::extract::ConnectInfo<std::net::SocketAddr>>,
+) -> String {
+    match (identity, address) {
+        (Some(identity), _) => identity.name.clone(),
+        (None, Some(address)) => format!("address:{}", address.0.ip()),
+        (None, None) => "anonymous".to_string(),
     }
 }
 
@@ -213,33 +265,42 @@ pub fn interval_of(query: &EventsQuery) -> Result<Duration, ApiError> {
         (status = 200, description = "`text/event-stream`: events `state`, `progress`, then `end` (or `gone`); each `data` is a JobEvent", content_type = "text/event-stream", body = JobEventMessage),
         (status = 400, description = "A bad interval", body = ErrorBody),
         (status = 404, body = ErrorBody),
-        (status = 503, description = "`server.max_event_streams` streams are open already", body = ErrorBody),
+        (status = 503, description = "`server.max_event_streams` streams are open already, or `server.max_event_streams_per_caller` of the caller's", body = ErrorBody),
     )
 )]
 pub async fn events(
     State(state): State<AppState>,
     Path(id): Path<String>,
     Query(query): Query<EventsQuery>,
+    identity: Option<axum::Extension<crate::auth::Identity>>,
+    address: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let interval = interval_of(&query)?;
-    stream(&state, &id, interval)
+    let caller = caller_of(identity.as_deref(), address.as_deref());
+    stream(&state, &id, interval, &caller)
 }
 
-/// The stream of job `id`, also behind the console's pages.
+/// The stream of job `id` for `caller` (see [`caller_of`]), also behind the console's pages.
 pub fn stream(
     state: &AppState,
     id: &str,
     interval: Duration,
+    caller: &str,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, ApiError> {
     let first = state.jobs.get(id)?;
-    let opened = state.events.open().ok_or_else(|| {
-        ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            format!(
+    let server = &state.config.server;
+    let opened = state.events.open(caller).map_err(|refused| {
+        let message = match refused {
+            Refused::Full => format!(
                 "{} progress streams are open already (server.max_event_streams); retry later",
-                state.config.server.max_event_streams
+                server.max_event_streams
             ),
-        )
+            Refused::Share => format!(
+                "{caller} holds {} progress streams already (server.max_event_streams_per_caller); close one or retry later",
+                server.max_event_streams_per_caller
+            ),
+        };
+        ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, message)
     })?;
     let follow = Follow {
         jobs: state.jobs.clone(),

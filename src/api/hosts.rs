@@ -99,6 +99,18 @@ pub async fn check(
     request: Request,
     next: Next,
 ) -> Response {
+    // Two Host headers (RFC 9112 §3.2: answered 400) let a proxy check one name and this
+    // daemon serve another.
+    if request
+        .headers()
+        .get_all(header::HOST)
+        .iter()
+        .nth(1)
+        .is_some()
+    {
+        return ApiError::bad_request("a request carries one Host header, this one has several")
+            .into_response();
+    }
     let host = request
         .headers()
         .get(header::HOST)

@@ -231,11 +231,19 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The text of a submitted job file: YAML, and JSON is YAML too.
-fn job_text<'a>(headers: &HeaderMap, body: &'a [u8]) -> Result<&'a str, ApiError> {
-    super::body::format_of_body(headers, body)?;
-    std::str::from_utf8(body)
-        .map_err(|e| ApiError::bad_request(format!("job config: not UTF-8: {e}")))
+/// The text of a submitted job file: YAML, and JSON is YAML too (with its surrogate pairs
+/// written as YAML writes them, see [`crate::config::yaml::json_for_yaml`]).
+fn job_text<'a>(
+    headers: &HeaderMap,
+    body: &'a [u8],
+) -> Result<std::borrow::Cow<'a, str>, ApiError> {
+    let format = super::body::format_of_body(headers, body)?;
+    let text = std::str::from_utf8(body)
+        .map_err(|e| ApiError::bad_request(format!("job config: not UTF-8: {e}")))?;
+    Ok(match format {
+        super::body::Format::Json => crate::config::yaml::json_for_yaml(text),
+        super::body::Format::Yaml => text.into(),
+    })
 }
 
 // The handlers of a kind's own resource (`/api/v1/migrations`, ...), generic over the kind. Each
@@ -248,7 +256,7 @@ pub(crate) async fn submit_file<K: FileJobKind>(
     body: &[u8],
 ) -> Result<(StatusCode, Json<Accepted>), ApiError> {
     let text = job_text(headers, body)?;
-    let record = submit_job_file::<K>(&state.jobs, &state.config.state_dir, text).await?;
+    let record = submit_job_file::<K>(&state.jobs, &state.config.state_dir, &text).await?;
     Ok((StatusCode::ACCEPTED, Json(record.into())))
 }
 

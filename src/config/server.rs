@@ -91,6 +91,10 @@ pub struct ServerConfig {
     /// once; one more gets 503 until one closes. Each holds a connection and wakes once per
     /// interval. Default `64`.
     pub max_event_streams: std::num::NonZeroUsize,
+    /// Most of those one caller may hold (a proven identity; callers without one are counted
+    /// by address), so one client cannot take every stream: one more gets 503 naming this
+    /// key. Default `16`.
+    pub max_event_streams_per_caller: std::num::NonZeroUsize,
     /// The web console at `/ui`.
     pub console: ConsoleConfig,
 }
@@ -238,6 +242,7 @@ impl Default for ServerConfig {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             max_event_streams: std::num::NonZeroUsize::new(64).expect("64 is not zero"),
+            max_event_streams_per_caller: std::num::NonZeroUsize::new(16).expect("16 is not zero"),
             console: ConsoleConfig::default(),
         }
     }

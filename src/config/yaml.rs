@@ -289,6 +289,59 @@ pub fn line_of(src: &str, path: &str) -> Option<usize> {
     None
 }
 
+/// JSON text as the YAML parser reads it. JSON writes a character beyond the Basic
+/// Multilingual Plane (an emoji) as a surrogate pair, `\uD83D\uDE00`, which the YAML parser
+/// refuses; YAML writes it `\U0001F600`. Each pair inside a string is rewritten so, on the
+/// same line, so line numbers in errors stay right; nothing else changes. A lone surrogate is
+/// left for the parser to refuse, as JSON does.
+pub fn json_for_yaml(text: &str) -> std::borrow::Cow<'_, str> {
+    fn surrogate(hex: &[u8], range: std::ops::RangeInclusive<u32>) -> Option<u32> {
+        let hex = std::str::from_utf8(hex).ok()?;
+        let unit = u32::from_str_radix(hex, 16).ok()?;
+        range.contains(&unit).then_some(unit)
+    }
+    let bytes = text.as_bytes();
+    if !text.contains("\\u") {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut in_string = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => in_string = !in_string,
+            b'\\' if in_string => {
+                // `\uHHHH\uLLLL` with a high then a low surrogate.
+                let pair = bytes.get(i + 1) == Some(&b'u')
+                    && bytes.get(i + 6..i + 8) == Some(b"\\u".as_slice());
+                let high = pair.then(|| surrogate(&bytes[i + 2..i + 6], 0xD800..=0xDBFF));
+                let low = bytes
+                    .get(i + 8..i + 12)
+                    .and_then(|hex| surrogate(hex, 0xDC00..=0xDFFF));
+                if let (Some(Some(high)), Some(low)) = (high, low) {
+                    let code = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
+                    out.push_str(&text[copied..i]);
+                    out.push_str(&format!("\\U{code:08X}"));
+                    i += 12;
+                    copied = i;
+                    continue;
+                }
+                // Any other escape: its character is not a quote that ends the string.
+                i += 2;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if copied == 0 {
+        return text.into();
+    }
+    out.push_str(&text[copied..]);
+    out.into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,5 +502,33 @@ mod tests {
         let (message, line) = describe_error(&err);
         assert!(message.starts_with("inner.port: "), "{message}");
         assert_eq!(line, Some(2));
+    }
+
+    #[test]
+    fn json_surrogate_pairs_become_yaml_escapes_and_nothing_else_changes() {
+        let json =
+            "{\"a\": \"k\\ud83d\\ude00\",\n \"b\": \"\\\\ud83d\", \"c\": \"\\\"\\uD83D\\uDE00\"}";
+        let text = json_for_yaml(json);
+        assert_eq!(
+            text,
+            "{\"a\": \"k\\U0001F600\",\n \"b\": \"\\\\ud83d\", \"c\": \"\\\"\\U0001F600\"}"
+        );
+        let value: yaml_serde::Value = from_str(&text).unwrap();
+        assert_eq!(value["a"].as_str(), Some("k😀"));
+        // An escaped backslash is not the start of an escape.
+        assert_eq!(value["b"].as_str(), Some("\\ud83d"));
+        assert_eq!(value["c"].as_str(), Some("\"😀"));
+        // Lone surrogates and texts without any pair are left alone.
+        for text in [
+            "{\"a\": \"\\ud83d\"}",
+            "{\"a\": \"\\ude00\\ud83d\"}",
+            "{\"a\": \"\\u00e9\"}",
+            "{\"a\": 1}",
+        ] {
+            assert!(
+                matches!(json_for_yaml(text), std::borrow::Cow::Borrowed(_)),
+                "{text}"
+            );
+        }
     }
 }

@@ -168,3 +168,99 @@ async fn clients_that_go_away_leave_no_stream_behind_and_streams_are_bounded() {
         .await;
     assert_eq!(status, 202);
 }
+
+/// Issue 42, finding 11: one client could hold all 64 streams. Each caller (a proven
+/// identity) now holds at most `max_event_streams_per_caller`: at the share its next stream
+/// gets 503 naming the key and the caller, while another caller still opens its own; a
+/// stream closed gives its caller's slot back.
+#[tokio::test]
+async fn one_caller_holds_at_most_its_share_of_the_streams() {
+    use sha2::Digest;
+    let sha = |t: &str| -> String {
+        sha2::Sha256::digest(t.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let home = test_support::Home::new();
+    let config = home.write_config_edited(
+        &format!(
+            "auth:\n  tokens:\n    - {{id: a, sha256: {}, roles: [reader, operator]}}\n    - {{id: b, sha256: {}, roles: [reader]}}\n",
+            sha("token-a"),
+            sha("token-b")
+        ),
+        &[(
+            "  diagnostics: true\n",
+            "  diagnostics: true\n  max_event_streams: 8\n  max_event_streams_per_caller: 2\n",
+        )],
+    );
+    let daemon = Daemon::start_with(&home, &config).await;
+    let (status, accepted) = {
+        let response = daemon
+            .client()
+            .post(daemon.url("/api/v1/diagnostics/jobs"))
+            .bearer_auth("token-a")
+            .json(&json!({"durationSeconds": 120}))
+            .send()
+            .await
+            .unwrap();
+        (
+            response.status().as_u16(),
+            response.json::<Value>().await.unwrap(),
+        )
+    };
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["jobId"].as_str().unwrap().to_string();
+    let open = async |token: &str| {
+        daemon
+            .client()
+            .get(daemon.url(&format!("/api/v1/jobs/{id}/events?interval=100ms")))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+    };
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let response = open("token-a").await;
+        assert_eq!(response.status(), 200);
+        held.push(response);
+    }
+    // At the share: refused, naming the caller and the key.
+    let refused = open("token-a").await;
+    assert_eq!(refused.status(), 503);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(
+        body["message"],
+        "token:a holds 2 progress streams already (server.max_event_streams_per_caller); close one or retry later"
+    );
+    // Another caller is not refused for a's streams.
+    for _ in 0..2 {
+        let response = open("token-b").await;
+        assert_eq!(response.status(), 200);
+        held.push(response);
+    }
+    assert_eq!(open("token-b").await.status(), 503);
+    // One of a's streams closes: a may open one again.
+    held.remove(0);
+    let again = poll(Duration::from_secs(10), async || {
+        let response = open("token-a").await;
+        if response.status() == 200 {
+            Ok(response)
+        } else {
+            Err(response.status())
+        }
+    })
+    .await;
+    assert!(again.is_ok(), "{:?}", again.err());
+    drop(held);
+    let response = daemon
+        .client()
+        .post(daemon.url(&format!("/api/v1/jobs/{id}/cancel")))
+        .bearer_auth("token-a")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+}

@@ -357,12 +357,15 @@ async fn job_events(
     State(state): State<AppState>,
     Path(id): Path<String>,
     Query(query): Query<super::events::EventsQuery>,
+    identity: Option<axum::Extension<Identity>>,
+    address: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
 ) -> Response {
     let interval = match super::events::interval_of(&query) {
         Ok(i) => i,
         Err(e) => return e.into_response(),
     };
-    match super::events::stream(&state, &id, interval) {
+    let caller = super::events::caller_of(identity.as_deref(), address.as_deref());
+    match super::events::stream(&state, &id, interval, &caller) {
         Ok(sse) => sse.into_response(),
         Err(e) => e.into_response(),
     }
@@ -457,7 +460,12 @@ pub struct LoginQuery {
 /// Only a console path is a place to go after sign-in (no open redirect).
 fn next_of(next: Option<&str>) -> String {
     match next {
-        Some(n) if n.starts_with("/ui") && !n.starts_with("//") && !n.contains('\\') => {
+        Some(n)
+            if n.starts_with("/ui")
+                && !n.starts_with("//")
+                && !n.contains('\\')
+                && !n.contains(char::is_control) =>
+        {
             n.to_string()
         }
         _ => "/ui/jobs".to_string(),
@@ -485,6 +493,21 @@ pub struct LoginForm {
 }
 
 async fn login(State(state): State<AppState>, Form(form): Form<LoginForm>) -> Response {
+    // A control character (CR/LF above all) in `next` is no console address but an attempt
+    // at a header of the answer: refused before any session is opened.
+    if form
+        .next
+        .as_deref()
+        .is_some_and(|n| n.contains(char::is_control))
+    {
+        return html(
+            StatusCode::BAD_REQUEST,
+            pages::login_page(
+                "/ui/jobs",
+                Some("not signed in: next holds a control character, which no console address has"),
+            ),
+        );
+    }
     let next = next_of(form.next.as_deref());
     if !state.config.auth.is_enabled() {
         return Redirect::to(&next).into_response();
