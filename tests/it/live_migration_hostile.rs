@@ -625,7 +625,7 @@ async fn downloaded_files_get_the_source_mode_within_0644_and_directories_within
         // The probe's: every bit, set-user-id, set-group-id and sticky included.
         with_mode(entry("ok-130-Data.db", 130), 4095),
         with_mode(entry("empty-Data.db", 0), 4095),
-        with_mode(entry("ok-9-Data.db", 0o4755), 0o4755),
+        with_mode(entry("ok-9-Data.db", 9), 0o4755),
         with_mode(entry("ok-11-Data.db", 11), 0o666),
         with_mode(entry("ok-12-Data.db", 12), 0o600),
         // Sidecar's listings carry no mode.
