@@ -579,7 +579,8 @@ mod tests {
             Err(SnapshotError::Forbidden(_))
         ));
         assert!(matches!(
-            s.open(("ks", "linked", "s1"), "nb-1-big-Data.db", None).await,
+            s.open(("ks", "linked", "s1"), "nb-1-big-Data.db", None)
+                .await,
             Err(SnapshotError::Forbidden(_))
         ));
         assert!(matches!(

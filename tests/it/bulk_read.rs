@@ -424,7 +424,11 @@ async fn deleting_one_tables_snapshot_leaves_another_tables_of_the_same_name() {
     )
     .await;
     for t in ["a", "b"] {
-        exec(&src, &format!("INSERT INTO {ks}.{t} (k, v) VALUES (1, 'x')")).await;
+        exec(
+            &src,
+            &format!("INSERT INTO {ks}.{t} (k, v) VALUES (1, 'x')"),
+        )
+        .await;
     }
     let reader = source_sidecar().await;
     let tag = "drover-clear-one";

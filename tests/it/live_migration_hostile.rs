@@ -618,9 +618,7 @@ async fn downloaded_files_get_the_source_mode_within_0644_and_directories_within
         e["mode"] = json!(mode);
         e
     };
-    let dir = |path: &str, mode: u32| {
-        json!({"fileUrl": format!("{FILES}/data/0/{path}"), "size": 0, "fileType": "DIRECTORY", "lastModifiedTime": 1_700_000_000_000u64, "mode": mode})
-    };
+    let dir = |path: &str, mode: u32| json!({"fileUrl": format!("{FILES}/data/0/{path}"), "size": 0, "fileType": "DIRECTORY", "lastModifiedTime": 1_700_000_000_000u64, "mode": mode});
     source.list(Listing::Files(vec![
         // The probe's: every bit, set-user-id, set-group-id and sticky included.
         with_mode(entry("ok-130-Data.db", 130), 4095),
@@ -678,7 +676,10 @@ async fn a_link_inside_the_destinations_data_directory_is_never_written_through(
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert!(left.is_empty(), "written through the link: {left:?}\n{task:#}");
+    assert!(
+        left.is_empty(),
+        "written through the link: {left:?}\n{task:#}"
+    );
     assert_eq!(task["state"], "FAILED", "{task:#}");
     let error = task["error"].as_str().unwrap_or_default();
     assert!(
@@ -687,7 +688,10 @@ async fn a_link_inside_the_destinations_data_directory_is_never_written_through(
         "{error}"
     );
     assert_eq!(task["status"][0]["downloadFailures"], 3, "{task:#}");
-    assert_eq!(std::fs::read(table.join("ok-7-Data.db")).unwrap(), b"ooooooo");
+    assert_eq!(
+        std::fs::read(table.join("ok-7-Data.db")).unwrap(),
+        b"ooooooo"
+    );
     assert!(
         std::fs::symlink_metadata(table.join("linked"))
             .unwrap()

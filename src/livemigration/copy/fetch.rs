@@ -254,12 +254,15 @@ impl Downloader<'_> {
         }
         // A link planted at the staging name must not send the source's bytes wherever it
         // points: it is refused, not followed.
-        let mut out = ChunkWriter::new(
-            place
-                .create(staging_name, have == 0)
-                .map_err(local(&staging))?,
-            have,
+        let (at, name) = (
+            place.try_clone().map_err(local(&staging))?,
+            staging_name.to_string(),
         );
+        let opened = tokio::task::spawn_blocking(move || at.create(&name, have == 0))
+            .await
+            .expect("opening a file does not panic")
+            .map_err(local(&staging))?;
+        let mut out = ChunkWriter::new(opened, have);
         // The digest covers the whole file: the part already on disk is read again first.
         let mut hasher = match self.verify {
             Some(a) if have > 0 => Some(
@@ -380,18 +383,24 @@ impl Downloader<'_> {
                 )));
             }
         }
-        // Through a handle opened without following links: a link swapped in at the staging
-        // name cannot have another file's mode or times changed.
-        place
-            .open_read(staging_name)
-            .and_then(|f| set_mode_and_mtime_of(&f, file))
-            .map_err(local(staging))?;
-        // The directory is synced once per iteration for all its files (see `sync_dirs`): a
-        // rename lost in a crash leaves a complete staging file, which the next pass finishes.
-        place
-            .rename_into_place(staging_name)
-            .map_err(local(place.path()))?;
-        Ok(())
+        let (at, name, listed) = (
+            place.try_clone().map_err(local(staging))?,
+            staging_name.to_string(),
+            file.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            // Through a handle opened without following links: a link swapped in at the
+            // staging name cannot have another file's mode or times changed.
+            at.open_read(&name)
+                .and_then(|f| set_mode_and_mtime_of(&f, &listed))
+                .map_err(local(&at.sibling(&name)))?;
+            // The directory is synced once per iteration for all its files (see `sync_dirs`):
+            // a rename lost in a crash leaves a complete staging file, which the next pass
+            // finishes.
+            at.rename_into_place(&name).map_err(local(at.path()))
+        })
+        .await
+        .expect("placing a file does not panic")
     }
 }
 
@@ -596,8 +605,11 @@ pub fn create_without_request(
     let place = Place::open(&local.roots, final_path, true)?;
     if file.is_dir() {
         let dir = place.make_dir()?;
-        return rustix::fs::fchmod(&dir, rustix::fs::Mode::from_raw_mode(place::dir_mode(file.mode)))
-            .map_err(|e| on(final_path)(e.into()));
+        return rustix::fs::fchmod(
+            &dir,
+            rustix::fs::Mode::from_raw_mode(place::dir_mode(file.mode)),
+        )
+        .map_err(|e| on(final_path)(e.into()));
     }
     let staging = staging_name(&place, file, "");
     let staging_path = place.sibling(&staging);
@@ -657,11 +669,10 @@ pub fn sync_dirs(
             }
             Err(e) => return Err(e),
         };
-        rustix::fs::fsync(&handle)
-            .map_err(|e| LiveMigrationError::Local {
-                path: dir,
-                source: e.into(),
-            })?;
+        rustix::fs::fsync(&handle).map_err(|e| LiveMigrationError::Local {
+            path: dir,
+            source: e.into(),
+        })?;
     }
     Ok(())
 }

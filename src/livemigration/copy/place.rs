@@ -152,17 +152,16 @@ impl Place {
             Err(e) => return Err(LiveMigrationError::local(&self.path)(e.into())),
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        rustix::fs::openat(&self.dir, self.name.as_str(), flags, Mode::empty()).map_err(|e| {
-            match e {
-                rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => LiveMigrationError::Invalid(
-                    format!(
-                        "{} is a symbolic link or not a directory: nothing is written through it; \
+        rustix::fs::openat(&self.dir, self.name.as_str(), flags, Mode::empty()).map_err(|e| match e
+        {
+            rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => {
+                LiveMigrationError::Invalid(format!(
+                    "{} is a symbolic link or not a directory: nothing is written through it; \
                          remove it, then start the task again",
-                        self.path.display()
-                    ),
-                ),
-                other => LiveMigrationError::local(&self.path)(other.into()),
+                    self.path.display()
+                ))
             }
+            other => LiveMigrationError::local(&self.path)(other.into()),
         })
     }
 }
@@ -224,9 +223,7 @@ fn split<'a>(roots: &'a Roots, path: &Path) -> Result<(&'a Path, String), LiveMi
         })?;
     let rel = rest
         .to_str()
-        .ok_or_else(|| {
-            LiveMigrationError::Invalid(format!("{} is not UTF-8", path.display()))
-        })?
+        .ok_or_else(|| LiveMigrationError::Invalid(format!("{} is not UTF-8", path.display())))?
         .to_string();
     Ok((root, rel))
 }

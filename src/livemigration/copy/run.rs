@@ -521,8 +521,8 @@ impl Iteration<'_> {
         let local = self.task.local.clone();
         let synced =
             tokio::task::spawn_blocking(move || fetch::sync_dirs(&local, touched.into_iter()))
-            .await
-            .expect("syncing does not panic");
+                .await
+                .expect("syncing does not panic");
         tracing::debug!(
             ms = began.elapsed().as_millis() as u64,
             "directories synced"

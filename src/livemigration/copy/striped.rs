@@ -287,7 +287,11 @@ impl Downloader<'_> {
             .map(|(i, _)| (file.size - i as u64 * block).min(block))
             .sum();
         let from_final = matches!(here, Some((_, true))) && kept > 0;
-        let (at, to, size) = (place.try_clone().map_err(local(staging))?, staging_name.to_string(), file.size);
+        let (at, to, size) = (
+            place.try_clone().map_err(local(staging))?,
+            staging_name.to_string(),
+            file.size,
+        );
         let opened = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
             if from_final {
                 // Renamed, not copied: no kept byte is written again. A crash from here on
