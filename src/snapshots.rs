@@ -3,8 +3,15 @@
 //! lists the snapshot's files in the node's data directories, downloads them, and clears the
 //! snapshot when done. A snapshot is hard links to immutable SSTables: the files stay what
 //! they were when it was taken, whatever the node writes or compacts meanwhile.
+//!
+//! Below each data directory nothing is reached through a symbolic link: every directory is
+//! opened from its parent's handle without following links (see
+//! [`crate::livemigration::beneath`]), and a keyspace, table or snapshot directory that is a
+//! link is refused (403), as the live-migration routes refuse it — else a link in the data
+//! directory would serve, or delete, files from anywhere the daemon can read.
 
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -12,6 +19,7 @@ use regex::Regex;
 use tokio::sync::Semaphore;
 
 use crate::config::SstableSnapshotsConfig;
+use crate::livemigration::beneath::{self, BeneathError};
 use crate::uploads::{UploadError, names};
 
 /// Why a snapshot request was refused or failed. Each message is a complete sentence for the
@@ -88,6 +96,70 @@ pub struct SnapshotFile {
     pub data_dir_index: usize,
     /// Its file name (`nb-1-big-Data.db`, `manifest.json`, ...).
     pub file_name: String,
+}
+
+/// A snapshot's directory: `rel` (`<keyspace>/<table dir>/snapshots/<name>`) below data
+/// directory `data`, number `index`.
+#[derive(Debug, Clone)]
+struct SnapshotDir {
+    index: usize,
+    data: PathBuf,
+    rel: String,
+}
+
+impl SnapshotDir {
+    fn path(&self) -> PathBuf {
+        self.data.join(&self.rel)
+    }
+
+    /// The snapshot's directory, opened through no link.
+    fn open(&self) -> Result<OwnedFd, SnapshotError> {
+        beneath::open_dir(&self.data, &self.rel, false).map_err(|e| refusal(e, self.path()))
+    }
+}
+
+/// What a failure to open `path` below a data directory means.
+fn refusal(e: BeneathError, path: PathBuf) -> SnapshotError {
+    match e {
+        BeneathError::Outside => linked(&path),
+        BeneathError::NotFound | BeneathError::Directory => SnapshotError::NotFound(format!(
+            "{} is gone (the snapshot was cleared meanwhile?)",
+            path.display()
+        )),
+        BeneathError::Io(source) => SnapshotError::Io { path, source },
+    }
+}
+
+/// The refusal of a directory that is, or leads through, a symbolic link.
+fn linked(path: &std::path::Path) -> SnapshotError {
+    SnapshotError::Forbidden(format!(
+        "{} is or leads through a symbolic link: snapshot files are served and cleared only          within the node's data directories, never through a link",
+        path.display()
+    ))
+}
+
+/// The names in the directory `dir` with their type (a link is a link, never followed).
+fn entries(dir: &OwnedFd) -> std::io::Result<Vec<(String, rustix::fs::Stat)>> {
+    let mut out = Vec::new();
+    let mut listing = rustix::fs::Dir::read_from(dir)?;
+    while let Some(entry) = listing.read() {
+        let entry = entry?;
+        let Ok(name) = entry.file_name().to_str() else {
+            continue;
+        };
+        if name == "." || name == ".." {
+            continue;
+        }
+        // Gone since it was read: left out.
+        if let Ok(st) = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+            out.push((name.to_string(), st));
+        }
+    }
+    Ok(out)
+}
+
+fn is_type(st: &rustix::fs::Stat, t: rustix::fs::FileType) -> bool {
+    rustix::fs::FileType::from_raw_mode(st.st_mode) == t
 }
 
 /// A file opened for download, with its download slot.
@@ -197,23 +269,18 @@ impl Snapshots {
         let name = name.to_string();
         tokio::task::spawn_blocking(move || {
             let mut files = Vec::new();
-            for (index, dir) in dirs {
-                let entries = std::fs::read_dir(&dir).map_err(|source| SnapshotError::Io {
-                    path: dir.clone(),
+            for dir in dirs {
+                let handle = dir.open()?;
+                let listed = entries(&handle).map_err(|source| SnapshotError::Io {
+                    path: dir.path(),
                     source,
                 })?;
-                for entry in entries {
-                    let entry = entry.map_err(|source| SnapshotError::Io {
-                        path: dir.clone(),
-                        source,
-                    })?;
+                for (file_name, st) in listed {
                     // Files only: secondary indexes' directories are not part of the table's
                     // data, and a symbolic link is never followed.
-                    let Ok(meta) = entry.path().symlink_metadata() else {
-                        continue;
-                    };
-                    let file_name = entry.file_name().to_string_lossy().into_owned();
-                    if !meta.is_file() || names::component(&file_name).is_err() {
+                    if !is_type(&st, rustix::fs::FileType::RegularFile)
+                        || names::component(&file_name).is_err()
+                    {
                         continue;
                     }
                     if files.len() == max {
@@ -222,8 +289,8 @@ impl Snapshots {
                         )));
                     }
                     files.push(SnapshotFile {
-                        size: meta.len(),
-                        data_dir_index: index,
+                        size: st.st_size as u64,
+                        data_dir_index: dir.index,
                         file_name,
                     });
                 }
@@ -256,17 +323,16 @@ impl Snapshots {
         let dirs = self.snapshot_dirs(keyspace, table, name).await?;
         let missing = format!("Snapshot {name} of {keyspace}.{table} has no file {component}");
         let file = tokio::task::spawn_blocking(move || {
-            for (index, dir) in dirs {
-                if data_dir_index.is_some_and(|i| i != index) {
+            for dir in dirs {
+                if data_dir_index.is_some_and(|i| i != dir.index) {
                     continue;
                 }
-                let path = dir.join(&component);
-                match path.symlink_metadata() {
-                    Ok(meta) if meta.is_file() => {
-                        return std::fs::File::open(&path)
-                            .map_err(|source| SnapshotError::Io { path, source });
-                    }
-                    _ => continue,
+                // The open is the check: a link anywhere below the data directory is refused.
+                let rel = format!("{}/{component}", dir.rel);
+                match beneath::open_file(&dir.data, &rel) {
+                    Ok(file) => return Ok(file),
+                    Err(BeneathError::NotFound | BeneathError::Directory) => continue,
+                    Err(e) => return Err(refusal(e, dir.data.join(&rel))),
                 }
             }
             Err(SnapshotError::NotFound(missing))
@@ -276,8 +342,10 @@ impl Snapshots {
         Ok(OpenedComponent { file, permit })
     }
 
-    /// Clears snapshot `name` (of the whole keyspace, as `nodetool clearsnapshot -t` does: the
-    /// name is the reader's own).
+    /// Clears snapshot `name` of `keyspace.table` only, as the Sidecar's route does: its
+    /// `snapshots/<name>` directory is removed in every data directory, each reached and
+    /// emptied without following links. `nodetool clearsnapshot` takes a keyspace, not a
+    /// table: it would clear the tag of every table of the keyspace, other readers' included.
     pub async fn clear(
         &self,
         keyspace: &str,
@@ -286,28 +354,36 @@ impl Snapshots {
     ) -> Result<(), SnapshotError> {
         self.check()?;
         let dirs = self.snapshot_dirs(keyspace, table, name).await?;
-        if dirs.is_empty() {
-            return Err(SnapshotError::NotFound(format!(
-                "Snapshot '{name}' not found"
-            )));
-        }
-        let keyspace = names::keyspace(keyspace)?;
-        let args = ["clearsnapshot", "-t", name, "--", keyspace].map(String::from);
-        self.nodetool(&args).await.map_err(|said| {
-            SnapshotError::Failed(format!("Failed to clear snapshot {name}: {said}"))
-        })?;
+        let tag = snapshot_name(name)?.to_string();
+        tokio::task::spawn_blocking(move || {
+            for dir in dirs {
+                let parent = dir
+                    .rel
+                    .strip_suffix(&format!("/{tag}"))
+                    .expect("a snapshot directory ends with its name");
+                let path = dir.path();
+                let handle = beneath::open_dir(&dir.data, parent, false)
+                    .map_err(|e| refusal(e, path.clone()))?;
+                beneath::remove_at(&handle, &tag)
+                    .map_err(|source| SnapshotError::Io { path, source })?;
+            }
+            Ok::<_, SnapshotError>(())
+        })
+        .await
+        .expect("clearing does not panic")?;
         tracing::info!(keyspace, table, snapshot = name, "snapshot cleared");
         Ok(())
     }
 
-    /// The directories of snapshot `name` of `keyspace.table`, with their data directory's
-    /// index; none is 404.
+    /// The directories of snapshot `name` of `keyspace.table`, in every data directory; none
+    /// is 404. A keyspace, table or snapshot directory that is a symbolic link is refused
+    /// (403), not followed nor skipped silently.
     async fn snapshot_dirs(
         &self,
         keyspace: &str,
         table: &str,
         name: &str,
-    ) -> Result<Vec<(usize, PathBuf)>, SnapshotError> {
+    ) -> Result<Vec<SnapshotDir>, SnapshotError> {
         let snapshot_name_shown = name;
         let (keyspace, table, name) = (
             names::keyspace(keyspace)?.to_string(),
@@ -323,23 +399,40 @@ impl Snapshots {
         let found = tokio::task::spawn_blocking(move || {
             let mut found = Vec::new();
             for (index, data) in data_dirs.iter().enumerate() {
-                let Ok(tables) = std::fs::read_dir(data.join(&keyspace)) else {
-                    continue;
+                let tables = match beneath::open_dir(data, &keyspace, false) {
+                    Ok(handle) => handle,
+                    Err(BeneathError::NotFound) => continue,
+                    Err(e) => return Err(refusal(e, data.join(&keyspace))),
                 };
-                for t in tables.flatten() {
-                    let dir_name = t.file_name().to_string_lossy().into_owned();
+                let listed = entries(&tables).map_err(|source| SnapshotError::Io {
+                    path: data.join(&keyspace),
+                    source,
+                })?;
+                for (dir_name, st) in listed {
                     let of_table = dir_name == table
                         || TABLE_DIR.captures(&dir_name).is_some_and(|c| c[1] == table);
-                    let dir = t.path().join("snapshots").join(&name);
-                    if of_table && is_dir(&dir) {
-                        found.push((index, dir));
+                    if !of_table {
+                        continue;
+                    }
+                    if is_type(&st, rustix::fs::FileType::Symlink) {
+                        return Err(linked(&data.join(&keyspace).join(&dir_name)));
+                    }
+                    let dir = SnapshotDir {
+                        index,
+                        data: data.clone(),
+                        rel: format!("{keyspace}/{dir_name}/snapshots/{name}"),
+                    };
+                    match beneath::open_dir(&dir.data, &dir.rel, false) {
+                        Ok(_) => found.push(dir),
+                        Err(BeneathError::NotFound) => {}
+                        Err(e) => return Err(refusal(e, dir.path())),
                     }
                 }
             }
-            found
+            Ok(found)
         })
         .await
-        .expect("listing does not panic");
+        .expect("listing does not panic")?;
         if found.is_empty() {
             return Err(SnapshotError::NotFound(format!(
                 "Snapshot '{}' not found",
@@ -366,10 +459,6 @@ impl Snapshots {
                 Failure::Failed(status, said) => format!("{shown} ended with {status}: {said}"),
             })
     }
-}
-
-fn is_dir(p: &Path) -> bool {
-    p.symlink_metadata().is_ok_and(|m| m.is_dir())
 }
 
 #[cfg(test)]
@@ -460,6 +549,49 @@ mod tests {
             off.list("ks", "t", "s1").await,
             Err(SnapshotError::Disabled)
         ));
+    }
+
+    /// A table directory that is a link to elsewhere is refused (403) for listing, reading
+    /// and clearing, and nothing it points to is read or removed; clearing one table's
+    /// snapshot leaves another table's of the same name.
+    #[tokio::test]
+    async fn links_below_the_data_directory_are_refused_and_a_clear_is_one_tables() {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("d0");
+        let id = "0123456789abcdef0123456789abcdef";
+        let outside = root.path().join("outside");
+        std::fs::create_dir_all(outside.join("snapshots/s1")).unwrap();
+        std::fs::write(outside.join("snapshots/s1/nb-1-big-Data.db"), b"secret").unwrap();
+        std::fs::create_dir_all(data.join("ks")).unwrap();
+        std::os::unix::fs::symlink(&outside, data.join(format!("ks/linked-{id}"))).unwrap();
+        for t in ["a", "b"] {
+            let snap = data.join(format!("ks/{t}-{id}/snapshots/s1"));
+            std::fs::create_dir_all(&snap).unwrap();
+            std::fs::write(snap.join("nb-1-big-Data.db"), b"x").unwrap();
+        }
+        let config = SstableSnapshotsConfig {
+            enabled: true,
+            ..Default::default()
+        };
+        let s = Snapshots::new(&config, None, vec![data.clone()]);
+        assert!(matches!(
+            s.list("ks", "linked", "s1").await,
+            Err(SnapshotError::Forbidden(_))
+        ));
+        assert!(matches!(
+            s.open(("ks", "linked", "s1"), "nb-1-big-Data.db", None)
+                .await,
+            Err(SnapshotError::Forbidden(_))
+        ));
+        assert!(matches!(
+            s.clear("ks", "linked", "s1").await,
+            Err(SnapshotError::Forbidden(_))
+        ));
+        assert!(outside.join("snapshots/s1/nb-1-big-Data.db").exists());
+        s.clear("ks", "a", "s1").await.unwrap();
+        assert!(!data.join(format!("ks/a-{id}/snapshots/s1")).exists());
+        assert!(data.join(format!("ks/a-{id}/snapshots")).is_dir());
+        assert_eq!(s.list("ks", "b", "s1").await.unwrap().len(), 1);
     }
 
     /// `max_listed_files` files are listed, counted across data directories; one more file

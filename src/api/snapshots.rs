@@ -145,7 +145,7 @@ pub struct ListResponse {
     responses(
         (status = 200, body = ListResponse),
         (status = 400, description = "A bad name", body = ErrorBody),
-        (status = 403, description = "A system keyspace", body = ErrorBody),
+        (status = 403, description = "A system keyspace, or a keyspace, table or snapshot directory that is a symbolic link", body = ErrorBody),
         (status = 404, description = "Snapshots are off, or no such snapshot", body = ErrorBody),
         (status = 500, description = "More files than `sstable_snapshots.max_listed_files`, or unreadable", body = ErrorBody),
     )
@@ -187,7 +187,9 @@ fn host_of(headers: &HeaderMap) -> (String, u16) {
     }
 }
 
-/// Clears a snapshot (`nodetool clearsnapshot -t {snapshot} -- {keyspace}`).
+/// Clears the snapshot of this table only, as the Sidecar does: its `snapshots/{snapshot}`
+/// directory is removed in every data directory, without following links (`nodetool
+/// clearsnapshot` would clear the name in every table of the keyspace).
 #[utoipa::path(
     delete,
     path = "/api/v1/keyspaces/{keyspace}/tables/{table}/snapshots/{snapshot}",
@@ -200,9 +202,9 @@ fn host_of(headers: &HeaderMap) -> (String, u16) {
     responses(
         (status = 200, description = "Cleared"),
         (status = 400, description = "A bad name", body = ErrorBody),
-        (status = 403, description = "A system keyspace", body = ErrorBody),
+        (status = 403, description = "A system keyspace, or a keyspace, table or snapshot directory that is a symbolic link", body = ErrorBody),
         (status = 404, description = "Snapshots are off, or no such snapshot", body = ErrorBody),
-        (status = 500, description = "nodetool failed", body = ErrorBody),
+        (status = 500, description = "The snapshot's directory could not be removed", body = ErrorBody),
     )
 )]
 pub async fn clear(
@@ -240,7 +242,7 @@ pub struct ComponentQuery {
         (status = 200, description = "The whole file", content_type = "application/octet-stream"),
         (status = 206, description = "The range", content_type = "application/octet-stream"),
         (status = 400, description = "A bad name", body = ErrorBody),
-        (status = 403, description = "A system keyspace", body = ErrorBody),
+        (status = 403, description = "A system keyspace, or a keyspace, table or snapshot directory that is a symbolic link", body = ErrorBody),
         (status = 404, description = "Snapshots are off, or no such snapshot or file", body = ErrorBody),
         (status = 416, description = "Range not satisfiable", body = ErrorBody),
         (status = 429, description = "More downloads than `sstable_snapshots.concurrent_downloads`; see Retry-After", body = ErrorBody),

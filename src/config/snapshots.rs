@@ -19,7 +19,7 @@ pub struct SstableSnapshotsConfig {
     /// `cassandra.jmx_address` (default `127.0.0.1:7199`). Default `nodetool` (found on `PATH`).
     /// The files are found in `cassandra.data_file_directories`.
     pub nodetool: PathBuf,
-    /// Longest time one `nodetool snapshot` or `clearsnapshot` may take. Default `10m`.
+    /// Longest time one `nodetool snapshot` may take. Default `10m`.
     #[serde(with = "humantime_serde")]
     pub command_timeout: Duration,
     /// Most files a snapshot listing returns; a snapshot with more is refused (500) rather than

@@ -54,11 +54,7 @@ pub fn open_file(root: &Path, rel: &str) -> Result<File, BeneathError> {
 
 /// [`open_file`] with a chosen method (tests exercise both).
 pub fn open_file_with(root: &Path, rel: &str, method: Method) -> Result<File, BeneathError> {
-    if rel
-        .split('/')
-        .any(|c| c.is_empty() || c == "." || c == "..")
-        || rel.contains('\0')
-    {
+    if !plain(rel) {
         return Err(BeneathError::Outside);
     }
     let dir = rustix::fs::open(
@@ -91,6 +87,95 @@ pub fn open_file_with(root: &Path, rel: &str, method: Method) -> Result<File, Be
         _ => return Err(BeneathError::NotFound),
     }
     Ok(File::from(fd))
+}
+
+/// Opens the directory `rel` below `root` (`""`: the root itself), each component from the
+/// previous one's handle with `O_NOFOLLOW`, so no symbolic link below the root is followed;
+/// with `create`, missing components are made with mode 0755 less the umask (what Cassandra
+/// makes). What a destination writes, renames or deletes goes through such a handle: a link
+/// planted in its data directory cannot send the source's files elsewhere. Blocking.
+pub fn open_dir(root: &Path, rel: &str, create: bool) -> Result<OwnedFd, BeneathError> {
+    if !rel.is_empty() && !plain(rel) {
+        return Err(BeneathError::Outside);
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    if create {
+        std::fs::create_dir_all(root).map_err(BeneathError::Io)?;
+    }
+    let mut current = rustix::fs::open(root, flags, Mode::empty()).map_err(not_found_or_io)?;
+    for name in rel.split('/').filter(|c| !c.is_empty()) {
+        if create {
+            match rustix::fs::mkdirat(&current, name, Mode::from_raw_mode(0o755)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(not_found_or_io(e)),
+            }
+        }
+        let next = rustix::fs::openat(&current, name, flags | OFlags::NOFOLLOW, Mode::empty())
+            .map_err(|e| classify(&current, name, e))?;
+        current = next;
+    }
+    Ok(current)
+}
+
+/// Removes the entry `name` of the directory `dir`: a file or a link is unlinked (a link is
+/// never followed), a directory goes with everything below it, each level opened from its
+/// parent's handle without following links. One already gone is fine. Blocking.
+pub fn remove_at(dir: &impl AsFd, name: &str) -> std::io::Result<()> {
+    let name = std::ffi::CString::new(name)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL in a name"))?;
+    remove_entry(dir.as_fd(), &name)
+}
+
+fn remove_entry(dir: std::os::fd::BorrowedFd<'_>, name: &std::ffi::CStr) -> std::io::Result<()> {
+    let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+        return match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        };
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let sub = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+        Ok(sub) => sub,
+        Err(Errno::NOENT) => return Ok(()),
+        // Swapped for a link or a file since it was looked at: that is unlinked, not followed.
+        Err(Errno::LOOP | Errno::NOTDIR) => {
+            return match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+                Ok(()) | Err(Errno::NOENT) => Ok(()),
+                Err(e) => Err(e.into()),
+            };
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // The names first: entries removed while a directory is read may make it skip others.
+    let mut names = Vec::new();
+    let mut entries = rustix::fs::Dir::read_from(&sub)?;
+    while let Some(entry) = entries.read() {
+        let entry = entry?;
+        let child = entry.file_name();
+        if child.to_bytes() != b"." && child.to_bytes() != b".." {
+            names.push(child.to_owned());
+        }
+    }
+    for child in names {
+        remove_entry(sub.as_fd(), &child)?;
+    }
+    match rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Every component a plain name: no `..`, `.`, empty one or NUL.
+fn plain(rel: &str) -> bool {
+    !rel.contains('\0')
+        && !rel
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
 }
 
 fn openat2(dir: &OwnedFd, rel: &str, flags: OFlags) -> Result<OwnedFd, Errno> {

@@ -340,3 +340,135 @@ async fn count_in(s: &scylla::client::session::Session, cql: String) -> usize {
         .unwrap();
     n as usize
 }
+
+/// Sends `method path` to `d`; the status and the body's bytes.
+async fn raw(d: &Daemon, method: &str, path: &str) -> (u16, Vec<u8>) {
+    let r = d
+        .client()
+        .request(method.parse().unwrap(), d.url(path))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.bytes().await.unwrap().to_vec())
+}
+
+/// Issue 42: a table directory that is a symbolic link to elsewhere made the snapshot routes
+/// list and serve a file from outside the data directory (the live-migration routes answer
+/// 403 for the same link). Listing, reading and clearing through it are refused with 403, the
+/// outside file's bytes are never sent, and nothing it points to is removed.
+#[tokio::test]
+async fn a_symlinked_table_directory_is_refused_by_the_snapshot_routes() {
+    let home = test_support::Home::new();
+    let data = home.path().join("data0");
+    let outside = home.path().join("outside");
+    let secret = b"the outside file's bytes";
+    std::fs::create_dir_all(outside.join("snapshots/s1")).unwrap();
+    std::fs::write(outside.join("snapshots/s1/nb-1-big-Data.db"), secret).unwrap();
+    std::fs::create_dir_all(data.join("ks")).unwrap();
+    std::os::unix::fs::symlink(
+        &outside,
+        data.join("ks/linked-0123456789abcdef0123456789abcdef"),
+    )
+    .unwrap();
+    let d = Daemon::start(
+        &home,
+        &format!(
+            "cassandra:\n  data_file_directories: [{}]\nsstable_snapshots:\n  enabled: true\n",
+            data.display()
+        ),
+    )
+    .await;
+    let base = "/api/v1/keyspaces/ks/tables/linked/snapshots/s1";
+    for (method, path) in [
+        ("GET", base.to_string()),
+        ("GET", format!("{base}/components/nb-1-big-Data.db")),
+        (
+            "GET",
+            format!("{base}/components/nb-1-big-Data.db?dataDirectoryIndex=0"),
+        ),
+        ("DELETE", base.to_string()),
+    ] {
+        let (status, body) = raw(&d, method, &path).await;
+        let text = String::from_utf8_lossy(&body);
+        assert_eq!(status, 403, "{method} {path}: {text}");
+        assert!(
+            !body.windows(secret.len()).any(|w| w == secret),
+            "{method} {path} sent the outside file: {text}"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["code"], 403, "{text}");
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains("is or leads through a symbolic link"),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(outside.join("snapshots/s1/nb-1-big-Data.db")).unwrap(),
+        secret
+    );
+}
+
+/// Issue 42: a snapshot `DELETE` for one table cleared the tag across the whole keyspace
+/// (`nodetool clearsnapshot -t` takes keyspaces). As the Sidecar's route, it clears that
+/// table's snapshot only: the other table's snapshot of the same name survives, listed and
+/// on disk.
+#[tokio::test]
+async fn deleting_one_tables_snapshot_leaves_another_tables_of_the_same_name() {
+    let Fixture { src, ks, .. } = Fixture::new(
+        "snapshot_clear_one",
+        "CREATE TABLE $ks.a (k int PRIMARY KEY, v text); \
+         CREATE TABLE $ks.b (k int PRIMARY KEY, v text)",
+    )
+    .await;
+    for t in ["a", "b"] {
+        exec(
+            &src,
+            &format!("INSERT INTO {ks}.{t} (k, v) VALUES (1, 'x')"),
+        )
+        .await;
+    }
+    let reader = source_sidecar().await;
+    let tag = "drover-clear-one";
+    let route = |t: &str| format!("/api/v1/keyspaces/{ks}/tables/{t}/snapshots/{tag}");
+    for t in ["a", "b"] {
+        let (status, body) = raw(&reader, "PUT", &route(t)).await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    }
+    let (status, listed) = reader.get(&route("b")).await;
+    assert_eq!(status, 200, "{listed}");
+    let files_of_b = listed["snapshotFilesInfo"].as_array().unwrap().len();
+    assert!(files_of_b > 0, "{listed}");
+
+    let (status, body) = raw(&reader, "DELETE", &route("a")).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+
+    let (status, body) = reader.get(&route("a")).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, listed) = reader.get(&route("b")).await;
+    assert_eq!(status, 200, "b's snapshot was cleared too: {listed}");
+    assert_eq!(
+        listed["snapshotFilesInfo"].as_array().unwrap().len(),
+        files_of_b,
+        "{listed}"
+    );
+    let snapshot_dirs = |t: &str| {
+        std::fs::read_dir(src_data_dir().join(ks))
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("{t}-"))
+            })
+            .filter(|e| e.path().join("snapshots").join(tag).is_dir())
+            .count()
+    };
+    assert_eq!(snapshot_dirs("a"), 0);
+    assert_eq!(snapshot_dirs("b"), 1);
+    let (status, body) = raw(&reader, "DELETE", &route("b")).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(snapshot_dirs("b"), 0);
+}

@@ -226,10 +226,12 @@ impl Programmable {
                 }),
             )
             .route(
-                &format!("{FILES}/data/0/ks/t-1/{{name}}"),
+                // Below `t-1`, at any depth: a file is served by its last name.
+                &format!("{FILES}/data/0/ks/t-1/{{*name}}"),
                 get(move |Path(name): Path<String>, RawQuery(query): RawQuery| {
                     let s = s2.clone();
                     async move {
+                        let name = name.rsplit('/').next().unwrap_or_default().to_string();
                         let digest = query.is_some_and(|q| q.contains("digestAlgorithm"));
                         if digest && name.contains("hugedigest-") {
                             s.digest_requests.fetch_add(1, Ordering::SeqCst);
@@ -603,35 +605,100 @@ async fn an_empty_listing_deletes_nothing_without_allow_mass_deletion() {
     }
 }
 
+/// The modes a source lists are kept only within what Cassandra itself makes: files at most
+/// 0644, directories at most 0755 (issue 42's probe listed `mode: 4095`, and the files became
+/// 0777). Stricter modes are kept as listed.
 #[tokio::test]
-async fn downloaded_files_get_the_mode_the_source_lists() {
+async fn downloaded_files_get_the_source_mode_within_0644_and_directories_within_0755() {
     use std::os::unix::fs::PermissionsExt;
     let (source, addr) = Programmable::start().await;
     let home = Home::new();
     let dst = destination_of(&home, &addr, "").await;
-    let mut private = entry("ok-130-Data.db", 130);
-    private["mode"] = json!(0o600);
-    // Set-user-id and the like are never applied: only the permission bits.
-    let mut setuid = entry("ok-9-Data.db", 9);
-    setuid["mode"] = json!(0o4755);
+    let with_mode = |mut e: serde_json::Value, mode: u32| {
+        e["mode"] = json!(mode);
+        e
+    };
+    let dir = |path: &str, mode: u32| json!({"fileUrl": format!("{FILES}/data/0/{path}"), "size": 0, "fileType": "DIRECTORY", "lastModifiedTime": 1_700_000_000_000u64, "mode": mode});
     source.list(Listing::Files(vec![
-        private,
-        setuid,
+        // The probe's: every bit, set-user-id, set-group-id and sticky included.
+        with_mode(entry("ok-130-Data.db", 130), 4095),
+        with_mode(entry("empty-Data.db", 0), 4095),
+        with_mode(entry("ok-9-Data.db", 9), 0o4755),
+        with_mode(entry("ok-11-Data.db", 11), 0o666),
+        with_mode(entry("ok-12-Data.db", 12), 0o600),
         // Sidecar's listings carry no mode.
         entry("ok-7-Data.db", 7),
+        dir("ks/t-2", 4095),
+        dir("ks/t-3", 0o700),
     ]));
     let task = run_task(&dst, json!({})).await;
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
-    let mode = |name: &str| {
-        std::fs::metadata(home.path().join("data0/ks/t-1").join(name))
+    let mode = |rel: &str| {
+        std::fs::symlink_metadata(home.path().join("data0/ks").join(rel))
             .unwrap()
             .permissions()
             .mode()
             & 0o7777
     };
-    assert_eq!(mode("ok-130-Data.db"), 0o600);
-    assert_eq!(mode("ok-9-Data.db"), 0o755);
-    assert_eq!(mode("ok-7-Data.db"), 0o644);
+    assert_eq!(mode("t-1/ok-130-Data.db"), 0o644);
+    assert_eq!(mode("t-1/empty-Data.db"), 0o644);
+    assert_eq!(mode("t-1/ok-9-Data.db"), 0o644);
+    assert_eq!(mode("t-1/ok-11-Data.db"), 0o644);
+    assert_eq!(mode("t-1/ok-12-Data.db"), 0o600);
+    assert_eq!(mode("t-1/ok-7-Data.db"), 0o644);
+    assert_eq!(mode("t-2"), 0o755);
+    assert_eq!(mode("t-3"), 0o700);
+}
+
+/// A symbolic link inside the destination's own data directory (issue 42's probe: a
+/// `data/ks/tbl/linked -> /outside` made the destination write `evil-Data.db` into
+/// /outside) is never written through: not a file, an empty file nor a directory lands
+/// where it points, the task fails naming the path and the link, and the other files are
+/// copied.
+#[tokio::test]
+async fn a_link_inside_the_destinations_data_directory_is_never_written_through() {
+    let (source, addr) = Programmable::start().await;
+    let home = Home::new();
+    let dst = destination_of(&home, &addr, "").await;
+    let outside = home.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let table = home.path().join("data0/ks/t-1");
+    std::fs::create_dir_all(&table).unwrap();
+    std::os::unix::fs::symlink(&outside, table.join("linked")).unwrap();
+    source.list(Listing::Files(vec![
+        entry("linked/ok-130-evil-Data.db", 130),
+        entry("linked/evil-empty-Data.db", 0),
+        json!({"fileUrl": format!("{FILES}/data/0/ks/t-1/linked/sub"), "size": 0, "fileType": "DIRECTORY", "lastModifiedTime": 1_700_000_000_000u64}),
+        entry("ok-7-Data.db", 7),
+    ]));
+    let task = run_task(&dst, json!({})).await;
+    let left: Vec<_> = std::fs::read_dir(&outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "written through the link: {left:?}\n{task:#}"
+    );
+    assert_eq!(task["state"], "FAILED", "{task:#}");
+    let error = task["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!("{}", table.join("linked").display()))
+            && error.contains("leads through a symbolic link"),
+        "{error}"
+    );
+    assert_eq!(task["status"][0]["downloadFailures"], 3, "{task:#}");
+    assert_eq!(
+        std::fs::read(table.join("ok-7-Data.db")).unwrap(),
+        b"ooooooo"
+    );
+    assert!(
+        std::fs::symlink_metadata(table.join("linked"))
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link itself is left to the operator"
+    );
 }
 
 /// A link planted at a download's staging name (by anyone who can write the data directory)

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use super::fetch::{Downloader, staging_path};
+use super::fetch::{Downloader, staging_name, staging_path};
+use super::place::{self, Place};
 use crate::livemigration::LiveMigrationError;
 use crate::livemigration::batch::{Frame, SkipReason};
 use crate::livemigration::digest::Algorithm;
@@ -58,7 +59,10 @@ pub fn group(files: Vec<(RemoteFile, PathBuf)>, batches: bool) -> Vec<Work> {
 /// A file of a batch written to its staging file, not yet synced nor renamed.
 struct Staged {
     file: RemoteFile,
+    /// The staging file's path, for messages.
     staging: PathBuf,
+    /// Its name in its directory.
+    staging_name: String,
     final_path: PathBuf,
     bytes: u64,
 }
@@ -222,17 +226,29 @@ impl Downloader<'_> {
                     }
                     self.pace(content.len()).await;
                     let staging = staging_path(final_path, file);
-                    let (to, listed) = (staging.clone(), file.clone());
-                    tokio::task::spawn_blocking(move || write_staging(&to, &listed, &content))
-                        .await
-                        .expect("writing does not panic")
-                        .map_err(LiveMigrationError::local(&staging))?;
+                    let (local, to, listed) =
+                        (self.local.clone(), final_path.clone(), file.clone());
+                    let written = tokio::task::spawn_blocking(move || {
+                        write_staging(&local.roots, &to, &listed, &content)
+                    })
+                    .await
+                    .expect("writing does not panic");
+                    let staging_name = match written {
+                        Ok(name) => name,
+                        // A link on the way is this file's failure, not the batch's.
+                        Err(e @ LiveMigrationError::Invalid(_)) => {
+                            outcomes.push((file.clone(), Err(e)));
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    };
                     self.counters
                         .bytes_downloaded
                         .fetch_add(size, Ordering::Relaxed);
                     staged.push(Staged {
                         file: file.clone(),
                         staging,
+                        staging_name,
                         final_path: final_path.clone(),
                         bytes: size,
                     });
@@ -269,21 +285,25 @@ impl Downloader<'_> {
         if staged.is_empty() {
             return Ok(Vec::new());
         }
+        let local = self.local.clone();
         tokio::task::spawn_blocking(move || {
             // Once per file system: the node's data directories may be on several disks.
             let mut synced = std::collections::HashSet::new();
             for s in &staged {
                 let dir = s.staging.parent().unwrap_or(Path::new("."));
-                let device = std::fs::metadata(dir)
-                    .map(|m| std::os::unix::fs::MetadataExt::dev(&m))
-                    .map_err(LiveMigrationError::local(dir))?;
+                let handle = place::open_directory(&local.roots, dir)?;
+                let on = |e: rustix::io::Errno| LiveMigrationError::local(dir)(e.into());
+                let device = rustix::fs::fstat(&handle).map_err(on)?.st_dev;
                 if synced.insert(device) {
-                    sync_file_system(dir).map_err(LiveMigrationError::local(dir))?;
+                    rustix::fs::syncfs(&handle).map_err(on)?;
                 }
             }
             let mut placed = Vec::with_capacity(staged.len());
             for s in staged {
-                std::fs::rename(&s.staging, &s.final_path)
+                // The directory is opened again, through no link: one swapped in since the
+                // file was written is refused, not renamed through.
+                Place::open(&local.roots, &s.final_path, false)?
+                    .rename_into_place(&s.staging_name)
                     .map_err(LiveMigrationError::local(&s.final_path))?;
                 placed.push((s.file, s.bytes));
             }
@@ -294,35 +314,26 @@ impl Downloader<'_> {
     }
 }
 
-/// Writes a staging file whole (no sync: [`Downloader::place`] syncs the batch), with the
-/// source's mode and modification time, through a handle opened without following links.
-fn write_staging(path: &Path, file: &RemoteFile, content: &[u8]) -> std::io::Result<()> {
+/// Writes the staging file of `final_path` whole (no sync: [`Downloader::place`] syncs the
+/// batch with one `syncfs`), with the source's mode and modification time, its directories
+/// made and the file opened without following links (see [`Place`]). Returns its name.
+fn write_staging(
+    roots: &crate::livemigration::files::Roots,
+    final_path: &Path,
+    file: &RemoteFile,
+    content: &[u8],
+) -> Result<String, LiveMigrationError> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut out = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)?;
-    out.write_all(content)?;
-    super::fetch::set_mode_and_mtime_of(&out, file)
-}
-
-/// Flushes every file written on the file system holding `dir` (`syncfs`): one call for a
-/// whole batch; its data is on disk when it returns.
-fn sync_file_system(dir: &Path) -> std::io::Result<()> {
-    use rustix::fs::{Mode, OFlags};
-    let fd = rustix::fs::open(
-        dir,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    rustix::fs::syncfs(&fd)?;
-    Ok(())
+    let place = Place::open(roots, final_path, true)?;
+    let name = staging_name(&place, file, "");
+    place
+        .create(&name, true)
+        .and_then(|mut out| {
+            out.write_all(content)?;
+            super::fetch::set_mode_and_mtime_of(&out, file)
+        })
+        .map_err(LiveMigrationError::local(&place.sibling(&name)))?;
+    Ok(name)
 }
 
 #[cfg(test)]

@@ -1,10 +1,12 @@
 //! Fetching one file from the source: into a staging file next to its final path
 //! (`.<name>.<size>-<mtime>.drover-part`), continued with a `Range` request after an
 //! interruption, checked against the source's digest when asked, given the source's
-//! modification time and permission bits, and renamed into place only when complete — so no truncated file is ever
-//! left at a final path. Failed attempts are retried with backoff.
+//! modification time and permission bits (at most 0644, see [`super::place`]), and renamed
+//! into place only when complete — so no truncated file is ever left at a final path. Every
+//! file is reached through its directory's handle, opened without following links. Failed
+//! attempts are retried with backoff.
 
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -17,10 +19,13 @@ use crate::livemigration::LiveMigrationError;
 use crate::livemigration::batch::Features;
 use crate::livemigration::digest::{self, Algorithm, Hasher};
 use crate::livemigration::files::PART_SUFFIX;
+use crate::livemigration::local::LocalFiles;
 use crate::livemigration::peer::{PeerClient, RemoteFile};
 
+use super::place::{self, Place};
+
 /// The mode of a downloaded file whose source listed none (Sidecar's listings have none).
-pub const DEFAULT_MODE: u32 = 0o644;
+pub const DEFAULT_MODE: u32 = place::FILE_MODE_MASK;
 
 /// Live counters of the downloads of one iteration, copied into its status (entries: files,
 /// empty files and directories).
@@ -65,8 +70,18 @@ pub(super) fn staging_path_of_kind(final_path: &Path, file: &RemoteFile, kind: &
     ))
 }
 
+/// The name of the staging file of `file` in its directory (see [`staging_path`]).
+pub(super) fn staging_name(place: &Place, file: &RemoteFile, kind: &str) -> String {
+    staging_path_of_kind(place.path(), file, kind)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// What the downloads of one iteration share.
 pub struct Downloader<'a> {
+    /// This node's directories: every file is placed below them through no link.
+    pub local: std::sync::Arc<LocalFiles>,
     /// The source daemon.
     pub peer: &'a PeerClient,
     /// Digest checked on each download.
@@ -152,16 +167,26 @@ impl Downloader<'_> {
         file: &RemoteFile,
         final_path: &Path,
     ) -> Result<u64, LiveMigrationError> {
-        let local = LiveMigrationError::local;
-        if let Some(dir) = final_path.parent() {
-            tokio::fs::create_dir_all(dir).await.map_err(local(dir))?;
-        }
+        let place = self.place_of(final_path, true).await?;
         if super::striped::striped(file, self.features.block_digests) {
-            return self.download_striped(file, final_path).await;
+            return self.download_striped(file, &place).await;
         }
-        let staging = staging_path(final_path, file);
+        let staging = staging_name(&place, file, "");
         let _connection = self.connection().await?;
-        self.fetch_into(file, final_path, &staging).await
+        self.fetch_into(file, &place, &staging).await
+    }
+
+    /// The place of `final_path` here (see [`Place::open`]), its directories made with
+    /// `create`.
+    pub(super) async fn place_of(
+        &self,
+        final_path: &Path,
+        create: bool,
+    ) -> Result<Place, LiveMigrationError> {
+        let (local, path) = (self.local.clone(), final_path.to_path_buf());
+        tokio::task::spawn_blocking(move || Place::open(&local.roots, &path, create))
+            .await
+            .expect("opening a directory does not panic")
     }
 
     /// The bytes of the iteration neither received nor kept yet (an estimate: a file that
@@ -189,19 +214,19 @@ impl Downloader<'_> {
     async fn fetch_into(
         &self,
         file: &RemoteFile,
-        final_path: &Path,
-        staging: &Path,
+        place: &Place,
+        staging_name: &str,
     ) -> Result<u64, LiveMigrationError> {
         let local = LiveMigrationError::local;
-        let staging = staging.to_path_buf();
-        let mut have = match tokio::fs::metadata(&staging).await {
-            Ok(m) if m.len() <= file.size => m.len(),
+        let staging = place.sibling(staging_name);
+        let mut have = match place.file_len(staging_name) {
+            Some(len) if len <= file.size => len,
             _ => 0,
         };
         if have == file.size && have > 0 {
             // Complete already: a crash came between the last byte and the rename.
             return self
-                .finish(file, &staging, final_path, None)
+                .finish(file, place, staging_name, None)
                 .await
                 .map(|()| 0);
         }
@@ -212,13 +237,13 @@ impl Downloader<'_> {
             have = 0;
         } else if status == reqwest::StatusCode::RANGE_NOT_SATISFIABLE && have > 0 {
             // The source file shrank: this version is gone.
-            let _ = tokio::fs::remove_file(&staging).await;
+            let _ = place.remove(staging_name);
             return Err(LiveMigrationError::Peer(format!(
                 "{} changed while being downloaded",
                 file.file_url
             )));
         } else if status == reqwest::StatusCode::NOT_FOUND {
-            let _ = tokio::fs::remove_file(&staging).await;
+            let _ = place.remove(staging_name);
             return Err(LiveMigrationError::Gone(format!(
                 "{} is gone at the source",
                 file.file_url
@@ -227,24 +252,27 @@ impl Downloader<'_> {
             let what = format!("downloading {}", file.file_url);
             return Err(PeerClient::error_of(response, &what).await);
         }
-        let mut out = ChunkWriter::new(
-            tokio::fs::OpenOptions::new()
-                .create(true)
-                .write(true)
-                .truncate(have == 0)
-                // A link planted at the staging name must not send the source's bytes
-                // wherever it points.
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&staging)
-                .await
-                .map_err(local(&staging))?
-                .into_std()
-                .await,
-            have,
+        // A link planted at the staging name must not send the source's bytes wherever it
+        // points: it is refused, not followed.
+        let (at, name) = (
+            place.try_clone().map_err(local(&staging))?,
+            staging_name.to_string(),
         );
+        let opened = tokio::task::spawn_blocking(move || at.create(&name, have == 0))
+            .await
+            .expect("opening a file does not panic")
+            .map_err(local(&staging))?;
+        let mut out = ChunkWriter::new(opened, have);
         // The digest covers the whole file: the part already on disk is read again first.
         let mut hasher = match self.verify {
-            Some(a) if have > 0 => Some(hash_prefix(&staging, a).await?),
+            Some(a) if have > 0 => Some(
+                hash_prefix(
+                    place.open_read(staging_name).map_err(local(&staging))?,
+                    &staging,
+                    a,
+                )
+                .await?,
+            ),
             Some(a) => Some(a.hasher()),
             None => None,
         };
@@ -258,7 +286,7 @@ impl Downloader<'_> {
                 .and_then(|n| n.checked_add(chunk.len() as u64));
             if total.is_none_or(|n| n > file.size) {
                 drop(out);
-                let _ = tokio::fs::remove_file(&staging).await;
+                let _ = place.remove(staging_name);
                 return Err(LiveMigrationError::Invalid(format!(
                     "{}: the source sent more than the {} bytes it listed",
                     file.file_url, file.size
@@ -286,7 +314,7 @@ impl Downloader<'_> {
                 file.size
             )));
         }
-        self.finish(file, &staging, final_path, hasher).await?;
+        self.finish(file, place, staging_name, hasher).await?;
         Ok(got)
     }
 
@@ -328,17 +356,18 @@ impl Downloader<'_> {
     pub(super) async fn finish(
         &self,
         file: &RemoteFile,
-        staging: &Path,
-        final_path: &Path,
+        place: &Place,
+        staging_name: &str,
         hasher: Option<Hasher>,
     ) -> Result<(), LiveMigrationError> {
         let local = LiveMigrationError::local;
+        let staging = &place.sibling(staging_name);
         if let Some(a) = self.verify {
             let mine = match hasher {
                 Some(h) => h.finish(),
                 None => {
-                    let path = staging.to_path_buf();
-                    tokio::task::spawn_blocking(move || digest::of_file(&path, a))
+                    let f = place.open_read(staging_name).map_err(local(staging))?;
+                    tokio::task::spawn_blocking(move || digest::of_reader(f, a))
                         .await
                         .expect("hashing does not panic")
                         .map_err(local(staging))?
@@ -346,7 +375,7 @@ impl Downloader<'_> {
             };
             let theirs = self.peer.digest(&file.file_url, a).await?;
             if mine != theirs {
-                let _ = tokio::fs::remove_file(staging).await;
+                let _ = place.remove(staging_name);
                 return Err(LiveMigrationError::Digest(format!(
                     "{}: {} digest {mine} differs from the source's {theirs}",
                     file.file_url,
@@ -354,37 +383,30 @@ impl Downloader<'_> {
                 )));
             }
         }
-        let path = staging.to_path_buf();
-        let listed = file.clone();
-        tokio::task::spawn_blocking(move || set_mode_and_mtime(&path, &listed))
-            .await
-            .expect("setting a file's mode does not panic")
-            .map_err(local(staging))?;
-        // The directory is synced once per iteration for all its files (see `sync_dirs`): a
-        // rename lost in a crash leaves a complete staging file, which the next pass finishes.
-        tokio::fs::rename(staging, final_path)
-            .await
-            .map_err(local(final_path))?;
-        Ok(())
+        let (at, name, listed) = (
+            place.try_clone().map_err(local(staging))?,
+            staging_name.to_string(),
+            file.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            // Through a handle opened without following links: a link swapped in at the
+            // staging name cannot have another file's mode or times changed.
+            at.open_read(&name)
+                .and_then(|f| set_mode_and_mtime_of(&f, &listed))
+                .map_err(local(&at.sibling(&name)))?;
+            // The directory is synced once per iteration for all its files (see `sync_dirs`):
+            // a rename lost in a crash leaves a complete staging file, which the next pass
+            // finishes.
+            at.rename_into_place(&name).map_err(local(at.path()))
+        })
+        .await
+        .expect("placing a file does not panic")
     }
 }
 
-/// Gives `path` the source's modification time and permission bits (0644 when it listed
-/// none; never more than the permission bits, so a source cannot make a file set-user-id
-/// here), through a handle opened without following links: a link swapped in at the staging
-/// name cannot have another file's mode or times changed. Blocking.
-fn set_mode_and_mtime(path: &Path, file: &RemoteFile) -> std::io::Result<()> {
-    use rustix::fs::{Mode, OFlags};
-    let fd = rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    set_mode_and_mtime_of(&std::fs::File::from(fd), file)
-}
-
-/// Gives an open file the source's modification time and permission bits (see
-/// [`set_mode_and_mtime`]). Blocking.
+/// Gives an open file the source's modification time and permission bits, at most 0644
+/// ([`place::file_mode`]; 0644 when it listed none): a source cannot make a file here
+/// writable by others, executable or set-user-id. Blocking.
 pub(super) fn set_mode_and_mtime_of(
     handle: &std::fs::File,
     file: &RemoteFile,
@@ -393,7 +415,7 @@ pub(super) fn set_mode_and_mtime_of(
         (file.last_modified_time / 1000) as i64,
         ((file.last_modified_time % 1000) * 1_000_000) as u32,
     );
-    let mode = file.mode.map_or(DEFAULT_MODE, |m| m & 0o777);
+    let mode = place::file_mode(file.mode);
     handle.set_permissions(std::fs::Permissions::from_mode(mode))?;
     filetime::set_file_handle_times(handle, None, Some(mtime))
 }
@@ -569,41 +591,49 @@ impl Writeback {
     }
 }
 
-/// Creates what the source lists and has no bytes to send: a directory, or an empty file
-/// (with the source's modification time and mode, through a staging file renamed into
-/// place). No request is made: a Sidecar source answers 416 to a request for an empty file.
+/// Creates what the source lists and has no bytes to send: a directory (with the source's
+/// mode, at most 0755), or an empty file (with the source's modification time and mode,
+/// through a staging file renamed into place). No request is made: a Sidecar source answers
+/// 416 to a request for an empty file. Nothing is made through a link (see [`Place`]).
 /// Blocking.
 pub fn create_without_request(
+    local: &LocalFiles,
     file: &RemoteFile,
     final_path: &Path,
 ) -> Result<(), LiveMigrationError> {
-    let local = LiveMigrationError::local;
+    let on = LiveMigrationError::local;
+    let place = Place::open(&local.roots, final_path, true)?;
     if file.is_dir() {
-        return std::fs::create_dir_all(final_path).map_err(local(final_path));
+        let dir = place.make_dir()?;
+        return rustix::fs::fchmod(
+            &dir,
+            rustix::fs::Mode::from_raw_mode(place::dir_mode(file.mode)),
+        )
+        .map_err(|e| on(final_path)(e.into()));
     }
-    if let Some(dir) = final_path.parent() {
-        std::fs::create_dir_all(dir).map_err(local(dir))?;
-    }
-    let staging = staging_path(final_path, file);
-    std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(&staging)
-        .and_then(|f| f.sync_all())
-        .map_err(local(&staging))?;
-    set_mode_and_mtime(&staging, file).map_err(local(&staging))?;
-    std::fs::rename(&staging, final_path).map_err(local(final_path))
+    let staging = staging_name(&place, file, "");
+    let staging_path = place.sibling(&staging);
+    place
+        .create(&staging, true)
+        .and_then(|f| {
+            f.sync_all()?;
+            set_mode_and_mtime_of(&f, file)
+        })
+        .map_err(on(&staging_path))?;
+    place.rename_into_place(&staging).map_err(on(final_path))
 }
 
-/// A hasher that has read the part of a download already in `staging`.
-async fn hash_prefix(staging: &Path, algorithm: Algorithm) -> Result<Hasher, LiveMigrationError> {
-    let partial = staging.to_path_buf();
+/// A hasher that has read the part of a download already in `partial`, the staging file
+/// (`path`) opened.
+async fn hash_prefix(
+    partial: std::fs::File,
+    path: &Path,
+    algorithm: Algorithm,
+) -> Result<Hasher, LiveMigrationError> {
     let mut h = algorithm.hasher();
     tokio::task::spawn_blocking(move || -> std::io::Result<_> {
         use std::io::Read;
-        let mut f = std::fs::File::open(&partial)?;
+        let mut f = partial;
         let mut buf = vec![0u8; 1 << 20];
         loop {
             let n = f.read(&mut buf)?;
@@ -615,19 +645,34 @@ async fn hash_prefix(staging: &Path, algorithm: Algorithm) -> Result<Hasher, Liv
     })
     .await
     .expect("hashing does not panic")
-    .map_err(LiveMigrationError::local(staging))
+    .map_err(LiveMigrationError::local(path))
 }
 
 /// Makes the renames of an iteration durable: each directory that received files is synced
-/// once, instead of once per file (a directory sync commits the file system's journal).
-/// Blocking.
-pub fn sync_dirs(paths: impl Iterator<Item = PathBuf>) -> Result<(), LiveMigrationError> {
+/// once, instead of once per file (a directory sync commits the file system's journal), each
+/// opened through no link. Blocking.
+pub fn sync_dirs(
+    local: &LocalFiles,
+    paths: impl Iterator<Item = PathBuf>,
+) -> Result<(), LiveMigrationError> {
     let dirs: std::collections::BTreeSet<PathBuf> = paths
         .filter_map(|p| p.parent().map(Path::to_path_buf))
         .collect();
     for dir in dirs {
-        crate::fsutil::sync_dir(&dir)
-            .map_err(|source| LiveMigrationError::Local { path: dir, source })?;
+        // A directory that a failed download never made has nothing to sync.
+        let handle = match place::open_directory(&local.roots, &dir) {
+            Ok(handle) => handle,
+            Err(LiveMigrationError::Local { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        rustix::fs::fsync(&handle).map_err(|e| LiveMigrationError::Local {
+            path: dir,
+            source: e.into(),
+        })?;
     }
     Ok(())
 }

@@ -10,6 +10,8 @@
 //! - [`request`]: what a task is asked and what it reports;
 //! - [`plan`]: which files to delete, create and download;
 //! - [`fetch`]: one download, resumable, checked, retried;
+//! - [`place`]: where a file is written, renamed or deleted — through its directory's handle,
+//!   opened without following links — and the permission bits it may get;
 //! - [`striped`]: a large file from a drover source over several connections, keeping the
 //!   blocks of a local version that match the source's;
 //! - [`batched`]: many small files in one request, synced together;
@@ -18,6 +20,7 @@
 
 pub mod batched;
 pub mod fetch;
+pub mod place;
 pub mod plan;
 pub mod request;
 pub mod run;

@@ -272,10 +272,11 @@ fn check_deletions(
 
 /// Carries out the local part of a plan: deletes what differs (directories with what they
 /// hold) and creates the node's own directories (Cassandra expects them, even empty); the
-/// source's directories are created with the downloads. Blocking.
+/// source's directories are created with the downloads. Each deletion goes through its
+/// directory's handle, opened without following links (see [`super::place`]). Blocking.
 pub fn clean(local: &LocalFiles, plan: &Plan) -> Result<(), LiveMigrationError> {
     for path in &plan.delete {
-        remove_if_present(path)?;
+        remove_if_present(local, path)?;
     }
     for (_, _, dir) in local.roots.iter() {
         std::fs::create_dir_all(dir).map_err(LiveMigrationError::local(dir))?;
@@ -284,19 +285,23 @@ pub fn clean(local: &LocalFiles, plan: &Plan) -> Result<(), LiveMigrationError> 
 }
 
 /// Removes a file, or a directory with everything in it (links in it are removed, not
-/// followed); one already gone is fine. Blocking.
-pub fn remove_if_present(path: &std::path::Path) -> Result<(), LiveMigrationError> {
-    let removed = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-        Err(e) => Err(e),
-    };
-    match removed {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(LiveMigrationError::local(path)(e))
+/// followed), reached through no link below its root; one already gone is fine. Blocking.
+pub fn remove_if_present(
+    local: &LocalFiles,
+    path: &std::path::Path,
+) -> Result<(), LiveMigrationError> {
+    let place = match super::place::Place::open(&local.roots, path, false) {
+        Ok(place) => place,
+        Err(LiveMigrationError::Local { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Ok(());
         }
-        _ => Ok(()),
-    }
+        Err(e) => return Err(e),
+    };
+    place
+        .remove_entry()
+        .map_err(LiveMigrationError::local(path))
 }
 
 /// The files of `present` whose content here differs from the source's.

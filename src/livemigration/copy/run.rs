@@ -424,10 +424,16 @@ impl Iteration<'_> {
             .partition(|(f, _)| f.is_file() && f.size > 0);
         let mut local_failure = None;
         // Nothing to ask the source for: done at once, like the Sidecar's.
+        let local = self.task.local.clone();
         let made = tokio::task::spawn_blocking(move || {
             created
                 .iter()
-                .map(|(f, p)| (f.file_url.clone(), fetch::create_without_request(f, p)))
+                .map(|(f, p)| {
+                    (
+                        f.file_url.clone(),
+                        fetch::create_without_request(&local, f, p),
+                    )
+                })
                 .collect::<Vec<_>>()
         })
         .await
@@ -448,6 +454,7 @@ impl Iteration<'_> {
         log.update(status);
         let connections = tokio::sync::Semaphore::new(self.task.request.max_concurrency);
         let downloader = Downloader {
+            local: self.task.local.clone(),
             connections: &connections,
             stripe: super::striped::stripe_for(round_trip),
             connections_total: self.task.request.max_concurrency,
@@ -511,9 +518,11 @@ impl Iteration<'_> {
         }
         drop(downloads);
         let began = std::time::Instant::now();
-        let synced = tokio::task::spawn_blocking(move || fetch::sync_dirs(touched.into_iter()))
-            .await
-            .expect("syncing does not panic");
+        let local = self.task.local.clone();
+        let synced =
+            tokio::task::spawn_blocking(move || fetch::sync_dirs(&local, touched.into_iter()))
+                .await
+                .expect("syncing does not panic");
         tracing::debug!(
             ms = began.elapsed().as_millis() as u64,
             "directories synced"

@@ -27,7 +27,10 @@ pub fn check(
         let Some(root) = local.roots.get(t, i) else {
             continue;
         };
-        let have = std::fs::metadata(staging_path(path, file))
+        // A link at the staging name is not bytes had: it is refused, not continued.
+        let have = std::fs::symlink_metadata(staging_path(path, file))
+            .ok()
+            .filter(|m| m.is_file())
             .map(|m| m.len())
             .unwrap_or(0);
         let need = per_root.entry(root.to_path_buf()).or_default();

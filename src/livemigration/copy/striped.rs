@@ -20,11 +20,11 @@
 //! only when every stripe has arrived: no final path ever holds a partial file.
 
 use std::ops::Range;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use super::fetch::{DELTA_MIN, Downloader};
+use super::place::Place;
 use crate::livemigration::LiveMigrationError;
 use crate::livemigration::batch::{self, BlockDigests};
 use crate::livemigration::digest::{Algorithm, Hasher};
@@ -182,16 +182,17 @@ impl<'a> BlockCheck<'a> {
 }
 
 impl Downloader<'_> {
-    /// Downloads one file by stripes (see the module's documentation) into its directory,
-    /// which exists. Returns the bytes received.
+    /// Downloads one file by stripes (see the module's documentation) into its place, whose
+    /// directory exists. Returns the bytes received.
     pub async fn download_striped(
         &self,
         file: &RemoteFile,
-        final_path: &Path,
+        place: &Place,
     ) -> Result<u64, LiveMigrationError> {
         let local = LiveMigrationError::local;
-        let staging = blocks_staging_path(final_path, file);
-        let seed = self.seed(file, final_path, &staging).await?;
+        let staging_name = super::fetch::staging_name(place, file, ".blocks");
+        let staging = place.sibling(&staging_name);
+        let seed = self.seed(file, place, &staging_name).await?;
         let digests = seed.digests.as_ref();
         let block = seed.block;
         let writeback = super::fetch::Writeback::new(seed.file);
@@ -222,7 +223,7 @@ impl Downloader<'_> {
             .into_iter()
             .sum();
         writeback.finish().await.map_err(local(&staging))?;
-        self.finish(file, &staging, final_path, None).await?;
+        self.finish(file, place, &staging_name, None).await?;
         Ok(got)
     }
 
@@ -234,15 +235,17 @@ impl Downloader<'_> {
     async fn seed(
         &self,
         file: &RemoteFile,
-        final_path: &Path,
-        staging: &Path,
+        place: &Place,
+        staging_name: &str,
     ) -> Result<Seed, LiveMigrationError> {
         let local = LiveMigrationError::local;
+        let staging = &place.sibling(staging_name);
+        let final_path = place.path();
         let block = batch::block_size_for(file.size);
-        let is_file = |p: &Path| std::fs::symlink_metadata(p).map(|m| (m.is_file(), m.len()));
-        let here = if is_file(staging).is_ok_and(|(f, _)| f) {
+        // Links are neither files here nor followed (see [`Place`]).
+        let here = if place.file_len(staging_name).is_some() {
             Some((staging.to_path_buf(), false))
-        } else if is_file(final_path).is_ok_and(|(f, len)| f && len >= DELTA_MIN) {
+        } else if place.entry_len().is_some_and(|len| len >= DELTA_MIN) {
             Some((final_path.to_path_buf(), true))
         } else {
             None
@@ -260,15 +263,15 @@ impl Downloader<'_> {
                         file.file_url, theirs.size, file.size
                     )));
                 }
-                let (path, size) = (path.clone(), file.size);
+                let size = file.size;
+                let name = if *path == *staging {
+                    staging_name
+                } else {
+                    place.name()
+                };
+                let f = place.open_read(name).map_err(local(path))?;
                 let mine = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
-                    use rustix::fs::{Mode, OFlags};
                     use std::io::Read;
-                    let f = std::fs::File::from(rustix::fs::open(
-                        &path,
-                        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                        Mode::empty(),
-                    )?);
                     batch::block_digests(f.take(size), Algorithm::Xxh3, block)
                 })
                 .await
@@ -284,20 +287,20 @@ impl Downloader<'_> {
             .map(|(i, _)| (file.size - i as u64 * block).min(block))
             .sum();
         let from_final = matches!(here, Some((_, true))) && kept > 0;
-        let (from, to, size) = (final_path.to_path_buf(), staging.to_path_buf(), file.size);
+        let (at, to, size) = (
+            place.try_clone().map_err(local(staging))?,
+            staging_name.to_string(),
+            file.size,
+        );
         let opened = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
             if from_final {
                 // Renamed, not copied: no kept byte is written again. A crash from here on
                 // leaves the staging file, which the next attempt compares again.
-                std::fs::rename(&from, &to)?;
+                at.rename_away(&to)?;
             }
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .write(true)
-                // A link planted at the staging name must not send the source's bytes
-                // wherever it points.
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&to)?;
+            // A link planted at the staging name must not send the source's bytes wherever
+            // it points: it is refused, not followed.
+            let f = at.create(&to, false)?;
             f.set_len(size)?;
             Ok(f)
         })
