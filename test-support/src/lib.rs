@@ -14,3 +14,25 @@ pub use daemon::{
     listener_pid,
 };
 pub use poll::{poll, wait_until};
+
+/// A memory figure of process `pid` in KiB, from `/proc/<pid>/status`: `VmRSS` (resident now)
+/// or `VmHWM` (the most it has been resident).
+fn status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("/proc/<pid>/status")
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{field} of {pid}"))
+}
+
+/// The resident memory of process `pid` now, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
+/// The most resident memory process `pid` has had, in KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM")
+}

@@ -39,19 +39,19 @@ const NUMBERS: &[&str] = &[
     "3.25",
 ];
 
-fn s(v: impl Into<String>) -> AttributeValue {
+pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
 }
 
-fn n(v: impl Into<String>) -> AttributeValue {
+pub(crate) fn n(v: impl Into<String>) -> AttributeValue {
     AttributeValue::N(v.into())
 }
 
-fn b(v: impl Into<Vec<u8>>) -> AttributeValue {
+pub(crate) fn b(v: impl Into<Vec<u8>>) -> AttributeValue {
     AttributeValue::B(Blob::new(v))
 }
 
-fn m(pairs: Vec<(&str, AttributeValue)>) -> AttributeValue {
+pub(crate) fn m(pairs: Vec<(&str, AttributeValue)>) -> AttributeValue {
     AttributeValue::M(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
 }
 

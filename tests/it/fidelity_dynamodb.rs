@@ -30,6 +30,7 @@ use serde_json::Value;
 use test_support::Daemon;
 use test_support::dynamodb::{Item, OwnDynalite, Server, attr, job_between, key, put_all};
 
+use crate::dynamodb_types::{b, m, n, s};
 use crate::fidelity::{Verdict, hold_matrix, run};
 
 const MIGRATIONS: &str = "/api/v1/migrations";
@@ -80,22 +81,6 @@ const PATHS: &[PathSpec] = &[
         tag: "exportload",
     },
 ];
-
-fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-
-fn n(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::N(v.into())
-}
-
-fn b(v: impl Into<Vec<u8>>) -> AttributeValue {
-    AttributeValue::B(Blob::new(v))
-}
-
-fn m(pairs: Vec<(&str, AttributeValue)>) -> AttributeValue {
-    AttributeValue::M(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
-}
 
 fn l(values: Vec<AttributeValue>) -> AttributeValue {
     AttributeValue::L(values)

@@ -412,6 +412,7 @@ async fn fail_with_is_bounded_and_the_job_list_comes_in_pages() {
         json!({"durationSeconds": 1, "failWith": "y".repeat(1024)}),
     )
     .await;
+    daemon.wait_job(&most, WAIT, |j| state(j) == "FAILED").await;
     let mut ids = vec![most];
     for _ in 0..4 {
         ids.push(submit(&daemon, json!({"durationSeconds": 600})).await);

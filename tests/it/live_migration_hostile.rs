@@ -985,17 +985,6 @@ async fn a_batch_that_lies_places_only_what_arrived_whole_and_checked() {
     assert!(staging_files(home.path()).is_empty());
 }
 
-/// The peak resident memory of process `pid`, in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmHWM")
-}
-
 /// Issue 42: a source answered a digest request with 200 MB, and the destination held it
 /// (RSS 42 MB → 1.73 GB), stored it in the task's record, logged it in one line and echoed it
 /// in every answer naming the task. It reads 4 KiB of such an answer and keeps none of it.
@@ -1046,7 +1035,7 @@ async fn a_digest_answer_of_200_mb_is_not_held_stored_logged_or_echoed() {
         stored < 1 << 20,
         "{stored} bytes stored under the daemon's home"
     );
-    let peak = peak_rss_kib(dst.pid());
+    let peak = test_support::peak_rss_kib(dst.pid());
     assert!(peak < 150 * 1024, "peak RSS {peak} KiB");
 }
 
