@@ -96,8 +96,10 @@ impl LocalFiles {
 }
 
 /// The local place of a source file: `(type, index, path)` from its URL.
+/// An error is clipped ([`crate::answer::clip`]): a listing decides how long its URLs are, and
+/// the error, which quotes the URL, is kept in the task's record and logged.
 pub fn local_key(url: &str) -> Result<(DirType, usize, String), LiveMigrationError> {
-    let bad = |what: String| LiveMigrationError::Peer(what);
+    let bad = |what: String| LiveMigrationError::Peer(crate::answer::clip(&what));
     let rest = url
         .strip_prefix("/api/v1/live-migration/files/")
         .ok_or_else(|| bad(format!("unexpected file URL {url:?}")))?;
