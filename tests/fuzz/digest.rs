@@ -7,7 +7,12 @@ use proptest::prelude::*;
 
 use crate::driver::{self, edits, mutate};
 
-const ALGORITHMS: [Algorithm; 4] = [Algorithm::Sha256, Algorithm::Xxh3, Algorithm::Md5, Algorithm::Xxhash32];
+const ALGORITHMS: [Algorithm; 4] = [
+    Algorithm::Sha256,
+    Algorithm::Xxh3,
+    Algorithm::Md5,
+    Algorithm::Xxhash32,
+];
 
 /// The longest message of a refused answer (it never quotes the answer).
 const MAX_MESSAGE_CHARS: usize = drover::answer::ERROR_MESSAGE_CHARS + 100;
@@ -29,14 +34,26 @@ fn bodies() -> impl Strategy<Value = (Vec<u8>, Algorithm)> {
         Just(serde_json::json!(["a"])),
         (600usize..4000).prop_map(|n| serde_json::Value::from("A".repeat(n))),
     ];
-    let answer = (proptest::collection::vec(any::<u8>(), 0..64), algorithm.clone(), value, any::<u8>(), edits())
+    let answer = (
+        proptest::collection::vec(any::<u8>(), 0..64),
+        algorithm.clone(),
+        value,
+        any::<u8>(),
+        edits(),
+    )
         .prop_map(|(data, algorithm, value, how, edits)| {
             let mut body = match how % 4 {
                 // What a source writes, of some data: accepted as it is.
                 0 => drover::fuzzing::write_digest_answer(&digest_of(algorithm, &data), algorithm),
                 // Another algorithm's digest.
-                1 => drover::fuzzing::write_digest_answer(&digest_of(ALGORITHMS[how as usize % 4], &data), algorithm),
-                _ => serde_json::to_vec(&serde_json::json!({"digest": value, "digestAlgorithm": algorithm.name()})).unwrap(),
+                1 => drover::fuzzing::write_digest_answer(
+                    &digest_of(ALGORITHMS[how as usize % 4], &data),
+                    algorithm,
+                ),
+                _ => serde_json::to_vec(
+                    &serde_json::json!({"digest": value, "digestAlgorithm": algorithm.name()}),
+                )
+                .unwrap(),
             };
             if how % 3 == 0 {
                 body = mutate(body, &edits);
@@ -52,15 +69,25 @@ fn bodies() -> impl Strategy<Value = (Vec<u8>, Algorithm)> {
 fn check((body, algorithm): (Vec<u8>, Algorithm)) -> Result<(), TestCaseError> {
     match drover::fuzzing::digest_answer(&body, algorithm) {
         Ok(digest) => {
-            prop_assert!(well_formed(algorithm, &digest), "{digest:?} taken as a {} digest", algorithm.name());
+            prop_assert!(
+                well_formed(algorithm, &digest),
+                "{digest:?} taken as a {} digest",
+                algorithm.name()
+            );
             prop_assert!(digest.len() <= 64);
         }
         Err(message) => {
             let chars = message.chars().count();
-            prop_assert!(chars <= MAX_MESSAGE_CHARS, "a message of {chars} characters");
+            prop_assert!(
+                chars <= MAX_MESSAGE_CHARS,
+                "a message of {chars} characters"
+            );
             let text = String::from_utf8_lossy(&body);
             if text.len() > 8 {
-                prop_assert!(!message.contains(text.as_ref()), "the answer echoed: {message}");
+                prop_assert!(
+                    !message.contains(text.as_ref()),
+                    "the answer echoed: {message}"
+                );
             }
         }
     }
@@ -75,7 +102,10 @@ fn digest() {
 /// A digest a source writes, of any data, reads back as itself.
 #[test]
 fn digest_round_trip() {
-    let inputs = (proptest::collection::vec(any::<u8>(), 0..3000), proptest::sample::select(ALGORITHMS.to_vec()));
+    let inputs = (
+        proptest::collection::vec(any::<u8>(), 0..3000),
+        proptest::sample::select(ALGORITHMS.to_vec()),
+    );
     driver::run("digest_round_trip", inputs, 300, |(data, algorithm)| {
         let digest = digest_of(algorithm, &data);
         prop_assert!(well_formed(algorithm, &digest), "{digest:?}");
@@ -98,10 +128,21 @@ fn block_digests() {
         any::<bool>(),
     )
         .prop_map(|(digest, block_size, size, blocks, edits, mutated)| {
-            let body = serde_json::to_vec(&BlockDigests { digest, digest_algorithm: "xxh3".into(), block_size, size, blocks }).unwrap();
+            let body = serde_json::to_vec(&BlockDigests {
+                digest,
+                digest_algorithm: "xxh3".into(),
+                block_size,
+                size,
+                blocks,
+            })
+            .unwrap();
             if mutated { mutate(body, &edits) } else { body }
         });
-    let inputs = (theirs, proptest::collection::vec(any::<u8>(), 0..3000), prop_oneof![Just(1u64 << 20), Just(64u64), 1u64..5000]);
+    let inputs = (
+        theirs,
+        proptest::collection::vec(any::<u8>(), 0..3000),
+        prop_oneof![Just(1u64 << 20), Just(64u64), 1u64..5000],
+    );
     driver::run("block_digests", inputs, 300, |(body, data, block)| {
         let mine = batch::block_digests(&data[..], Algorithm::Xxh3, block).unwrap();
         match drover::fuzzing::block_digest_answer(&body, &mine) {

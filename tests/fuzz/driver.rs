@@ -16,8 +16,12 @@ use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 pub const CASE_TIME_LIMIT: Duration = Duration::from_secs(5);
 
 /// Runs `test` on inputs of `strategy`: `cases` of them, or for `DROVER_FUZZ_SECONDS`.
-pub fn run<S>(target: &str, strategy: S, cases: u32, test: impl Fn(S::Value) -> Result<(), TestCaseError>)
-where
+pub fn run<S>(
+    target: &str,
+    strategy: S,
+    cases: u32,
+    test: impl Fn(S::Value) -> Result<(), TestCaseError>,
+) where
     S: Strategy,
     S::Value: Debug,
 {
@@ -84,7 +88,8 @@ where
             .append(true)
             .open(path)
             .expect("the results file opens");
-        f.write_all(line.as_bytes()).expect("the results file is written");
+        f.write_all(line.as_bytes())
+            .expect("the results file is written");
         if let Some(failure) = &failure {
             writeln!(f, "{target:<10} FAILED: {failure}").expect("the results file is written");
         }
@@ -129,7 +134,12 @@ pub fn mutate(mut input: Vec<u8>, edits: &[(usize, u8, Vec<u8>)]) -> Vec<u8> {
                 let end = (at + 1 + bytes.len() % 16).min(len);
                 let piece = input[at..end].to_vec();
                 let times = 1 + bytes.first().copied().unwrap_or(0) as usize * 8;
-                let repeated: Vec<u8> = piece.iter().copied().cycle().take(piece.len() * times).collect();
+                let repeated: Vec<u8> = piece
+                    .iter()
+                    .copied()
+                    .cycle()
+                    .take(piece.len() * times)
+                    .collect();
                 input.splice(at..at, repeated);
             }
             _ => input.truncate(at),
@@ -146,7 +156,11 @@ pub fn edits() -> impl Strategy<Value = Vec<(usize, u8, Vec<u8>)>> {
         2 => proptest::sample::select(b"[]{}:,-\"'#&*!?|>\n \t\\0123456789./%".to_vec()),
     ];
     proptest::collection::vec(
-        (any::<usize>(), any::<u8>(), proptest::collection::vec(interesting, 0..24)),
+        (
+            any::<usize>(),
+            any::<u8>(),
+            proptest::collection::vec(interesting, 0..24),
+        ),
         0..6,
     )
 }

@@ -27,18 +27,61 @@ const MAX_MESSAGE: usize = drover::jobfile::MAX_ECHO + "… (1844674407370955161
 fn nesting() -> impl Strategy<Value = String> {
     (
         1usize..20_000,
-        proptest::sample::select(vec!["[", "{", "{\"a\":", "[\"]\",", "{a: ", "['", "# [\n[", "&x [", "!t {"]),
+        proptest::sample::select(vec![
+            "[", "{", "{\"a\":", "[\"]\",", "{a: ", "['", "# [\n[", "&x [", "!t {",
+        ]),
         proptest::sample::select(vec!["]", "}", "", "\"", "'", "\n"]),
     )
-        .prop_map(|(depth, open, close)| format!("source:\n  x: {}{}", open.repeat(depth), close.repeat(depth)))
+        .prop_map(|(depth, open, close)| {
+            format!(
+                "source:\n  x: {}{}",
+                open.repeat(depth),
+                close.repeat(depth)
+            )
+        })
 }
 
 /// YAML-ish token soup: every indicator the scanner has.
 fn tokens() -> impl Strategy<Value = String> {
     let token = proptest::sample::select(vec![
-        "[", "]", "{", "}", ":", ": ", ",", "- ", "? ", "\n", "  ", "\t", "'", "\"", "\\", "#", "&a ",
-        "*a", "!!str ", "|", ">", "---\n", "...\n", "%YAML 1.2\n", "source", "target", "type",
-        "cassandra", "dynamodb", "password", "host", "1e400", "-1", "0x10", "~", "null", "é", "\u{feff}",
+        "[",
+        "]",
+        "{",
+        "}",
+        ":",
+        ": ",
+        ",",
+        "- ",
+        "? ",
+        "\n",
+        "  ",
+        "\t",
+        "'",
+        "\"",
+        "\\",
+        "#",
+        "&a ",
+        "*a",
+        "!!str ",
+        "|",
+        ">",
+        "---\n",
+        "...\n",
+        "%YAML 1.2\n",
+        "source",
+        "target",
+        "type",
+        "cassandra",
+        "dynamodb",
+        "password",
+        "host",
+        "1e400",
+        "-1",
+        "0x10",
+        "~",
+        "null",
+        "é",
+        "\u{feff}",
         "<<: *a\n",
     ]);
     proptest::collection::vec(token, 0..400).prop_map(|t| t.concat())
@@ -102,7 +145,10 @@ fn check(text: String) -> Result<(), TestCaseError> {
     }
     // What a job's record keeps never holds a secret, whatever the body.
     let record = drover::fuzzing::job_record(&text).to_string();
-    if text.lines().all(|l| !l.contains(SECRET) || l.trim_start().starts_with("password: ")) {
+    if text
+        .lines()
+        .all(|l| !l.contains(SECRET) || l.trim_start().starts_with("password: "))
+    {
         prop_assert!(!record.contains(SECRET), "the secret is in the record");
     }
     Ok(())

@@ -39,7 +39,13 @@ fn file_url() -> impl Strategy<Value = String> {
         8 => Just(URL_PREFIX.to_string()),
         1 => proptest::sample::select(vec!["", "/", "/api/v1/live-migration/files", "http://elsewhere/api/v1/live-migration/files/", "/api/v1/live-migration/files//"]).prop_map(String::from),
     ];
-    (prefix, dir_type, index, proptest::collection::vec(segment(), 0..6), any::<bool>())
+    (
+        prefix,
+        dir_type,
+        index,
+        proptest::collection::vec(segment(), 0..6),
+        any::<bool>(),
+    )
         .prop_map(|(prefix, t, i, segments, slash)| {
             let mut url = format!("{prefix}{t}/{i}/{}", segments.join("/"));
             if slash {
@@ -88,11 +94,14 @@ fn entry() -> impl Strategy<Value = serde_json::Value> {
 }
 
 fn bodies() -> impl Strategy<Value = (Vec<u8>, usize)> {
-    let listing = (proptest::collection::vec(entry(), 0..12), edits(), 0u8..4).prop_map(|(files, edits, how)| {
-        let body = serde_json::to_vec(&serde_json::json!({"totalSize": 1, "files": files})).unwrap();
-        // Most bodies well formed, so that entries reach the mapping; some mutated.
-        if how == 0 { mutate(body, &edits) } else { body }
-    });
+    let listing = (proptest::collection::vec(entry(), 0..12), edits(), 0u8..4).prop_map(
+        |(files, edits, how)| {
+            let body =
+                serde_json::to_vec(&serde_json::json!({"totalSize": 1, "files": files})).unwrap();
+            // Most bodies well formed, so that entries reach the mapping; some mutated.
+            if how == 0 { mutate(body, &edits) } else { body }
+        },
+    );
     let body = prop_oneof![
         8 => listing,
         1 => proptest::collection::vec(any::<u8>(), 0..2000),
@@ -108,8 +117,12 @@ fn safe(path: &str) -> bool {
         && !path.contains('\0')
         && !path.starts_with('/')
         && !path.ends_with(PART_SUFFIX)
-        && path.split('/').all(|s| !s.is_empty() && s != "." && s != "..")
-        && Path::new(path).components().all(|c| matches!(c, Component::Normal(_)))
+        && path
+            .split('/')
+            .all(|s| !s.is_empty() && s != "." && s != "..")
+        && Path::new(path)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)))
 }
 
 fn check((body, max_files): (Vec<u8>, usize)) -> Result<(), TestCaseError> {
@@ -123,9 +136,17 @@ fn check((body, max_files): (Vec<u8>, usize)) -> Result<(), TestCaseError> {
         }
         Err(message) => {
             let chars = message.chars().count();
-            prop_assert!(chars <= MAX_MESSAGE_CHARS, "a message of {chars} characters: {message}");
+            prop_assert!(
+                chars <= MAX_MESSAGE_CHARS,
+                "a message of {chars} characters: {message}"
+            );
             if body.len() > MAX_MESSAGE_CHARS {
-                prop_assert!(!message.as_bytes().windows(body.len()).any(|w| w == body.as_slice()));
+                prop_assert!(
+                    !message
+                        .as_bytes()
+                        .windows(body.len())
+                        .any(|w| w == body.as_slice())
+                );
             }
         }
     }
@@ -159,7 +180,9 @@ fn entries() -> impl Strategy<Value = Vec<Entry>> {
         3 => "[a-zA-Z0-9_.-]{1,16}",
         1 => "[^/\0]{1,8}",
     ]
-    .prop_filter("a plain segment", |s| s != "." && s != ".." && !s.ends_with(PART_SUFFIX));
+    .prop_filter("a plain segment", |s| {
+        s != "." && s != ".." && !s.ends_with(PART_SUFFIX)
+    });
     let e = (
         proptest::sample::select(DirType::ALL.to_vec()),
         0usize..4,
@@ -169,15 +192,17 @@ fn entries() -> impl Strategy<Value = Vec<Entry>> {
         any::<u64>(),
         0u32..0o7777,
     )
-        .prop_map(|(dir_type, dir_index, segments, size, is_dir, modified_ms, mode)| Entry {
-            dir_type,
-            dir_index,
-            path: segments.join("/"),
-            size: if is_dir { 0 } else { size },
-            is_dir,
-            modified_ms,
-            mode,
-        });
+        .prop_map(
+            |(dir_type, dir_index, segments, size, is_dir, modified_ms, mode)| Entry {
+                dir_type,
+                dir_index,
+                path: segments.join("/"),
+                size: if is_dir { 0 } else { size },
+                is_dir,
+                modified_ms,
+                mode,
+            },
+        );
     proptest::collection::vec(e, 0..20)
 }
 
@@ -190,7 +215,10 @@ fn listing_round_trip() {
         prop_assert_eq!(read.len(), entries.len());
         for (e, (f, t, i, p)) in entries.iter().zip(read) {
             prop_assert_eq!((e.dir_type, e.dir_index, &e.path), (t, i, &p));
-            prop_assert_eq!((e.size, e.is_dir, e.modified_ms, Some(e.mode)), (f.size, f.is_dir(), f.last_modified_time, f.mode));
+            prop_assert_eq!(
+                (e.size, e.is_dir, e.modified_ms, Some(e.mode)),
+                (f.size, f.is_dir(), f.last_modified_time, f.mode)
+            );
             prop_assert_eq!(f.is_file(), !e.is_dir);
         }
         Ok(())

@@ -14,16 +14,31 @@ fn a_listed_url_of_a_megabyte_is_not_quoted_whole() {
     ]}))
     .unwrap();
     let message = drover::fuzzing::listing(&body, 10).unwrap_err();
-    assert!(message.starts_with("source unexpected file URL \"/elsewhere/aaaa"), "{}", &message[..80]);
-    assert!(message.chars().count() <= ERROR_MESSAGE_CHARS + 8, "{} characters", message.chars().count());
+    assert!(
+        message.starts_with("source unexpected file URL \"/elsewhere/aaaa"),
+        "{}",
+        &message[..80]
+    );
+    assert!(
+        message.chars().count() <= ERROR_MESSAGE_CHARS + 8,
+        "{} characters",
+        message.chars().count()
+    );
     // A URL with `..` deep in a long path: refused, and clipped too.
-    let url = format!("/api/v1/live-migration/files/data/0/{}/../x", "b/".repeat(100_000));
+    let url = format!(
+        "/api/v1/live-migration/files/data/0/{}/../x",
+        "b/".repeat(100_000)
+    );
     let body = serde_json::to_vec(&serde_json::json!({"files": [
         {"fileUrl": url, "size": 1, "fileType": "FILE", "lastModifiedTime": 1}
     ]}))
     .unwrap();
     let message = drover::fuzzing::listing(&body, 10).unwrap_err();
-    assert!(message.chars().count() <= ERROR_MESSAGE_CHARS + 8, "{} characters", message.chars().count());
+    assert!(
+        message.chars().count() <= ERROR_MESSAGE_CHARS + 8,
+        "{} characters",
+        message.chars().count()
+    );
 }
 
 /// A digest answer of 4,000 characters that are no digest was taken as the source's digest,
@@ -33,16 +48,27 @@ fn a_listed_url_of_a_megabyte_is_not_quoted_whole() {
 fn a_digest_answer_that_is_no_digest_is_refused() {
     let body = serde_json::to_vec(&serde_json::json!({"digest": "A".repeat(4000)})).unwrap();
     assert!(body.len() <= drover::livemigration::peer::DIGEST_ANSWER_READ as usize);
-    for algorithm in [Algorithm::Sha256, Algorithm::Xxh3, Algorithm::Md5, Algorithm::Xxhash32] {
+    for algorithm in [
+        Algorithm::Sha256,
+        Algorithm::Xxh3,
+        Algorithm::Md5,
+        Algorithm::Xxhash32,
+    ] {
         let e = drover::fuzzing::digest_answer(&body, algorithm).unwrap_err();
         assert_eq!(
             e,
-            format!("the answer's digest (4000 characters) is not a {} digest", algorithm.name())
+            format!(
+                "the answer's digest (4000 characters) is not a {} digest",
+                algorithm.name()
+            )
         );
     }
     // Near misses of each form.
     for (algorithm, digest) in [
-        (Algorithm::Sha256, "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD"),
+        (
+            Algorithm::Sha256,
+            "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD",
+        ),
         (Algorithm::Xxh3, "78af5f94892f395"),
         (Algorithm::Md5, "kAFQmDzST7DWlj99KOF/cg="),
         (Algorithm::Md5, "kAFQmDzST7DWlj99KOF/ch=="),
@@ -50,18 +76,27 @@ fn a_digest_answer_that_is_no_digest_is_refused() {
         (Algorithm::Xxhash32, "0286208"),
     ] {
         let body = drover::fuzzing::write_digest_answer(digest, algorithm);
-        assert!(drover::fuzzing::digest_answer(&body, algorithm).is_err(), "{digest:?}");
+        assert!(
+            drover::fuzzing::digest_answer(&body, algorithm).is_err(),
+            "{digest:?}"
+        );
     }
     // And the real ones (the values of the digest module's tests).
     for (algorithm, digest) in [
-        (Algorithm::Sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+        (
+            Algorithm::Sha256,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+        ),
         (Algorithm::Xxh3, "78af5f94892f3950"),
         (Algorithm::Md5, "kAFQmDzST7DWlj99KOF/cg=="),
         (Algorithm::Xxhash32, "286208"),
         (Algorithm::Xxhash32, "0"),
     ] {
         let body = drover::fuzzing::write_digest_answer(digest, algorithm);
-        assert_eq!(drover::fuzzing::digest_answer(&body, algorithm), Ok(digest.to_string()));
+        assert_eq!(
+            drover::fuzzing::digest_answer(&body, algorithm),
+            Ok(digest.to_string())
+        );
     }
 }
 
@@ -73,8 +108,16 @@ fn a_frame_header_is_not_quoted_whole() {
     let mut body = (header.len() as u32).to_be_bytes().to_vec();
     body.extend_from_slice(&header);
     let message = drover::fuzzing::frames(&body, 4096).unwrap_err();
-    assert!(message.contains("batch: not a frame header: unknown variant `xxx"), "{}", &message[..100]);
-    assert!(message.chars().count() <= ERROR_MESSAGE_CHARS + 40, "{} characters", message.chars().count());
+    assert!(
+        message.contains("batch: not a frame header: unknown variant `xxx"),
+        "{}",
+        &message[..100]
+    );
+    assert!(
+        message.chars().count() <= ERROR_MESSAGE_CHARS + 40,
+        "{} characters",
+        message.chars().count()
+    );
 }
 
 /// A verification report quotes the source's URLs: a listed URL of 100,000 characters made a
@@ -83,7 +126,10 @@ fn a_frame_header_is_not_quoted_whole() {
 fn a_verification_report_clips_what_it_quotes() {
     use drover::livemigration::peer::RemoteFile;
     let theirs = RemoteFile {
-        file_url: format!("/api/v1/live-migration/files/data/0/{}", "c".repeat(100_000)),
+        file_url: format!(
+            "/api/v1/live-migration/files/data/0/{}",
+            "c".repeat(100_000)
+        ),
         size: 1,
         file_type: "FILE".into(),
         last_modified_time: 1,
@@ -92,5 +138,8 @@ fn a_verification_report_clips_what_it_quotes() {
     let mut report = drover::livemigration::verify::VerifyReport::default();
     drover::livemigration::verify::compare(&[], &[theirs], &mut report);
     assert_eq!(report.differences.len(), 1);
-    assert_eq!(report.differences[0].chars().count(), ERROR_MESSAGE_CHARS + 1);
+    assert_eq!(
+        report.differences[0].chars().count(),
+        ERROR_MESSAGE_CHARS + 1
+    );
 }
