@@ -57,11 +57,13 @@ pub fn run<S>(
     };
     let began = Instant::now();
     let deadline = began + Duration::from_secs(seconds);
-    // One runner, so that its random stream goes on from round to round.
+    // A runner counts its cases over all its runs: each round gets a fresh one, seeded from
+    // one random stream so that no round repeats another.
     let round = 200;
-    let mut runner = TestRunner::new(config(round));
+    let mut seeds = TestRunner::new(config(round));
     let (mut done, mut failure) = (0u64, None);
     while Instant::now() < deadline {
+        let mut runner = TestRunner::new_with_rng(config(round), seeds.new_rng());
         match runner.run(&strategy, &timed) {
             Ok(()) => done += u64::from(round),
             Err(TestError::Fail(why, minimal)) => {
