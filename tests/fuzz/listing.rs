@@ -6,6 +6,7 @@ use std::path::{Component, Path};
 
 use drover::answer::ERROR_MESSAGE_CHARS;
 use drover::livemigration::files::{DirType, Entry, PART_SUFFIX, URL_PREFIX};
+use drover::livemigration::local::{MAX_NAME_BYTES, MAX_PATH_BYTES};
 use proptest::prelude::*;
 
 use crate::driver::{self, edits, mutate};
@@ -123,6 +124,8 @@ fn safe(path: &str) -> bool {
         && Path::new(path)
             .components()
             .all(|c| matches!(c, Component::Normal(_)))
+        && path.len() < MAX_PATH_BYTES
+        && path.split('/').all(|s| s.len() <= MAX_NAME_BYTES)
 }
 
 fn check((body, max_files): (Vec<u8>, usize)) -> Result<(), TestCaseError> {
