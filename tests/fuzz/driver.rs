@@ -64,7 +64,7 @@ pub fn run<S>(
     let (mut done, mut failure) = (0u64, None);
     while Instant::now() < deadline {
         let mut runner = TestRunner::new_with_rng(config(round), seeds.new_rng());
-        match runner.run(&strategy, &timed) {
+        match runner.run(&strategy, timed) {
             Ok(()) => done += u64::from(round),
             Err(TestError::Fail(why, minimal)) => {
                 failure = Some(format!("{why}; minimal input: {minimal:?}"));

@@ -50,14 +50,16 @@ fn frame() -> impl Strategy<Value = (Frame, Vec<u8>)> {
     ]
 }
 
-fn bodies() -> impl Strategy<
-    Value = (
-        Vec<(Frame, Vec<u8>)>,
-        bool,
-        Vec<(usize, u8, Vec<u8>)>,
-        usize,
-    ),
-> {
+/// Frames with their content, whether the encoded body is mutated, the edits, the size of
+/// the pieces it arrives in.
+type Case = (
+    Vec<(Frame, Vec<u8>)>,
+    bool,
+    Vec<(usize, u8, Vec<u8>)>,
+    usize,
+);
+
+fn bodies() -> impl Strategy<Value = Case> {
     (
         proptest::collection::vec(frame(), 0..8),
         any::<bool>(),
