@@ -37,6 +37,8 @@ pub mod connectors;
 pub mod daemon;
 pub mod diagnostics;
 pub mod fsutil;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod jobfile;
 pub mod jobs;
 pub mod kinds;

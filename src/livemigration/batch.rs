@@ -295,8 +295,13 @@ where
         self.fill(4 + len).await?;
         self.buf.advance(4);
         let header = self.buf.split_to(len);
-        let frame: Frame = serde_json::from_slice(&header)
-            .map_err(|e| LiveMigrationError::Peer(format!("batch: not a frame header: {e}")))?;
+        let frame: Frame = serde_json::from_slice(&header).map_err(|e| {
+            // serde's message may quote the header (an unknown variant, a string): clipped.
+            LiveMigrationError::Peer(format!(
+                "batch: not a frame header: {}",
+                crate::answer::clip(&e.to_string())
+            ))
+        })?;
         let size = match &frame {
             Frame::File { size, .. } => *size,
             Frame::End { .. } => {

@@ -100,6 +100,31 @@ impl Hasher {
     }
 }
 
+/// Whether `text` is a digest as [`Hasher::finish`] writes one for `algorithm` (and so as
+/// Sidecar writes MD5 and XXHash32): a destination takes nothing else from a source as a
+/// digest.
+pub fn well_formed(algorithm: Algorithm, text: &str) -> bool {
+    let lower_hex = |s: &str| s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    match algorithm {
+        Algorithm::Sha256 => text.len() == 64 && lower_hex(text),
+        Algorithm::Xxh3 => text.len() == 16 && lower_hex(text),
+        Algorithm::Md5 => {
+            use base64::Engine as _;
+            // The standard engine refuses missing padding and stray trailing bits.
+            text.len() == 24
+                && base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .is_ok_and(|b| b.len() == 16)
+        }
+        // Java's `Long.toHexString` of a 32-bit value: no leading zeros.
+        Algorithm::Xxhash32 => {
+            (1..=8).contains(&text.len())
+                && lower_hex(text)
+                && (text == "0" || !text.starts_with('0'))
+        }
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -95,9 +95,17 @@ impl LocalFiles {
     }
 }
 
+/// The longest path below a directory a listing entry may name (Linux's `PATH_MAX`, which the
+/// whole path must stay under).
+pub const MAX_PATH_BYTES: usize = 4096;
+/// The longest name of one file or directory (Linux's `NAME_MAX`).
+pub const MAX_NAME_BYTES: usize = 255;
+
 /// The local place of a source file: `(type, index, path)` from its URL.
+/// An error is clipped ([`crate::answer::clip`]): a listing decides how long its URLs are, and
+/// the error, which quotes the URL, is kept in the task's record and logged.
 pub fn local_key(url: &str) -> Result<(DirType, usize, String), LiveMigrationError> {
-    let bad = |what: String| LiveMigrationError::Peer(what);
+    let bad = |what: String| LiveMigrationError::Peer(crate::answer::clip(&what));
     let rest = url
         .strip_prefix("/api/v1/live-migration/files/")
         .ok_or_else(|| bad(format!("unexpected file URL {url:?}")))?;
@@ -108,10 +116,21 @@ pub fn local_key(url: &str) -> Result<(DirType, usize, String), LiveMigrationErr
         parts.next().unwrap_or_default(),
     );
     let t = DirType::parse(t).ok_or_else(|| bad(format!("unknown directory type in {url:?}")))?;
+    // Written as drover and Sidecar write it: `+1` and `01` would be other URLs of the same
+    // place, so that two entries of one listing could land on one file.
     let i: usize = i
         .parse()
-        .map_err(|_| bad(format!("bad directory index in {url:?}")))?;
+        .ok()
+        .filter(|n: &usize| n.to_string() == i)
+        .ok_or_else(|| bad(format!("bad directory index in {url:?}")))?;
     files::check_relative(p).map_err(|e| bad(format!("{url:?}: {e}")))?;
+    // Names no Linux file system holds: only a hostile listing has them, and every later error
+    // about the file would quote them.
+    if p.len() >= MAX_PATH_BYTES || p.split('/').any(|s| s.len() > MAX_NAME_BYTES) {
+        return Err(bad(format!(
+            "a path longer than {MAX_PATH_BYTES} bytes, or with a name longer than {MAX_NAME_BYTES}: {url:?}"
+        )));
+    }
     // Names of the destination's own staging files: such a file would be deleted at the end
     // of the task, or take another file's place while it downloads.
     if p.ends_with(files::PART_SUFFIX) {

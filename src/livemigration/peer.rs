@@ -153,6 +153,84 @@ impl From<&crate::config::LiveMigrationConfig> for PeerLimits {
     }
 }
 
+/// Why a source's listing body was refused: not a listing (its parser's words, clipped), or
+/// more entries than `live_migration.max_listed_files`.
+#[derive(Debug)]
+pub enum ListingError {
+    /// Not a file listing.
+    Malformed(String),
+    /// Too many entries (the message names the count, the bound and the setting).
+    TooMany(String),
+}
+
+impl ListingError {
+    /// The error of a task, `what` saying which request it answered.
+    fn at(self, what: &str) -> LiveMigrationError {
+        match self {
+            Self::Malformed(why) => LiveMigrationError::Peer(format!("{what}: {why}")),
+            Self::TooMany(why) => LiveMigrationError::Invalid(why),
+        }
+    }
+}
+
+impl std::fmt::Display for ListingError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Malformed(why) | Self::TooMany(why) => f.write_str(why),
+        }
+    }
+}
+
+/// A source's listing body (already read within `max_listing_bytes`): its entries, at most
+/// `max_files` of them. Nothing of the body is quoted beyond [`crate::answer::clip`]'s bound.
+/// Each entry's `fileUrl` is checked where it is mapped to a local place
+/// ([`super::local::local_key`]).
+pub fn read_listing(body: &[u8], max_files: usize) -> Result<Vec<RemoteFile>, ListingError> {
+    let list: RemoteList = serde_json::from_slice(body).map_err(|e| {
+        ListingError::Malformed(format!(
+            "not a file listing: {}",
+            crate::answer::clip(&e.to_string())
+        ))
+    })?;
+    if list.files.len() > max_files {
+        return Err(ListingError::TooMany(format!(
+            "the source lists {} files and directories, more than {max_files} (live_migration.max_listed_files)",
+            list.files.len(),
+        )));
+    }
+    Ok(list.files)
+}
+
+/// The digest a source's answer to `?digestAlgorithm=` gives (the body already read within
+/// [`DIGEST_ANSWER_READ`]): one of the form `algorithm` writes ([`super::digest::well_formed`]),
+/// so that what is compared, logged and kept in a task's report is a digest, never other text
+/// of the source's choosing. The reason of a refusal never quotes the body.
+pub fn read_digest(body: &[u8], algorithm: Algorithm) -> Result<String, String> {
+    let digest = serde_json::from_slice::<RemoteDigest>(body)
+        .ok()
+        .and_then(|d| d.digest)
+        .ok_or_else(|| format!("no digest in the answer ({} bytes)", body.len()))?;
+    if !super::digest::well_formed(algorithm, &digest) {
+        return Err(format!(
+            "the answer's digest ({} characters) is not a {} digest",
+            digest.chars().count(),
+            algorithm.name()
+        ));
+    }
+    Ok(digest)
+}
+
+/// The block digests of a source's answer to `?blockSize=` (the body already read within its
+/// bound); the reason of a refusal is clipped.
+pub fn read_block_digests(body: &[u8]) -> Result<BlockDigests, String> {
+    serde_json::from_slice(body).map_err(|e| {
+        format!(
+            "not a block-digest answer: {}",
+            crate::answer::clip(&e.to_string())
+        )
+    })
+}
+
 /// A client of the source daemon of a destination.
 #[derive(Clone)]
 pub struct PeerClient {
@@ -270,20 +348,9 @@ impl PeerClient {
             .await
             .map_err(failed)?
             .ok_or_else(too_long)?;
-        let list: RemoteList = serde_json::from_slice(&body).map_err(|e| {
-            LiveMigrationError::Peer(format!(
-                "listing files at {url}: not a file listing: {}",
-                crate::answer::clip(&e.to_string())
-            ))
-        })?;
-        if list.files.len() > self.limits.max_listed_files {
-            return Err(LiveMigrationError::Invalid(format!(
-                "the source lists {} files and directories, more than {} (live_migration.max_listed_files)",
-                list.files.len(),
-                self.limits.max_listed_files
-            )));
-        }
-        Ok((list.files, features))
+        let files = read_listing(&body, self.limits.max_listed_files)
+            .map_err(|e| e.at(&format!("listing files at {url}")))?;
+        Ok((files, features))
     }
 
     /// The `state` of the source's live-migration status (`NOT_COMPLETED`, `COMPLETED`), as
@@ -351,15 +418,8 @@ impl PeerClient {
                     "digest of {file_url}: an answer longer than {DIGEST_ANSWER_READ} bytes"
                 ))
             })?;
-        serde_json::from_slice::<RemoteDigest>(&body)
-            .ok()
-            .and_then(|d| d.digest)
-            .ok_or_else(|| {
-                LiveMigrationError::Peer(format!(
-                    "digest of {file_url}: no digest in the answer ({} bytes)",
-                    body.len()
-                ))
-            })
+        read_digest(&body, algorithm)
+            .map_err(|why| LiveMigrationError::Peer(format!("digest of {file_url}: {why}")))
     }
 
     /// The block digests of one source file (a drover source's extension);
@@ -398,12 +458,8 @@ impl PeerClient {
                     "block digests of {file_url}: an answer longer than {limit} bytes"
                 ))
             })?;
-        serde_json::from_slice(&body).map_err(|e| {
-            LiveMigrationError::Peer(format!(
-                "block digests of {file_url}: not a block-digest answer: {}",
-                crate::answer::clip(&e.to_string())
-            ))
-        })
+        read_block_digests(&body)
+            .map_err(|why| LiveMigrationError::Peer(format!("block digests of {file_url}: {why}")))
     }
 
     /// Asks for `files` in one batch (a drover source's extension); the caller reads the

@@ -121,9 +121,11 @@ impl VerifyReport {
         self.digest_mismatches > 0 || self.digest_verification_failures > 0
     }
 
+    /// Each difference is clipped ([`crate::answer::clip`]): it quotes the source's URLs,
+    /// whose length the source decides.
     fn note(&mut self, what: String) {
         if self.differences.len() < MAX_DIFFERENCES {
-            self.differences.push(what);
+            self.differences.push(crate::answer::clip(&what));
         }
     }
 }

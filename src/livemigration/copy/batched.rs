@@ -263,7 +263,10 @@ impl Downloader<'_> {
                         // Grown past what a batch carries since it was listed.
                         SkipReason::TooLarge => self.download_with_retries(file, final_path).await,
                         SkipReason::Refused | SkipReason::Unreadable => {
-                            Err(LiveMigrationError::Peer(format!("{url}: {message}")))
+                            Err(LiveMigrationError::Peer(format!(
+                                "{url}: {}",
+                                crate::answer::clip(&message)
+                            )))
                         }
                     };
                     outcomes.push((file.clone(), outcome));
