@@ -208,7 +208,17 @@ async fn concurrent_uploads_never_take_the_staging_disk_below_its_floor() {
                 }
                 refused.push(n);
             }
-            other => panic!("upload {n}: {other:?}"),
+            // Under load the 507 may still come while the body is being sent, and be lost
+            // to the connection's reset: the access log says what was answered.
+            Err(e)
+                if d.logs().lines().any(|l| {
+                    l.contains("access") && l.contains("507") && l.contains(&id(n as u32))
+                }) =>
+            {
+                eprintln!("upload {n}: refused with 507, seen in the access log ({e})");
+                refused.push(n);
+            }
+            other => panic!("upload {n}: {other:?}\n{}", d.logs()),
         }
     }
     assert_eq!((ok, refused.len()), (3, 1), "{results:?}");
