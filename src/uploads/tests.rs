@@ -446,22 +446,6 @@ async fn uploads_arriving_together_stage_no_more_than_max_staged_uploads() {
     assert_eq!((taken, staged), (2, 2));
 }
 
-/// The names of the temporary files under `dir`, at any depth.
-fn temporary_files(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            if e.file_type().unwrap().is_dir() {
-                stack.push(e.path());
-            } else if e.file_name().to_string_lossy().ends_with(".tmp") {
-                found.push(e.path());
-            }
-        }
-    }
-    found
-}
-
 #[tokio::test]
 async fn a_silent_body_times_out_and_a_dropped_upload_leaves_no_temporary_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -485,7 +469,10 @@ async fn a_silent_body_times_out_and_a_dropped_upload_leaves_no_temporary_file()
         "{err}"
     );
     assert!(err.to_string().contains("sstable_uploads.idle_timeout"));
-    assert_eq!(temporary_files(dir.path()), Vec::<PathBuf>::new());
+    assert_eq!(
+        test_support::temporary_files(dir.path()),
+        Vec::<PathBuf>::new()
+    );
     // A body that keeps trickling, each pause shorter than idle_timeout, lands however long
     // it takes in all.
     let slow = futures::stream::iter(0..8).then(|_| async {
@@ -508,5 +495,8 @@ async fn a_silent_body_times_out_and_a_dropped_upload_leaves_no_temporary_file()
             .await
             .is_err()
     );
-    assert_eq!(temporary_files(dir.path()), Vec::<PathBuf>::new());
+    assert_eq!(
+        test_support::temporary_files(dir.path()),
+        Vec::<PathBuf>::new()
+    );
 }

@@ -36,3 +36,19 @@ pub fn rss_kib(pid: u32) -> u64 {
 pub fn peak_rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmHWM")
 }
+
+/// The temporary files (`*.tmp`) below `dir`, at any depth, links not followed.
+pub fn temporary_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(e.path());
+            } else if e.file_name().to_string_lossy().ends_with(".tmp") {
+                found.push(e.path());
+            }
+        }
+    }
+    found
+}

@@ -99,22 +99,6 @@ impl Drop for Sampler {
     }
 }
 
-/// Every `*.tmp` under `dir`.
-fn temporary_files(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            if e.file_type().unwrap().is_dir() {
-                stack.push(e.path());
-            } else if e.file_name().to_string_lossy().ends_with(".tmp") {
-                found.push(e.path());
-            }
-        }
-    }
-    found
-}
-
 fn id(n: u32) -> String {
     format!("0190c0de-7d3e-7cbe-8a7c-{n:012}")
 }
@@ -253,7 +237,10 @@ async fn concurrent_uploads_never_take_the_staging_disk_below_its_floor() {
         lowest >= 10.0,
         "free space fell to {lowest:.2} % under a 10 % floor"
     );
-    assert_eq!(temporary_files(&staging), Vec::<PathBuf>::new());
+    assert_eq!(
+        test_support::temporary_files(&staging),
+        Vec::<PathBuf>::new()
+    );
 
     // What was refused holds nothing: 6 MiB still fit above the floor.
     let size = 6 * MIB;
@@ -359,7 +346,7 @@ async fn a_slow_upload_succeeds_and_a_stalled_or_abandoned_one_leaves_nothing() 
         "{took:?}"
     );
     eventually("the stalled upload's .tmp is removed", || {
-        temporary_files(&staging).is_empty()
+        test_support::temporary_files(&staging).is_empty()
     })
     .await;
 
@@ -373,12 +360,12 @@ async fn a_slow_upload_succeeds_and_a_stalled_or_abandoned_one_leaves_nothing() 
     socket.write_all(&vec![2u8; 2_000_000]).await.unwrap();
     socket.flush().await.unwrap();
     eventually("the upload's .tmp appears", || {
-        !temporary_files(&staging).is_empty()
+        !test_support::temporary_files(&staging).is_empty()
     })
     .await;
     drop(socket);
     eventually("the abandoned upload's .tmp is removed", || {
-        temporary_files(&staging).is_empty()
+        test_support::temporary_files(&staging).is_empty()
     })
     .await;
     assert!(!staging.join(id(3)).join("ks/t/nb-1-big-Data.db").exists());
