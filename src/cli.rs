@@ -34,29 +34,36 @@ fn load_filter_key() -> Result<(), String> {
 /// on a terminal, a status line every 10 s otherwise (logs, CI). Returns the exit code.
 pub async fn migrate(path: &Path) -> u8 {
     if let Err(e) = load_filter_key() {
-        eprintln!("drover: {e}");
+        crate::errln!("drover: {e}");
         return EXIT_CONFIG;
     }
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("drover: {}: cannot read job config: {e}", path.display());
+            crate::errln!("drover: {}: cannot read job config: {e}", path.display());
             return EXIT_CONFIG;
         }
     };
-    let launch = match crate::migrate::job::launch(&text).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("drover: {}: {e}", path.display());
-            return if e.is_config_problem() {
-                EXIT_CONFIG
-            } else {
-                1
-            };
-        }
-    };
+    let launch =
+        match crate::migrate::job::launch(&text, crate::migrate::job::Start::Foreground).await {
+            Ok(l) => l,
+            Err(e) => {
+                crate::errln!("drover: {}: {e}", path.display());
+                return if e.is_config_problem() {
+                    EXIT_CONFIG
+                } else {
+                    1
+                };
+            }
+        };
     if let Some(name) = &launch.resumed_from {
-        eprintln!("drover: resuming from savepoint {name}");
+        crate::errln!("drover: resuming from savepoint {name}");
+        if launch.migration.nothing_left() {
+            crate::errln!(
+                "drover: warning: savepoint {name} records every unit as done: nothing will be \
+                 copied (set savepoints.autoResume: false to copy everything again)"
+            );
+        }
     }
     let cancel = stop_on_signals(
         "writes in flight finish, then a savepoint is written (signal again to exit at once)",
@@ -91,19 +98,19 @@ pub async fn migrate(path: &Path) -> u8 {
         ));
     }
     if std::io::stderr().is_terminal() {
-        eprintln!();
+        crate::errln!();
     }
     match result {
         Ok(()) => {
-            eprintln!("drover: migration complete: {summary}");
+            crate::errln!("drover: migration complete: {summary}");
             0
         }
         Err(EngineError::Stopped) => {
-            eprintln!("drover: migration stopped: {summary}");
+            crate::errln!("drover: migration stopped: {summary}");
             EXIT_INTERRUPTED
         }
         Err(e) => {
-            eprintln!("drover: migration failed: {e} ({summary})");
+            crate::errln!("drover: migration failed: {e} ({summary})");
             1
         }
     }
@@ -121,7 +128,7 @@ fn stop_on_signals(what: &'static str) -> CancellationToken {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
         }
-        eprintln!("\ndrover: stopping: {what}");
+        crate::errln!("\ndrover: stopping: {what}");
         signals.cancel();
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
@@ -187,14 +194,14 @@ async fn show_progress((sample, noun): (Sampler, &'static str)) {
         if tty {
             let width = 30;
             let filled = ((pct / 100.0) * width as f64) as usize;
-            eprint!(
+            crate::err!(
                 "\r[{}{}] {line}\x1b[K",
                 "#".repeat(filled),
                 ".".repeat(width - filled.min(width))
             );
             let _ = std::io::stderr().flush();
         } else {
-            eprintln!("drover: {line}");
+            crate::errln!("drover: {line}");
         }
     }
 }
@@ -204,25 +211,25 @@ async fn show_progress((sample, noun): (Sampler, &'static str)) {
 /// code: 0 no differences, 1 differences, 2 the validation could not run, 130 stopped.
 pub async fn validate(path: &Path, json: bool) -> u8 {
     if let Err(e) = load_filter_key() {
-        eprintln!("drover: {e}");
+        crate::errln!("drover: {e}");
         return EXIT_CONFIG;
     }
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("drover: {}: cannot read job config: {e}", path.display());
+            crate::errln!("drover: {}: cannot read job config: {e}", path.display());
             return EXIT_CONFIG;
         }
     };
     let launch = match crate::validate::job::launch(&text).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("drover: {}: {e}", path.display());
+            crate::errln!("drover: {}: {e}", path.display());
             return EXIT_CONFIG;
         }
     };
     if let Some(name) = &launch.resumed_from {
-        eprintln!("drover: resuming the validation from savepoint {name}");
+        crate::errln!("drover: resuming the validation from savepoint {name}");
     }
     let cancel = stop_on_signals(
         "reads in flight finish, then a savepoint is written (signal again to exit at once)",
@@ -235,37 +242,37 @@ pub async fn validate(path: &Path, json: bool) -> u8 {
         crate::validate::job::execute(launch, progress.clone(), cancel, state).await;
     display.abort();
     if std::io::stderr().is_terminal() {
-        eprintln!();
+        crate::errln!();
     }
     if json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::to_string_pretty(&report).expect("a report serializes")
         );
     } else {
-        print!("{}", report.to_text());
+        crate::out!("{}", report.to_text());
     }
     let took = format!("{:.1}s", started.elapsed().as_secs_f64());
     match result {
         Ok(()) if report.is_clean() => {
-            eprintln!("drover: validation complete in {took}: no differences");
+            crate::errln!("drover: validation complete in {took}: no differences");
             0
         }
         Ok(()) => {
-            eprintln!(
+            crate::errln!(
                 "drover: validation complete in {took}: {} rows differ",
                 report.rows_with_differences
             );
             1
         }
         Err(crate::migrate::EngineError::Stopped) => {
-            eprintln!(
+            crate::errln!(
                 "drover: validation stopped after {took} (the report covers what was compared)"
             );
             EXIT_INTERRUPTED
         }
         Err(e) => {
-            eprintln!("drover: validation failed after {took}: {e}");
+            crate::errln!("drover: validation failed after {took}: {e}");
             EXIT_CONFIG
         }
     }
@@ -278,31 +285,33 @@ pub fn hash_token(generate: bool, id: &str, roles: &[String]) -> u8 {
     use sha2::{Digest, Sha256};
     for role in roles {
         if crate::auth::Role::from_name(role).is_none() {
-            eprintln!("drover: unknown role {role:?}: expected reader, operator, peer or admin");
+            crate::errln!(
+                "drover: unknown role {role:?}: expected reader, operator, peer or admin"
+            );
             return EXIT_CONFIG;
         }
     }
     let token = if generate {
         let mut bytes = [0u8; 32];
         if let Err(e) = getrandom::fill(&mut bytes) {
-            eprintln!("drover: no randomness from the operating system: {e}");
+            crate::errln!("drover: no randomness from the operating system: {e}");
             return 1;
         }
         hex(&bytes)
     } else {
         let mut text = String::new();
         if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
-            eprintln!("drover: cannot read the token from stdin: {e}");
+            crate::errln!("drover: cannot read the token from stdin: {e}");
             return 1;
         }
         // `echo "$TOKEN" |` adds a newline that is not part of the token.
         let token = text.trim_end_matches(['\n', '\r']).to_string();
         if token.is_empty() {
-            eprintln!("drover: no token on stdin (or use --generate for a new one)");
+            crate::errln!("drover: no token on stdin (or use --generate for a new one)");
             return EXIT_CONFIG;
         }
         if token.trim() != token {
-            eprintln!(
+            crate::errln!(
                 "drover: the token starts or ends with white space, which Authorization headers lose"
             );
             return EXIT_CONFIG;
@@ -311,13 +320,13 @@ pub fn hash_token(generate: bool, id: &str, roles: &[String]) -> u8 {
     };
     let sha = hex(&Sha256::digest(token.as_bytes()));
     if generate {
-        println!("token: {token}");
+        crate::outln!("token: {token}");
     }
-    println!("sha256: {sha}");
+    crate::outln!("sha256: {sha}");
     // Quoted as JSON, which YAML reads as it is, so any id stays one scalar.
     let id = serde_json::to_string(id).expect("a string serializes");
-    println!("# an entry of auth.tokens (or of auth.tokens_file):");
-    println!(
+    crate::outln!("# an entry of auth.tokens (or of auth.tokens_file):");
+    crate::outln!(
         "- {{id: {id}, sha256: {sha}, roles: [{}]}}",
         roles.join(", ")
     );

@@ -315,11 +315,11 @@ pub enum Output {
 
 fn print_value(value: &Value, output: Output) {
     match output {
-        Output::Yaml => print!(
+        Output::Yaml => crate::out!(
             "{}",
             yaml_serde::to_string(value).expect("JSON values serialize as YAML")
         ),
-        _ => println!(
+        _ => crate::outln!(
             "{}",
             serde_json::to_string_pretty(value).expect("JSON values serialize")
         ),
@@ -327,7 +327,7 @@ fn print_value(value: &Value, output: Output) {
 }
 
 fn fail(e: ClientError) -> u8 {
-    eprintln!("drover: {e}");
+    crate::errln!("drover: {e}");
     EXIT_ERROR
 }
 
@@ -411,7 +411,7 @@ fn print_table(header: &[&str], rows: &[Vec<String>]) {
                 out.push_str(&format!("{cell:<w$}   ", w = widths[i]));
             }
         }
-        println!("{}", out.trim_end());
+        crate::outln!("{}", out.trim_end());
     };
     line(header.iter().map(|h| h.to_string()).collect());
     for row in rows {
@@ -518,7 +518,7 @@ fn print_job(job: &Value, output: Output) {
     match output {
         Output::Json | Output::Yaml => print_value(job, output),
         Output::Table | Output::Wide => {
-            let field = |k: &str, v: String| println!("{k:<12} {v}");
+            let field = |k: &str, v: String| crate::outln!("{k:<12} {v}");
             field("ID:", text(job, "id").into());
             field("Kind:", text(job, "kind").into());
             field("State:", text(job, "state").into());
@@ -542,9 +542,9 @@ fn print_job(job: &Value, output: Output) {
                 field("Last error:", e.into());
             }
             if let Some(progress) = job.get("progress").and_then(Value::as_object) {
-                println!("Counters:");
+                crate::outln!("Counters:");
                 for (k, v) in progress {
-                    println!("  {k:<28} {v}");
+                    crate::outln!("  {k:<28} {v}");
                 }
             }
         }
@@ -607,7 +607,7 @@ async fn follow(client: &Client, id: &str, output: Output) -> u8 {
                     || name == "end"
                     || last_line.elapsed() >= Duration::from_secs(10))
             {
-                eprintln!("drover: {id}: {} {msg}", progress_text(job));
+                crate::errln!("drover: {id}: {} {msg}", progress_text(job));
                 last_line = std::time::Instant::now();
             }
             last_state = state;
@@ -630,7 +630,7 @@ async fn follow(client: &Client, id: &str, output: Output) -> u8 {
                 .and_then(Value::as_str)
                 .map(|e| format!(": {e}"))
                 .unwrap_or_default();
-            eprintln!(
+            crate::errln!(
                 "drover: job {id} {}{error}",
                 text(&job, "state").to_ascii_lowercase()
             );
@@ -640,7 +640,7 @@ async fn follow(client: &Client, id: &str, output: Output) -> u8 {
                     .and_then(|r| r.get("rowsWithDifferences"))
                     .and_then(Value::as_u64)
                     .unwrap_or(0);
-                eprintln!("drover: {n} rows differ (drover validations report {id})");
+                crate::errln!("drover: {n} rows differ (drover validations report {id})");
             }
             let _ = std::io::stdout().flush();
             code
@@ -707,18 +707,18 @@ pub async fn submit(
     {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("drover: {}: {e}", file.display());
+            crate::errln!("drover: {}: {e}", file.display());
             return EXIT_ERROR;
         }
     };
     let id = text(&accepted, "jobId").to_string();
     if follow_it {
-        eprintln!("drover: submitted job {id}");
+        crate::errln!("drover: submitted job {id}");
         return follow(&client, &id, output).await;
     }
     match output {
         Output::Json | Output::Yaml => print_value(&accepted, output),
-        _ => println!("{id}"),
+        _ => crate::outln!("{id}"),
     }
     EXIT_OK
 }
@@ -728,7 +728,7 @@ pub async fn submit(
 pub enum Action {
     /// Ask a job to stop.
     Cancel,
-    /// Resume an interrupted migration.
+    /// Resume an interrupted or cancelled migration.
     Resume,
     /// Forget an ended job.
     Delete,
@@ -755,10 +755,11 @@ pub async fn act(target: &Target, id: &str, action: Action) -> u8 {
             };
             match text(&job, "kind") {
                 "migration" => {
+                    // The job's full id: `id` may be a prefix of it.
                     client
                         .call(
                             Method::POST,
-                            &format!("/api/v1/migrations/{}/resume", segment(id)),
+                            &format!("/api/v1/migrations/{}/resume", segment(text(&job, "id"))),
                             None,
                         )
                         .await
@@ -776,7 +777,7 @@ pub async fn act(target: &Target, id: &str, action: Action) -> u8 {
                 Action::Resume => "resumed",
                 Action::Delete => "deleted",
             };
-            println!("job {id} {done}");
+            crate::outln!("job {id} {done}");
             EXIT_OK
         }
         Err(e) => fail(e),
@@ -799,7 +800,7 @@ pub async fn validation_report(target: &Target, id: &str, output: Output) -> u8 
     match output {
         Output::Json | Output::Yaml => print_value(&report, output),
         _ => match serde_json::from_value::<crate::validate::report::Report>(report.clone()) {
-            Ok(r) => print!("{}", r.to_text()),
+            Ok(r) => crate::out!("{}", r.to_text()),
             Err(_) => print_value(&report, Output::Yaml),
         },
     }
@@ -835,12 +836,12 @@ pub async fn live_copy(target: &Target, request: Value, follow_it: bool, output:
     };
     let id = text(&accepted, "taskId").to_string();
     if follow_it {
-        eprintln!("drover: data-copy task {id} started");
+        crate::errln!("drover: data-copy task {id} started");
         return follow(&client, &id, output).await;
     }
     match output {
         Output::Json | Output::Yaml => print_value(&accepted, output),
-        _ => println!("{id}"),
+        _ => crate::outln!("{id}"),
     }
     EXIT_OK
 }
@@ -865,12 +866,12 @@ pub async fn live_verify(target: &Target, request: Value, follow_it: bool, outpu
     };
     let id = text(&accepted, "taskId").to_string();
     if follow_it {
-        eprintln!("drover: verification task {id} started");
+        crate::errln!("drover: verification task {id} started");
         return follow(&client, &id, output).await;
     }
     match output {
         Output::Json | Output::Yaml => print_value(&accepted, output),
-        _ => println!("{id}"),
+        _ => crate::outln!("{id}"),
     }
     EXIT_OK
 }
@@ -903,7 +904,7 @@ pub async fn live_status(target: &Target, output: Output) -> u8 {
             output,
         ),
         _ => {
-            println!(
+            crate::outln!(
                 "Status: {}",
                 serde_json::to_string(&status).expect("JSON serializes")
             );
@@ -936,7 +937,7 @@ pub async fn live_status(target: &Target, output: Output) -> u8 {
                 })
                 .collect();
             if rows.is_empty() {
-                println!("No data-copy task.");
+                crate::outln!("No data-copy task.");
             } else {
                 print_table(
                     &[

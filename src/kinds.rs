@@ -111,11 +111,12 @@ pub fn resume_interrupted(services: &Services) {
 }
 
 /// Deletes the kept job files of jobs that ended and can no longer be resumed (a crash can
-/// leave some behind), so credentials do not stay on disk longer than needed.
+/// leave some behind), so credentials do not stay on disk longer than needed. Interrupted and
+/// cancelled jobs keep theirs: both can be resumed until they are deleted.
 pub fn sweep_kept_files(jobs: &JobRegistry, state_dir: &std::path::Path) {
     for kind in KINDS.iter().filter(|k| k.keeps_job_file()) {
         for record in jobs.list(Some(kind.name())) {
-            if !record.state.is_active() && record.state != JobState::Interrupted {
+            if !record.state.is_active() && !record.state.is_resumable() {
                 forget_job_file(state_dir, &record.id);
             }
         }

@@ -23,7 +23,8 @@
 //! - [`jobfile`]: the job-file format (ScyllaDB Migrator's), shared by every connector.
 //! - [`diagnostics`]: jobs that touch no data, to check a deployment's job lifecycle.
 //! - [`config`], [`daemon`], [`cli`], [`cassandra`] (the local node), [`metrics`],
-//!   [`telemetry`], [`tls`], [`fsutil`]: the daemon around them; [`answer`]: every body read
+//!   [`telemetry`], [`tls`], [`fsutil`], [`out`] (the command line's printing): the daemon
+//!   around them; [`answer`]: every body read
 //!   off the network, read within a bound.
 
 pub mod answer;
@@ -45,6 +46,7 @@ pub mod kinds;
 pub mod livemigration;
 pub mod metrics;
 pub mod migrate;
+pub mod out;
 pub mod s3;
 pub mod savepoints;
 pub mod snapshots;

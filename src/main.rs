@@ -93,7 +93,7 @@ enum Command {
     Job {
         #[command(flatten)]
         server: ServerArgs,
-        /// Job id.
+        /// Job id, or a prefix of exactly one (the console shows ids shortened).
         id: String,
         /// Follow the job's progress stream until it ends.
         #[arg(long, short)]
@@ -123,21 +123,21 @@ enum Command {
     Cancel {
         #[command(flatten)]
         server: ServerArgs,
-        /// Job id.
+        /// Job id, or a prefix of exactly one (the console shows ids shortened).
         id: String,
     },
-    /// Resume an INTERRUPTED migration from its newest savepoint.
+    /// Resume an INTERRUPTED or CANCELLED migration, under its id, from its newest savepoint.
     Resume {
         #[command(flatten)]
         server: ServerArgs,
-        /// Job id.
+        /// Job id, or a prefix of exactly one (the console shows ids shortened).
         id: String,
     },
     /// Forget a job that has ended (its savepoints stay).
     Delete {
         #[command(flatten)]
         server: ServerArgs,
-        /// Job id.
+        /// Job id, or a prefix of exactly one (the console shows ids shortened).
         id: String,
     },
     /// Validations of a running daemon.
@@ -203,7 +203,7 @@ enum ValidationsCommand {
     Report {
         #[command(flatten)]
         server: ServerArgs,
-        /// Validation job id.
+        /// Validation job id, or a prefix of exactly one.
         id: String,
         /// Output format (table prints the report as text).
         #[arg(long, short, value_enum, default_value = "table")]
@@ -283,7 +283,7 @@ const EXIT_CONFIG: u8 = 2;
 
 fn load_config(path: Option<&std::path::Path>) -> Result<DaemonConfig, ExitCode> {
     DaemonConfig::load(path, |name| std::env::var(name).ok()).map_err(|e| {
-        eprintln!("drover: invalid configuration: {e}");
+        drover::errln!("drover: invalid configuration: {e}");
         ExitCode::from(EXIT_CONFIG)
     })
 }
@@ -308,7 +308,7 @@ fn with_few_malloc_arenas() {
         .args(std::env::args_os().skip(1))
         .env("MALLOC_ARENA_MAX", "2")
         .exec();
-    eprintln!("drover: warning: cannot restart with MALLOC_ARENA_MAX=2 ({error}); going on");
+    drover::errln!("drover: warning: cannot restart with MALLOC_ARENA_MAX=2 ({error}); going on");
 }
 
 /// Runs a client command on a small runtime of its own.
@@ -320,7 +320,7 @@ fn client<F: std::future::Future<Output = u8>>(run: F) -> ExitCode {
     {
         Ok(rt) => ExitCode::from(rt.block_on(run)),
         Err(e) => {
-            eprintln!("drover: cannot start the async runtime: {e}");
+            drover::errln!("drover: cannot start the async runtime: {e}");
             ExitCode::FAILURE
         }
     }
@@ -421,7 +421,10 @@ fn main() -> ExitCode {
             }
         },
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "drover", &mut std::io::stdout());
+            // Rendered first: clap_complete panics on a write error, e.g. a closed pipe.
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "drover", &mut out);
+            drover::out::stdout_bytes(&out);
             ExitCode::SUCCESS
         }
         Command::Man => {
@@ -429,12 +432,11 @@ fn main() -> ExitCode {
             let mut out = Vec::new();
             match man.render(&mut out) {
                 Ok(()) => {
-                    use std::io::Write;
-                    let _ = std::io::stdout().write_all(&out);
+                    drover::out::stdout_bytes(&out);
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    eprintln!("drover: cannot render the manual page: {e}");
+                    drover::errln!("drover: cannot render the manual page: {e}");
                     ExitCode::FAILURE
                 }
             }
@@ -452,7 +454,7 @@ fn main() -> ExitCode {
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(rt) => rt,
                 Err(e) => {
-                    eprintln!("drover: cannot start the async runtime: {e}");
+                    drover::errln!("drover: cannot start the async runtime: {e}");
                     return ExitCode::FAILURE;
                 }
             };
@@ -460,7 +462,7 @@ fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = %e, "drover stopped with an error");
-                    eprintln!("drover: {e}");
+                    drover::errln!("drover: {e}");
                     ExitCode::FAILURE
                 }
             }
@@ -474,7 +476,7 @@ fn main() -> ExitCode {
             match tokio::runtime::Runtime::new() {
                 Ok(rt) => ExitCode::from(rt.block_on(drover::cli::migrate(&config))),
                 Err(e) => {
-                    eprintln!("drover: cannot start the async runtime: {e}");
+                    drover::errln!("drover: cannot start the async runtime: {e}");
                     ExitCode::FAILURE
                 }
             }
@@ -488,14 +490,14 @@ fn main() -> ExitCode {
             match tokio::runtime::Runtime::new() {
                 Ok(rt) => ExitCode::from(rt.block_on(drover::cli::validate(&config, json))),
                 Err(e) => {
-                    eprintln!("drover: cannot start the async runtime: {e}");
+                    drover::errln!("drover: cannot start the async runtime: {e}");
                     ExitCode::FAILURE
                 }
             }
         }
         Command::CheckConfig { config } => match load_config(config.as_deref()) {
             Ok(config) => {
-                println!(
+                drover::outln!(
                     "config OK: listen {}, state_dir {}, cassandra {}",
                     config.server.listen,
                     config.state_dir.display(),
@@ -516,12 +518,12 @@ fn main() -> ExitCode {
         Command::Openapi { json } => {
             if json {
                 let doc = drover::api::openapi();
-                println!(
+                drover::outln!(
                     "{}",
                     serde_json::to_string_pretty(&doc).expect("the OpenAPI document serializes")
                 );
             } else {
-                print!("{}", drover::api::openapi_yaml());
+                drover::out!("{}", drover::api::openapi_yaml());
             }
             ExitCode::SUCCESS
         }

@@ -112,7 +112,8 @@ pub fn required(method: &Method, route: &str) -> Option<Access> {
             _ => return None,
         },
         ("DELETE", "/api/v1/live-migration/status") => Admin,
-        ("GET", "/ui/login" | "/ui/assets/{file}") | ("POST", "/ui/login" | "/ui/logout") => {
+        // `/` only redirects to the console, which asks for a session itself.
+        ("GET", "/" | "/ui/login" | "/ui/assets/{file}") | ("POST", "/ui/login" | "/ui/logout") => {
             return Some(Access::Open);
         }
         ("GET", "/ui" | "/ui/jobs" | "/ui/jobs/{id}" | "/ui/jobs/{id}/events") => Reader,

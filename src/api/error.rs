@@ -80,11 +80,14 @@ impl From<JobError> for ApiError {
     fn from(err: JobError) -> Self {
         let status = match &err {
             JobError::NotFound { .. } => StatusCode::NOT_FOUND,
+            JobError::Ambiguous { .. } => StatusCode::BAD_REQUEST,
             JobError::WrongState { .. }
             | JobError::NoJobFile { .. }
             | JobError::NotResumable { .. } => StatusCode::CONFLICT,
             JobError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-            JobError::Launch(e) | JobError::Relaunch(e) if e.is_in_use() => StatusCode::CONFLICT,
+            JobError::Launch(e) | JobError::Relaunch(e) if e.is_in_use() || e.is_already_done() => {
+                StatusCode::CONFLICT
+            }
             JobError::Storage { .. }
             | JobError::KeepJobFile(_)
             | JobError::UnreadableSpec { .. } => StatusCode::INTERNAL_SERVER_ERROR,

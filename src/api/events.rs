@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use chrono::{DateTime, Utc};
 use futures::Stream;
@@ -21,6 +21,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
+use super::jobs::JobId;
 use crate::jobs::{JobRecord, JobRegistry, JobState};
 
 /// The bound on open streams (`server.max_event_streams`), each caller's share of it
@@ -260,17 +261,17 @@ pub fn interval_of(query: &EventsQuery) -> Result<Duration, ApiError> {
     get,
     path = "/api/v1/jobs/{id}/events",
     tag = "jobs",
-    params(("id" = String, Path, description = "Job id"), EventsQuery),
+    params(("id" = String, Path, description = "Job id, or a prefix of exactly one job id"), EventsQuery),
     responses(
         (status = 200, description = "`text/event-stream`: events `state`, `progress`, then `end` (or `gone`); each `data` is a JobEvent", content_type = "text/event-stream", body = JobEventMessage),
-        (status = 400, description = "A bad interval", body = ErrorBody),
+        (status = 400, description = "A bad interval, or an id prefix that starts more than one job id", body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 503, description = "`server.max_event_streams` streams are open already, or `server.max_event_streams_per_caller` of the caller's", body = ErrorBody),
     )
 )]
 pub async fn events(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    JobId(id): JobId,
     Query(query): Query<EventsQuery>,
     identity: Option<axum::Extension<crate::auth::Identity>>,
     address: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,

@@ -77,6 +77,26 @@ impl From<JobRecord> for JobView {
     }
 }
 
+/// The `{id}` of a job route, resolved to a full job id: the whole id or a prefix of exactly
+/// one (the console and `drover jobs` show ids shortened, and an operator types what they
+/// see). An ambiguous prefix is a 400 that names the ids it starts; an unknown one a 404.
+#[derive(Debug)]
+pub struct JobId(pub String);
+
+impl axum::extract::FromRequestParts<AppState> for JobId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Self, ApiError> {
+        let Path(id) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::bad_request(e.body_text()))?;
+        Ok(Self(state.jobs.resolve(&id)?))
+    }
+}
+
 /// The URL of a job's status: under its kind's own resource when it has one.
 pub fn status_url(kind: &str, id: &str) -> String {
     crate::kinds::status_url(kind, id)
@@ -176,15 +196,16 @@ pub async fn list(
     get,
     path = "/api/v1/jobs/{id}",
     tag = "jobs",
-    params(("id" = String, Path, description = "Job id")),
+    params(("id" = String, Path, description = "Job id, or a prefix of exactly one job id")),
     responses(
         (status = 200, body = JobView),
+        (status = 400, description = "An id prefix that starts more than one job id (the message names some)", body = ErrorBody),
         (status = 404, body = ErrorBody),
     )
 )]
 pub async fn get(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<Json<JobView>, ApiError> {
     Ok(Json(state.jobs.get(&id)?.into()))
 }
@@ -195,16 +216,17 @@ pub async fn get(
     post,
     path = "/api/v1/jobs/{id}/cancel",
     tag = "jobs",
-    params(("id" = String, Path, description = "Job id")),
+    params(("id" = String, Path, description = "Job id, or a prefix of exactly one job id")),
     responses(
         (status = 202, description = "Cancellation requested", body = JobView),
+        (status = 400, description = "An id prefix that starts more than one job id (the message names some)", body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, description = "The job has already ended", body = ErrorBody),
     )
 )]
 pub async fn cancel(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
     let record = state.jobs.cancel(&id)?;
     Ok((StatusCode::ACCEPTED, Json(record.into())))
@@ -216,16 +238,17 @@ pub async fn cancel(
     delete,
     path = "/api/v1/jobs/{id}",
     tag = "jobs",
-    params(("id" = String, Path, description = "Job id")),
+    params(("id" = String, Path, description = "Job id, or a prefix of exactly one job id")),
     responses(
         (status = 204, description = "Deleted"),
+        (status = 400, description = "An id prefix that starts more than one job id (the message names some)", body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, description = "The job is queued or running", body = ErrorBody),
     )
 )]
 pub async fn delete(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<StatusCode, ApiError> {
     state.jobs.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -2,14 +2,14 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use super::jobs::{Accepted, JobView, cancel_of, get_of, list_of, resume_of, submit_file};
+use super::jobs::{Accepted, JobId, JobView, cancel_of, get_of, list_of, resume_of, submit_file};
 use crate::migrate::kind::MigrationJob;
 use crate::migrate::saved::SavepointList;
 
@@ -35,7 +35,7 @@ pub struct MigrationList {
     responses(
         (status = 202, description = "Accepted; poll statusUrl", body = Accepted),
         (status = 400, description = "The job config or the schemas are invalid", body = ErrorBody),
-        (status = 409, description = "Another run of the job holds its savepoints (directory, bucket folder or table)", body = ErrorBody),
+        (status = 409, description = "Another run of the job holds its savepoints (directory, bucket folder or table), or its newest savepoint already records every unit as done (the message names it; submit with `savepoints.autoResume: false` to copy everything again)", body = ErrorBody),
         (status = 502, description = "A database could not be reached", body = ErrorBody),
     )
 )]
@@ -69,12 +69,16 @@ pub async fn list(State(state): State<AppState>) -> Json<MigrationList> {
     get,
     path = "/api/v1/migrations/{id}",
     tag = "migrations",
-    params(("id" = String, Path, description = "Job id")),
-    responses((status = 200, body = JobView), (status = 404, body = ErrorBody))
+    params(("id" = String, Path, description = "Job id, or a prefix of exactly one job id")),
+    responses(
+        (status = 200, body = JobView),
+        (status = 400, description = "An id prefix that starts more than one job id (the message names some)", body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    )
 )]
 pub async fn get(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<Json<JobView>, ApiError> {
     get_of::<MigrationJob>(&state, &id)
 }
@@ -85,16 +89,17 @@ pub async fn get(
     post,
     path = "/api/v1/migrations/{id}/cancel",
     tag = "migrations",
-    params(("id" = String, Path, description = "Job id")),
+    params(("id" = String, Path, description = "Job id, or a prefix of exactly one job id")),
     responses(
         (status = 202, body = JobView),
+        (status = 400, description = "An id prefix that starts more than one job id (the message names some)", body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, description = "The job has already ended", body = ErrorBody),
     )
 )]
 pub async fn cancel(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
     cancel_of::<MigrationJob>(&state, &id)
 }
@@ -104,16 +109,17 @@ pub async fn cancel(
     get,
     path = "/api/v1/migrations/{id}/savepoints",
     tag = "migrations",
-    params(("id" = String, Path, description = "Job id")),
+    params(("id" = String, Path, description = "Job id, or a prefix of exactly one job id")),
     responses(
         (status = 200, body = SavepointList),
+        (status = 400, description = "An id prefix that starts more than one job id (the message names some)", body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 502, description = "The bucket or table of the savepoints cannot be read", body = ErrorBody)
     )
 )]
 pub async fn savepoints(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<Json<SavepointList>, ApiError> {
     let record = state.jobs.get_kind::<MigrationJob>(&id)?;
     let job_file = crate::jobs::kept::read_job_file(&state.config.state_dir, &id).ok();
@@ -123,22 +129,24 @@ pub async fn savepoints(
 }
 
 /// Resumes an `INTERRUPTED` migration (one the daemon did not resume by itself, or whose
-/// resume failed): it continues from its newest savepoint.
+/// resume failed) or a `CANCELLED` one: it continues, under the same id, from its newest
+/// savepoint.
 #[utoipa::path(
     post,
     path = "/api/v1/migrations/{id}/resume",
     tag = "migrations",
-    params(("id" = String, Path, description = "Job id")),
+    params(("id" = String, Path, description = "Job id, or a prefix of exactly one job id")),
     responses(
         (status = 202, body = JobView),
+        (status = 400, description = "An id prefix that starts more than one job id (the message names some)", body = ErrorBody),
         (status = 404, body = ErrorBody),
-        (status = 409, description = "The job is not INTERRUPTED", body = ErrorBody),
+        (status = 409, description = "The job is not INTERRUPTED or CANCELLED", body = ErrorBody),
         (status = 502, description = "A database could not be reached", body = ErrorBody),
     )
 )]
 pub async fn resume(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
     resume_of::<MigrationJob>(&state, &id).await
 }

@@ -2,14 +2,14 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use super::jobs::{Accepted, JobView, cancel_of, get_of, list_of, submit_file};
+use super::jobs::{Accepted, JobId, JobView, cancel_of, get_of, list_of, submit_file};
 use crate::validate::kind::ValidationJob;
 use crate::validate::report::Report;
 
@@ -70,12 +70,16 @@ pub async fn list(State(state): State<AppState>) -> Json<ValidationList> {
     get,
     path = "/api/v1/validations/{id}",
     tag = "validations",
-    params(("id" = String, Path, description = "Job id")),
-    responses((status = 200, body = JobView), (status = 404, body = ErrorBody))
+    params(("id" = String, Path, description = "Job id, or a prefix of exactly one job id")),
+    responses(
+        (status = 200, body = JobView),
+        (status = 400, description = "An id prefix that starts more than one job id (the message names some)", body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    )
 )]
 pub async fn get(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<Json<JobView>, ApiError> {
     get_of::<ValidationJob>(&state, &id)
 }
@@ -85,15 +89,16 @@ pub async fn get(
     get,
     path = "/api/v1/validations/{id}/report",
     tag = "validations",
-    params(("id" = String, Path, description = "Job id")),
+    params(("id" = String, Path, description = "Job id, or a prefix of exactly one job id")),
     responses(
         (status = 200, body = Report),
+        (status = 400, description = "An id prefix that starts more than one job id (the message names some)", body = ErrorBody),
         (status = 404, description = "No such validation, or it has not started", body = ErrorBody),
     )
 )]
 pub async fn report(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     state
         .jobs
@@ -109,16 +114,17 @@ pub async fn report(
     post,
     path = "/api/v1/validations/{id}/cancel",
     tag = "validations",
-    params(("id" = String, Path, description = "Job id")),
+    params(("id" = String, Path, description = "Job id, or a prefix of exactly one job id")),
     responses(
         (status = 202, body = JobView),
+        (status = 400, description = "An id prefix that starts more than one job id (the message names some)", body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, description = "The job has already ended", body = ErrorBody),
     )
 )]
 pub async fn cancel(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
     cancel_of::<ValidationJob>(&state, &id)
 }

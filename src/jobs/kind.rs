@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use super::kept::{forget_job_file, keep_job_file, read_job_file};
 use super::{JobError, JobHandle, JobRecord, JobRegistry, JobResult, JobState};
 use crate::migrate::EngineError;
+use crate::migrate::job::Start;
 
 /// What the daemon lends a kind to resume its jobs.
 #[derive(Clone)]
@@ -88,10 +89,11 @@ pub trait JobKind: Send + Sync + 'static {
 /// secrets, for as long as the job can be resumed; the record holds its redacted form.
 pub trait FileJobKind: JobKind<Spec = serde_json::Value> {
     /// Parses, checks and plans a job file. `state_dir` is where the daemon keeps job files
-    /// (`None` in the foreground).
+    /// (`None` in the foreground). `start` says whether it is a new submission or a resume.
     fn launch(
         text: &str,
         state_dir: Option<PathBuf>,
+        start: Start,
     ) -> impl Future<Output = Result<Self::Launch, EngineError>> + Send;
 }
 
@@ -101,7 +103,7 @@ pub async fn relaunch_from_job_file<K: FileJobKind>(
     record: &JobRecord,
 ) -> Result<K::Launch, JobError> {
     let text = read_job_file(&services.state_dir, &record.id)?;
-    K::launch(&text, Some(services.state_dir.clone()))
+    K::launch(&text, Some(services.state_dir.clone()), Start::Resume)
         .await
         .map_err(JobError::Relaunch)
 }
@@ -113,7 +115,7 @@ pub async fn submit_job_file<K: FileJobKind>(
     state_dir: &std::path::Path,
     text: &str,
 ) -> Result<JobRecord, JobError> {
-    let launch = K::launch(text, Some(state_dir.to_path_buf()))
+    let launch = K::launch(text, Some(state_dir.to_path_buf()), Start::New)
         .await
         .map_err(JobError::Launch)?;
     let id = JobRegistry::new_id();
@@ -129,19 +131,26 @@ pub async fn submit_job_file<K: FileJobKind>(
     }
 }
 
-/// Resumes the `INTERRUPTED` job `id` of kind `K`.
+/// Resumes the `INTERRUPTED` or `CANCELLED` job `id` of kind `K`.
 pub async fn resume<K: JobKind + ?Sized>(
     services: &Services,
     id: &str,
 ) -> Result<JobRecord, JobError> {
     let record = services.jobs.get_kind::<K>(id)?;
-    if record.state != JobState::Interrupted {
+    // A cancelled job goes on from its savepoints only where its job file was kept for it.
+    let resumable = record.state == JobState::Interrupted
+        || (record.state == JobState::Cancelled && K::KEEPS_JOB_FILE);
+    if !resumable {
         return Err(JobError::WrongState {
             noun: K::NOUN,
             id: id.to_string(),
             state: record.state,
             action: "resume",
-            needs: "INTERRUPTED",
+            needs: if K::KEEPS_JOB_FILE {
+                super::RESUMABLE
+            } else {
+                "INTERRUPTED"
+            },
         });
     }
     let launch = K::relaunch(services, &record).await?;

@@ -40,6 +40,16 @@ pub enum JobError {
         /// The id asked for.
         id: String,
     },
+    /// A shortened id that starts more than one job's id.
+    #[error("job id prefix {prefix:?} is ambiguous: it starts {total} job ids ({}{}); give more of the id", shown.join(", "), if *total > shown.len() { ", …" } else { "" })]
+    Ambiguous {
+        /// The prefix asked for.
+        prefix: String,
+        /// The first ids it starts, oldest first (at most [`AMBIGUOUS_SHOWN`]).
+        shown: Vec<String>,
+        /// How many ids it starts.
+        total: usize,
+    },
     /// The operation needs another state (cancel a finished job, resume a running one).
     #[error("{noun} {id} is {state}: {action} needs {needs}")]
     WrongState {
@@ -277,6 +287,12 @@ impl Entry {
     }
 }
 
+/// How many of the ids an ambiguous prefix starts are named in the error.
+pub const AMBIGUOUS_SHOWN: usize = 10;
+
+/// The states a resume starts from, as error messages name them.
+pub const RESUMABLE: &str = "INTERRUPTED or CANCELLED";
+
 impl JobRegistry {
     /// Opens the registry stored in `dir`, loading every record. Jobs that were queued or running
     /// when the previous process ended are marked `INTERRUPTED`.
@@ -391,8 +407,9 @@ impl JobRegistry {
         Ok(entry.snapshot())
     }
 
-    /// Starts an `INTERRUPTED` job again; `run` continues its work (the job's own savepoints
-    /// tell it where to pick up). Progress counters are kept.
+    /// Starts an `INTERRUPTED` or `CANCELLED` job again; `run` continues its work (the job's
+    /// own savepoints tell it where to pick up). Progress counters are kept. A cancel is not a
+    /// dead end: the operator who stopped a job can let it go on under the same id.
     pub async fn resume<F, Fut>(&self, id: &str, run: F) -> Result<JobRecord, JobError>
     where
         F: FnOnce(JobHandle) -> Fut + Send + 'static,
@@ -403,13 +420,13 @@ impl JobRegistry {
         }
         let old = self.entry(id)?;
         let record = old.snapshot();
-        if record.state != JobState::Interrupted {
+        if !record.state.is_resumable() {
             return Err(JobError::WrongState {
                 noun: "job",
                 id: id.to_string(),
                 state: record.state,
                 action: "resume",
-                needs: "INTERRUPTED",
+                needs: RESUMABLE,
             });
         }
         // A fresh entry: the old cancellation token may have fired during the shutdown that
@@ -419,6 +436,8 @@ impl JobRegistry {
             r.state = JobState::Queued;
             r.ended_at = None;
             r.error = None;
+            // Else a restart would take the resumed job for the cancelled one.
+            r.cancel_requested = false;
         });
         self.inner.persist(&entry).await?;
         self.inner
@@ -497,6 +516,39 @@ impl JobRegistry {
         let entry = self.entry(id)?;
         self.inner.persist(&entry).await?;
         Ok(entry.snapshot())
+    }
+
+    /// The full id of the job that `id` names: its whole id, or a prefix of exactly one id
+    /// (the console and `drover jobs` show ids shortened; a UUIDv7's first 13 characters are
+    /// its creation millisecond). An id that starts several ids is refused, naming some.
+    pub fn resolve(&self, id: &str) -> Result<String, JobError> {
+        let jobs = self.inner.jobs.read().unwrap_or_else(|p| p.into_inner());
+        if jobs.contains_key(id) {
+            return Ok(id.to_string());
+        }
+        let mut matching = jobs
+            .range::<str, _>((std::ops::Bound::Included(id), std::ops::Bound::Unbounded))
+            .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(id) && !id.is_empty());
+        let Some(first) = matching.next() else {
+            return Err(JobError::NotFound {
+                noun: "job",
+                id: id.to_string(),
+            });
+        };
+        let rest: Vec<&String> = matching.collect();
+        if rest.is_empty() {
+            return Ok(first.clone());
+        }
+        Err(JobError::Ambiguous {
+            prefix: id.to_string(),
+            total: rest.len() + 1,
+            shown: std::iter::once(first)
+                .chain(rest)
+                .take(AMBIGUOUS_SHOWN)
+                .cloned()
+                .collect(),
+        })
     }
 
     /// The record of one job.

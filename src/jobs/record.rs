@@ -55,6 +55,12 @@ impl JobState {
         matches!(self, JobState::Queued | JobState::Running)
     }
 
+    /// Interrupted or cancelled: stopped before the end, and may go on from its savepoints
+    /// (for the kinds that keep their job file; the others resume only `INTERRUPTED`).
+    pub fn is_resumable(self) -> bool {
+        matches!(self, JobState::Interrupted | JobState::Cancelled)
+    }
+
     /// The name used in the API, metrics and files.
     pub fn as_str(self) -> &'static str {
         match self {

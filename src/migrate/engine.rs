@@ -207,6 +207,12 @@ impl Migration {
         &self.skip
     }
 
+    /// True when the work already complete (the savepoint resumed from, the skip lists) covers
+    /// every unit of the copy and no change stream follows it: a run would copy nothing.
+    pub fn nothing_left(&self) -> bool {
+        self.changes.is_none() && self.copy.as_ref().is_some_and(|c| c.remaining() == 0)
+    }
+
     /// Shares the job's units with the other runs `coordinator` knows (`coordination`).
     pub fn coordinate(&mut self, coordinator: Arc<dyn Coordinator>) {
         self.coordinator = Some(coordinator);
@@ -372,6 +378,8 @@ trait RunCopy: Send {
         cancel: CancellationToken,
         coordinator: Option<Arc<dyn Coordinator>>,
     ) -> futures::future::BoxFuture<'static, Result<(), EngineError>>;
+    /// Units left to copy once the work already complete is skipped.
+    fn remaining(&self) -> usize;
 }
 
 /// A copy from a source `S` to a target `T`.
@@ -394,6 +402,10 @@ impl<S: Scan, T: Sink<S::Row>> Copy<S, T> {
 }
 
 impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
+    fn remaining(&self) -> usize {
+        self.scan.plan(&self.skip).work.len()
+    }
+
     fn run(
         self: Box<Self>,
         counters: Arc<Counters>,

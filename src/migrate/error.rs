@@ -30,6 +30,20 @@ pub enum EngineError {
     /// Savepoints could not be read or written.
     #[error(transparent)]
     Savepoints(#[from] crate::savepoints::SavepointError),
+    /// A new submission whose newest savepoint already records every unit as done: it would
+    /// copy nothing and end `SUCCEEDED`, which hides a truncated or lost target.
+    #[error(
+        "savepoint {savepoint} in {place} already records every unit of this migration as \
+         done, so this submission would copy nothing. To copy everything again (into a \
+         truncated or new target), submit the job with `savepoints.autoResume: false`, or \
+         remove that savepoint"
+    )]
+    AlreadyDone {
+        /// The savepoint's name.
+        savepoint: String,
+        /// Where the savepoints are.
+        place: String,
+    },
     /// The job was cancelled before it finished.
     #[error("stopped before the end")]
     Stopped,
@@ -42,6 +56,11 @@ impl EngineError {
             self,
             Self::Savepoints(crate::savepoints::SavepointError::InUse { .. })
         )
+    }
+
+    /// True when a new submission was refused because its savepoint covers everything.
+    pub fn is_already_done(&self) -> bool {
+        matches!(self, Self::AlreadyDone { .. })
     }
 
     /// True for problems in the job config or schemas (what a client must fix), false for

@@ -92,11 +92,26 @@ pub async fn parsed(text: &str) -> Result<(JobConfig, serde_json::Value), Engine
     Ok((config?, base))
 }
 
+/// Why a job file is launched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// A new submission: refused when its savepoint already covers everything
+    /// ([`EngineError::AlreadyDone`]), since it would copy nothing and still succeed.
+    New,
+    /// A resume of a job that was interrupted or cancelled: whatever is left is done, nothing
+    /// when its last run had finished the copy.
+    Resume,
+    /// The foreground `drover migrate`: run on a terminal that shows the savepoint resumed
+    /// from and the units skipped, so a savepoint that covers everything is warned about
+    /// rather than refused.
+    Foreground,
+}
+
 /// Parses, checks and plans a job; with `savepoints.autoResume` (the default), merges the
 /// progress of the newest savepoint of the same migration. Nothing is written to the target,
 /// and nothing to `savepoints.path` until the job is accepted: a job refused for its config or
 /// for clusters it cannot reach creates no directory and leaves the files in it alone.
-pub async fn launch(text: &str) -> Result<Launch, EngineError> {
+pub async fn launch(text: &str, start: Start) -> Result<Launch, EngineError> {
     let (config, mut base) = parsed(text).await?;
     let mut pending = None;
     let mut complete = config.skip_progress();
@@ -148,6 +163,15 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
     let mut migration = Migration::prepare(&config, complete).await?;
     if let Some(coordination) = &config.coordination {
         migration.coordinate(super::place::coordinator(&config, coordination, text).await?);
+    }
+    if start == Start::New
+        && let (Some(savepoint), Some((place, ..))) = (&resumed_from, &pending)
+        && migration.nothing_left()
+    {
+        return Err(EngineError::AlreadyDone {
+            savepoint: savepoint.clone(),
+            place: place.describe(),
+        });
     }
     // Created (and swept, and leased) only now that the job is accepted.
     let savepoints = match pending {

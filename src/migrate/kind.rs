@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::EngineError;
-use super::job::{self, Launch};
+use super::job::{self, Launch, Start};
 use crate::jobs::kind::{FileJobKind, JobKind, Services, relaunch_from_job_file};
 use crate::jobs::{JobError, JobHandle, JobRecord, JobResult};
 
@@ -36,8 +36,12 @@ impl JobKind for MigrationJob {
 }
 
 impl FileJobKind for MigrationJob {
-    async fn launch(text: &str, state_dir: Option<PathBuf>) -> Result<Launch, EngineError> {
-        let mut launch = job::launch(text).await?;
+    async fn launch(
+        text: &str,
+        state_dir: Option<PathBuf>,
+        start: Start,
+    ) -> Result<Launch, EngineError> {
+        let mut launch = job::launch(text, start).await?;
         launch.state_dir = state_dir;
         Ok(launch)
     }

@@ -7,6 +7,7 @@ use super::report::Report;
 use crate::jobs::kind::{FileJobKind, JobKind, Services, relaunch_from_job_file};
 use crate::jobs::{JobError, JobHandle, JobRecord, JobResult};
 use crate::migrate::EngineError;
+use crate::migrate::job::Start;
 
 /// The validation kind.
 pub struct ValidationJob;
@@ -36,7 +37,11 @@ impl JobKind for ValidationJob {
 }
 
 impl FileJobKind for ValidationJob {
-    async fn launch(text: &str, state_dir: Option<PathBuf>) -> Result<Launch, EngineError> {
+    async fn launch(
+        text: &str,
+        state_dir: Option<PathBuf>,
+        _start: Start,
+    ) -> Result<Launch, EngineError> {
         let mut launch = job::launch(text).await?;
         launch.state_dir = state_dir;
         Ok(launch)

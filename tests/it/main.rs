@@ -38,6 +38,7 @@ mod migrations;
 mod migrator_cql;
 mod mysql;
 mod openapi;
+mod operator_cli;
 mod parquet;
 mod parquet_migrator;
 mod resume;

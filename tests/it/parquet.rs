@@ -497,8 +497,18 @@ async fn a_file_changed_since_it_was_loaded_is_read_again() {
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;
     daemon.run_job("/api/v1/migrations", &job, WAIT).await;
-    let same = daemon.run_job("/api/v1/migrations", &job, WAIT).await;
-    assert_eq!(same["progress"]["unitsSkipped"], 1, "{same}");
+    // Unchanged, the file is done: submitting the job again is refused (it would copy
+    // nothing and succeed), naming the savepoint.
+    let (status, same) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", job.clone())
+        .await;
+    assert_eq!(status, 409, "{same}");
+    assert!(
+        same["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("records every unit of this migration as done")),
+        "{same}"
+    );
     std::thread::sleep(Duration::from_millis(20));
     write(20, "new");
     let changed = daemon.run_job("/api/v1/migrations", &job, WAIT).await;

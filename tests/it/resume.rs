@@ -695,7 +695,7 @@ async fn savepoints_taken_while_writes_fail_claim_only_written_rows_and_post_res
     let (status, body) = daemon
         .post_json(&format!("/api/v1/migrations/{id}/resume"), &Value::Null)
         .await;
-    assert_eq!(status, 409, "only an INTERRUPTED job is resumed: {body}");
+    assert_eq!(status, 409, "a SUCCEEDED job is not resumed: {body}");
     let left = rows - finished.len();
     assert!(
         done["progress"]["rowsWritten"].as_u64() <= Some(left as u64),
@@ -787,7 +787,7 @@ async fn source_reads_that_fail_for_a_while_or_lose_their_connection_are_retried
 }
 
 #[tokio::test]
-async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goes() {
+async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goes_with_the_job() {
     let Fixture {
         src,
         dst,
@@ -886,13 +886,14 @@ async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goe
     }
     assert_claim_holds(&src, &dst, &table, &at_failure).await;
 
-    // The cancelled job's config goes at the next start; the savepoints stay.
+    // The cancelled job can still be resumed (issue 43): its config outlives a restart, and
+    // goes with its record; the savepoints stay.
     daemon.signal("TERM");
     assert!(daemon.wait_exit(Duration::from_secs(20)).success());
     let daemon = Daemon::start(&home, "").await;
     assert!(
-        !kept(&cancelled).exists(),
-        "a cancelled job's config is deleted at the next start"
+        kept(&cancelled).exists(),
+        "a cancelled job's config is kept for its resume"
     );
     assert_eq!(savepoint_files(&sp_dir), files);
     let (_, list) = daemon.get("/api/v1/migrations").await;
@@ -903,6 +904,18 @@ async fn after_a_cancel_or_a_failure_savepoints_stay_and_the_kept_job_config_goe
         .map(|j| j["state"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(states, ["CANCELLED", "FAILED"], "{list}");
+    let (status, body) = daemon
+        .client()
+        .delete(daemon.url(&format!("/api/v1/jobs/{cancelled}")))
+        .send()
+        .await
+        .map(|r| (r.status().as_u16(), r))
+        .unwrap();
+    assert_eq!(status, 204, "{body:?}");
+    assert!(
+        !kept(&cancelled).exists(),
+        "a deleted job's config is deleted with it"
+    );
 }
 
 /// A unit whose writes failed for good is not recorded as done, even when its whole range was

@@ -44,6 +44,9 @@ pub const REPORT_PAGE_SIZE: usize = 50;
 /// The console's routes (merged into the daemon's router when `server.console.enabled`).
 pub fn routes() -> Router<AppState> {
     Router::new()
+        // The daemon's root is the console's front door: a browser pointed at the bare address
+        // lands on the jobs (or the sign-in page), not on a JSON 404.
+        .route("/", get(|| async { Redirect::to("/ui/jobs") }))
         .route("/ui", get(|| async { Redirect::to("/ui/jobs") }))
         .route("/ui/jobs", get(jobs_page))
         .route("/ui/jobs/{id}", get(job_page))
@@ -323,9 +326,21 @@ async fn job_page(
     State(state): State<AppState>,
     headers: HeaderMap,
     identity: Option<axum::Extension<Identity>>,
-    Path(id): Path<String>,
+    Path(asked): Path<String>,
+    uri: axum::http::Uri,
     Query(query): Query<JobQuery>,
 ) -> Response {
+    let id = match state.jobs.resolve(&asked) {
+        Ok(id) => id,
+        Err(e) => return error_response(e),
+    };
+    if id != asked {
+        // A shortened id (as the list shows it): the page lives at the full id, where its
+        // forms and event stream point.
+        let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+        return Redirect::to(&format!("/ui/jobs/{}{query}", pages::encode_path(&id)))
+            .into_response();
+    }
     let record = match state.jobs.get(&id) {
         Ok(r) => r,
         Err(e) => return error_response(e),
@@ -355,11 +370,15 @@ async fn job_page(
 
 async fn job_events(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Path(asked): Path<String>,
     Query(query): Query<super::events::EventsQuery>,
     identity: Option<axum::Extension<Identity>>,
     address: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
 ) -> Response {
+    let id = match state.jobs.resolve(&asked) {
+        Ok(id) => id,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
     let interval = match super::events::interval_of(&query) {
         Ok(i) => i,
         Err(e) => return e.into_response(),
@@ -407,9 +426,13 @@ fn done(id: &str, notice: &str) -> Response {
 async fn cancel(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Path(asked): Path<String>,
     Form(form): Form<ActionForm>,
 ) -> Response {
+    let id = match state.jobs.resolve(&asked) {
+        Ok(id) => id,
+        Err(e) => return error_response(e),
+    };
     if let Some(page) = refusal_of_form(&state, &headers, &form) {
         return page;
     }
@@ -422,9 +445,13 @@ async fn cancel(
 async fn resume(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Path(asked): Path<String>,
     Form(form): Form<ActionForm>,
 ) -> Response {
+    let id = match state.jobs.resolve(&asked) {
+        Ok(id) => id,
+        Err(e) => return error_response(e),
+    };
     if let Some(page) = refusal_of_form(&state, &headers, &form) {
         return page;
     }
@@ -437,9 +464,13 @@ async fn resume(
 async fn delete(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Path(asked): Path<String>,
     Form(form): Form<ActionForm>,
 ) -> Response {
+    let id = match state.jobs.resolve(&asked) {
+        Ok(id) => id,
+        Err(e) => return error_response(e),
+    };
     if let Some(page) = refusal_of_form(&state, &headers, &form) {
         return page;
     }

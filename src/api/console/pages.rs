@@ -452,11 +452,15 @@ fn action_form(viewer: &Viewer, path: &str, action: &str, label: &str, confirm: 
 }
 
 fn actions(viewer: &Viewer, record: &JobRecord, path: &str) -> Markup {
-    let resumable = record.state == JobState::Interrupted
+    // Cancelled migrations and validations go on from their savepoints too (their job file is
+    // kept until they are deleted).
+    let resumable = (record.state == JobState::Interrupted
         && matches!(
             record.kind.as_str(),
             "migration" | "validation" | "data-copy-task"
-        );
+        ))
+        || (record.state == JobState::Cancelled
+            && matches!(record.kind.as_str(), "migration" | "validation"));
     html! {
         @if viewer.operator {
             section aria-labelledby="h-actions" class="actions" {
