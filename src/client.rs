@@ -986,6 +986,11 @@ mod tests {
         assert_eq!(outcome(&job("SUCCEEDED", "migration", 0)), EXIT_OK);
         assert_eq!(outcome(&job("SUCCEEDED", "validation", 0)), EXIT_OK);
         assert_eq!(
+            outcome(&job("DIFFERENCES_FOUND", "validation", 3)),
+            EXIT_DIFFERENCES
+        );
+        // As a daemon older than DIFFERENCES_FOUND reports such a validation.
+        assert_eq!(
             outcome(&job("SUCCEEDED", "validation", 3)),
             EXIT_DIFFERENCES
         );
@@ -995,6 +1000,26 @@ mod tests {
             outcome(&job("INTERRUPTED", "migration", 0)),
             EXIT_INTERRUPTED
         );
+    }
+
+    #[test]
+    fn the_help_table_has_every_code() {
+        let codes = [
+            EXIT_OK,
+            EXIT_FAILED,
+            EXIT_ERROR,
+            EXIT_CANCELLED,
+            EXIT_INTERRUPTED,
+            EXIT_DIFFERENCES,
+            EXIT_STOPPED,
+        ];
+        let listed: Vec<u8> = EXIT_CODES
+            .lines()
+            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+            .collect();
+        assert_eq!(listed, codes);
+        assert_eq!(crate::cli::EXIT_CONFIG, EXIT_ERROR);
+        assert_eq!(crate::cli::EXIT_INTERRUPTED, EXIT_STOPPED);
     }
 
     #[test]

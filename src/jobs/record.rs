@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 /// Where a job is in its life.
 ///
 /// `QUEUED -> RUNNING -> SUCCEEDED | DIFFERENCES_FOUND | FAILED | CANCELLED`; a job that was
-/// queued or running when
-/// the daemon stopped (shutdown, crash, `kill -9`) is `INTERRUPTED`, and resuming it makes it
-/// `QUEUED` again — unless an operator had cancelled it: then it is `CANCELLED`.
+/// queued or running when the daemon stopped (shutdown, crash, `kill -9`) is `INTERRUPTED`, and
+/// resuming it makes it `QUEUED` again — unless an operator had cancelled it: then it is
+/// `CANCELLED`.
 ///
 /// `DIFFERENCES_FOUND` is a validation that ran to the end and found rows that differ: its own
 /// state, not `SUCCEEDED`, so that lists, the console and `drover_jobs{state=...}` (and an alert
