@@ -157,9 +157,9 @@ impl Default for RegistryOptions {
     }
 }
 
-/// Which finished jobs (`SUCCEEDED`, `DIFFERENCES_FOUND`, `FAILED`, `CANCELLED`) the registry keeps; the others are
-/// dropped with their records and kept job files. `INTERRUPTED` jobs are never dropped by
-/// retention: they wait to be resumed.
+/// Which finished jobs (`SUCCEEDED`, `DIFFERENCES_FOUND`, `FAILED`, `CANCELLED`) the registry
+/// keeps; the others are dropped with their records and kept job files. `INTERRUPTED` jobs are
+/// never dropped by retention: they wait to be resumed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Retention {
     /// Keep at most this many finished jobs, the most recently ended ones.

@@ -420,7 +420,7 @@ async fn a_job_that_finds_differences_ends_in_its_own_finished_state() {
     assert_eq!(on_disk.state, JobState::DifferencesFound);
     // Written by its name, read back by a restarted registry.
     let text = std::fs::read_to_string(dir.path().join(format!("{}.json", found.id))).unwrap();
-    assert!(text.contains("\"state\":\"DIFFERENCES_FOUND\""), "{text}");
+    assert!(text.contains(r#""state": "DIFFERENCES_FOUND""#), "{text}");
     drop(reg);
     let reg = JobRegistry::open(
         dir.path(),
