@@ -11,10 +11,13 @@ use crate::jobs::running::{Sample, rates};
 use crate::migrate::EngineError;
 use crate::migrate::engine::Counters;
 
+// The codes are the client's, one table for every command (`crate::client::EXIT_CODES`).
+use crate::client::{EXIT_DIFFERENCES, EXIT_FAILED, EXIT_OK};
+
 /// Exit code: the job file or schemas are invalid.
-pub const EXIT_CONFIG: u8 = 2;
+pub const EXIT_CONFIG: u8 = crate::client::EXIT_ERROR;
 /// Exit code: stopped by a signal.
-pub const EXIT_INTERRUPTED: u8 = 130;
+pub const EXIT_INTERRUPTED: u8 = crate::client::EXIT_STOPPED;
 
 /// The filter key of target-table savepoints for a foreground run, from the environment
 /// (`DROVER_SAVEPOINT_FILTER_KEY_FILE`; the daemon reads `jobs.savepoint_filter_key_file`).
@@ -52,7 +55,7 @@ pub async fn migrate(path: &Path) -> u8 {
                 return if e.is_config_problem() {
                     EXIT_CONFIG
                 } else {
-                    1
+                    EXIT_FAILED
                 };
             }
         };
@@ -103,7 +106,7 @@ pub async fn migrate(path: &Path) -> u8 {
     match result {
         Ok(()) => {
             crate::errln!("drover: migration complete: {summary}");
-            0
+            EXIT_OK
         }
         Err(EngineError::Stopped) => {
             crate::errln!("drover: migration stopped: {summary}");
@@ -111,7 +114,7 @@ pub async fn migrate(path: &Path) -> u8 {
         }
         Err(e) => {
             crate::errln!("drover: migration failed: {e} ({summary})");
-            1
+            EXIT_FAILED
         }
     }
 }
@@ -208,7 +211,8 @@ async fn show_progress((sample, noun): (Sampler, &'static str)) {
 
 /// `drover validate --config FILE`: compares the target with the source in the foreground.
 /// Progress goes to stderr, the report to stdout (text, or JSON with `json`). Returns the exit
-/// code: 0 no differences, 1 differences, 2 the validation could not run, 130 stopped.
+/// code: 0 no differences, 5 differences, 1 the validation failed, 2 the job file or schemas
+/// are invalid, 130 stopped (the table of `crate::client::EXIT_CODES`).
 pub async fn validate(path: &Path, json: bool) -> u8 {
     if let Err(e) = load_filter_key() {
         crate::errln!("drover: {e}");
@@ -263,7 +267,7 @@ pub async fn validate(path: &Path, json: bool) -> u8 {
                 "drover: validation complete in {took}: {} rows differ",
                 report.rows_with_differences
             );
-            1
+            EXIT_DIFFERENCES
         }
         Err(crate::migrate::EngineError::Stopped) => {
             crate::errln!(

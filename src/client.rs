@@ -11,7 +11,11 @@ use reqwest::{Method, StatusCode};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 
-/// Exit code: the job succeeded (and, for a validation, no rows differ).
+// One table of exit codes for every command, client and foreground alike (`EXIT_CODES` is
+// what `drover --help` prints): a script tells the same outcome by the same number whichever
+// command reported it.
+
+/// Exit code: done; a job followed to its end SUCCEEDED (a validation: no rows differ).
 pub const EXIT_OK: u8 = 0;
 /// Exit code: the job failed.
 pub const EXIT_FAILED: u8 = 1;
@@ -22,8 +26,24 @@ pub const EXIT_ERROR: u8 = 2;
 pub const EXIT_CANCELLED: u8 = 3;
 /// Exit code: the job was interrupted (the daemon stopped; it can be resumed).
 pub const EXIT_INTERRUPTED: u8 = 4;
-/// Exit code: a validation ran to the end and found rows that differ.
+/// Exit code: a validation ran to the end and found rows that differ (`DIFFERENCES_FOUND`).
 pub const EXIT_DIFFERENCES: u8 = 5;
+/// Exit code: a foreground command stopped by Ctrl-C or SIGTERM (128 + SIGINT, as shells do).
+pub const EXIT_STOPPED: u8 = 130;
+
+/// The exit codes of every command, as `drover --help` shows them (and docs/console.md, "Exit
+/// codes").
+pub const EXIT_CODES: &str = "\
+Exit codes (the same for every command):
+  0    done; a job followed to its end SUCCEEDED (a validation: no rows differ)
+  1    the job FAILED (migrate, validate: could not finish)
+  2    not carried out: bad usage, an invalid config or job file, the daemon refused the
+       request or could not be reached
+  3    the job followed was CANCELLED
+  4    the job followed was INTERRUPTED (the daemon stopped; it can be resumed)
+  5    a validation found rows that differ (DIFFERENCES_FOUND): validate, job --follow,
+       submit --follow, validations report
+  130  stopped by Ctrl-C or SIGTERM (migrate, validate)";
 
 /// Errors of the client.
 #[derive(Debug, thiserror::Error)]
@@ -554,7 +574,9 @@ fn print_job(job: &Value, output: Output) {
 /// The exit code of a job in its final state.
 pub fn outcome(job: &Value) -> u8 {
     match text(job, "state") {
+        "DIFFERENCES_FOUND" => EXIT_DIFFERENCES,
         "SUCCEEDED" => {
+            // A daemon older than DIFFERENCES_FOUND ended such validations SUCCEEDED.
             let differ = job
                 .get("result")
                 .and_then(|r| r.get("rowsWithDifferences"))
@@ -965,6 +987,11 @@ mod tests {
         assert_eq!(outcome(&job("SUCCEEDED", "migration", 0)), EXIT_OK);
         assert_eq!(outcome(&job("SUCCEEDED", "validation", 0)), EXIT_OK);
         assert_eq!(
+            outcome(&job("DIFFERENCES_FOUND", "validation", 3)),
+            EXIT_DIFFERENCES
+        );
+        // As a daemon older than DIFFERENCES_FOUND reports such a validation.
+        assert_eq!(
             outcome(&job("SUCCEEDED", "validation", 3)),
             EXIT_DIFFERENCES
         );
@@ -974,6 +1001,26 @@ mod tests {
             outcome(&job("INTERRUPTED", "migration", 0)),
             EXIT_INTERRUPTED
         );
+    }
+
+    #[test]
+    fn the_help_table_has_every_code() {
+        let codes = [
+            EXIT_OK,
+            EXIT_FAILED,
+            EXIT_ERROR,
+            EXIT_CANCELLED,
+            EXIT_INTERRUPTED,
+            EXIT_DIFFERENCES,
+            EXIT_STOPPED,
+        ];
+        let listed: Vec<u8> = EXIT_CODES
+            .lines()
+            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+            .collect();
+        assert_eq!(listed, codes);
+        assert_eq!(crate::cli::EXIT_CONFIG, EXIT_ERROR);
+        assert_eq!(crate::cli::EXIT_INTERRUPTED, EXIT_STOPPED);
     }
 
     #[test]

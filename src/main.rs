@@ -16,7 +16,14 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// drover moves data for Cassandra/ScyllaDB and DynamoDB operators: resumable migration jobs
 /// and live instance migration, driven over a REST API.
 #[derive(Parser)]
-#[command(name = "drover", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "drover",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = drover::client::EXIT_CODES
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -44,8 +51,8 @@ enum Command {
         config: PathBuf,
     },
     /// Compare a migration's target with its source and exit: 0 when they hold the same rows,
-    /// 1 when rows differ (the report says which), 2 when the validation could not run,
-    /// 130 when stopped by Ctrl-C.
+    /// 5 when rows differ (the report says which), 1 when the validation failed, 2 when the
+    /// job file or the schemas are invalid, 130 when stopped by Ctrl-C.
     ///
     /// Takes the migration's job file; its `validation` section tunes the comparison.
     Validate {
@@ -77,7 +84,8 @@ enum Command {
     Jobs {
         #[command(flatten)]
         server: ServerArgs,
-        /// Only jobs in this state (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED, INTERRUPTED).
+        /// Only jobs in this state (QUEUED, RUNNING, SUCCEEDED, DIFFERENCES_FOUND, FAILED,
+        /// CANCELLED, INTERRUPTED).
         #[arg(long)]
         state: Option<String>,
         /// Only jobs of this kind (migration, validation, data-copy-task, ...).
@@ -88,8 +96,8 @@ enum Command {
         output: Output,
     },
     /// Show one job; with --follow, a progress bar until it ends, then exit with its outcome:
-    /// 0 succeeded, 1 failed, 3 cancelled, 4 interrupted, 5 a validation found differences,
-    /// 2 the daemon refused or could not be reached.
+    /// 0 succeeded, 1 failed, 3 cancelled, 4 interrupted, 5 a validation found differences
+    /// (DIFFERENCES_FOUND), 2 the daemon refused or could not be reached.
     Job {
         #[command(flatten)]
         server: ServerArgs,
@@ -279,7 +287,7 @@ enum AuthCommand {
 }
 
 /// Exit code of a refused configuration, distinct from runtime failures (1).
-const EXIT_CONFIG: u8 = 2;
+const EXIT_CONFIG: u8 = drover::client::EXIT_ERROR;
 
 fn load_config(path: Option<&std::path::Path>) -> Result<DaemonConfig, ExitCode> {
     DaemonConfig::load(path, |name| std::env::var(name).ok()).map_err(|e| {

@@ -22,7 +22,8 @@ pub struct JobView {
     pub id: String,
     /// Kind of work: `migration`, `validation`, `diagnostic`, ...
     pub kind: String,
-    /// `QUEUED`, `RUNNING`, `SUCCEEDED`, `FAILED`, `CANCELLED` or `INTERRUPTED`.
+    /// `QUEUED`, `RUNNING`, `SUCCEEDED`, `DIFFERENCES_FOUND` (a validation that found rows that
+    /// differ), `FAILED`, `CANCELLED` or `INTERRUPTED`.
     #[schema(value_type = String, example = "RUNNING")]
     pub state: JobState,
     /// What the job is doing now.

@@ -65,7 +65,9 @@ pub async fn list(State(state): State<AppState>) -> Json<ValidationList> {
 /// `done: K of N rows differ`, ...), progress counters (`unitsTotal`, `unitsDone`,
 /// `sourceRows`, `targetRows`, `rowsWithDifferences`, `rowsCopied`, `rowsPerSecond`, ...) and
 /// `result`, the report (a [`Report`]; while running, the findings so far). A validation that
-/// ran to the end is `SUCCEEDED` whether or not rows differ: read `result.rowsWithDifferences`.
+/// ran to the end is `SUCCEEDED` when the target holds exactly the source's rows, and
+/// `DIFFERENCES_FOUND` when rows are missing, extra or different (`result.rowsWithDifferences`
+/// counts them).
 #[utoipa::path(
     get,
     path = "/api/v1/validations/{id}",

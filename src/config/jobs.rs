@@ -20,8 +20,8 @@ pub struct JobsConfig {
     /// On start, resume the migrations that were running when the daemon last stopped
     /// (crash, `kill -9`, shutdown); they continue from their newest savepoint. Default true.
     pub resume_interrupted: bool,
-    /// Which finished jobs (`SUCCEEDED`, `FAILED`, `CANCELLED`) are kept; the others are
-    /// dropped with their records and kept job files.
+    /// Which finished jobs (`SUCCEEDED`, `DIFFERENCES_FOUND`, `FAILED`, `CANCELLED`) are kept; the
+    /// others are dropped with their records and kept job files.
     pub keep_finished: KeepFinished,
     /// A file holding the secret key (16 to 4096 bytes, e.g. 32 random bytes) with which
     /// savepoints kept in a table of the target database (`savepoints.target.type:

@@ -117,6 +117,10 @@ pub enum JobFailure {
     Stopped,
     /// The job could not do its work.
     Error(String),
+    /// The job ran to the end and found that the target differs from the source (a validation):
+    /// not an error, but an outcome an operator must not mistake for a success. It ends
+    /// `DIFFERENCES_FOUND`, with its findings in the record's `result`.
+    Differences,
 }
 
 impl<E: std::error::Error> From<E> for JobFailure {
@@ -163,9 +167,9 @@ impl Default for RegistryOptions {
     }
 }
 
-/// Which finished jobs (`SUCCEEDED`, `FAILED`, `CANCELLED`) the registry keeps; the others are
-/// dropped with their records and kept job files. `INTERRUPTED` jobs are never dropped by
-/// retention: they wait to be resumed.
+/// Which finished jobs (`SUCCEEDED`, `DIFFERENCES_FOUND`, `FAILED`, `CANCELLED`) the registry
+/// keeps; the others are dropped with their records and kept job files. `INTERRUPTED` jobs are
+/// never dropped by retention: they wait to be resumed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Retention {
     /// Keep at most this many finished jobs, the most recently ended ones.
@@ -201,7 +205,7 @@ impl Retention {
 fn is_finished(state: JobState) -> bool {
     matches!(
         state,
-        JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        JobState::Succeeded | JobState::DifferencesFound | JobState::Failed | JobState::Cancelled
     )
 }
 
@@ -718,7 +722,7 @@ impl JobRegistry {
                     id: id.to_string(),
                     state,
                     action: "delete",
-                    needs: "SUCCEEDED, FAILED, CANCELLED or INTERRUPTED",
+                    needs: "SUCCEEDED, DIFFERENCES_FOUND, FAILED, CANCELLED or INTERRUPTED",
                 });
             }
             jobs.remove(id);
@@ -762,6 +766,8 @@ impl Inner {
         };
         let (state, error) = match result {
             Ok(()) => (JobState::Succeeded, None),
+            // Like a success, it ran to the end: a cancel that came too late does not change it.
+            Err(JobFailure::Differences) => (JobState::DifferencesFound, None),
             Err(JobFailure::Stopped) => (stopped_state, None),
             // An error raised while stopping is most likely caused by the stop itself; the job
             // is not failed, but the message is kept.

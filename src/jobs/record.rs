@@ -7,9 +7,15 @@ use serde::{Deserialize, Serialize};
 
 /// Where a job is in its life.
 ///
-/// `QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED`; a job that was queued or running when
-/// the daemon stopped (shutdown, crash, `kill -9`) is `INTERRUPTED`, and resuming it makes it
-/// `QUEUED` again — unless an operator had cancelled it: then it is `CANCELLED`.
+/// `QUEUED -> RUNNING -> SUCCEEDED | DIFFERENCES_FOUND | FAILED | CANCELLED`; a job that was
+/// queued or running when the daemon stopped (shutdown, crash, `kill -9`) is `INTERRUPTED`, and
+/// resuming it makes it `QUEUED` again — unless an operator had cancelled it: then it is
+/// `CANCELLED`.
+///
+/// `DIFFERENCES_FOUND` is a validation that ran to the end and found rows that differ: its own
+/// state, not `SUCCEEDED`, so that lists, the console and `drover_jobs{state=...}` (and an alert
+/// on it) tell it apart from a clean one. Records written before it existed still read: a
+/// state is only ever added, never renamed.
 #[derive(
     Debug,
     Clone,
@@ -29,8 +35,11 @@ pub enum JobState {
     Queued,
     /// Working.
     Running,
-    /// Finished all its work.
+    /// Finished all its work (a validation: and found no differences).
     Succeeded,
+    /// A validation that ran to the end and found rows missing, extra or different in the
+    /// target; `result` is its report.
+    DifferencesFound,
     /// Stopped by an error; `error` says which.
     Failed,
     /// Stopped by an operator.
@@ -41,10 +50,11 @@ pub enum JobState {
 
 impl JobState {
     /// Every state, in lifecycle order.
-    pub const ALL: [JobState; 6] = [
+    pub const ALL: [JobState; 7] = [
         JobState::Queued,
         JobState::Running,
         JobState::Succeeded,
+        JobState::DifferencesFound,
         JobState::Failed,
         JobState::Cancelled,
         JobState::Interrupted,
@@ -67,6 +77,7 @@ impl JobState {
             JobState::Queued => "QUEUED",
             JobState::Running => "RUNNING",
             JobState::Succeeded => "SUCCEEDED",
+            JobState::DifferencesFound => "DIFFERENCES_FOUND",
             JobState::Failed => "FAILED",
             JobState::Cancelled => "CANCELLED",
             JobState::Interrupted => "INTERRUPTED",
@@ -88,7 +99,11 @@ impl std::str::FromStr for JobState {
             .into_iter()
             .find(|state| state.as_str().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
-                format!("unknown job state {s:?}, expected one of QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED, INTERRUPTED")
+                let names: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
+                format!(
+                    "unknown job state {s:?}, expected one of {}",
+                    names.join(", ")
+                )
             })
     }
 }
@@ -109,7 +124,7 @@ pub struct JobRecord {
     pub created_at: DateTime<Utc>,
     /// When the job last started running.
     pub started_at: Option<DateTime<Utc>>,
-    /// When the job reached SUCCEEDED, FAILED, CANCELLED or INTERRUPTED.
+    /// When the job reached SUCCEEDED, DIFFERENCES_FOUND, FAILED, CANCELLED or INTERRUPTED.
     pub ended_at: Option<DateTime<Utc>>,
     /// Last change to this record.
     pub updated_at: DateTime<Utc>,

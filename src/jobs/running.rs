@@ -126,6 +126,8 @@ pub fn publish(
 pub enum Ending {
     /// Ran to the end; the phase to show.
     Done(String),
+    /// Ran to the end and found differences (a validation); the phase to show.
+    Differences(String),
     /// Stopped by a cancel or a shutdown.
     Stopped,
     /// Failed, with the reason.
@@ -138,6 +140,10 @@ pub fn end(handle: &JobHandle, ending: Ending) -> JobResult {
         Ending::Done(phase) => {
             handle.set_phase(&phase);
             Ok(())
+        }
+        Ending::Differences(phase) => {
+            handle.set_phase(&phase);
+            Err(JobFailure::Differences)
         }
         Ending::Stopped => {
             handle.set_phase("stopped");

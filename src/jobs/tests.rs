@@ -387,3 +387,80 @@ async fn a_cancel_answered_is_not_lost_when_the_process_ends_first() {
         assert!(!again.cancel_requested, "{id}");
     }
 }
+
+#[tokio::test]
+async fn a_job_that_finds_differences_ends_in_its_own_finished_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = JobRegistry::open(
+        dir.path(),
+        RegistryOptions {
+            keep_finished: Retention {
+                count: Some(1),
+                age: None,
+            },
+            ..options()
+        },
+    )
+    .await
+    .unwrap();
+    let found = reg
+        .submit("test", serde_json::Value::Null, |h| async move {
+            h.set_result(serde_json::json!({"rowsWithDifferences": 3}));
+            Err(JobFailure::Differences)
+        })
+        .await
+        .unwrap();
+    let done = reg.wait_finished(&found.id, WAIT).await.unwrap();
+    assert_eq!(done.state, JobState::DifferencesFound);
+    assert!(!done.state.is_active());
+    assert_eq!(done.error, None, "differences are not an error");
+    assert!(done.ended_at.is_some());
+    assert_eq!(
+        done.result,
+        Some(serde_json::json!({"rowsWithDifferences": 3}))
+    );
+    let on_disk = record_on_disk(dir.path(), &found.id, |r| r.state == done.state).await;
+    assert_eq!(on_disk.state, JobState::DifferencesFound);
+    // Written by its name, read back by a restarted registry.
+    let text = std::fs::read_to_string(dir.path().join(format!("{}.json", found.id))).unwrap();
+    assert!(text.contains(r#""state": "DIFFERENCES_FOUND""#), "{text}");
+    drop(reg);
+    let reg = JobRegistry::open(
+        dir.path(),
+        RegistryOptions {
+            keep_finished: Retention {
+                count: Some(1),
+                age: None,
+            },
+            ..options()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        reg.get(&found.id).unwrap().state,
+        JobState::DifferencesFound
+    );
+    // It counts as finished for retention: the next job to end drops it (count 1).
+    let next = reg
+        .submit("test", serde_json::Value::Null, |_| async { Ok(()) })
+        .await
+        .unwrap();
+    reg.wait_finished(&next.id, WAIT).await.unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while reg.get(&found.id).is_ok() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(matches!(reg.get(&found.id), Err(JobError::NotFound { .. })));
+}
+
+#[test]
+fn records_of_versions_before_differences_found_still_read() {
+    // A validation record as a daemon without DIFFERENCES_FOUND wrote it.
+    let old = r#"{"id":"01900000-0000-7000-8000-000000000000","kind":"validation","state":"SUCCEEDED",
+        "phase":"done: 2 of 9 rows differ","createdAt":"2026-01-01T00:00:00Z","startedAt":null,
+        "endedAt":"2026-01-01T00:01:00Z","updatedAt":"2026-01-01T00:01:00Z","attempts":1,
+        "progress":{},"error":null,"spec":{},"result":{"rowsWithDifferences":2}}"#;
+    let record: JobRecord = serde_json::from_str(old).unwrap();
+    assert_eq!(record.state, JobState::Succeeded);
+}

@@ -280,7 +280,8 @@ pub fn verdict(report: &Report) -> String {
 }
 
 /// Runs a launched validation as the job behind `handle`. A validation that ran to the end
-/// SUCCEEDS whatever it found; its report says whether the target matches (`result`).
+/// SUCCEEDS when the target matches and ends DIFFERENCES_FOUND when any row is missing, extra
+/// or different; either way its report is the record's `result`.
 pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
     let state_dir = launch.state_dir.clone();
     if let Some(name) = &launch.resumed_from {
@@ -331,7 +332,8 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
     end(
         &handle,
         match result {
-            Ok(()) => Ending::Done(verdict(&findings)),
+            Ok(()) if findings.is_clean() => Ending::Done(verdict(&findings)),
+            Ok(()) => Ending::Differences(verdict(&findings)),
             Err(EngineError::Stopped) => Ending::Stopped,
             Err(e) => Ending::Failed(e.to_string()),
         },

@@ -263,14 +263,16 @@ impl Daemon {
         body["jobId"].as_str().unwrap().to_string()
     }
 
-    /// Submits the job file `yaml` to `resource` and waits for the job to succeed; panics when
-    /// it ends otherwise or takes longer than `wait`.
+    /// Submits the job file `yaml` to `resource` and waits for the job to run to its end;
+    /// panics when it ends otherwise or takes longer than `wait`. Running to the end is
+    /// `SUCCEEDED`, and for a validation whose report counts rows that differ
+    /// `DIFFERENCES_FOUND`: every validation run here checks that its state tells its report.
     pub async fn run_job(&self, resource: &str, yaml: &str, wait: Duration) -> Value {
         let url = format!("{resource}/{}", self.submit_job(resource, yaml).await);
         let job = self.wait_for(&url, wait, ended).await;
         assert_eq!(
             job["state"],
-            "SUCCEEDED",
+            ran_to_the_end(&job),
             "job ended badly: {job}\n{}",
             self.logs()
         );
@@ -352,6 +354,17 @@ impl Drop for Daemon {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// The state of `job` had it run to its end: `DIFFERENCES_FOUND` for a validation whose report
+/// counts rows that differ, else `SUCCEEDED`.
+pub fn ran_to_the_end(job: &Value) -> &'static str {
+    let differ = job["result"]["rowsWithDifferences"].as_u64().unwrap_or(0);
+    if job["kind"] == "validation" && differ > 0 {
+        "DIFFERENCES_FOUND"
+    } else {
+        "SUCCEEDED"
     }
 }
 

@@ -11,7 +11,7 @@ mod poll;
 pub use app::App;
 pub use daemon::{
     Daemon, Home, cassandra_src, drover_bin, ended, error_message, http_client, json_of,
-    listener_pid,
+    listener_pid, ran_to_the_end,
 };
 pub use poll::{poll, wait_until};
 

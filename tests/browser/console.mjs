@@ -95,6 +95,27 @@ try {
   summary.reportRows = await page.locator("#report tr.example").count();
   await shot(page, "console-validation");
 
+  // Differences are an outcome of their own: DIFFERENCES_FOUND, red like a failure, never the
+  // green of a success; the list's state filter finds it.
+  const colours = await page.evaluate(() => {
+    const probe = (value) => {
+      const e = document.createElement("span");
+      e.style.color = value;
+      document.body.appendChild(e);
+      const c = getComputedStyle(e).color;
+      e.remove();
+      return c;
+    };
+    const badge = document.querySelector('dl.facts [data-field="state"]');
+    return { text: badge.textContent, badge: getComputedStyle(badge).color, bad: probe("var(--bad)"), ok: probe("var(--ok)") };
+  });
+  check(colours.text === "DIFFERENCES_FOUND", "the validation's state: " + colours.text);
+  check(colours.badge === colours.bad && colours.badge !== colours.ok, "DIFFERENCES_FOUND is red: " + JSON.stringify(colours));
+  summary.differencesColour = colours.badge;
+  await page.goto(env.url + "/ui/jobs?state=DIFFERENCES_FOUND");
+  const found = await page.locator("#jobs-body tr[data-job]").evaluateAll((rows) => rows.map((r) => r.dataset.job));
+  check(found.length === 1 && found[0] === env.validation, "the filter lists the validation alone: " + found);
+
   check(problems.length === 0, "no script errors: " + problems.join("; "));
   await context.close();
 

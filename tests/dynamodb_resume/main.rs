@@ -193,9 +193,9 @@ async fn kill_9_mid_copy_then_the_same_job_skips_the_saved_segments_and_validate
         "{stderr}"
     );
 
-    // The validator sees the copy incomplete: exit 1, items missing, none extra.
+    // The validator sees the copy incomplete: exit 5, items missing, none extra.
     let (code, stdout, stderr) = run("validate", &config).await;
-    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_eq!(code, Some(5), "{stdout}\n{stderr}");
     assert!(stdout.starts_with("DIFFERENCES FOUND"), "{stdout}");
     assert!(
         stdout.contains("missing rows (not in the target): "),

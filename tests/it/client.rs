@@ -5,7 +5,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use test_support::cql::{Fixture, job};
+use test_support::cql::{Fixture, dst_addr, exec, job, write_job};
 use test_support::{Daemon, drover_bin};
 
 /// Runs `drover ARGS` against `daemon` (through DROVER_SERVER, as an operator would set it).
@@ -272,4 +272,203 @@ async fn completions_and_the_manual_page_generate() {
         text.contains("submit") && text.contains("completions"),
         "{text}"
     );
+}
+
+/// The ids and states of a `-o json` listing.
+fn listed(out: &Output) -> Vec<(String, String)> {
+    let list: Value = serde_json::from_str(&stdout(out)).expect("-o json prints JSON");
+    list["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| {
+            (
+                j["id"].as_str().unwrap().to_string(),
+                j["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A validation that finds differences ends DIFFERENCES_FOUND (not a green SUCCEEDED): listed
+/// by that state, counted by `drover_jobs`, and every command that reports the finding exits
+/// with the same code, 5 (it was 1 for `validate`, 5 for `--follow` and `validations report`);
+/// a clean one is SUCCEEDED and exits 0 everywhere.
+#[tokio::test]
+async fn differences_have_their_own_state_and_one_exit_code_in_every_command() {
+    let Fixture {
+        ks, dst, daemon, ..
+    } = Fixture::rows("it_cli_outcomes", 2000, 200, 100).await;
+    let yaml = job(ks, "t", "", "", "");
+    daemon
+        .run_job("/api/v1/migrations", &yaml, Duration::from_secs(180))
+        .await;
+    let file = write_job(&yaml);
+    let file = file.to_str().unwrap();
+
+    let help = drover(&daemon, &["--help"]).await;
+    assert_eq!(help.status.code(), Some(0));
+    for line in [
+        "Exit codes (the same for every command):",
+        "  1    the job FAILED",
+        "  5    a validation found rows that differ (DIFFERENCES_FOUND)",
+        "  130  stopped by Ctrl-C or SIGTERM",
+    ] {
+        assert!(
+            stdout(&help).contains(line),
+            "{line:?} not in\n{}",
+            stdout(&help)
+        );
+    }
+
+    // Clean: 0 from every command, SUCCEEDED.
+    let out = drover(&daemon, &["validate", "--config", file]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = drover(
+        &daemon,
+        &[
+            "submit",
+            file,
+            "--kind",
+            "validation",
+            "--follow",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let clean: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(clean["state"], "SUCCEEDED", "{clean}");
+    assert_eq!(clean["result"]["rowsCompared"], 2000, "{clean}");
+    let clean = clean["id"].as_str().unwrap().to_string();
+    let out = drover(&daemon, &["job", &clean, "--follow"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = drover(&daemon, &["validations", "report", &clean]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    // Two rows deleted from the target and one changed: 3 of 2,000 rows differ.
+    for cql in [
+        format!("DELETE FROM {ks}.t WHERE p = 0 AND c = 7"),
+        format!("DELETE FROM {ks}.t WHERE p = 3 AND c = 5"),
+        format!("UPDATE {ks}.t SET v = 'damaged' WHERE p = 4 AND c = 6"),
+    ] {
+        exec(&dst, &cql).await;
+    }
+    let out = drover(&daemon, &["validate", "--config", file]).await;
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("DIFFERENCES FOUND: 2000 rows compared"),
+        "{}",
+        stdout(&out)
+    );
+    let out = drover(
+        &daemon,
+        &[
+            "submit",
+            file,
+            "--kind",
+            "validation",
+            "--follow",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("differences_found") && stderr(&out).contains("3 rows differ"),
+        "{}",
+        stderr(&out)
+    );
+    let found: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(found["state"], "DIFFERENCES_FOUND", "{found}");
+    assert_eq!(found["result"]["rowsWithDifferences"], 3, "{found}");
+    assert_eq!(found["phase"], "done: 3 of 2000 rows differ", "{found}");
+    assert_eq!(found["error"], Value::Null, "{found}");
+    let found = found["id"].as_str().unwrap().to_string();
+    let out = drover(&daemon, &["job", &found, "--follow"]).await;
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let out = drover(&daemon, &["validations", "report", &found]).await;
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("missing rows (not in the target): 2"),
+        "{}",
+        stdout(&out)
+    );
+    // The report is served as for a clean validation.
+    let (status, report) = daemon
+        .get(&format!("/api/v1/validations/{found}/report"))
+        .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["rowsWithDifferences"], 3, "{report}");
+
+    // Listings exit 0 (they report the listing) and show the state; the filter finds it alone.
+    let out = drover(
+        &daemon,
+        &["jobs", "--state", "DIFFERENCES_FOUND", "-o", "json"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        listed(&out),
+        [(found.clone(), "DIFFERENCES_FOUND".to_string())]
+    );
+    let out = drover(&daemon, &["validations", "list", "-o", "json"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        listed(&out),
+        [
+            (clean.clone(), "SUCCEEDED".to_string()),
+            (found.clone(), "DIFFERENCES_FOUND".to_string())
+        ]
+    );
+    let out = drover(&daemon, &["jobs"]).await;
+    assert!(
+        stdout(&out)
+            .lines()
+            .any(|l| l.contains("DIFFERENCES_FOUND")),
+        "{}",
+        stdout(&out)
+    );
+    let (status, list) = daemon.get("/api/v1/jobs?state=differences_found").await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["jobs"].as_array().unwrap().len(), 1, "{list}");
+    let metrics = daemon.get_text("/metrics").await;
+    for line in [
+        r#"drover_jobs{kind="validation",state="DIFFERENCES_FOUND"} 1"#,
+        r#"drover_jobs{kind="validation",state="SUCCEEDED"} 1"#,
+        r#"drover_jobs{kind="migration",state="DIFFERENCES_FOUND"} 0"#,
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+    // An unknown state names the ones there are.
+    let (status, refused) = daemon.get("/api/v1/jobs?state=DIFFERENT").await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("DIFFERENCES_FOUND"),
+        "{refused}"
+    );
+    // Ended like any finished job: it can be deleted.
+    let out = drover(&daemon, &["delete", &found]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    // A validation that cannot reach its target fails: 1, as `migrate` (it was 2, the code of
+    // an invalid file); an invalid file stays 2.
+    let addr = dst_addr();
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let unreachable = yaml.replace(
+        &format!("host: {host}\n  port: {port}\n"),
+        &format!("host: {host}\n  port: 1\n"),
+    );
+    assert!(unreachable.contains("port: 1\n"), "{unreachable}");
+    let path = write_job(&unreachable);
+    let out = drover(&daemon, &["validate", "--config", path.to_str().unwrap()]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let path = write_job(&yaml.replace("splitCount", "splitCont"));
+    let out = drover(&daemon, &["validate", "--config", path.to_str().unwrap()]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }

@@ -92,6 +92,7 @@ async fn the_console_in_a_browser_follows_cancels_and_reports() {
     .await;
     let validated = ended(&daemon, &validation).await;
     assert_eq!(validated["result"]["rowsWithDifferences"], 5, "{validated}");
+    assert_eq!(validated["state"], "DIFFERENCES_FOUND", "{validated}");
 
     // A migration slow enough to watch: 150 rows/s, 20 s for the table.
     let running = submit(

@@ -144,7 +144,7 @@ fn alert_rules_pass_promtool_and_their_unit_tests() {
         .args(["check", "rules"])
         .arg(dir.join("drover-alerts.yaml")));
     assert!(ok, "{report}");
-    assert!(report.contains("SUCCESS: 7 rules found"), "{report}");
+    assert!(report.contains("SUCCESS: 8 rules found"), "{report}");
     let (ok, report) = run(std::process::Command::new(promtool())
         .current_dir(&dir)
         .args(["test", "rules", "drover-alerts.test.yaml"]));

@@ -282,7 +282,7 @@ async fn damage_is_reported_and_missing_items_copied(server: Server, items: usiz
         interrupted_validation_resumes(&damaged, &report).await;
     }
     let (code, stdout, stderr) = validate_cli(&damaged, None).await;
-    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_eq!(code, Some(5), "{stdout}\n{stderr}");
     for line in [
         "DIFFERENCES FOUND: ",
         "missing rows (not in the target): 1",
@@ -305,7 +305,7 @@ async fn damage_is_reported_and_missing_items_copied(server: Server, items: usiz
     want.insert("quux".into(), renamed);
     assert_eq!(get(&c, &dst, "k00005", 2).await, Some(want));
     let (code, stdout, stderr) = validate_cli(&damaged, None).await;
-    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_eq!(code, Some(5), "{stdout}\n{stderr}");
     assert!(
         stdout.contains("rows compared") && !stdout.contains("missing rows"),
         "{stdout}"
@@ -384,7 +384,7 @@ async fn interrupted_validation_resumes(yaml: &str, whole: &Value) {
 
     let (code, stdout, stderr) = validate_cli(&yaml, Some("drover=info")).await;
     let _ = std::fs::remove_file(&path);
-    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_eq!(code, Some(5), "{stdout}\n{stderr}");
     for line in stderr
         .lines()
         .filter(|l| l.contains("resuming") || l.contains(" units: "))
@@ -473,7 +473,7 @@ async fn numbers_compare_by_value_across_servers() {
     )
     .await;
     let (code, stdout, stderr) = validate_cli(&yaml, None).await;
-    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_eq!(code, Some(5), "{stdout}\n{stderr}");
     assert!(
         stdout.contains(
             "- different row: \"id\" = 'n3' AND \"sk\" = 3\n    price: value: source 1.50 | target 1.51"

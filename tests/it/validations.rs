@@ -262,9 +262,9 @@ async fn every_kind_of_damage_is_reported_with_its_key() {
         "{ttls}"
     );
 
-    // The same report from the CLI, exit 1; as JSON with --json.
+    // The same report from the CLI, exit 5 (DIFFERENCES_FOUND); as JSON with --json.
     let (code, stdout, _) = validate_cli(&yaml);
-    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(code, Some(5), "{stdout}");
     assert!(
         stdout.starts_with("DIFFERENCES FOUND: 11 rows compared"),
         "{stdout}"
@@ -282,7 +282,7 @@ async fn every_kind_of_damage_is_reported_with_its_key() {
         .args(["validate", "--json", "--config", path.to_str().unwrap()])
         .output()
         .expect("run drover validate --json");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(5));
     let json: Value = serde_json::from_slice(&out.stdout).expect("--json prints the report");
     assert_eq!(json["differences"], report["differences"]);
     assert_eq!(json["rowsCompared"], 11);
@@ -801,7 +801,12 @@ async fn an_interrupted_validation_resumes_and_reports_the_whole_table() {
             !["INTERRUPTED", "RUNNING", "QUEUED"].contains(&j["state"].as_str().unwrap())
         })
         .await;
-    assert_eq!(done["state"], "SUCCEEDED", "{done:#}\n{}", daemon.logs());
+    assert_eq!(
+        done["state"],
+        "DIFFERENCES_FOUND",
+        "{done:#}\n{}",
+        daemon.logs()
+    );
     assert_eq!(done["attempts"], 2, "{done:#}");
     assert!(
         daemon.logs().contains("resuming the validation"),

@@ -218,7 +218,9 @@ impl VerificationState {
             JobState::Queued => Self::NotStarted,
             JobState::Running => Self::InProgress,
             JobState::Succeeded => Self::Completed,
-            JobState::Failed | JobState::Interrupted => Self::Failed,
+            // Verifications end FAILED when files differ (the Sidecar's way); a differences
+            // state would mean the same here.
+            JobState::Failed | JobState::DifferencesFound | JobState::Interrupted => Self::Failed,
             JobState::Cancelled => Self::Cancelled,
         }
     }
