@@ -382,7 +382,11 @@ impl Metrics {
                 raise(&family.get_or_create(&key), sum);
             }
         }
-        *self.job_info.records.lock().unwrap_or_else(|p| p.into_inner()) = records
+        *self
+            .job_info
+            .records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = records
             .iter()
             .map(|r| JobInfoLabels {
                 job_id: r.id.clone(),

@@ -24,11 +24,7 @@ use crate::metrics::Format;
 )]
 pub async fn render(State(state): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
     state.metrics.observe_state_dir(&state.config.state_dir);
-    let format = Format::from_accept(
-        headers
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok()),
-    );
+    let format = Format::from_accept(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     (
         [(header::CONTENT_TYPE, format.content_type())],
         state.metrics.render(&state.jobs, format),

@@ -884,7 +884,11 @@ impl JobHandle {
         let (mut kind, mut rose) = (String::new(), 0);
         self.entry.update(|r| {
             let before = r.progress.insert(counter.to_string(), value).unwrap_or(0);
-            rose = if value >= before { value - before } else { value };
+            rose = if value >= before {
+                value - before
+            } else {
+                value
+            };
             kind.clone_from(&r.kind);
         });
         self.inner.tally.rise(&kind, counter, rose);

@@ -56,9 +56,6 @@ impl Tally {
     }
 
     pub(super) fn snapshot(&self) -> Totals {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
