@@ -10,9 +10,11 @@ use axum::response::{IntoResponse, Response};
 use super::AppState;
 use crate::metrics::Format;
 
-/// Prometheus metrics: OpenMetrics when the `Accept` header names
-/// `application/openmetrics-text` (as Prometheus' scrapes do), else Prometheus' text format
-/// 0.0.4 (`curl`, `promtool check metrics`). docs/metrics.md lists every metric.
+/// Prometheus metrics.
+///
+/// OpenMetrics when the `Accept` header names `application/openmetrics-text` (as Prometheus'
+/// scrapes do), else Prometheus' text format 0.0.4 (`curl`, `promtool check metrics`).
+/// docs/metrics.md lists every metric with its type and labels.
 #[utoipa::path(
     get,
     path = "/metrics",
