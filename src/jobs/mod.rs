@@ -574,15 +574,6 @@ impl JobRegistry {
         (page, None)
     }
 
-    /// Number of jobs per (kind, state), for metrics.
-    pub fn counts(&self) -> BTreeMap<(String, JobState), u64> {
-        let mut counts = BTreeMap::new();
-        for record in self.list(None) {
-            *counts.entry((record.kind, record.state)).or_insert(0) += 1;
-        }
-        counts
-    }
-
     /// What jobs of each kind have done since the daemon started, for metrics.
     pub fn totals(&self) -> Totals {
         self.inner.tally.snapshot()
