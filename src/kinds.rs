@@ -80,6 +80,12 @@ static KINDS: [&(dyn AnyKind + 'static); 5] = [
     &Registered::<crate::diagnostics::Diagnostic>(PhantomData),
 ];
 
+/// The name of every kind, in [`KINDS`]' order: metrics show each one, zeros included, before
+/// any job of it ran.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    KINDS.iter().map(|k| k.name())
+}
+
 /// Where the status of job `id` of kind `kind` is read: under its kind's own resource when it
 /// has one.
 pub fn status_url(kind: &str, id: &str) -> String {

@@ -3,24 +3,33 @@
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
+use crate::metrics::Format;
 
-/// Prometheus metrics in the OpenMetrics text format.
+/// Prometheus metrics.
+///
+/// OpenMetrics when the `Accept` header names `application/openmetrics-text` (as Prometheus'
+/// scrapes do), else Prometheus' text format 0.0.4 (`curl`, `promtool check metrics`).
+/// docs/metrics.md lists every metric with its type and labels.
 #[utoipa::path(
     get,
     path = "/metrics",
     tag = "metrics",
-    responses((status = 200, description = "OpenMetrics text", content_type = "application/openmetrics-text", body = String))
+    responses((status = 200, description = "The metrics, in OpenMetrics or Prometheus' text format as the Accept header asks", content(
+        (String = "application/openmetrics-text"),
+        (String = "text/plain"),
+    )))
 )]
-pub async fn render(State(state): State<AppState>) -> impl IntoResponse {
+pub async fn render(State(state): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
     state.metrics.observe_state_dir(&state.config.state_dir);
+    let format = Format::from_accept(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     (
-        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
-        state.metrics.render(&state.jobs),
+        [(header::CONTENT_TYPE, format.content_type())],
+        state.metrics.render(&state.jobs, format),
     )
 }
 

@@ -12,6 +12,7 @@ pub mod kind;
 mod record;
 pub mod running;
 mod store;
+mod tally;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -28,6 +29,8 @@ use tokio_util::task::TaskTracker;
 
 pub use record::{JobRecord, JobState};
 use store::Store;
+use tally::Tally;
+pub use tally::Totals;
 
 /// Errors of the job subsystem.
 #[derive(Debug, thiserror::Error)]
@@ -222,6 +225,8 @@ struct Inner {
     tracker: TaskTracker,
     slots: Arc<Semaphore>,
     retention: Retention,
+    /// What jobs did, summed per kind (for the metrics' counters).
+    tally: Tally,
 }
 
 struct Entry {
@@ -335,6 +340,7 @@ impl JobRegistry {
             tracker: TaskTracker::new(),
             slots: Arc::new(Semaphore::new(options.max_running.max(1))),
             retention: options.keep_finished,
+            tally: Tally::default(),
         });
         inner.prune().await;
         tokio::spawn(flush_progress(
@@ -624,13 +630,9 @@ impl JobRegistry {
         (page, None)
     }
 
-    /// Number of jobs per (kind, state), for metrics.
-    pub fn counts(&self) -> BTreeMap<(String, JobState), u64> {
-        let mut counts = BTreeMap::new();
-        for record in self.list(None) {
-            *counts.entry((record.kind, record.state)).or_insert(0) += 1;
-        }
-        counts
+    /// What jobs of each kind have done since the daemon started, for metrics.
+    pub fn totals(&self) -> Totals {
+        self.inner.tally.snapshot()
     }
 
     /// Waits until a job is in a state that is not active, or `timeout` passes.
@@ -780,6 +782,7 @@ impl Inner {
             r.error = error;
         });
         let record = entry.snapshot();
+        self.tally.ended(&record.kind, record.state);
         tracing::info!(job = %record.id, kind = %record.kind, state = %record.state, error = record.error.as_deref().unwrap_or(""), "job ended");
         if let Err(e) = self.persist(entry).await {
             tracing::error!(job = %record.id, error = %e, "cannot record the end of a job");
@@ -906,23 +909,38 @@ impl JobHandle {
     pub fn set_last_error(&self, error: &str) {
         let changed = self.entry.lock().record.last_error.as_deref() != Some(error);
         if changed {
-            self.entry
-                .update(|r| r.last_error = Some(error.to_string()));
+            let mut kind = String::new();
+            self.entry.update(|r| {
+                r.last_error = Some(error.to_string());
+                kind.clone_from(&r.kind);
+            });
+            self.inner.tally.error(&kind);
         }
     }
 
     /// Adds `n` to a progress counter.
     pub fn add(&self, counter: &str, n: u64) {
+        let mut kind = String::new();
         self.entry.update(|r| {
             *r.progress.entry(counter.to_string()).or_insert(0) += n;
+            kind.clone_from(&r.kind);
         });
+        self.inner.tally.rise(&kind, counter, n);
     }
 
     /// Sets a progress counter.
     pub fn set(&self, counter: &str, value: u64) {
+        let (mut kind, mut rose) = (String::new(), 0);
         self.entry.update(|r| {
-            r.progress.insert(counter.to_string(), value);
+            let before = r.progress.insert(counter.to_string(), value).unwrap_or(0);
+            rose = if value >= before {
+                value - before
+            } else {
+                value
+            };
+            kind.clone_from(&r.kind);
         });
+        self.inner.tally.rise(&kind, counter, rose);
     }
 
     /// Sets what the job found or produced (replacing an earlier result).

@@ -31,6 +31,7 @@ async fn responses_carry_a_request_id_and_requests_are_counted() {
     let res = daemon
         .client()
         .get(daemon.url("/metrics"))
+        .header("accept", "application/openmetrics-text")
         .send()
         .await
         .unwrap();

@@ -288,6 +288,78 @@ async fn the_dashboard_loads_and_queries_what_the_daemon_exports() {
             "{name} is queried but not exported; /metrics has {families:?}"
         );
     }
+    // The instance picker reads a family every daemon exports from its start.
+    let picker = dashboard["templating"]["list"][1]["query"]["query"]
+        .as_str()
+        .unwrap();
+    assert_eq!(picker, "label_values(drover_build_info, instance)");
+    assert!(families.contains("drover_build_info"), "{families:?}");
+
+    // Every panel that does not select one job counter by name resolves: evaluated by
+    // Prometheus' engine (promtool test rules) over the series of this daemon's /metrics, no
+    // query comes back empty. (A counter a job publishes only exists while such a job runs,
+    // and a healthy daemon has answered no 5xx: those panels are checked by name, above and
+    // below.)
+    let series: Vec<serde_json::Value> = metrics
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').unwrap();
+            serde_json::json!({"series": series, "values": format!("{value}+0x20")})
+        })
+        .collect();
+    let resolvable: Vec<&String> = queries
+        .iter()
+        .filter(|q| !q.contains("counter=") && !q.contains("status=~\"5..\""))
+        .collect();
+    assert!(resolvable.len() >= 18, "{}", resolvable.len());
+    let dir = tempfile::tempdir().unwrap();
+    let rules = serde_json::json!({
+        "groups": [{
+            "name": "dashboard",
+            "rules": resolvable.iter().enumerate().map(|(i, q)| serde_json::json!({
+                "alert": format!("Empty{i}"),
+                "expr": format!("absent({q})"),
+            })).collect::<Vec<_>>(),
+        }]
+    });
+    std::fs::write(
+        dir.path().join("rules.yaml"),
+        yaml_serde::to_string(&rules).unwrap(),
+    )
+    .unwrap();
+    let test = serde_json::json!({
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": series,
+            "alert_rule_test": (0..resolvable.len()).map(|i| serde_json::json!({
+                "eval_time": "10m",
+                "alertname": format!("Empty{i}"),
+                "exp_alerts": [],
+            })).collect::<Vec<_>>(),
+        }]
+    });
+    std::fs::write(
+        dir.path().join("test.yaml"),
+        yaml_serde::to_string(&test).unwrap(),
+    )
+    .unwrap();
+    let (ok, report) = run(std::process::Command::new(promtool())
+        .current_dir(dir.path())
+        .args(["test", "rules", "test.yaml"]));
+    let queries_by_alert: Vec<String> = resolvable
+        .iter()
+        .enumerate()
+        .map(|(i, q)| format!("Empty{i}: {q}"))
+        .collect();
+    assert!(
+        ok,
+        "dashboard queries that come back empty on a daemon's /metrics:\n{report}\n{}",
+        queries_by_alert.join("\n")
+    );
+
     // The job counters they select by name are counters jobs publish.
     let sources = [
         "src/migrate/engine.rs",
