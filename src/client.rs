@@ -43,7 +43,8 @@ Exit codes (the same for every command):
   4    the job followed was INTERRUPTED (the daemon stopped; it can be resumed)
   5    a validation found rows that differ (DIFFERENCES_FOUND): validate, job --follow,
        submit --follow, validations report
-  130  stopped by Ctrl-C or SIGTERM (migrate, validate)";
+  130  stopped by Ctrl-C or SIGTERM (migrate, validate)
+  141  the reader of the output went away (drover jobs | head): any command that prints";
 
 /// Errors of the client.
 #[derive(Debug, thiserror::Error)]
@@ -1013,6 +1014,7 @@ mod tests {
             EXIT_INTERRUPTED,
             EXIT_DIFFERENCES,
             EXIT_STOPPED,
+            crate::out::EXIT_PIPE_CLOSED as u8,
         ];
         let listed: Vec<u8> = EXIT_CODES
             .lines()
