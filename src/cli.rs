@@ -229,7 +229,12 @@ pub async fn validate(path: &Path, json: bool) -> u8 {
         Ok(l) => l,
         Err(e) => {
             crate::errln!("drover: {}: {e}", path.display());
-            return EXIT_CONFIG;
+            // As for `migrate`: a database that cannot be reached is a failure, not a bad file.
+            return if e.is_config_problem() {
+                EXIT_CONFIG
+            } else {
+                EXIT_FAILED
+            };
         }
     };
     if let Some(name) = &launch.resumed_from {
@@ -260,7 +265,7 @@ pub async fn validate(path: &Path, json: bool) -> u8 {
     match result {
         Ok(()) if report.is_clean() => {
             crate::errln!("drover: validation complete in {took}: no differences");
-            0
+            EXIT_OK
         }
         Ok(()) => {
             crate::errln!(
@@ -277,7 +282,7 @@ pub async fn validate(path: &Path, json: bool) -> u8 {
         }
         Err(e) => {
             crate::errln!("drover: validation failed after {took}: {e}");
-            EXIT_CONFIG
+            EXIT_FAILED
         }
     }
 }

@@ -365,3 +365,87 @@ async fn request_bodies_in_flight_share_one_bounded_budget() {
     let (status, _) = daemon.get("/api/v1/__health").await;
     assert_eq!(status, 200);
 }
+
+/// Issue 42, finding 11, each against the real daemon: `Authorization: bearer …` (the scheme
+/// is case-insensitive, RFC 9110) is accepted; two `Host` headers are refused 400; a JSON job
+/// body with a surrogate-pair escape (an emoji) is read, not refused by the YAML parser;
+/// `credentials: "user:password"` is refused without quoting it; a CR/LF in the console's
+/// `next` is 400 with no session cookie (it was a 500 that set one).
+#[tokio::test]
+async fn small_edges_of_the_probe_are_answered_as_the_rfcs_and_operators_expect() {
+    use sha2::Digest;
+    use tokio::io::AsyncWriteExt;
+    let token = "edge-operator-token";
+    let hash: String = sha2::Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let daemon = Daemon::fresh(&format!(
+        "auth:\n  tokens:\n    - {{id: op, sha256: {hash}, roles: [reader, operator]}}\n"
+    ))
+    .await;
+    let client = daemon.client();
+
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let r = client
+            .get(daemon.url("/api/v1/jobs"))
+            .header("authorization", format!("{scheme} {token}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{scheme}");
+    }
+
+    let mut stream = tokio::net::TcpStream::connect(daemon.addr).await.unwrap();
+    let request = format!(
+        "GET /api/v1/__health HTTP/1.1\r\nHost: {}\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+        daemon.addr
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let (status, answer) = answer_of(&mut stream).await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.contains("one Host header"), "{answer}");
+
+    let src = test_support::cql::src_addr();
+    let (host, port) = src.rsplit_once(':').unwrap();
+    let job = |keyspace: &str, credentials: &str| {
+        format!(
+            r#"{{"source": {{"type": "cassandra", "host": "{host}", "port": {port}, "keyspace": "{keyspace}", "table": "t"{credentials}}},
+ "target": {{"type": "cassandra", "host": "{host}", "port": {port}, "keyspace": "k", "table": "t"}}}}"#
+        )
+    };
+    let submit = async |body: String| {
+        let r = client
+            .post(daemon.url("/api/v1/migrations"))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.text().await.unwrap())
+    };
+    // The emoji reaches the check of the keyspace, which names it: it was read, not refused.
+    let (status, body) = submit(job("edge\\ud83d\\ude00", "")).await;
+    assert_ne!(status, 202, "{body}");
+    assert!(!body.contains("Unicode"), "{body}");
+    assert!(body.contains("edge😀"), "{body}");
+    let (status, body) = submit(job("edge", r#", "credentials": "migrator:S3cretPw""#)).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(!body.contains("S3cretPw"), "{body}");
+    assert!(body.contains("source.credentials"), "{body}");
+
+    let r = client
+        .post(daemon.url("/ui/login"))
+        .form(&[
+            ("token", token),
+            ("next", "/ui/jobs\r\nSet-Cookie: planted=1"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.headers().get("set-cookie").is_none(), "{:?}", r.headers());
+    assert!(r.text().await.unwrap().contains("control character"));
+}
