@@ -300,9 +300,18 @@ async fn a_table_exported_by_drover_loads_back_exactly_from_disk_and_from_s3() {
     let data: Vec<_> = std::fs::read_dir(local.join("data")).unwrap().collect();
     assert_eq!(data.len(), 3);
 
-    // The same job again resumes from its savepoint: everything is done, and the manifests
-    // are written again, the same.
-    daemon.run_job(MIGRATIONS, &job, WAIT).await;
+    // The same job again: its savepoint records everything as done, so it is refused (issue
+    // 43: never a silent 0-row success), naming the savepoint and how to start over; the
+    // export is left as it was.
+    let (status, body) = daemon
+        .post_raw(MIGRATIONS, "application/yaml", job.clone())
+        .await;
+    assert_eq!(status, 409, "{body}");
+    let m = error_message(409, &body);
+    assert!(
+        m.contains("already records every unit") && m.contains("savepoints.autoResume: false"),
+        "{m}"
+    );
     assert_eq!(
         std::fs::read_to_string(local.join("manifest-files.json")).unwrap(),
         manifest
