@@ -50,14 +50,7 @@ pub async fn migrate(path: &Path) -> u8 {
     let launch =
         match crate::migrate::job::launch(&text, crate::migrate::job::Start::Foreground).await {
             Ok(l) => l,
-            Err(e) => {
-                crate::errln!("drover: {}: {e}", path.display());
-                return if e.is_config_problem() {
-                    EXIT_CONFIG
-                } else {
-                    EXIT_FAILED
-                };
-            }
+            Err(e) => return refused_launch(path, &e),
         };
     if let Some(name) = &launch.resumed_from {
         crate::errln!("drover: resuming from savepoint {name}");
@@ -209,6 +202,17 @@ async fn show_progress((sample, noun): (Sampler, &'static str)) {
     }
 }
 
+/// Says why a foreground job did not start, and its exit code: a bad job file or schema is
+/// `EXIT_CONFIG`; a database that cannot be reached is a failure, not a bad file.
+fn refused_launch(path: &Path, e: &EngineError) -> u8 {
+    crate::errln!("drover: {}: {e}", path.display());
+    if e.is_config_problem() {
+        EXIT_CONFIG
+    } else {
+        EXIT_FAILED
+    }
+}
+
 /// `drover validate --config FILE`: compares the target with the source in the foreground.
 /// Progress goes to stderr, the report to stdout (text, or JSON with `json`). Returns the exit
 /// code: 0 no differences, 5 differences, 1 the validation failed, 2 the job file or schemas
@@ -227,15 +231,7 @@ pub async fn validate(path: &Path, json: bool) -> u8 {
     };
     let launch = match crate::validate::job::launch(&text).await {
         Ok(l) => l,
-        Err(e) => {
-            crate::errln!("drover: {}: {e}", path.display());
-            // As for `migrate`: a database that cannot be reached is a failure, not a bad file.
-            return if e.is_config_problem() {
-                EXIT_CONFIG
-            } else {
-                EXIT_FAILED
-            };
-        }
+        Err(e) => return refused_launch(path, &e),
     };
     if let Some(name) = &launch.resumed_from {
         crate::errln!("drover: resuming the validation from savepoint {name}");
