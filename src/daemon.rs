@@ -62,6 +62,31 @@ pub enum DaemonError {
     LiveMigration(#[from] crate::livemigration::LiveMigrationError),
 }
 
+impl DaemonError {
+    /// The process's exit code: 2 when the config names files that cannot be used, as for a
+    /// config that does not parse, so that a supervisor does not restart into the same
+    /// refusal (deploy/drover.service); 1 for what may pass by itself (a port still held, a
+    /// state directory still locked by a process that is exiting).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Tls(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Reads the TLS files the config names (`server.tls`, `live_migration.peer_tls`) the way
+/// `serve` does before it listens: what `check-config` checks beyond the file itself.
+pub fn check_tls_files(config: &DaemonConfig) -> Result<(), crate::tls::TlsError> {
+    if let Some(tls) = &config.server.tls {
+        crate::tls::ServerTls::load(tls)?;
+    }
+    if let Some(peer) = &config.live_migration.peer_tls {
+        crate::tls::PeerTls::load(peer)?;
+    }
+    Ok(())
+}
+
 /// Holds the state directory's lock for as long as the daemon runs; the OS releases it when the
 /// process dies, even by `kill -9`, so a crash never leaves a stale lock behind.
 struct StateDirLock {

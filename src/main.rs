@@ -163,8 +163,13 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff) to stdout: `drover man | man -l -`.
-    Man,
+    /// Print a manual page (roff) to stdout: `drover man | man -l -` for drover(1),
+    /// `drover man submit` for drover-submit(1), `drover man live-migration copy` for
+    /// drover-live-migration-copy(1).
+    Man {
+        /// The command whose page to print; drover(1) when none.
+        command: Vec<String>,
+    },
 }
 
 /// How to reach a running daemon.
@@ -435,10 +440,27 @@ fn main() -> ExitCode {
             drover::out::stdout_bytes(&out);
             ExitCode::SUCCESS
         }
-        Command::Man => {
-            let man = clap_mangen::Man::new(Cli::command());
+        Command::Man { command } => {
+            // drover(1) lists its commands as drover-<command>(1); each is the page of that
+            // subcommand, named the way the list names it.
+            // Built, so that the `help` commands drover(1) lists are there to be found too.
+            let mut page = Cli::command();
+            page.build();
+            let mut name = String::from("drover");
+            let mut usage = String::from("drover");
+            for word in &command {
+                let Some(sub) = page.find_subcommand(word).cloned() else {
+                    drover::errln!(
+                        "drover: no manual page {name}-{word}: `{name} --help` lists the commands"
+                    );
+                    return ExitCode::from(drover::client::EXIT_ERROR);
+                };
+                name = format!("{name}-{}", sub.get_name());
+                usage = format!("{usage} {}", sub.get_name());
+                page = sub.name(name.clone()).bin_name(usage.clone());
+            }
             let mut out = Vec::new();
-            match man.render(&mut out) {
+            match clap_mangen::Man::new(page).render(&mut out) {
                 Ok(()) => {
                     drover::out::stdout_bytes(&out);
                     ExitCode::SUCCESS
@@ -470,8 +492,12 @@ fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = %e, "drover stopped with an error");
-                    drover::errln!("drover: {e}");
-                    ExitCode::FAILURE
+                    if e.exit_code() == 2 {
+                        drover::errln!("drover: invalid configuration: {e}");
+                    } else {
+                        drover::errln!("drover: {e}");
+                    }
+                    ExitCode::from(e.exit_code())
                 }
             }
         }
@@ -505,6 +531,11 @@ fn main() -> ExitCode {
         }
         Command::CheckConfig { config } => match load_config(config.as_deref()) {
             Ok(config) => {
+                let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+                if let Err(e) = drover::daemon::check_tls_files(&config) {
+                    drover::errln!("drover: invalid configuration: {e}");
+                    return ExitCode::from(2);
+                }
                 drover::outln!(
                     "config OK: listen {}, state_dir {}, cassandra {}",
                     config.server.listen,

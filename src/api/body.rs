@@ -247,6 +247,23 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let headers = req.headers().clone();
+        let RawBody(bytes) = RawBody::from_request(req, state).await?;
+        let format = format_of_body(&headers, &bytes)?;
+        parse(&bytes, matches!(format, Format::Yaml)).map(Payload)
+    }
+}
+
+/// A body taken as bytes (a job file, parsed by its handler), refused for its length with the
+/// setting and the bound named, as [`Payload`] does.
+pub struct RawBody(pub Bytes);
+
+impl<S> FromRequest<S> for RawBody
+where
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let limit = req.extensions().get::<BodyLimit>().copied();
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             match (rejection.status(), limit) {
@@ -259,8 +276,7 @@ where
                 (status, _) => ApiError::new(status, rejection.body_text()),
             }
         })?;
-        let format = format_of_body(&headers, &bytes)?;
-        parse(&bytes, matches!(format, Format::Yaml)).map(Payload)
+        Ok(RawBody(bytes))
     }
 }
 

@@ -1,7 +1,6 @@
 //! `/api/v1/migrations`: submit, list, read and cancel migration jobs.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde::Serialize;
@@ -42,7 +41,7 @@ pub struct MigrationList {
 pub async fn submit(
     State(state): State<AppState>,
     headers: HeaderMap,
-    body: Bytes,
+    super::body::RawBody(body): super::body::RawBody,
 ) -> Result<(StatusCode, Json<Accepted>), ApiError> {
     submit_file::<MigrationJob>(&state, &headers, &body).await
 }

@@ -1,7 +1,6 @@
 //! `/api/v1/validations`: compare a migration's target with its source, as a job.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde::Serialize;
@@ -43,7 +42,7 @@ pub struct ValidationList {
 pub async fn submit(
     State(state): State<AppState>,
     headers: HeaderMap,
-    body: Bytes,
+    super::body::RawBody(body): super::body::RawBody,
 ) -> Result<(StatusCode, Json<Accepted>), ApiError> {
     submit_file::<ValidationJob>(&state, &headers, &body).await
 }

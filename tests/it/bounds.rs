@@ -45,6 +45,18 @@ async fn a_body_of_request_body_limit_is_taken_and_one_byte_more_gets_413() {
         message.contains("server.request_body_limit (1024 bytes)"),
         "{message}"
     );
+    // Job files are taken as text by their own handlers; their refusal said only "Failed to
+    // buffer the request body: length limit exceeded".
+    for route in ["/api/v1/migrations", "/api/v1/validations"] {
+        let job = format!("# {}\nsource: {{}}\n", "x".repeat(1025));
+        let (status, answer) = app.post_raw(route, "application/yaml", job).await;
+        assert_eq!(status, 413, "{route}: {answer}");
+        let message = error_message(status, &answer);
+        assert!(
+            message.contains("server.request_body_limit (1024 bytes)"),
+            "{route}: {message}"
+        );
+    }
 }
 
 fn uploads_app_config(home: &Home) -> std::path::PathBuf {

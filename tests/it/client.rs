@@ -272,6 +272,59 @@ async fn completions_and_the_manual_page_generate() {
         text.contains("submit") && text.contains("completions"),
         "{text}"
     );
+    // drover(1) refers to drover-<command>(1) pages: each one it names can be printed, down
+    // to the commands of commands, under the name it is referred to by.
+    let mut pages = vec![(text, Vec::<String>::new())];
+    let mut printed = 0;
+    while let Some((text, words)) = pages.pop() {
+        let roff = |words: &[String]| {
+            std::iter::once("drover".to_string())
+                .chain(words.iter().cloned())
+                .collect::<Vec<_>>()
+                .join("-")
+                .replace('-', "\\-")
+        };
+        let prefix = format!("{}\\-", roff(&words));
+        // The SUBCOMMANDS section: one reference per line.
+        let referred: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix(&prefix)?.strip_suffix("(1)"))
+            .map(|w| w.replace("\\-", "-"))
+            .collect();
+        for sub in referred {
+            let mut args = words.clone();
+            args.push(sub);
+            let out = std::process::Command::new(drover_bin())
+                .arg("man")
+                .args(&args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "drover man {args:?}");
+            let page = String::from_utf8(out.stdout).unwrap();
+            let title = format!(".TH drover-{} 1", args.join("-"));
+            assert!(
+                page.contains(&title),
+                "drover man {args:?}: no {title}\n{page}"
+            );
+            assert!(
+                page.contains(&format!("{} \\-", roff(&args))),
+                "drover man {args:?}: {page}"
+            );
+            printed += 1;
+            pages.push((page, args));
+        }
+    }
+    // 17 commands, 2 of validations, 3 of live-migration, 1 of auth.
+    assert!(printed >= 20, "only {printed} pages referred to");
+    let out = std::process::Command::new(drover_bin())
+        .args(["man", "no-such-command"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no manual page drover-no-such-command"),
+        "{out:?}"
+    );
 }
 
 /// The ids and states of a `-o json` listing.

@@ -16,6 +16,7 @@ mod copy_semantics;
 mod copy_twice;
 mod daemon;
 mod deploy;
+mod docs;
 mod dynamodb_migrator;
 mod dynamodb_stream;
 mod dynamodb_tables;

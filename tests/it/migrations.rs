@@ -350,16 +350,30 @@ async fn bad_jobs_are_refused_before_anything_is_written() {
             "expected {expected:?}\n     got {message:?}"
         );
     }
-    // An unreachable cluster is not the client's syntax error: 502.
-    // Nothing listens on 127.0.0.3.
+    // An unreachable cluster is not the client's syntax error: 502, and the job file is not
+    // blamed for it. (127.0.0.3 served as "nothing listens there" until the live-migration
+    // tests' nodes came to live on it: a port just closed is.)
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (dst_host, dst_port) = dst_addr()
+        .rsplit_once(':')
+        .map(|(h, p)| (h.to_string(), p.to_string()))
+        .unwrap();
     let unreachable = job(ks, "t", "", "", "").replace(
-        &format!("host: {}", dst_addr().rsplit_once(':').unwrap().0),
-        "host: 127.0.0.3",
+        &format!("host: {dst_host}\n  port: {dst_port}"),
+        &format!("host: 127.0.0.1\n  port: {}", closed.port()),
+    );
+    assert!(
+        unreachable.contains(&closed.port().to_string()),
+        "{unreachable}"
     );
     let (status, body) = submit(&daemon, &unreachable).await;
     assert_eq!(status, 502, "{body}");
+    let message = error_message(status, &body);
     assert!(
-        error_message(status, &body).contains("target: cannot connect to"),
+        message.starts_with("cannot start the job: target: cannot connect to"),
         "{body}"
     );
 

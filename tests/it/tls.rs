@@ -539,8 +539,12 @@ async fn a_destination_refuses_a_source_whose_certificate_is_not_for_its_name() 
 /// Runs `drover serve` with `config` and returns its exit code and what it printed, for a
 /// daemon that must not start.
 fn serve_refused(config: &Path) -> (Option<i32>, String) {
+    run_with_config("serve", config)
+}
+
+fn run_with_config(command: &str, config: &Path) -> (Option<i32>, String) {
     let out = std::process::Command::new(drover_bin())
-        .args(["serve", "--config"])
+        .args([command, "--config"])
         .arg(config)
         .env_remove("DROVER_LISTEN")
         .env_remove("DROVER_STATE_DIR")
@@ -600,8 +604,8 @@ async fn unusable_tls_files_are_named_at_start() {
     let (cert, key) = write_leaf(home.path(), "server", &ca.issue("drover", &["127.0.0.1"]));
     let missing = home.path().join("missing.key");
     let config = config_with_server(&home, &tls_keys(&cert, &missing, ""), "");
-    let (code, stderr) = serve_refused(&config);
-    assert_eq!(code, Some(1), "{stderr}");
+    let (code, stderr) = refused_twice(&config);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains(&format!(
             "server.tls.key: cannot read {}",
@@ -613,8 +617,8 @@ async fn unusable_tls_files_are_named_at_start() {
     // A key that is not the certificate's.
     let (_, other_key) = write_leaf(home.path(), "other", &ca.issue("x", &["127.0.0.1"]));
     let config = config_with_server(&home, &tls_keys(&cert, &other_key, ""), "");
-    let (code, stderr) = serve_refused(&config);
-    assert_eq!(code, Some(1), "{stderr}");
+    let (code, stderr) = refused_twice(&config);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains(&format!("server.tls.key: {}", other_key.display())),
         "{stderr}"
@@ -622,8 +626,8 @@ async fn unusable_tls_files_are_named_at_start() {
 
     std::fs::write(&key, "").unwrap();
     let config = config_with_server(&home, &tls_keys(&key, &cert, ""), "");
-    let (code, stderr) = serve_refused(&config);
-    assert_eq!(code, Some(1), "{stderr}");
+    let (code, stderr) = refused_twice(&config);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains(&format!(
             "server.tls.cert: {}: holds no CERTIFICATE block",
@@ -631,6 +635,28 @@ async fn unusable_tls_files_are_named_at_start() {
         )),
         "{stderr}"
     );
+}
+
+/// `serve` and `check-config` refuse a config whose TLS files cannot be used the same way:
+/// exit 2, as for any invalid config (check-config said `config OK` and serve exited 1), with
+/// the same message.
+fn refused_twice(config: &Path) -> (Option<i32>, String) {
+    let (code, stderr) = serve_refused(config);
+    let (checked, said) = run_with_config("check-config", config);
+    assert_eq!(checked, code, "check-config: {said}\nserve: {stderr}");
+    let line = |s: &str| {
+        s.lines().find(|l| l.starts_with("drover: ")).map(|l| {
+            l.trim_start_matches("drover: ")
+                .trim_start_matches("invalid configuration: ")
+                .to_string()
+        })
+    };
+    assert_eq!(
+        line(&said),
+        line(&stderr),
+        "check-config: {said}\nserve: {stderr}"
+    );
+    (code, stderr)
 }
 
 /// A connection on which nothing moves for `server.idle_timeout` is closed, even mid-request
