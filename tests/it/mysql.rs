@@ -911,15 +911,20 @@ async fn validation_is_clean_after_a_copy_and_reports_damage_by_key() {
 #[tokio::test]
 async fn refused_credentials_are_a_400_naming_the_key() {
     let (mut my, db) = fresh_db("it_mysql_denied").await;
-    let Fixture { ks, .. } =
-        Fixture::new("it_mysql_denied", "CREATE TABLE $ks.t (id bigint PRIMARY KEY, v text)").await;
+    let Fixture { ks, .. } = Fixture::new(
+        "it_mysql_denied",
+        "CREATE TABLE $ks.t (id bigint PRIMARY KEY, v text)",
+    )
+    .await;
     my.query_drop("CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR(10))")
         .await
         .unwrap();
     let (_, right) = user();
     let wrong = "not-the-password-7f3a";
-    let yaml = format!("{}{}", source(&db, "t", ""), target(ks, "t", ""))
-        .replace(&format!("password: {right}\n"), &format!("password: {wrong}\n"));
+    let yaml = format!("{}{}", source(&db, "t", ""), target(ks, "t", "")).replace(
+        &format!("password: {right}\n"),
+        &format!("password: {wrong}\n"),
+    );
     assert!(yaml.contains(wrong), "{yaml}");
     let daemon = Daemon::fresh("").await;
     for resource in ["/api/v1/migrations", "/api/v1/validations"] {
