@@ -1136,6 +1136,8 @@ fn copy_task_text(task: &Value) -> Vec<String> {
         Some(&serde_json::json!({ "status": iterations })),
     );
     let mut figures = vec![match share {
+        // Its last pass found nothing it had to fetch.
+        _ if state == "SUCCEEDED" => "100.0 % done".into(),
         Some((done, total)) if total > 0 => format!(
             "{:.1} % of this iteration's {}",
             (done as f64 * 100.0 / total as f64).min(100.0),

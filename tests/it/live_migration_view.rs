@@ -284,7 +284,7 @@ async fn the_console_and_the_cli_show_the_node_its_switch_and_each_task_to_100_p
         )),
         "{text}"
     );
-    assert!(text.contains("  100.0 % of this iteration's "), "{text}");
+    assert!(text.contains("  100.0 % done, average rate "), "{text}");
     assert!(text.contains(", average rate "), "{text}");
     assert!(
         text.contains("  iteration 0: DOWNLOAD_COMPLETE, source ")
