@@ -99,6 +99,84 @@ pub fn clip(text: &str) -> String {
     kept
 }
 
+/// The most characters of a URL or path an error message shows.
+pub const SHOWN_URL_CHARS: usize = 200;
+
+/// A URL or a path as an error message shows it to a human: its percent-escapes decoded
+/// (`ks%2Ft` as `ks/t`, `%3A` as `:`, bytes that are no UTF-8 as U+FFFD), control characters
+/// escaped, without the credentials of `user:password@`, and without query and fragment (they
+/// may hold a token or a signature: `?…` says one was there); at most [`SHOWN_URL_CHARS`]
+/// characters. Percent-escapes are for the wire, not for the operator who reads the message.
+pub fn shown_url(url: &str) -> String {
+    let (base, had_query) = match url.find(['?', '#']) {
+        Some(at) => (&url[..at], true),
+        None => (url, false),
+    };
+    let base = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            format!("{scheme}://{host}{path}")
+        }
+        None => base.to_string(),
+    };
+    let decoded = percent_encoding::percent_decode_str(&base).decode_utf8_lossy();
+    let mut out = String::new();
+    for (n, c) in decoded.chars().enumerate() {
+        if n == SHOWN_URL_CHARS {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if had_query {
+        out.push_str("?…");
+    }
+    out
+}
+
+/// `text` with each `http://` or `https://` URL in it as [`shown_url`] shows it: for the
+/// messages of libraries (reqwest, object stores) that name the URL they asked, escaped.
+pub fn shown_urls_in(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = ["http://", "https://"]
+        .iter()
+        .filter_map(|p| rest.find(p))
+        .min()
+    {
+        out.push_str(&rest[..at]);
+        let url = &rest[at..];
+        let end = url
+            .find(|c: char| c.is_whitespace() || matches!(c, ')' | '"' | '\'' | '>' | ','))
+            .unwrap_or(url.len());
+        out.push_str(&shown_url(&url[..end]));
+        rest = &url[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A reqwest error and its causes, as one line, the URL shown as [`shown_url`] does.
+pub fn request_error_text(e: &reqwest::Error) -> String {
+    let mut text = shown_urls_in(&e.to_string());
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let cause_text = shown_urls_in(&cause.to_string());
+        // hyper and reqwest repeat their inner error in their own message at times.
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +211,28 @@ mod tests {
             message_of(long.as_bytes()).chars().count(),
             ERROR_MESSAGE_CHARS + 1
         );
+    }
+
+    #[test]
+    fn urls_are_shown_as_a_human_reads_them() {
+        assert_eq!(
+            shown_url("http://u:secret@h:9043/api/v1/jobs/a%2Fb%3Ac%20d?token=t#f"),
+            "http://h:9043/api/v1/jobs/a/b:c d?…"
+        );
+        assert_eq!(
+            shown_url("/api/v1/jobs/019a%2D77b2"),
+            "/api/v1/jobs/019a-77b2"
+        );
+        assert_eq!(shown_url("/x%0Ay"), "/x\\ny");
+        assert_eq!(shown_url("/%FF"), "/\u{fffd}");
+        let long = format!("/{}", "a".repeat(500));
+        assert_eq!(shown_url(&long).chars().count(), SHOWN_URL_CHARS + 1);
+        assert_eq!(
+            shown_urls_in(
+                "Error performing GET http://127.0.0.1:9000/b?list-type=2&prefix=sp%2F in 1s (http://x/a%3Ab)"
+            ),
+            "Error performing GET http://127.0.0.1:9000/b?… in 1s (http://x/a:b)"
+        );
+        assert_eq!(shown_urls_in("no url here"), "no url here");
     }
 }

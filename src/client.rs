@@ -58,7 +58,10 @@ pub enum ClientError {
         reason: String,
     },
     /// The daemon answered with an error.
-    #[error("{method} {path}: {code} {status}: {message}")]
+    #[error(
+        "{method} {}: {code} {status}: {message}",
+        crate::answer::shown_url(path)
+    )]
     Api {
         /// Method.
         method: Method,
@@ -179,16 +182,9 @@ impl Client {
     }
 
     fn connect_error(&self, e: &reqwest::Error) -> ClientError {
-        let mut reason = e.to_string();
-        let mut source = std::error::Error::source(e);
-        while let Some(cause) = source {
-            reason.push_str(": ");
-            reason.push_str(&cause.to_string());
-            source = cause.source();
-        }
         ClientError::Connect {
-            server: self.base.clone(),
-            reason,
+            server: crate::answer::shown_url(&self.base),
+            reason: crate::answer::request_error_text(e),
         }
     }
 
@@ -249,7 +245,10 @@ impl Client {
 
     /// Follows job `id`'s progress stream, calling `each` with every event's name and data,
     /// until its `end` (returned) or `gone`. A broken stream is opened again (the daemon
-    /// restarting, a proxy cutting it) for up to a minute.
+    /// restarting, a proxy cutting it) for up to a minute. So is one that ends with the job
+    /// `INTERRUPTED`: a daemon stopping gracefully interrupts its running jobs and resumes them
+    /// when it starts again, so the job is followed on once it runs again; it is returned
+    /// `INTERRUPTED` only when it has not run again within that minute.
     pub async fn follow(
         &self,
         id: &str,
@@ -257,12 +256,17 @@ impl Client {
     ) -> Result<Value, ClientError> {
         use backon::BackoffBuilder;
         let path = format!("/api/v1/jobs/{}/events?interval=500ms", segment(id));
-        let mut delays = backon::ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(250))
-            .with_max_delay(Duration::from_secs(5))
-            .with_total_delay(Some(Duration::from_secs(60)))
-            .without_max_times()
-            .build();
+        let backoff = || {
+            backon::ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(250))
+                .with_max_delay(Duration::from_secs(5))
+                .with_total_delay(Some(Duration::from_secs(60)))
+                .without_max_times()
+                .build()
+        };
+        let mut delays = backoff();
+        // The job as its stream last ended it, INTERRUPTED, while it may yet resume.
+        let mut interrupted: Option<Value> = None;
         loop {
             let broken = match self.request(Method::GET, &path).send().await {
                 Ok(response) if response.status().is_success() => {
@@ -289,12 +293,22 @@ impl Client {
                                 reason: format!("event {}: not JSON: {e}", event.event),
                             })?;
                         each(&event.event, &data);
+                        let state = data.get("state").and_then(Value::as_str).unwrap_or("");
                         match event.event.as_str() {
+                            "end" if state == "INTERRUPTED" => {
+                                interrupted = Some(data);
+                                break;
+                            }
                             "end" => return Ok(data),
                             "gone" => {
                                 return Err(ClientError::Input(format!(
                                     "job {id} was deleted while followed"
                                 )));
+                            }
+                            // The job runs (again): the minute starts over at the next break.
+                            _ if matches!(state, "RUNNING" | "QUEUED") => {
+                                interrupted = None;
+                                delays = backoff();
                             }
                             _ => {}
                         }
@@ -310,7 +324,7 @@ impl Client {
             };
             match delays.next() {
                 Some(delay) => tokio::time::sleep(delay).await,
-                None => return Err(broken),
+                None => return interrupted.ok_or(broken),
             }
         }
     }
@@ -365,10 +379,10 @@ fn text<'a>(job: &'a Value, name: &str) -> &'a str {
 /// Done and total of a job, by what its kind counts.
 fn fraction(job: &Value) -> Option<(u64, u64)> {
     match text(job, "kind") {
-        "data-copy-task" => Some((
-            counter(job, "bytesDownloaded")?,
-            counter(job, "bytesToDownload")?,
-        )),
+        "data-copy-task" => crate::livemigration::tasks::shown::copy_fraction_of(
+            text(job, "state") == "SUCCEEDED",
+            job.get("result"),
+        ),
         "diagnostic" => Some((
             counter(job, "secondsElapsed").unwrap_or(0),
             counter(job, "secondsTotal")?,
@@ -899,83 +913,283 @@ pub async fn live_verify(target: &Target, request: Value, follow_it: bool, outpu
     EXIT_OK
 }
 
-/// `drover live-migration status`: the node's migration status, and the tasks of this daemon.
+/// `drover live-migration status`: this node's role, peer, routes switch and migration status,
+/// and its tasks with their iterations — in words (the same as the console's page), or the
+/// API's answers together with `-o json|yaml`.
 pub async fn live_status(target: &Target, output: Output) -> u8 {
     let client = match Client::new(target) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let status = match client.get("/api/v1/live-migration/status").await {
-        Ok(s) => s,
+    let node = match client.get("/api/v1/admin/live-migration").await {
+        Ok(n) => n,
         Err(e) => return fail(e),
     };
-    let copies = client
-        .get("/api/v1/live-migration/data-copy-tasks?all=true")
-        .await
-        .unwrap_or(Value::Null);
-    let verifications = client
-        .get("/api/v1/live-migration/files-verification-tasks?all=true")
-        .await
-        .unwrap_or(Value::Null);
+    let role = text(&node, "role").to_string();
+    // The live-migration routes answer only on a node with a role (404 otherwise), and the
+    // tasks only on a destination.
+    let status = if role == "none" {
+        Value::Null
+    } else {
+        match client.get("/api/v1/live-migration/status").await {
+            Ok(s) => s,
+            Err(e) => return fail(e),
+        }
+    };
+    let (mut copies, verifications) = if role == "destination" {
+        let copies = client
+            .get("/api/v1/live-migration/data-copy-tasks?all=true")
+            .await;
+        let verifications = client
+            .get("/api/v1/live-migration/files-verification-tasks?all=true")
+            .await;
+        match (copies, verifications) {
+            (Ok(c), Ok(v)) => (c, v),
+            (Err(e), _) | (_, Err(e)) => return fail(e),
+        }
+    } else {
+        (Value::Array(Vec::new()), Value::Array(Vec::new()))
+    };
+    // Rates and ETAs are the tasks' job counters.
+    let jobs = match client.get("/api/v1/jobs?kind=data-copy-task").await {
+        Ok(list) => list,
+        Err(e) => return fail(e),
+    };
+    for task in copies.as_array_mut().into_iter().flatten() {
+        let job = jobs
+            .get("jobs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|j| text(j, "id") == text(task, "taskId"));
+        if let (Some(job), Some(fields)) = (job, task.as_object_mut()) {
+            fields.insert(
+                "progress".into(),
+                job.get("progress").cloned().unwrap_or(Value::Null),
+            );
+        }
+    }
     match output {
         Output::Json | Output::Yaml => print_value(
             &serde_json::json!({
+                "node": node,
                 "status": status,
                 "dataCopyTasks": copies,
                 "filesVerificationTasks": verifications,
             }),
             output,
         ),
-        _ => {
-            crate::outln!(
-                "Status: {}",
-                serde_json::to_string(&status).expect("JSON serializes")
-            );
-            let rows: Vec<Vec<String>> = copies
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|t| {
-                    let last = t
-                        .get("status")
-                        .and_then(Value::as_array)
-                        .and_then(|s| s.last())
-                        .cloned()
-                        .unwrap_or(Value::Null);
-                    vec![
-                        text(t, "taskId").to_string(),
-                        text(t, "state").to_string(),
-                        last.get("iteration")
-                            .and_then(Value::as_u64)
-                            .map_or("-".into(), |i| i.to_string()),
-                        last.get("bytesDownloaded")
-                            .and_then(Value::as_i64)
-                            .filter(|b| *b >= 0)
-                            .map_or("-".into(), |b| bytesize::ByteSize(b as u64).to_string()),
-                        last.get("state")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string(),
-                    ]
-                })
-                .collect();
-            if rows.is_empty() {
-                crate::outln!("No data-copy task.");
-            } else {
-                print_table(
-                    &[
-                        "TASK",
-                        "STATE",
-                        "ITERATION",
-                        "DOWNLOADED",
-                        "ITERATION STATE",
-                    ],
-                    &rows,
-                );
+        Output::Table | Output::Wide => {
+            for line in live_status_text(&node, &status, &copies, &verifications) {
+                crate::outln!("{line}");
             }
         }
     }
     EXIT_OK
+}
+
+/// `n` bytes in words, or `-` for a count not known yet (-1).
+fn size_text(n: Option<i64>) -> String {
+    match n {
+        Some(n) if n >= 0 => bytesize::ByteSize(n as u64).to_string(),
+        _ => "-".into(),
+    }
+}
+
+/// The lines `drover live-migration status` prints.
+fn live_status_text(
+    node: &Value,
+    status: &Value,
+    copies: &Value,
+    verifications: &Value,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let role = text(node, "role");
+    let peer = text(node, "peer");
+    lines.push(match role {
+        "source" => "Role:    source (serves this node's files to its destination)".to_string(),
+        "destination" => "Role:    destination (copies the files of its source here)".to_string(),
+        _ => "Role:    none (this node is not in live_migration.migration_map)".to_string(),
+    });
+    if !peer.is_empty() {
+        let side = if role == "destination" {
+            "the source"
+        } else {
+            "the destination"
+        };
+        lines.push(format!("Peer:    {peer} ({side})"));
+    }
+    let until = match node.get("until").and_then(Value::as_str) {
+        Some(until)
+            if chrono::DateTime::parse_from_rfc3339(until)
+                .is_ok_and(|t| t.to_utc() > chrono::Utc::now()) =>
+        {
+            format!("closing by themselves at {until}")
+        }
+        Some(until) => format!("closed by themselves at {until}"),
+        None => "no expiry".into(),
+    };
+    let on = node.get("enabled").and_then(Value::as_bool) == Some(true);
+    lines.push(format!(
+        "Routes:  {} (set by {}), {until}",
+        if on { "on" } else { "off" },
+        text(node, "setBy")
+    ));
+    if role != "none" {
+        let end = status
+            .get("endTime")
+            .and_then(Value::as_i64)
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map(|t| format!(" since {}", t.format("%Y-%m-%d %H:%M:%S UTC")))
+            .unwrap_or_default();
+        lines.push(format!("Status:  {}{end}", text(status, "state")));
+    }
+    let copies = copies.as_array().map(Vec::as_slice).unwrap_or_default();
+    let verifications = verifications
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    match role {
+        "destination" if copies.is_empty() => lines.push("No data-copy task.".into()),
+        "destination" => {}
+        "source" => lines.push(format!(
+            "Tasks run on the destination{}.",
+            if peer.is_empty() {
+                String::new()
+            } else {
+                format!(", {peer}")
+            }
+        )),
+        _ => {}
+    }
+    for task in copies {
+        lines.push(String::new());
+        lines.extend(copy_task_text(task));
+    }
+    for task in verifications {
+        lines.push(String::new());
+        let differences: u64 = [
+            "filesNotFoundAtSource",
+            "filesNotFoundAtDestination",
+            "metadataMismatches",
+            "digestMismatches",
+            "digestVerificationFailures",
+        ]
+        .iter()
+        .filter_map(|k| task.get(*k).and_then(Value::as_u64))
+        .sum();
+        lines.push(format!(
+            "Verification task {}: {} ({}), {} files matched, {differences} differences",
+            text(task, "id"),
+            text(task, "state"),
+            text(task, "digestAlgorithm"),
+            task.get("filesMatched")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
+        ));
+        if let Some(e) = task.get("error").and_then(Value::as_str) {
+            lines.push(format!("  error: {e}"));
+        }
+    }
+    lines
+}
+
+/// A data-copy task, its figures and its iterations, in words.
+fn copy_task_text(task: &Value) -> Vec<String> {
+    let state = text(task, "state");
+    let iterations = task
+        .get("status")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut options = vec![format!(
+        "threshold {:.1} % of the {}",
+        task.get("successThreshold")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0)
+            * 100.0,
+        match text(task, "thresholdBasis") {
+            "files" => "files",
+            _ => "bytes",
+        }
+    )];
+    if let Some(d) = task.get("verifyDigest").and_then(Value::as_str) {
+        options.push(format!("digest {d}"));
+    }
+    if let Some(b) = task.get("maxBytesPerSecond").and_then(Value::as_u64) {
+        options.push(format!("at most {}/s", bytesize::ByteSize(b)));
+    }
+    let mut lines = vec![format!(
+        "Data-copy task {}: {state}, {} iteration{} of at most {}, {}",
+        text(task, "taskId"),
+        iterations.len(),
+        if iterations.len() == 1 { "" } else { "s" },
+        task.get("maxIterations")
+            .and_then(Value::as_u64)
+            .map_or(0, |m| m + 1),
+        options.join(", ")
+    )];
+    let progress = task.get("progress");
+    let counter = |name: &str| progress.and_then(|p| p.get(name)).and_then(Value::as_u64);
+    let share = crate::livemigration::tasks::shown::copy_fraction_of(
+        state == "SUCCEEDED",
+        Some(&serde_json::json!({ "status": iterations })),
+    );
+    let mut figures = vec![match share {
+        // Its last pass found nothing it had to fetch.
+        _ if state == "SUCCEEDED" => "100.0 % done".into(),
+        Some((done, total)) if total > 0 => format!(
+            "{:.1} % of this iteration's {}",
+            (done as f64 * 100.0 / total as f64).min(100.0),
+            bytesize::ByteSize(total)
+        ),
+        _ => "nothing to download known yet".into(),
+    }];
+    let running = state == "RUNNING";
+    match counter("bytesPerSecond") {
+        Some(b) if running => figures.push(format!("rate {}/s", bytesize::ByteSize(b))),
+        Some(b) => figures.push(format!("average rate {}/s", bytesize::ByteSize(b))),
+        None => {}
+    }
+    if running && let Some(eta) = counter("etaSeconds") {
+        figures.push(format!(
+            "ETA {}",
+            humantime::format_duration(Duration::from_secs(eta))
+        ));
+    }
+    lines.push(format!("  {}", figures.join(", ")));
+    if let Some(e) = task.get("error").and_then(Value::as_str) {
+        lines.push(format!("  error: {e}"));
+    }
+    for it in iterations {
+        let n = |k: &str| it.get(k).and_then(Value::as_i64);
+        let mut line = format!(
+            "  iteration {}: {}, source {} in {} entries",
+            n("iteration").unwrap_or(0),
+            text(it, "state"),
+            size_text(n("totalSize")),
+            n("totalFiles")
+                .filter(|f| *f >= 0)
+                .map_or("-".into(), |f| f.to_string()),
+        );
+        match n("bytesToDownload") {
+            Some(to) if to >= 0 => line.push_str(&format!(
+                ", downloaded {} of {} (kept {}), {} of {} files, {} failures",
+                size_text(n("bytesDownloaded")),
+                size_text(Some(to)),
+                size_text(n("bytesKept")),
+                n("filesDownloaded").unwrap_or(0),
+                n("filesToDownload").unwrap_or(0),
+                n("downloadFailures").unwrap_or(0),
+            )),
+            _ if text(it, "state") == "SUCCESS" => {
+                line.push_str(", nothing left that it had to download")
+            }
+            _ => {}
+        }
+        lines.push(line);
+    }
+    lines
 }
 
 #[cfg(test)]
@@ -1030,8 +1244,12 @@ mod tests {
         let m =
             serde_json::json!({"kind": "migration", "progress": {"unitsDone": 1, "unitsTotal": 4}});
         assert_eq!(progress_text(&m), "25.0%");
-        let c = serde_json::json!({"kind": "data-copy-task", "progress": {"bytesDownloaded": 5, "bytesToDownload": 10}});
+        let it = |state: &str, total: i64, to: i64, got: i64| serde_json::json!({"iteration": 0, "state": state, "totalSize": total, "totalFiles": 3, "bytesToDownload": to, "filesToDownload": 3, "filesDownloaded": 0, "downloadFailures": 0, "bytesDownloaded": got});
+        let c = serde_json::json!({"kind": "data-copy-task", "state": "RUNNING", "result": {"status": [it("DOWNLOADING", 20, 10, 5)]}});
         assert_eq!(progress_text(&c), "50.0%");
+        // Its last pass had nothing to download (-1, as the Sidecar leaves it): whole, not 0 %.
+        let done = serde_json::json!({"kind": "data-copy-task", "state": "SUCCEEDED", "progress": {"bytesDownloaded": 0, "bytesToDownload": 10}, "result": {"status": [it("DOWNLOAD_COMPLETE", 20, 10, 10), it("SUCCESS", 20, -1, 0)]}});
+        assert_eq!(progress_text(&done), "100.0%");
         let none = serde_json::json!({"kind": "migration", "progress": {}});
         assert_eq!(progress_text(&none), "-");
     }

@@ -11,6 +11,18 @@ pub const TMP_SUFFIX: &str = ".tmp";
 /// loss) sees either the old content or the new one, never a mix: write a sibling temporary file,
 /// fsync it, rename it over the target, then fsync the directory so the rename itself is durable.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_as(path, bytes, None)
+}
+
+/// [`write_atomic`] for a file that only the daemon's user may read (mode 0600): savepoints,
+/// which hold key and row values (a validation's differing rows, a `where` clause's bounds).
+/// The mode is the temporary file's from its creation on, so the content is never readable
+/// by others, not even for a moment; a file of another mode at `path` is replaced.
+pub fn write_atomic_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_as(path, bytes, Some(0o600))
+}
+
+fn write_atomic_as(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -27,11 +39,18 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         TMP_SUFFIX
     ));
     let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let mut options = OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        if let Some(mode) = mode {
+            options.mode(mode);
+        }
+        let mut file = options.open(&tmp)?;
+        if let Some(mode) = mode {
+            // A temporary file left by a crash keeps its own mode through `open`, and a
+            // umask can only take bits away: set it before any byte is written.
+            file.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
         file.write_all(bytes)?;
         file.sync_all()?;
         drop(file);
@@ -80,6 +99,19 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("record.json")]);
+    }
+
+    #[test]
+    fn a_private_write_is_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("savepoint.yaml");
+        fs::write(&path, b"old").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        write_atomic_private(&path, b"rows").unwrap();
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{mode:o}");
+        assert_eq!(fs::read(&path).unwrap(), b"rows");
     }
 
     #[test]

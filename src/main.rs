@@ -240,6 +240,14 @@ enum LiveMigrationCommand {
         /// Files downloaded at once.
         #[arg(long, default_value_t = 8)]
         max_concurrency: u32,
+        /// Check each download against the source's digest, computed while streaming, and
+        /// compare files already in place by content (use it for the final pass).
+        #[arg(long, value_name = "ALGO", value_parser = ["none", "sha256", "xxh3"])]
+        verify_digest: Option<String>,
+        /// Most bytes per second the task downloads, all files together (`50MiB`, `100MB`,
+        /// `1000000`); no limit without it.
+        #[arg(long, value_name = "SIZE")]
+        max_bytes_per_second: Option<bytesize::ByteSize>,
         /// Follow the task until it ends, and exit with its outcome.
         #[arg(long, short)]
         follow: bool,
@@ -264,7 +272,8 @@ enum LiveMigrationCommand {
         #[arg(long, short, value_enum, default_value = "table")]
         output: Output,
     },
-    /// The node's migration status and this daemon's tasks.
+    /// This node's role, peer, routes switch and migration status, and its tasks with their
+    /// iterations, bytes, rate and ETA (in words; -o json|yaml for machines).
     Status {
         #[command(flatten)]
         server: ServerArgs,
@@ -402,18 +411,30 @@ fn main() -> ExitCode {
                 max_iterations,
                 success_threshold,
                 max_concurrency,
+                verify_digest,
+                max_bytes_per_second,
                 follow,
                 output,
-            } => client(drover::client::live_copy(
-                &server.target(),
-                serde_json::json!({
+            } => {
+                let mut request = serde_json::json!({
                     "maxIterations": max_iterations,
                     "successThreshold": success_threshold,
                     "maxConcurrency": max_concurrency,
-                }),
-                follow,
-                output,
-            )),
+                });
+                // drover's fields only when asked: a request without them is the Sidecar's.
+                if let Some(algo) = verify_digest {
+                    request["verifyDigest"] = algo.into();
+                }
+                if let Some(rate) = max_bytes_per_second {
+                    request["maxBytesPerSecond"] = rate.as_u64().into();
+                }
+                client(drover::client::live_copy(
+                    &server.target(),
+                    request,
+                    follow,
+                    output,
+                ))
+            }
             LiveMigrationCommand::Verify {
                 server,
                 max_concurrency,

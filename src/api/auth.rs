@@ -116,7 +116,10 @@ pub fn required(method: &Method, route: &str) -> Option<Access> {
         ("GET", "/" | "/ui/login" | "/ui/assets/{file}") | ("POST", "/ui/login" | "/ui/logout") => {
             return Some(Access::Open);
         }
-        ("GET", "/ui" | "/ui/jobs" | "/ui/jobs/{id}" | "/ui/jobs/{id}/events") => Reader,
+        (
+            "GET",
+            "/ui" | "/ui/jobs" | "/ui/jobs/{id}" | "/ui/jobs/{id}/events" | "/ui/live-migration",
+        ) => Reader,
         ("POST", "/ui/jobs/{id}/cancel" | "/ui/jobs/{id}/resume" | "/ui/jobs/{id}/delete") => {
             Operator
         }

@@ -130,14 +130,20 @@ impl From<DiagnosticError> for ApiError {
 
 /// Fallback for paths no route matches.
 pub async fn not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError::not_found(format!("no route for {}", uri.path()))
+    ApiError::not_found(format!(
+        "no route for {}",
+        crate::answer::shown_url(uri.path())
+    ))
 }
 
 /// Fallback for a known path asked with a method it does not have.
 pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        format!("{method} is not allowed on {}", uri.path()),
+        format!(
+            "{method} is not allowed on {}",
+            crate::answer::shown_url(uri.path())
+        ),
     )
 }
 

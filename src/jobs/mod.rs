@@ -954,6 +954,14 @@ impl JobHandle {
         self.inner.tally.rise(&kind, counter, rose);
     }
 
+    /// Removes a progress counter that no longer means anything (an ETA once nothing is
+    /// downloading): a counter left from before would be shown as current.
+    pub fn unset(&self, counter: &str) {
+        self.entry.update(|r| {
+            r.progress.remove(counter);
+        });
+    }
+
     /// Sets what the job found or produced (replacing an earlier result).
     pub fn set_result(&self, result: serde_json::Value) {
         self.entry.update(|r| r.result = Some(result));

@@ -18,18 +18,7 @@ pub const DIGEST_ANSWER_READ: u64 = 4096;
 /// the reason (a refused connection, a certificate not valid for the source's name) is in
 /// the chain below it.
 fn causes(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        // hyper and reqwest repeat their inner error in their own message at times.
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
+    crate::answer::request_error_text(e)
 }
 
 /// A file of the source as its listing shows it.

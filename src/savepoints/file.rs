@@ -185,12 +185,12 @@ impl SavepointStore for FileStore {
     fn write(&self, document: &serde_json::Value) -> Result<SavepointInfo, SavepointError> {
         let info = self.names.next();
         let path = self.dir.join(&info.name);
-        fsutil::write_atomic(&path, render_document(document).as_bytes()).map_err(|source| {
-            SavepointError::Io {
+        fsutil::write_atomic_private(&path, render_document(document).as_bytes()).map_err(
+            |source| SavepointError::Io {
                 path: path.clone(),
                 source,
-            }
-        })?;
+            },
+        )?;
         for old in beyond_retention(&self.list()?, self.keep) {
             let path = self.dir.join(&old.name);
             std::fs::remove_file(&path).map_err(|source| SavepointError::Io { path, source })?;

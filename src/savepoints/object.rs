@@ -35,7 +35,8 @@ pub struct ObjectStoreSavepoints {
 fn remote(blobs: &dyn Blobs, message: String) -> SavepointError {
     SavepointError::Remote {
         location: blobs.describe(),
-        message,
+        // An object store names the URL it asked, escaped (`prefix=sp%2F`).
+        message: crate::answer::shown_urls_in(&message),
     }
 }
 

@@ -35,6 +35,7 @@ mod live_migration;
 mod live_migration_fast;
 mod live_migration_hostile;
 mod live_migration_source;
+mod live_migration_view;
 mod metrics;
 mod migrations;
 mod migrator_cql;

@@ -903,3 +903,53 @@ async fn validation_is_clean_after_a_copy_and_reports_damage_by_key() {
     let (note,): (String,) = r.first_row().unwrap();
     assert_eq!(note, "note 5");
 }
+
+/// A wrong password was answered 502 (a database that could not be reached: worth another
+/// try) though the server had answered, and refused. It is the job file's fault: 400 naming
+/// `source.credentials`, with the server's own words, for a migration and a validation alike,
+/// and the password nowhere in the answer.
+#[tokio::test]
+async fn refused_credentials_are_a_400_naming_the_key() {
+    let (mut my, db) = fresh_db("it_mysql_denied").await;
+    let Fixture { ks, .. } = Fixture::new(
+        "it_mysql_denied",
+        "CREATE TABLE $ks.t (id bigint PRIMARY KEY, v text)",
+    )
+    .await;
+    my.query_drop("CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR(10))")
+        .await
+        .unwrap();
+    let (_, right) = user();
+    let wrong = "not-the-password-7f3a";
+    let yaml = format!("{}{}", source(&db, "t", ""), target(ks, "t", "")).replace(
+        &format!("password: {right}\n"),
+        &format!("password: {wrong}\n"),
+    );
+    assert!(yaml.contains(wrong), "{yaml}");
+    let daemon = Daemon::fresh("").await;
+    for resource in ["/api/v1/migrations", "/api/v1/validations"] {
+        let began = std::time::Instant::now();
+        let (status, body) = daemon
+            .post_raw(resource, "application/yaml", yaml.clone())
+            .await;
+        assert_eq!(status, 400, "{resource}: {body}");
+        let message = test_support::error_message(status, &body);
+        assert!(
+            message.contains("source.credentials: the server at")
+                && message.contains("refused the credentials of user")
+                && message.contains("MySQL error 1045")
+                && message.contains("Access denied"),
+            "{resource}: {message}"
+        );
+        assert!(!message.contains(wrong), "{resource}: {message}");
+        // Not retried: one refusal is the answer (a retried connection would take seconds).
+        assert!(
+            began.elapsed() < Duration::from_secs(5),
+            "{resource}: {:?}",
+            began.elapsed()
+        );
+    }
+    let (status, body) = daemon.get("/api/v1/jobs").await;
+    assert_eq!(status, 200);
+    assert_eq!(body["jobs"], serde_json::json!([]), "no job was started");
+}

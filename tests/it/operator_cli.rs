@@ -290,3 +290,47 @@ async fn a_cancelled_migration_resumes_and_a_finished_one_is_not_silently_rerun(
     assert_eq!(again["progress"]["rowsWritten"], ROWS, "{again}");
     assert_eq!(count(&fixture).await, ROWS);
 }
+
+/// Error messages showed URLs as the wire carries them (`%2F`, `%3A`, `%2D` for the dashes
+/// of an id the CLI had escaped): now as a human reads them, still without credentials or
+/// query, and bounded.
+#[tokio::test]
+async fn error_messages_show_urls_as_a_human_reads_them() {
+    let daemon = Daemon::fresh("").await;
+    let (code, _, stderr) = drover(&daemon, &["job", "no/such:job-1"]).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("drover: GET /api/v1/jobs/no/such:job-1: 404 Not Found: "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('%'), "{stderr}");
+    let (code, _, stderr) = drover(&daemon, &["job", "019ae1c4-77b2", "--follow"]).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("GET /api/v1/jobs/019ae1c4-77b2/events?…: 404"),
+        "{stderr}"
+    );
+    // The API's own messages name the path asked, decoded.
+    let (status, body) = daemon.get("/api/v1/no%3Asuch%2Froute?token=s3cret").await;
+    assert_eq!(
+        test_support::error_message(status, &body),
+        "no route for /api/v1/no:such/route"
+    );
+    // A daemon that cannot be reached: its address without the credentials given in it.
+    let out = tokio::process::Command::new(drover_bin())
+        .args(["jobs", "--server", "http://operator:s3cret@127.0.0.1:1"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("drover: http://127.0.0.1:1: "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("http://127.0.0.1:1/api/v1/jobs"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+}

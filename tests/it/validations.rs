@@ -768,6 +768,14 @@ async fn an_interrupted_validation_resumes_and_reports_the_whole_table() {
         .unwrap();
     let saved: Value = yaml_serde::from_str(&std::fs::read_to_string(&newest).unwrap()).unwrap();
     assert_eq!(saved["validationComplete"], true, "{saved:#}");
+    // It holds the rows' key and column values: readable by the daemon's user only (it was
+    // written 0644). Every savepoint of the directory, the cancelled run's too.
+    for entry in std::fs::read_dir(sp.join("validation")).unwrap() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = entry.unwrap().path();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}: mode {mode:o}", path.display());
+    }
     assert_eq!(saved["validationReport"], *report, "{saved:#}");
     let logs = daemon.logs();
     assert!(!logs.contains("resuming the validation"), "{logs}");

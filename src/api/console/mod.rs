@@ -11,6 +11,7 @@
 //! Forms carry a per-session token against cross-site posts, beside the `Origin` check every
 //! request gets.
 
+mod live;
 mod pages;
 
 pub use pages::{encode_path, encode_query};
@@ -54,6 +55,7 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/jobs/{id}/cancel", post(cancel))
         .route("/ui/jobs/{id}/resume", post(resume))
         .route("/ui/jobs/{id}/delete", post(delete))
+        .route("/ui/live-migration", get(live::live_page))
         .route("/ui/login", get(login_page).post(login))
         .route("/ui/logout", post(logout))
         .route("/ui/assets/{file}", get(asset))

@@ -33,7 +33,7 @@ pub fn encode_path(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, SEGMENT).to_string()
 }
 
-fn layout(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup {
+pub(super) fn layout(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -53,7 +53,7 @@ fn layout(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup {
                         a href="/ui/jobs" { "Jobs" }
                         a href="/ui/jobs?kind=migration" { "Migrations" }
                         a href="/ui/jobs?kind=validation" { "Validations" }
-                        a href="/ui/jobs?kind=data-copy-task" { "Live migration" }
+                        a href="/ui/live-migration" { "Live migration" }
                     }
                     @if let Some(v) = viewer {
                         div class="who" {
@@ -120,11 +120,11 @@ fn counter(record: &JobRecord, name: &str) -> Option<u64> {
 /// Work done and in all, and what is counted, when the job's kind says.
 pub fn fraction(record: &JobRecord) -> Option<(u64, u64, &'static str)> {
     match record.kind.as_str() {
-        "data-copy-task" => Some((
-            counter(record, "bytesDownloaded")?,
-            counter(record, "bytesToDownload")?,
-            "bytes",
-        )),
+        "data-copy-task" => crate::livemigration::tasks::shown::copy_fraction_of(
+            record.state == JobState::Succeeded,
+            record.result.as_ref(),
+        )
+        .map(|(done, total)| (done, total, "bytes")),
         "diagnostic" => Some((
             counter(record, "secondsElapsed").unwrap_or(0),
             counter(record, "secondsTotal")?,
@@ -146,7 +146,7 @@ fn percent(done: u64, total: u64) -> f64 {
     }
 }
 
-fn rate(record: &JobRecord) -> String {
+pub(super) fn rate(record: &JobRecord) -> String {
     let rows = counter(record, "rowsPerSecond");
     let bytes = counter(record, "bytesPerSecond");
     match (rows, bytes) {
@@ -157,7 +157,7 @@ fn rate(record: &JobRecord) -> String {
     }
 }
 
-fn eta(record: &JobRecord) -> String {
+pub(super) fn eta(record: &JobRecord) -> String {
     match (record.state, counter(record, "etaSeconds")) {
         (JobState::Running, Some(s)) => {
             humantime::format_duration(std::time::Duration::from_secs(s)).to_string()
@@ -179,11 +179,11 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-fn state_badge(state: JobState) -> Markup {
+pub(super) fn state_badge(state: JobState) -> Markup {
     html! { span class={ "state state-" (state.as_str().to_ascii_lowercase()) } data-field="state" { (state.as_str()) } }
 }
 
-fn progress_bar(record: &JobRecord) -> Markup {
+pub(super) fn progress_bar(record: &JobRecord) -> Markup {
     match fraction(record) {
         Some((done, total, noun)) => {
             let pct = percent(done, total);
@@ -208,7 +208,7 @@ fn progress_bar(record: &JobRecord) -> Markup {
     }
 }
 
-fn short_id(id: &str) -> &str {
+pub(super) fn short_id(id: &str) -> &str {
     id.get(..13).unwrap_or(id)
 }
 
@@ -235,7 +235,7 @@ fn job_row(record: &JobRecord) -> Markup {
     }
 }
 
-fn clip(s: &str, n: usize) -> String {
+pub(super) fn clip(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
     } else {
@@ -356,7 +356,7 @@ fn ring(record: &JobRecord) -> Markup {
     }
 }
 
-fn dl_time(label: &str, t: Option<chrono::DateTime<chrono::Utc>>) -> Markup {
+pub(super) fn dl_time(label: &str, t: Option<chrono::DateTime<chrono::Utc>>) -> Markup {
     html! {
         dt { (label) }
         dd { @if let Some(t) = t { time datetime=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M:%S UTC")) } } @else { "—" } }

@@ -154,6 +154,37 @@ pub fn options(src: &MysqlSource) -> Result<mysql_async::Opts, MysqlError> {
     Ok(b.into())
 }
 
+/// A connection the server refused for who asked: wrong credentials, or a user without
+/// access to the database. A configuration fault, not an outage: it is the job file's to fix
+/// (an `Invalid` naming the key, answered 400), and asking again cannot help, so it is never
+/// retried — where an unreachable server is a 502 that may pass.
+fn refused(e: &mysql_async::Error, src: &MysqlSource, address: &str) -> Option<MysqlError> {
+    let mysql_async::Error::Server(s) = e else {
+        return None;
+    };
+    let user = &src.credentials.username;
+    let (key, why) = match s.code {
+        // ER_ACCESS_DENIED_ERROR, ER_ACCESS_DENIED_NO_PASSWORD_ERROR: the password or user.
+        1045 | 1698 => (
+            "source.credentials",
+            format!("the server at {address} refused the credentials of user {user:?}"),
+        ),
+        // ER_DBACCESS_DENIED_ERROR: the user exists, without a grant on the database.
+        1044 => (
+            "source.database",
+            format!(
+                "the server at {address} refused user {user:?} access to database {:?}",
+                src.database
+            ),
+        ),
+        _ => return None,
+    };
+    Some(MysqlError::Invalid {
+        key: key.into(),
+        message: format!("{why} (MySQL error {}: {})", s.code, s.message),
+    })
+}
+
 /// Opens a connection, bounded by `connectTimeout`.
 pub async fn connect(
     pool: &mysql_async::Pool,
@@ -167,10 +198,10 @@ pub async fn connect(
             let _ = conn.query_drop("SET SESSION TRANSACTION READ ONLY").await;
             Ok(conn)
         }
-        Ok(Err(e)) => Err(MysqlError::Connect {
+        Ok(Err(e)) => Err(refused(&e, src, &address).unwrap_or(MysqlError::Connect {
             address,
             message: e.to_string(),
-        }),
+        })),
         Err(_) => Err(MysqlError::Connect {
             address,
             message: format!(

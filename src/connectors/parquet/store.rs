@@ -140,7 +140,7 @@ impl Store {
     fn store_error(&self, what: &str, e: object_store::Error) -> ParquetError {
         let message = match &e {
             object_store::Error::NotFound { .. } => format!("{what}: not found"),
-            _ => format!("{what}: {e}"),
+            _ => format!("{what}: {}", crate::answer::shown_urls_in(&e.to_string())),
         };
         ParquetError::Store {
             side: self.side,

@@ -97,7 +97,13 @@ async fn read_small(
     let id = format!("s3://{bucket}/{path}");
     let got = store.get(path).await.map_err(|e| match e {
         object_store::Error::NotFound { .. } => invalid(key, format!("{id} does not exist")),
-        e => invalid(key, format!("cannot read {id}: {e}")),
+        e => invalid(
+            key,
+            format!(
+                "cannot read {id}: {}",
+                crate::answer::shown_urls_in(&e.to_string())
+            ),
+        ),
     })?;
     if got.meta.size > MAX_MANIFEST {
         return Err(invalid(

@@ -1,6 +1,9 @@
 //! The bodies of the task jobs: they run the engine and report to the job registry.
 
 use std::sync::Arc;
+use std::time::Instant;
+
+use super::shown::Rate;
 
 use crate::jobs::running::{Ending, end};
 use crate::jobs::{JobHandle, JobResult};
@@ -20,19 +23,39 @@ fn ending(e: LiveMigrationError) -> Ending {
 /// Runs a data-copy task as the job behind `handle`.
 pub async fn run_copy(handle: JobHandle, task: CopyTask) -> JobResult {
     handle.set_phase("copying");
+    // The rate and ETA of the downloads, from the counters as they are published (every
+    // second while downloading).
+    let rate = std::sync::Mutex::new(Rate::default());
     let publish = |history: &[IterationStatus]| {
         if let Some(last) = history.last() {
             handle.set("iteration", u64::from(last.iteration));
-            // The counters still unknown (-1) are left out of the progress.
+            // The counters of this iteration; those still unknown (-1) are 0, not what the
+            // iteration before left (a task would show the last one's bytes as its own).
             for (name, value) in [
                 ("bytesDownloaded", last.bytes_downloaded),
+                ("bytesKept", last.bytes_kept),
                 ("filesDownloaded", last.files_downloaded),
                 ("downloadFailures", last.download_failures),
                 ("bytesToDownload", last.bytes_to_download),
                 ("filesToDownload", last.files_to_download),
             ] {
-                if let Ok(value) = u64::try_from(value) {
-                    handle.set(name, value);
+                handle.set(name, u64::try_from(value).unwrap_or(0));
+            }
+            let speed = rate
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .sample(Instant::now(), last);
+            match speed {
+                Some(speed) => {
+                    handle.set("bytesPerSecond", speed.bytes_per_second);
+                    match speed.eta_seconds {
+                        Some(eta) => handle.set("etaSeconds", eta),
+                        None => handle.unset("etaSeconds"),
+                    }
+                }
+                None => {
+                    handle.unset("bytesPerSecond");
+                    handle.unset("etaSeconds");
                 }
             }
         }
@@ -45,6 +68,10 @@ pub async fn run_copy(handle: JobHandle, task: CopyTask) -> JobResult {
     let local = task.local.clone();
     let outcome = copy::run(task, cancel, publish).await;
     publish(&outcome.iterations);
+    // An ended task shows its average rate over the time it downloaded.
+    if let Some(average) = rate.lock().unwrap_or_else(|p| p.into_inner()).average() {
+        handle.set("bytesPerSecond", average);
+    }
     // Whatever the outcome, partial downloads go: a resumed task continues them only after a
     // restart, when the daemon stops the task to start it again.
     if !handle.shutting_down() {

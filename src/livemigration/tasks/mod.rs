@@ -7,6 +7,7 @@
 
 mod admission;
 mod jobs;
+pub mod shown;
 
 use std::sync::Arc;
 

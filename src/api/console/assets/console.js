@@ -46,6 +46,25 @@
     setTimeout(refresh, 2000);
   }
 
+  // The live-migration page: while a task runs, the page is fetched again every 2 s.
+  const live = document.getElementById("live");
+  if (live) {
+    const again = function () {
+      const now = document.getElementById("live");
+      if (!now || now.getAttribute("data-active") !== "true") { return; }
+      if (document.hidden || now.contains(document.activeElement)) { setTimeout(again, 2000); return; }
+      fetch(window.location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+        .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+        .then(function (text) {
+          const fresh = new DOMParser().parseFromString(text, "text/html").getElementById("live");
+          if (fresh) { now.replaceWith(document.importNode(fresh, true)); }
+        })
+        .catch(function () { /* the next round tries again */ })
+        .finally(function () { setTimeout(again, 2000); });
+    };
+    setTimeout(again, 2000);
+  }
+
   // A job's page: its progress stream updates the figures and draws the throughput chart.
   const job = document.getElementById("job");
   if (job && job.getAttribute("data-active") === "true" && window.EventSource) {
