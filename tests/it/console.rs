@@ -161,14 +161,58 @@ async fn the_console_in_a_browser_follows_cancels_and_reports() {
         "the cancel is audited"
     );
 
+    keep_screenshots(summary["screenshots"].as_array().unwrap());
+}
+
+/// With `DROVER_UPDATE_SCREENSHOTS` set, copies the screenshots taken to docs/screenshots/,
+/// where the docs show them.
+fn keep_screenshots(shots: &[Value]) {
     if std::env::var_os("DROVER_UPDATE_SCREENSHOTS").is_some() {
         let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/screenshots");
         std::fs::create_dir_all(&docs).unwrap();
-        for shot in summary["screenshots"].as_array().unwrap() {
+        for shot in shots {
             let from = PathBuf::from(shot.as_str().unwrap());
             std::fs::copy(&from, docs.join(from.file_name().unwrap())).unwrap();
         }
     }
+}
+
+/// Takes a screenshot of each `(route, name)` page of `daemon` (no `auth`) in a real browser
+/// (tests/browser/screenshot.mjs), into target/console-screenshots/`name`.png, failing on a
+/// page that does not answer 200 or whose script fails; kept as [`keep_screenshots`] says.
+/// For the pages another test sets up (a live migration's), so that every page of the console
+/// has a current picture in the docs.
+pub async fn screenshots(daemon: &Daemon, pages: &[(&str, &str)]) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/console-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let params = json!({
+        "url": daemon.url(""),
+        "playwright": std::env::var("DROVER_TEST_PLAYWRIGHT").expect("DROVER_TEST_PLAYWRIGHT (source target/testenv/env)"),
+        "chromium": std::env::var("DROVER_TEST_CHROMIUM").expect("DROVER_TEST_CHROMIUM"),
+        "pages": pages,
+        "screenshots": dir,
+    });
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser/screenshot.mjs");
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("node")
+            .arg(&script)
+            .env("SCREENSHOT_TEST", params.to_string())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the screenshots are taken within 2 minutes")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "screenshots failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shots: Vec<Value> = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(shots.len(), pages.len(), "{stdout}");
+    keep_screenshots(&shots);
 }
 
 #[tokio::test]

@@ -182,6 +182,16 @@ async fn the_console_and_the_cli_show_the_node_its_switch_and_each_task_to_100_p
             && text.contains(", ETA "),
         "{text}"
     );
+    // The docs' pictures of the page and of the task's own page, while it downloads (or
+    // just after: nothing is asserted of the state there).
+    crate::console::screenshots(
+        &dst,
+        &[
+            ("/ui/live-migration", "console-live-migration"),
+            (&format!("/ui/jobs/{id}"), "console-data-copy-task"),
+        ],
+    )
+    .await;
 
     // Ended: its last pass had nothing to download (-1, as the Sidecar leaves it). The task
     // is whole everywhere: the page, the job's page, the jobs list and the CLI.
