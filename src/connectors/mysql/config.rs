@@ -698,3 +698,11 @@ mod tests {
         }
     }
 }
+
+impl MysqlSource {
+    /// The table in words for job names and lists (`mysql:db.table`): no host, no
+    /// credentials.
+    pub fn describe(&self) -> String {
+        format!("mysql:{}.{}", self.database, self.table)
+    }
+}

@@ -391,3 +391,14 @@ mod tests {
         assert!(Location::parse("hdfs://n/p").unwrap_err().contains("hdfs"));
     }
 }
+
+impl Location {
+    /// The files in words for job names and lists (`parquet:s3a://bucket/prefix`), without
+    /// credentials or query string.
+    pub fn describe(&self, system: &str) -> String {
+        format!(
+            "{system}:{}",
+            crate::jobs::identity::location_without_secrets(&self.to_string())
+        )
+    }
+}
