@@ -216,6 +216,14 @@ async fn a_given_name_is_kept_escaped_and_bounded() {
         assert!(page.contains(escaped), "{path}: {page}");
         assert!(!page.contains("<script>alert"), "{path}: {page}");
     }
+    // Under a given name, the list says what the job moves.
+    let page = daemon.get_text("/ui/jobs").await;
+    assert!(
+        page.contains(&format!(
+            "<span class=\"route\" data-field=\"route\">{ks}.t → {ks}.t</span>"
+        )),
+        "{page}"
+    );
     // A validation of the same file carries the same name.
     let validated = daemon.run_job("/api/v1/validations", &yaml, WAIT).await;
     assert_eq!(validated["name"], given, "{validated}");

@@ -259,15 +259,20 @@ fn job_row(record: &JobRecord) -> Markup {
         tr data-job=(record.id) data-active=(active) {
             th scope="row" {
                 a href={ "/ui/jobs/" (encode_path(&record.id)) } title=(summary.name) data-field="name" { (clip(&summary.name, 80)) }
+                // What it moves, unless the name already says it (a derived name is just that).
+                @let moves = route(&summary);
+                @if moves != summary.name && summary.source.is_some() {
+                    br;
+                    span class="route" data-field="route" { (clip(&moves, 120)) }
+                }
                 br;
                 small class="muted" { (record.kind) " · " code title=(record.id) { (short_id(&record.id)) "…" } }
             }
-            td data-field="route" { (route(&summary)) }
             td { (state_badge(record.state)) }
             td { (progress_bar(record)) }
             td class="num" data-field="rows" { (summary.rows.map_or_else(|| "—".to_string(), thousands)) }
             td class="num" data-field="duration" { (duration(&summary)) }
-            td class="num" { (average_rate(&summary).unwrap_or_else(|| rate(record))) }
+            td class="num rate" { (average_rate(&summary).unwrap_or_else(|| rate(record))) }
             td class="num" { (eta(record)) }
             td class="num" { (record.attempts) }
             td class="num" { (counter(record, "retries").unwrap_or(0)) }
@@ -352,7 +357,6 @@ pub fn jobs_page(
                 thead {
                     tr {
                         th scope="col" { "Job" }
-                        th scope="col" { "Source → target" }
                         th scope="col" { "State" }
                         th scope="col" { "Progress" }
                         th scope="col" { "Rows" }
