@@ -1,7 +1,7 @@
 //! Every problem of a target table in one answer, each with the CQL that fixes it (issue 43):
 //! a target with three problems is refused once, naming all three; the statements of the
 //! answer, run by a second client (the test's own driver session), make the next submission
-//! succeed and the copy exact.
+//! succeed and the copy exact. A MySQL load answers the same way.
 
 use std::time::Duration;
 
@@ -154,5 +154,84 @@ async fn every_schema_problem_in_one_answer_with_the_cql_that_fixes_it() {
         )
         .await,
         200
+    );
+}
+
+/// A MySQL source: every problem of the target in one answer too, a missing column with the
+/// `ALTER TABLE ... ADD` of the CQL type it converts to; those statements make the load work.
+#[tokio::test]
+async fn a_mysql_load_names_every_problem_with_the_cql_that_fixes_it() {
+    use mysql_async::prelude::Queryable;
+    let Fixture {
+        ks, dst, daemon, ..
+    } = Fixture::new("it_schema_problems_my", "").await;
+    let (mut my, db) = crate::mysql::fresh_db("it_schema_problems").await;
+    my.query_drop(
+        "CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20), qty INT UNSIGNED, price DECIMAL(10,2))",
+    )
+    .await
+    .unwrap();
+    my.query_drop("INSERT INTO t VALUES (1, 'one', 4000000000, 1.50), (2, 'two', 7, 2.25)")
+        .await
+        .unwrap();
+    // Three problems: two columns missing, one of a type that does not take the values.
+    exec(
+        &dst,
+        &format!("CREATE TABLE {ks}.t (id int PRIMARY KEY, price double)"),
+    )
+    .await;
+    let job = |table: &str| {
+        format!(
+            "{}{}",
+            crate::mysql::source(&db, "t", ""),
+            crate::mysql::target(ks, table, "")
+        )
+    };
+    let (status, body) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", job("t"))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let message = error_message(status, &body);
+    for part in [
+        format!("the target table \"{ks}\".\"t\" cannot take the rows of the MySQL table"),
+        ": 3 problems".to_string(),
+        format!("fix: ALTER TABLE \"{ks}\".\"t\" ADD \"name\" text;"),
+        format!("fix: ALTER TABLE \"{ks}\".\"t\" ADD \"qty\" bigint;"),
+        "decimal(10,2) cannot be written exactly to a CQL double".to_string(),
+    ] {
+        assert!(message.contains(&part), "missing {part:?} in:\n{message}");
+    }
+    // Into a table whose only problems are the missing columns, the statements suffice.
+    exec(
+        &dst,
+        &format!("CREATE TABLE {ks}.u (id int PRIMARY KEY, price decimal)"),
+    )
+    .await;
+    let (status, body) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", job("u"))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let message = error_message(status, &body);
+    let (alters, recreate) = statements(&message);
+    assert_eq!((alters.len(), recreate.len()), (2, 0), "{message}");
+    for statement in &alters {
+        exec(&dst, statement.trim_end_matches(';')).await;
+    }
+    daemon.run_job("/api/v1/migrations", &job("u"), WAIT).await;
+    let rows = dst
+        .query_unpaged(format!("SELECT id, name, qty FROM {ks}.u"), ())
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap();
+    let mut rows: Vec<(i32, String, i64)> = rows
+        .rows::<(i32, String, i64)>()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        vec![(1, "one".into(), 4_000_000_000), (2, "two".into(), 7)]
     );
 }

@@ -360,6 +360,17 @@ impl ParquetTarget {
     }
 }
 
+impl Location {
+    /// The files in words for job names and lists (`parquet:s3a://bucket/prefix`), without
+    /// credentials or query string.
+    pub fn describe(&self, system: &str) -> String {
+        format!(
+            "{system}:{}",
+            crate::jobs::identity::location_without_secrets(&self.to_string())
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,16 +400,5 @@ mod tests {
         assert!(Location::parse("gs://b/p").unwrap_err().contains("GCS"));
         assert!(Location::parse("s3a:///p").is_err());
         assert!(Location::parse("hdfs://n/p").unwrap_err().contains("hdfs"));
-    }
-}
-
-impl Location {
-    /// The files in words for job names and lists (`parquet:s3a://bucket/prefix`), without
-    /// credentials or query string.
-    pub fn describe(&self, system: &str) -> String {
-        format!(
-            "{system}:{}",
-            crate::jobs::identity::location_without_secrets(&self.to_string())
-        )
     }
 }

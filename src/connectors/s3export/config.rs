@@ -268,6 +268,19 @@ impl ExportTarget {
     }
 }
 
+impl ExportSource {
+    /// The export in words for job names and lists (`s3-export:s3://bucket/AWSDynamoDB/…`,
+    /// the manifest's folder): no endpoint, no credentials.
+    pub fn describe(&self) -> String {
+        let key = self
+            .manifest_key
+            .strip_suffix("manifest-summary.json")
+            .unwrap_or(&self.manifest_key)
+            .trim_end_matches('/');
+        format!("s3-export:s3://{}/{key}", self.bucket)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::connectors::{SourceConfig, TargetConfig};
@@ -342,18 +355,5 @@ mod tests {
         assert!(e.starts_with("target.streamChanges: "), "{e}");
         let e = refused("  bucket: my-dynamodb-exports", "  bucket: ''");
         assert!(e.starts_with("source.bucket: must not be empty"), "{e}");
-    }
-}
-
-impl ExportSource {
-    /// The export in words for job names and lists (`s3-export:s3://bucket/AWSDynamoDB/…`,
-    /// the manifest's folder): no endpoint, no credentials.
-    pub fn describe(&self) -> String {
-        let key = self
-            .manifest_key
-            .strip_suffix("manifest-summary.json")
-            .unwrap_or(&self.manifest_key)
-            .trim_end_matches('/');
-        format!("s3-export:s3://{}/{key}", self.bucket)
     }
 }
