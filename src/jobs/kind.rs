@@ -144,7 +144,12 @@ pub async fn submit_job_file<K: FileJobKind>(
     // Kept before the job starts, so that it exists for as long as the job can be resumed.
     keep_job_file(state_dir, &id, text).map_err(JobError::KeepJobFile)?;
     let spec = crate::migrate::config::redacted_json(text);
-    let identity = K::identity_of(text);
+    // Parsed again, off the async workers as the launch parsed it (a request body's worth of
+    // text is CPU work); names come from the typed config, not the redacted document.
+    let owned = text.to_string();
+    let identity = tokio::task::spawn_blocking(move || K::identity_of(&owned))
+        .await
+        .unwrap_or_else(|_| Identity::named(K::NOUN));
     let submitted = jobs
         .submit_identified::<K>(Some(id.clone()), identity, &spec, launch)
         .await;
