@@ -430,7 +430,7 @@ fn rate(job: &Value) -> String {
 
 /// Prints rows as columns, each as wide as its widest cell.
 fn print_table(header: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
             widths[i] = widths[i].max(cell.chars().count());
@@ -454,16 +454,127 @@ fn print_table(header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
+/// How long a name may be in `drover jobs`' table (`-o wide`, JSON and YAML show it whole).
+const NAME_COLUMN: usize = 32;
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(n - 1).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// The shortest start of each id, of at least 13 characters (a UUIDv7's creation
+/// millisecond), that no other listed id starts with: what the CLI and the console accept.
+fn short_ids(jobs: &[Value]) -> Vec<String> {
+    let ids: Vec<&str> = jobs.iter().map(|j| text(j, "id")).collect();
+    ids.iter()
+        .map(|id| {
+            let mut n = 13.min(id.len());
+            while n < id.len()
+                && ids
+                    .iter()
+                    .any(|other| other != id && other.starts_with(&id[..n]))
+            {
+                n += 1;
+            }
+            id[..n].to_string()
+        })
+        .collect()
+}
+
+/// `95s` as `1m35s`, `3725s` as `1h02m`: the two largest units.
+fn short_duration(seconds: f64) -> String {
+    let s = seconds.max(0.0);
+    if s < 60.0 {
+        return format!("{s:.1}s");
+    }
+    let s = s.round() as u64;
+    match s {
+        0..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+fn duration_text(job: &Value) -> String {
+    job.get("durationSeconds")
+        .and_then(Value::as_f64)
+        .map_or_else(|| "-".into(), short_duration)
+}
+
+fn rows_text(job: &Value) -> String {
+    job.get("rows")
+        .and_then(Value::as_u64)
+        .map_or_else(|| "-".into(), grouped)
+}
+
+/// `1234567` as `1,234,567`.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `source → target`, or `-` for jobs that name neither.
+fn route(job: &Value) -> String {
+    match (text(job, "source"), text(job, "target")) {
+        ("", "") => "-".into(),
+        (s, t) => format!("{s} → {t}"),
+    }
+}
+
+/// The average rate over an ended job's run (the recent rate is 0 once it has ended).
+fn average_rate(job: &Value) -> Option<String> {
+    let rows = job.get("averageRowsPerSecond").and_then(Value::as_f64);
+    let bytes = job.get("averageBytesPerSecond").and_then(Value::as_f64);
+    let b = |b: f64| bytesize::ByteSize(b.round() as u64);
+    match (rows, bytes) {
+        (Some(r), Some(x)) => Some(format!("{r:.0} rows/s, {}/s average", b(x))),
+        (Some(r), None) => Some(format!("{r:.0} rows/s average")),
+        (None, Some(x)) => Some(format!("{}/s average", b(x))),
+        (None, None) => None,
+    }
+}
+
 fn job_rows(jobs: &[Value], wide: bool) -> Vec<Vec<String>> {
+    let short = short_ids(jobs);
     jobs.iter()
-        .map(|j| {
+        .zip(short)
+        .map(|(j, short)| {
+            let name = text(j, "name");
             let mut row = vec![
-                text(j, "id").to_string(),
+                if wide {
+                    text(j, "id").to_string()
+                } else {
+                    short
+                },
+                if wide {
+                    name.to_string()
+                } else {
+                    clip(name, NAME_COLUMN)
+                },
+            ];
+            if wide {
+                row.push(route(j));
+            }
+            row.extend([
                 text(j, "kind").to_string(),
                 text(j, "state").to_string(),
                 progress_text(j),
+                rows_text(j),
+                duration_text(j),
                 age(j),
-            ];
+            ]);
             if wide {
                 row.push(text(j, "phase").to_string());
                 row.push(
@@ -473,7 +584,7 @@ fn job_rows(jobs: &[Value], wide: bool) -> Vec<Vec<String>> {
                         .to_string(),
                 );
                 row.push(counter(j, "retries").unwrap_or(0).to_string());
-                row.push(rate(j));
+                row.push(average_rate(j).unwrap_or_else(|| rate(j)));
                 let error = j
                     .get("error")
                     .and_then(Value::as_str)
@@ -492,12 +603,26 @@ fn print_jobs(jobs: &[Value], output: Output) {
             print_value(&serde_json::json!({ "jobs": jobs }), output);
         }
         Output::Table => print_table(
-            &["ID", "KIND", "STATE", "PROGRESS", "AGE"],
+            &[
+                "ID", "NAME", "KIND", "STATE", "PROGRESS", "ROWS", "DURATION", "AGE",
+            ],
             &job_rows(jobs, false),
         ),
         Output::Wide => print_table(
             &[
-                "ID", "KIND", "STATE", "PROGRESS", "AGE", "PHASE", "ATTEMPTS", "RETRIES", "RATE",
+                "ID",
+                "NAME",
+                "SOURCE → TARGET",
+                "KIND",
+                "STATE",
+                "PROGRESS",
+                "ROWS",
+                "DURATION",
+                "AGE",
+                "PHASE",
+                "ATTEMPTS",
+                "RETRIES",
+                "RATE",
                 "ERROR",
             ],
             &job_rows(jobs, true),
@@ -555,11 +680,21 @@ fn print_job(job: &Value, output: Output) {
         Output::Table | Output::Wide => {
             let field = |k: &str, v: String| crate::outln!("{k:<12} {v}");
             field("ID:", text(job, "id").into());
+            field("Name:", text(job, "name").into());
             field("Kind:", text(job, "kind").into());
+            if job.get("source").is_some() || job.get("target").is_some() {
+                field("Source:", text(job, "source").into());
+                field("Target:", text(job, "target").into());
+            }
             field("State:", text(job, "state").into());
             field("Phase:", text(job, "phase").into());
             field("Progress:", progress_text(job));
-            field("Rate:", rate(job));
+            field("Rows:", rows_text(job));
+            if let Some(bytes) = job.get("bytes").and_then(Value::as_u64) {
+                field("Bytes:", bytesize::ByteSize(bytes).to_string());
+            }
+            field("Duration:", duration_text(job));
+            field("Rate:", average_rate(job).unwrap_or_else(|| rate(job)));
             field(
                 "Attempts:",
                 job.get("attempts")

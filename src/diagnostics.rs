@@ -60,6 +60,19 @@ impl JobKind for Diagnostic {
     fn run(handle: JobHandle, job: DiagnosticJob) -> impl Future<Output = JobResult> + Send {
         run(handle, job)
     }
+
+    /// Called after what it does: `diagnostic: wait 30s` (`, then fail` with `failWith`).
+    fn identity(job: &DiagnosticJob, _launch: &DiagnosticJob) -> crate::jobs::Identity {
+        let fails = if job.fail_with.is_some() {
+            ", then fail"
+        } else {
+            ""
+        };
+        crate::jobs::Identity::named(&format!(
+            "diagnostic: wait {}{fails}",
+            humantime::format_duration(Duration::from_secs(job.duration_seconds))
+        ))
+    }
 }
 
 /// Starts a diagnostic job when `enabled` (`server.diagnostics`).

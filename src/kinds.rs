@@ -9,13 +9,14 @@ use std::pin::Pin;
 use crate::jobs::JobState;
 use crate::jobs::kept::forget_job_file;
 use crate::jobs::kind::{JobKind, Services};
-use crate::jobs::{JobError, JobRecord, JobRegistry};
+use crate::jobs::{JobError, JobRecord, JobRegistry, Summary};
 
 /// A kind as the loops over [`KINDS`] see it.
 trait AnyKind: Sync {
     fn name(&self) -> &'static str;
     fn status_url(&self, id: &str) -> String;
     fn keeps_job_file(&self) -> bool;
+    fn moved(&self, record: &JobRecord) -> (Option<u64>, Option<u64>);
     fn resume_at_start<'a>(
         &'static self,
         services: &'a Services,
@@ -40,6 +41,10 @@ impl<K: JobKind> AnyKind for Registered<K> {
 
     fn keeps_job_file(&self) -> bool {
         K::KEEPS_JOB_FILE
+    }
+
+    fn moved(&self, record: &JobRecord) -> (Option<u64>, Option<u64>) {
+        K::moved(record)
     }
 
     fn resume_at_start<'a>(
@@ -93,6 +98,16 @@ pub fn status_url(kind: &str, id: &str) -> String {
         .iter()
         .find(|k| k.name() == kind)
         .map_or_else(|| format!("/api/v1/jobs/{id}"), |k| k.status_url(id))
+}
+
+/// What lists and pages show of `record` beside its state: name, source and target, the rows
+/// and bytes its kind counts, duration and average rates.
+pub fn summary(record: &JobRecord) -> Summary {
+    let moved = KINDS
+        .iter()
+        .find(|k| k.name() == record.kind)
+        .map_or((None, None), |k| k.moved(record));
+    Summary::of(record, moved, chrono::Utc::now())
 }
 
 /// Resumes the `INTERRUPTED` job `id`, whatever its kind (the console's resume button).

@@ -44,6 +44,20 @@ impl ApiError {
         Self { status, message }
     }
 
+    /// An error whose message may be up to `limit` bytes (cut there, on a character
+    /// boundary): for messages the daemon composed from what it found rather than echoed.
+    pub fn with_limit(status: StatusCode, message: String, limit: usize) -> Self {
+        if message.len() <= limit {
+            return Self { status, message };
+        }
+        let mut end = limit;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        let message = format!("{}… ({} bytes)", &message[..end], message.len());
+        Self { status, message }
+    }
+
     /// 400.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, message)
@@ -98,9 +112,19 @@ impl From<JobError> for ApiError {
             }
             JobError::Launch(_) | JobError::Relaunch(_) => StatusCode::BAD_GATEWAY,
         };
-        ApiError::new(status, err.to_string())
+        match &err {
+            // Every problem of a target table with the CQL that fixes it: built from both
+            // schemas, not echoed from the request, and useless cut in the middle.
+            JobError::Launch(e) | JobError::Relaunch(e) if e.is_schema_mismatch() => {
+                ApiError::with_limit(status, err.to_string(), MAX_SCHEMA_REPORT)
+            }
+            _ => ApiError::new(status, err.to_string()),
+        }
     }
 }
+
+/// The longest schema report told in an error message (a table of some hundred columns).
+const MAX_SCHEMA_REPORT: usize = 64 * 1024;
 
 impl From<SavepointError> for ApiError {
     fn from(err: SavepointError) -> Self {

@@ -22,6 +22,39 @@ pub struct JobView {
     pub id: String,
     /// Kind of work: `migration`, `validation`, `diagnostic`, ...
     pub kind: String,
+    /// What the job is called: the `name` of its job file, or what it moves
+    /// (`ks.table → ks2.table`, `dynamodb:Orders → alternator:Orders`, ...); at most 200
+    /// characters, never a host or a secret. Jobs recorded before names existed are called by
+    /// their kind and the start of their id.
+    #[schema(example = "shop.orders → shop2.orders")]
+    pub name: String,
+    /// Where the job reads, in words: `ks.table`, `dynamodb:Table`, `alternator:Table`,
+    /// `parquet:path`, `mysql:db.table`, `s3-export:s3://bucket/prefix`, the files of a node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "shop.orders")]
+    pub source: Option<String>,
+    /// Where the job writes, in words (as `source`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "shop2.orders")]
+    pub target: Option<String>,
+    /// Rows the last run moved: written by a migration, read from the source by a
+    /// validation. Absent for kinds that count no rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u64>,
+    /// Bytes the last run moved (written by a migration, read by a validation, downloaded by
+    /// a data-copy task over all its iterations).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// Seconds the last run took, from `startedAt` to `endedAt` (to now while it runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<f64>,
+    /// Once the job has ended: `rows` divided by `durationSeconds`, its average rate over the
+    /// run (`progress.rowsPerSecond` is the recent rate, 0 once it has ended).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub average_rows_per_second: Option<f64>,
+    /// Once the job has ended: `bytes` divided by `durationSeconds`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub average_bytes_per_second: Option<f64>,
     /// `QUEUED`, `RUNNING`, `SUCCEEDED`, `DIFFERENCES_FOUND` (a validation that found rows that
     /// differ), `FAILED`, `CANCELLED` or `INTERRUPTED`.
     #[schema(value_type = String, example = "RUNNING")]
@@ -58,10 +91,21 @@ pub struct JobView {
 
 impl From<JobRecord> for JobView {
     fn from(r: JobRecord) -> Self {
+        let summary = crate::kinds::summary(&r);
+        // Milliseconds are what the record's times hold.
+        let millis = |x: f64| (x * 1000.0).round() / 1000.0;
         Self {
             status_url: status_url(&r.kind, &r.id),
             id: r.id,
             kind: r.kind,
+            name: summary.name,
+            source: summary.source,
+            target: summary.target,
+            rows: summary.rows,
+            bytes: summary.bytes,
+            duration_seconds: summary.duration.map(|d| millis(d.as_secs_f64())),
+            average_rows_per_second: summary.average_rows_per_second,
+            average_bytes_per_second: summary.average_bytes_per_second,
             state: r.state,
             phase: r.phase,
             created_at: r.created_at,

@@ -127,6 +127,33 @@ impl TargetConfig {
     }
 }
 
+impl SourceConfig {
+    /// Where the job reads, in words for job names and lists: keyspace and table, table,
+    /// database and table, or path — never a host, a credential or a query string.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Cql(s) => s.endpoint.describe(),
+            Self::Dynamo(s) => s.connection.describe(),
+            Self::Parquet(s) => s.location.describe("parquet"),
+            Self::Mysql(s) => s.describe(),
+            Self::S3Export(s) => s.describe(),
+        }
+    }
+}
+
+impl TargetConfig {
+    /// Where the job writes, in words for job names and lists (see
+    /// [`SourceConfig::describe`]).
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Cql(t) => t.endpoint.describe(),
+            Self::Dynamo(t) => t.connection.describe(),
+            Self::Parquet(t) => t.location.describe("parquet"),
+            Self::S3Export(t) => t.location.describe("s3-export"),
+        }
+    }
+}
+
 /// Refuses a source and target no connector pair can copy between.
 pub fn check_pair(
     text: &str,

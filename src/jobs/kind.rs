@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::kept::{forget_job_file, keep_job_file, read_job_file};
-use super::{JobError, JobHandle, JobRecord, JobRegistry, JobResult, JobState};
+use super::{Identity, JobError, JobHandle, JobRecord, JobRegistry, JobResult, JobState};
 use crate::migrate::EngineError;
 use crate::migrate::job::Start;
 
@@ -48,6 +48,20 @@ pub trait JobKind: Send + Sync + 'static {
     /// Where a job's status is read.
     fn status_url(id: &str) -> String {
         format!("/api/v1/jobs/{id}")
+    }
+
+    /// What a job of the kind is called and moves, fixed when it is submitted.
+    fn identity(spec: &Self::Spec, launch: &Self::Launch) -> Identity {
+        let _ = (spec, launch);
+        Identity::named(Self::NOUN)
+    }
+
+    /// The rows and bytes the last run of a job moved, read from its record (`None` where the
+    /// kind counts no such thing). Lists show them, and divide them by the run's duration
+    /// for its average rate.
+    fn moved(record: &JobRecord) -> (Option<u64>, Option<u64>) {
+        let _ = record;
+        (None, None)
     }
 
     /// Does the work of a launched job.
@@ -95,6 +109,14 @@ pub trait FileJobKind: JobKind<Spec = serde_json::Value> {
         state_dir: Option<PathBuf>,
         start: Start,
     ) -> impl Future<Output = Result<Self::Launch, EngineError>> + Send;
+
+    /// What a job file's job is called and moves: its `name`, or `source → target` in words
+    /// (see [`JobConfig::identity`](crate::migrate::config::JobConfig::identity)).
+    fn identity_of(text: &str) -> Identity {
+        crate::migrate::config::JobConfig::parse(text)
+            .map(|c| c.identity())
+            .unwrap_or_else(|_| Identity::named(Self::NOUN))
+    }
 }
 
 /// [`JobKind::relaunch`] of a [`FileJobKind`]: its job file, launched again.
@@ -122,7 +144,16 @@ pub async fn submit_job_file<K: FileJobKind>(
     // Kept before the job starts, so that it exists for as long as the job can be resumed.
     keep_job_file(state_dir, &id, text).map_err(JobError::KeepJobFile)?;
     let spec = crate::migrate::config::redacted_json(text);
-    match jobs.submit_kind::<K>(Some(id.clone()), &spec, launch).await {
+    // Parsed again, off the async workers as the launch parsed it (a request body's worth of
+    // text is CPU work); names come from the typed config, not the redacted document.
+    let owned = text.to_string();
+    let identity = tokio::task::spawn_blocking(move || K::identity_of(&owned))
+        .await
+        .unwrap_or_else(|_| Identity::named(K::NOUN));
+    let submitted = jobs
+        .submit_identified::<K>(Some(id.clone()), identity, &spec, launch)
+        .await;
+    match submitted {
         Ok(record) => Ok(record),
         Err(e) => {
             forget_job_file(state_dir, &id);
@@ -166,9 +197,22 @@ impl JobRegistry {
         spec: &K::Spec,
         launch: K::Launch,
     ) -> Result<JobRecord, JobError> {
+        let identity = K::identity(spec, &launch);
+        self.submit_identified::<K>(id, identity, spec, launch)
+            .await
+    }
+
+    /// [`submit_kind`](Self::submit_kind) of a job whose identity the caller worked out.
+    pub async fn submit_identified<K: JobKind>(
+        &self,
+        id: Option<String>,
+        identity: Identity,
+        spec: &K::Spec,
+        launch: K::Launch,
+    ) -> Result<JobRecord, JobError> {
         let spec = serde_json::to_value(spec).expect("job specs serialize");
         let id = id.unwrap_or_else(Self::new_id);
-        self.submit_with_id(id, K::NAME, spec, move |h| K::run(h, launch))
+        self.submit_with_id(id, K::NAME, identity, spec, move |h| K::run(h, launch))
             .await
     }
 

@@ -7,6 +7,7 @@
 //! are flushed on an interval, so after `kill -9` the list of jobs is complete and a job that was
 //! running shows `INTERRUPTED`.
 
+pub mod identity;
 pub mod kept;
 pub mod kind;
 mod record;
@@ -27,6 +28,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use identity::{Identity, Summary};
 pub use record::{JobRecord, JobState};
 use store::Store;
 use tally::Tally;
@@ -380,14 +382,17 @@ impl JobRegistry {
         F: FnOnce(JobHandle) -> Fut + Send + 'static,
         Fut: Future<Output = JobResult> + Send + 'static,
     {
-        self.submit_with_id(Self::new_id(), kind, spec, run).await
+        self.submit_with_id(Self::new_id(), kind, Identity::default(), spec, run)
+            .await
     }
 
-    /// [`submit`](Self::submit) with an id from [`new_id`](Self::new_id).
+    /// [`submit`](Self::submit) with an id from [`new_id`](Self::new_id) and what the job is
+    /// called and moves.
     pub async fn submit_with_id<F, Fut>(
         &self,
         id: String,
         kind: &str,
+        identity: Identity,
         spec: serde_json::Value,
         run: F,
     ) -> Result<JobRecord, JobError>
@@ -402,6 +407,9 @@ impl JobRegistry {
         let record = JobRecord {
             id,
             kind: kind.to_string(),
+            name: identity.name,
+            source: identity.source,
+            target: identity.target,
             state: JobState::Queued,
             phase: None,
             created_at: now,

@@ -116,6 +116,16 @@ pub struct JobRecord {
     pub id: String,
     /// What kind of work this is (`migration`, `validation`, ...).
     pub kind: String,
+    /// What the job is called: the `name` of its job file, or one derived from what it moves
+    /// (`ks.table → ks2.table`). Absent in records written before jobs had names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Where the job reads, in words without secrets (`ks.table`, `dynamodb:Orders`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Where the job writes, in words without secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
     /// Lifecycle state.
     pub state: JobState,
     /// What the job is doing now, in the job's own words (`planning`, `copying`, ...).

@@ -8,7 +8,7 @@ use super::peer::PeerClient;
 use super::tasks;
 use super::verify::{VerifyReport, VerifyRequest};
 use crate::jobs::kind::{JobKind, Services, spec_of};
-use crate::jobs::{JobError, JobHandle, JobRecord, JobResult};
+use crate::jobs::{Identity, JobError, JobHandle, JobRecord, JobResult};
 
 /// The data-copy task kind.
 pub struct DataCopyKind;
@@ -27,6 +27,38 @@ impl JobKind for DataCopyKind {
 
     fn run(handle: JobHandle, task: CopyTask) -> impl Future<Output = JobResult> + Send + 'static {
         tasks::run_copy(handle, task)
+    }
+
+    /// `data copy from http://source:port`, the source node's files to this node's.
+    fn identity(_request: &CopyRequest, task: &CopyTask) -> Identity {
+        let source = task.peer.address();
+        Identity {
+            name: Some(crate::jobs::identity::bounded(&format!(
+                "data copy from {source}"
+            ))),
+            source: Some(crate::jobs::identity::bounded(&format!(
+                "files of the node at {source}"
+            ))),
+            target: Some("this node's data directories".into()),
+        }
+    }
+
+    /// Bytes downloaded over every iteration.
+    fn moved(record: &JobRecord) -> (Option<u64>, Option<u64>) {
+        let bytes = record
+            .result
+            .as_ref()
+            .and_then(|r| r.get("status"))
+            .and_then(serde_json::Value::as_array)
+            .map(|its| {
+                its.iter()
+                    .filter_map(|it| {
+                        it.get("bytesDownloaded")
+                            .and_then(serde_json::Value::as_u64)
+                    })
+                    .sum()
+            });
+        (None, bytes)
     }
 
     /// A new iteration starts; files already in place are kept and partial downloads continue.
@@ -86,5 +118,19 @@ impl JobKind for VerificationKind {
 
     fn run(handle: JobHandle, v: Verification) -> impl Future<Output = JobResult> + Send + 'static {
         tasks::run_verify(handle, v.peer, v.local, v.request)
+    }
+
+    /// `files verification against http://source:port`.
+    fn identity(_request: &VerifyRequest, v: &Verification) -> Identity {
+        let source = v.peer.address();
+        Identity {
+            name: Some(crate::jobs::identity::bounded(&format!(
+                "files verification against {source}"
+            ))),
+            source: Some(crate::jobs::identity::bounded(&format!(
+                "files of the node at {source}"
+            ))),
+            target: Some("this node's data directories".into()),
+        }
     }
 }

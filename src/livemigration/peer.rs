@@ -229,6 +229,12 @@ pub struct PeerClient {
 }
 
 impl PeerClient {
+    /// Where the source daemon is (`http://host:port`), for names and messages: no
+    /// credentials are part of it (the token is a header).
+    pub fn address(&self) -> &str {
+        &self.base
+    }
+
     /// The source daemon at `host:port`: over HTTPS when `tls` is given (the source's
     /// certificate must then chain to its roots and name `host`), else plain HTTP.
     pub fn new(

@@ -19,6 +19,10 @@ use crate::savepoints::Location;
 /// A whole migration job.
 #[derive(Debug, Clone)]
 pub struct JobConfig {
+    /// drover: `name`, what lists and pages call the job (at most 200 characters); unset:
+    /// `source → target` in words. ScyllaDB Migrator ignores the key (its config decoder
+    /// skips keys it does not know), so a job file with a name still runs there.
+    pub name: Option<String>,
     /// Where rows come from.
     pub source: SourceConfig,
     /// Where rows go.
@@ -51,6 +55,8 @@ pub struct JobConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawJob {
+    #[serde(default)]
+    name: Option<yaml_serde::Value>,
     source: yaml_serde::Value,
     target: yaml_serde::Value,
     // `renames: null` is no renames, as in ScyllaDB Migrator.
@@ -177,7 +183,19 @@ impl JobConfig {
                     .collect()
             }
         };
+        let name = match raw.name.filter(|v| !v.is_null()) {
+            None => None,
+            Some(yaml_serde::Value::String(name)) => Some(parse_name(text, &name)?),
+            Some(_) => {
+                return Err(JobConfigError::at(
+                    text,
+                    "name",
+                    "must be a string: what lists call the job",
+                ));
+            }
+        };
         let mut config = JobConfig {
+            name,
             source,
             target,
             renames: raw.renames.unwrap_or_default(),
@@ -345,6 +363,15 @@ impl JobConfig {
         }
     }
 
+    /// What the job is called and moves: its `name`, or `source → target` in words.
+    pub fn identity(&self) -> crate::jobs::Identity {
+        crate::jobs::Identity::moving(
+            self.name.as_deref(),
+            &self.source.describe(),
+            &self.target.describe(),
+        )
+    }
+
     /// The target column name of a source column.
     pub fn target_name<'a>(&'a self, source_column: &'a str) -> &'a str {
         self.renames
@@ -352,6 +379,36 @@ impl JobConfig {
             .find(|r| r.from == source_column)
             .map_or(source_column, |r| r.to.as_str())
     }
+}
+
+/// A given `name`: not blank, at most [`MAX_NAME`](crate::jobs::identity::MAX_NAME)
+/// characters, one line.
+fn parse_name(text: &str, name: &str) -> Result<String, JobConfigError> {
+    use crate::jobs::identity::MAX_NAME;
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(JobConfigError::at(
+            text,
+            "name",
+            "is blank; give the job a name, or leave the key out for source → target",
+        ));
+    }
+    let chars = name.chars().count();
+    if chars > MAX_NAME {
+        return Err(JobConfigError::at(
+            text,
+            "name",
+            format!("is {chars} characters long; at most {MAX_NAME}"),
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(JobConfigError::at(
+            text,
+            "name",
+            "must be one line, without control characters",
+        ));
+    }
+    Ok(name.to_string())
 }
 
 fn as_u64(v: usize) -> u64 {

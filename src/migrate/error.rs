@@ -63,19 +63,35 @@ impl EngineError {
         matches!(self, Self::AlreadyDone { .. })
     }
 
+    /// True when a target table cannot take the source's rows: the message lists every
+    /// problem with the CQL that fixes it, and is told whole.
+    pub fn is_schema_mismatch(&self) -> bool {
+        matches!(
+            self,
+            Self::Cql(CqlError::Mismatch(_))
+                | Self::Mysql(crate::connectors::mysql::MysqlError::Mismatch(_))
+                | Self::Parquet(crate::connectors::parquet::ParquetError::Mismatch(_))
+        )
+    }
+
     /// True for problems in the job config or schemas (what a client must fix), false for
     /// databases that could not be reached or failed.
     pub fn is_config_problem(&self) -> bool {
         matches!(
             self,
             Self::Config(_)
-                | Self::Cql(CqlError::Invalid { .. } | CqlError::Tls { .. })
+                | Self::Cql(
+                    CqlError::Invalid { .. } | CqlError::Tls { .. } | CqlError::Mismatch(_)
+                )
                 | Self::Savepoints(crate::savepoints::SavepointError::Config(_))
         ) || matches!(self, Self::Dynamo(e) if e.invalid)
             || matches!(
                 self,
-                Self::Parquet(crate::connectors::parquet::ParquetError::Invalid { .. })
-                    | Self::Mysql(crate::connectors::mysql::MysqlError::Invalid { .. })
+                Self::Parquet(
+                    crate::connectors::parquet::ParquetError::Invalid { .. }
+                        | crate::connectors::parquet::ParquetError::Mismatch(_)
+                ) | Self::Mysql(crate::connectors::mysql::MysqlError::Invalid { .. })
+                    | Self::Mysql(crate::connectors::mysql::MysqlError::Mismatch(_))
                     | Self::Export(crate::connectors::s3export::ExportError::Invalid { .. })
             )
     }

@@ -26,6 +26,12 @@ impl JobKind for MigrationJob {
         format!("/api/v1/migrations/{id}")
     }
 
+    /// Rows and bytes written by the last run.
+    fn moved(record: &JobRecord) -> (Option<u64>, Option<u64>) {
+        let counter = |name: &str| record.progress.get(name).copied();
+        (counter("rowsWritten"), counter("bytesWritten"))
+    }
+
     fn run(handle: JobHandle, launch: Launch) -> impl Future<Output = JobResult> + Send + 'static {
         job::run(handle, launch)
     }

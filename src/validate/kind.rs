@@ -27,6 +27,12 @@ impl JobKind for ValidationJob {
         format!("/api/v1/validations/{id}")
     }
 
+    /// Rows and bytes read from the source: what a validation goes through.
+    fn moved(record: &JobRecord) -> (Option<u64>, Option<u64>) {
+        let counter = |name: &str| record.progress.get(name).copied();
+        (counter("sourceRows"), counter("bytesRead"))
+    }
+
     fn run(handle: JobHandle, launch: Launch) -> impl Future<Output = JobResult> + Send + 'static {
         job::run(handle, launch)
     }

@@ -37,7 +37,7 @@ try {
   // The jobs list shows the running migration, and its bar advances without a reload.
   const row = page.locator(`tr[data-job="${env.running}"]`);
   await row.waitFor();
-  check((await row.locator("td").nth(1).textContent()).includes("RUNNING"), "the migration is RUNNING");
+  check((await row.locator('[data-field="state"]').textContent()).includes("RUNNING"), "the migration is RUNNING");
   const value = async () => Number(await row.locator("progress").getAttribute("value"));
   const first = await value();
   let later = first;

@@ -1328,6 +1328,14 @@ async fn a_destination_killed_mid_task_resumes_it_when_restarted() {
     assert_eq!(task["state"], "SUCCEEDED", "{task:#}\n{}", dst.logs());
     let (_, job) = dst.get(&format!("/api/v1/jobs/{id}")).await;
     assert_eq!(job["attempts"], 2, "{job:#}");
+    // Named after its source (issue 43), across the restart, with the bytes it downloaded.
+    assert_eq!(
+        job["name"],
+        format!("data copy from http://{}", src.addr),
+        "{job:#}"
+    );
+    assert_eq!(job["target"], "this node's data directories", "{job:#}");
+    assert!(job["bytes"].as_u64() > Some(0), "{job:#}");
     assert_eq!(std::fs::read(&target).unwrap(), big);
     let fetched = task["status"][0]["bytesDownloaded"].as_u64().unwrap();
     assert!(

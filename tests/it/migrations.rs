@@ -304,19 +304,24 @@ async fn bad_jobs_are_refused_before_anything_is_written() {
                 "job config: source.table: table {ks}.nope does not exist on the source cluster"
             ) as &str,
         ),
+        // Every problem of a target table at once, each with its fix (tests/it/schema_problems.rs).
         (
             with_target_table("t"),
-            "job config: target.table: column \"n\" has type int in the source but bigint in the target",
+            &format!(
+                "job config: target.table: the target table \"{ks}\".\"t\" cannot take the rows of the source table \"{ks}\".\"t\": 1 problem\n  1. column \"n\" has type int in the source but bigint in the target; fix: recreate the table (below)"
+            ),
         ),
         (
             with_target_table("missing_col"),
             &format!(
-                "job config: target.table: the target table \"{ks}\".\"missing_col\" has no column \"n\""
+                "job config: target.table: the target table \"{ks}\".\"missing_col\" cannot take the rows of the source table \"{ks}\".\"t\": 1 problem\n  1. the target table has no column \"n\", a regular column of type int in the source; fix: ALTER TABLE \"{ks}\".\"missing_col\" ADD \"n\" int;"
             ),
         ),
         (
             with_target_table("other_key"),
-            "job config: target.table: column \"c\" is a clustering key column in the source but a regular column in the target",
+            &format!(
+                "job config: target.table: the target table \"{ks}\".\"other_key\" cannot take the rows of the source table \"{ks}\".\"t\": 3 problems\n  1. column \"c\" is a clustering key column in the source but a regular column in the target"
+            ),
         ),
         (
             job(ks, "t", "", "", "renames:\n  - from: w\n    to: x\n"),

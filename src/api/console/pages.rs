@@ -209,20 +209,70 @@ pub(super) fn progress_bar(record: &JobRecord) -> Markup {
 }
 
 pub(super) fn short_id(id: &str) -> &str {
-    id.get(..13).unwrap_or(id)
+    crate::jobs::identity::short_id(id)
+}
+
+/// `source → target`, or a dash for jobs that name neither.
+fn route(summary: &crate::jobs::Summary) -> String {
+    match (&summary.source, &summary.target) {
+        (None, None) => "—".into(),
+        (s, t) => format!(
+            "{} → {}",
+            s.as_deref().unwrap_or("—"),
+            t.as_deref().unwrap_or("—")
+        ),
+    }
+}
+
+/// How long the job's last run took, to the second (tenths under a minute).
+fn duration(summary: &crate::jobs::Summary) -> String {
+    match summary.duration {
+        Some(d) if d.as_secs() < 60 => format!("{:.1} s", d.as_secs_f64()),
+        Some(d) => {
+            humantime::format_duration(std::time::Duration::from_secs(d.as_secs())).to_string()
+        }
+        None => "—".into(),
+    }
+}
+
+/// The average rate over an ended job's run; `None` while it runs (the recent rate is shown).
+fn average_rate(summary: &crate::jobs::Summary) -> Option<String> {
+    let rows = summary.average_rows_per_second;
+    let bytes = summary
+        .average_bytes_per_second
+        .map(|b| bytesize::ByteSize(b.round() as u64));
+    match (rows, bytes) {
+        (Some(r), Some(b)) => Some(format!(
+            "{} rows/s · {b}/s average",
+            thousands(r.round() as u64)
+        )),
+        (Some(r), None) => Some(format!("{} rows/s average", thousands(r.round() as u64))),
+        (None, Some(b)) => Some(format!("{b}/s average")),
+        (None, None) => None,
+    }
 }
 
 fn job_row(record: &JobRecord) -> Markup {
     let active = record.state.is_active();
+    let summary = crate::kinds::summary(record);
     html! {
         tr data-job=(record.id) data-active=(active) {
             th scope="row" {
-                a href={ "/ui/jobs/" (encode_path(&record.id)) } title=(record.id) { code { (short_id(&record.id)) "…" } }
+                a href={ "/ui/jobs/" (encode_path(&record.id)) } title=(summary.name) data-field="name" { (clip(&summary.name, 80)) }
+                // What it moves, unless the name already says it (a derived name is just that).
+                @let moves = route(&summary);
+                @if moves != summary.name && summary.source.is_some() {
+                    br;
+                    span class="route" data-field="route" { (clip(&moves, 120)) }
+                }
+                br;
+                small class="muted" { (record.kind) " · " code title=(record.id) { (short_id(&record.id)) "…" } }
             }
-            td { (record.kind) }
             td { (state_badge(record.state)) }
             td { (progress_bar(record)) }
-            td class="num" { (rate(record)) }
+            td class="num" data-field="rows" { (summary.rows.map_or_else(|| "—".to_string(), thousands)) }
+            td class="num" data-field="duration" { (duration(&summary)) }
+            td class="num rate" { (average_rate(&summary).unwrap_or_else(|| rate(record))) }
             td class="num" { (eta(record)) }
             td class="num" { (record.attempts) }
             td class="num" { (counter(record, "retries").unwrap_or(0)) }
@@ -307,9 +357,10 @@ pub fn jobs_page(
                 thead {
                     tr {
                         th scope="col" { "Job" }
-                        th scope="col" { "Kind" }
                         th scope="col" { "State" }
                         th scope="col" { "Progress" }
+                        th scope="col" { "Rows" }
+                        th scope="col" { "Duration" }
                         th scope="col" { "Rate" }
                         th scope="col" { "ETA" }
                         th scope="col" { "Attempts" }
@@ -373,12 +424,14 @@ pub fn job_page(
 ) -> Markup {
     let active = record.state.is_active();
     let path = format!("/ui/jobs/{}", encode_path(&record.id));
+    let summary = crate::kinds::summary(record);
     layout(
-        &format!("{} {}", record.kind, short_id(&record.id)),
+        &summary.name,
         Some(viewer),
         html! {
             div id="job" data-job=(record.id) data-kind=(record.kind) data-active=(active) {
-                h1 { (record.kind) " " code { (record.id) } }
+                h1 data-field="name" { (summary.name) }
+                p class="job-detail" { (record.kind) " · " code { (record.id) } }
                 @if let Some(notice) = notice {
                     p role="status" class="notice" { (notice) }
                 }
@@ -387,10 +440,23 @@ pub fn job_page(
                     div class="overview-grid" {
                         (ring(record))
                         dl class="facts" {
+                            @if summary.source.is_some() || summary.target.is_some() {
+                                dt { "Source" } dd data-field="source" { (summary.source.as_deref().unwrap_or("—")) }
+                                dt { "Target" } dd data-field="target" { (summary.target.as_deref().unwrap_or("—")) }
+                            }
                             dt { "State" } dd { (state_badge(record.state)) }
                             dt { "Phase" } dd data-field="phase" { (record.phase.as_deref().unwrap_or("—")) }
                             dt { "Progress" } dd { (progress_bar(record)) }
-                            dt { "Rate" } dd data-field="rate" { (rate(record)) }
+                            @if let Some(rows) = summary.rows {
+                                dt { "Rows" } dd class="num" data-field="rows" { (thousands(rows)) }
+                            }
+                            @if let Some(bytes) = summary.bytes {
+                                dt { "Bytes" } dd class="num" data-field="bytes" { (bytesize::ByteSize(bytes)) }
+                            }
+                            dt { "Duration" } dd data-field="duration" { (duration(&summary)) }
+                            // Once the job has ended, its average over the run: the recent
+                            // rate is 0 then.
+                            dt { "Rate" } dd data-field="rate" { (average_rate(&summary).unwrap_or_else(|| rate(record))) }
                             dt { "ETA" } dd data-field="eta" { (eta(record)) }
                             dt { "Attempts" } dd { (record.attempts) }
                             (dl_time("Submitted", Some(record.created_at)))

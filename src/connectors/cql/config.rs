@@ -598,3 +598,10 @@ fn default_fetch_size() -> usize {
 fn default_max_in_flight() -> usize {
     256
 }
+
+impl CqlEndpoint {
+    /// The table in words for job names and lists (`ks.table`): no host, no credentials.
+    pub fn describe(&self) -> String {
+        format!("{}.{}", self.keyspace, self.table)
+    }
+}

@@ -41,6 +41,10 @@ pub enum CqlError {
         /// What is wrong.
         message: String,
     },
+    /// The target table cannot take the source's rows: every problem, each with the CQL that
+    /// fixes it.
+    #[error("target.table: {0}")]
+    Mismatch(Box<schema::Mismatch>),
     /// No session could be opened.
     #[error("{side}: cannot connect to {address}: {message}")]
     Connect {
@@ -257,7 +261,21 @@ pub async fn open_pair(
         &dst.endpoint.table,
     )
     .await?;
-    let mapping = schema::check_compatible(&source_schema, &target_schema, renames)?;
+    let mapping = match schema::check_compatible(&source_schema, &target_schema, renames) {
+        Err(CqlError::Mismatch(mut mismatch)) if mismatch.needs_recreate() => {
+            // The statement to recreate the table keeps the source's clustering order, which
+            // the driver's metadata does not hold.
+            let descending = schema::clustering_order(&source, "source", &source_schema).await;
+            mismatch.create = Some(schema::create_table(
+                &target_schema.qualified(),
+                &source_schema,
+                renames,
+                descending.as_deref().ok(),
+            ));
+            return Err(CqlError::Mismatch(mismatch));
+        }
+        other => other?,
+    };
     Ok(Pair {
         source,
         target,

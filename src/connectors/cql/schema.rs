@@ -161,35 +161,94 @@ pub async fn load(
     })
 }
 
+/// One way a target table cannot take the source's rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// What is wrong, naming the column or key.
+    pub message: String,
+    /// The statement that fixes it in place (`ALTER TABLE ... ADD ...`), when one exists; the
+    /// others need the table recreated.
+    pub fix: Option<String>,
+}
+
+/// Every way a target table cannot take the source's rows, found at once, with the CQL that
+/// would fix each: an operator learns all of them from one submission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    /// The target table, quoted.
+    pub target: String,
+    /// What the rows come from, in words (`the source table "ks"."t"`, `the Parquet files`).
+    pub source: String,
+    /// The problems, in column order, then the keys.
+    pub problems: Vec<Problem>,
+    /// `CREATE TABLE` for a target that holds the source's columns after renames, when a
+    /// problem cannot be fixed in place (a type, a role or a key differs).
+    pub create: Option<String>,
+}
+
+impl Mismatch {
+    /// Whether a problem needs the table recreated.
+    pub fn needs_recreate(&self) -> bool {
+        self.problems.iter().any(|p| p.fix.is_none())
+    }
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.problems.len();
+        write!(
+            f,
+            "the target table {} cannot take the rows of {}: {n} problem{}",
+            self.target,
+            self.source,
+            if n == 1 { "" } else { "s" }
+        )?;
+        for (i, p) in self.problems.iter().enumerate() {
+            write!(f, "\n  {}. {}", i + 1, p.message)?;
+            match (&p.fix, &self.create) {
+                (Some(fix), _) => write!(f, "; fix: {fix}")?,
+                (None, Some(_)) => write!(f, "; fix: recreate the table (below)")?,
+                (None, None) => write!(f, "; fix: recreate the table")?,
+            }
+        }
+        if let Some(create) = &self.create {
+            write!(
+                f,
+                "\nA type, a column's role or a key cannot be changed in place: recreate the target table with the source's columns (after renames). Dropping it deletes its rows:\n  DROP TABLE {};\n  {create}",
+                self.target
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// Checks that every source column, renamed, exists in the target with the same role and a
-/// type that holds the same bytes. Returns the target column name of each source column.
+/// type that holds the same bytes, and that the keys agree. Every problem is reported at once
+/// ([`CqlError::Mismatch`]), each with the statement that fixes it; the `CREATE TABLE` of a
+/// table to recreate is added by the caller ([`create_table`]), which can read the source's
+/// clustering order. Returns the target column name of each source column.
 pub fn check_compatible(
     source: &TableSchema,
     target: &TableSchema,
     renames: &[Rename],
 ) -> Result<HashMap<String, String>, CqlError> {
-    let invalid = |key: &str, message: String| CqlError::Invalid {
-        key: key.to_string(),
-        message,
-    };
     for r in renames {
         if source.all().all(|c| c.name != r.from) {
-            return Err(invalid(
-                "renames",
-                format!(
+            return Err(CqlError::Invalid {
+                key: "renames".to_string(),
+                message: format!(
                     "column {:?} does not exist in the source table {}",
                     r.from,
                     source.qualified()
                 ),
-            ));
+            });
         }
     }
+    let mut problems = Vec::new();
     let mut mapping = HashMap::new();
     for col in source.all() {
-        let to = renames
-            .iter()
-            .find(|r| r.from == col.name)
-            .map_or(col.name.as_str(), |r| r.to.as_str());
+        let to = renamed(renames, &col.name);
+        mapping.insert(col.name.clone(), to.to_string());
         let (_, src_role) = source.find(&col.name).expect("own column");
         let renamed = if to == col.name {
             String::new()
@@ -197,33 +256,48 @@ pub fn check_compatible(
             format!(" (source column {:?} after renames)", col.name)
         };
         let Some((tcol, role)) = target.find(to) else {
-            return Err(invalid(
-                "target.table",
-                format!(
-                    "the target table {} has no column {to:?}{renamed}",
-                    target.qualified()
+            // Regular and static columns can be added; a key column cannot.
+            let fix = match src_role {
+                "regular" => Some(format!(
+                    "ALTER TABLE {} ADD {} {};",
+                    target.qualified(),
+                    quote(to),
+                    ddl_type(&col.typ)
+                )),
+                "static" => Some(format!(
+                    "ALTER TABLE {} ADD {} {} STATIC;",
+                    target.qualified(),
+                    quote(to),
+                    ddl_type(&col.typ)
+                )),
+                _ => None,
+            };
+            problems.push(Problem {
+                message: format!(
+                    "the target table has no column {to:?}{renamed}, a {src_role} column of type {} in the source",
+                    type_name(&col.typ)
                 ),
-            ));
+                fix,
+            });
+            continue;
         };
         if role != src_role {
-            return Err(invalid(
-                "target.table",
-                format!(
+            problems.push(Problem {
+                message: format!(
                     "column {to:?}{renamed} is a {src_role} column in the source but a {role} column in the target"
                 ),
-            ));
-        }
-        if !holds(&col.typ, &tcol.typ) {
-            return Err(invalid(
-                "target.table",
-                format!(
+                fix: None,
+            });
+        } else if !holds(&col.typ, &tcol.typ) {
+            problems.push(Problem {
+                message: format!(
                     "column {to:?}{renamed} has type {} in the source but {} in the target",
                     type_name(&col.typ),
                     type_name(&tcol.typ)
                 ),
-            ));
+                fix: None,
+            });
         }
-        mapping.insert(col.name.clone(), to.to_string());
     }
     // The target's primary key must be fully given by the source, in the same order.
     let mapped = |cols: &[Column]| {
@@ -232,27 +306,124 @@ pub fn check_compatible(
             .collect::<Vec<_>>()
     };
     let names = |cols: &[Column]| cols.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
-    if mapped(&source.partition_key) != names(&target.partition_key) {
-        return Err(invalid(
-            "target.table",
-            format!(
-                "partition keys differ: source ({}) after renames, target ({})",
-                mapped(&source.partition_key).join(", "),
-                names(&target.partition_key).join(", ")
-            ),
-        ));
+    for (what, src, dst) in [
+        (
+            "partition keys",
+            &source.partition_key,
+            &target.partition_key,
+        ),
+        (
+            "clustering keys",
+            &source.clustering_key,
+            &target.clustering_key,
+        ),
+    ] {
+        if mapped(src) != names(dst) {
+            problems.push(Problem {
+                message: format!(
+                    "{what} differ: source ({}) after renames, target ({})",
+                    mapped(src).join(", "),
+                    names(dst).join(", ")
+                ),
+                fix: None,
+            });
+        }
     }
-    if mapped(&source.clustering_key) != names(&target.clustering_key) {
-        return Err(invalid(
-            "target.table",
-            format!(
-                "clustering keys differ: source ({}) after renames, target ({})",
-                mapped(&source.clustering_key).join(", "),
-                names(&target.clustering_key).join(", ")
-            ),
-        ));
+    if problems.is_empty() {
+        return Ok(mapping);
     }
-    Ok(mapping)
+    Err(CqlError::Mismatch(Box::new(Mismatch {
+        target: target.qualified(),
+        source: format!("the source table {}", source.qualified()),
+        problems,
+        create: None,
+    })))
+}
+
+/// The target name of a source column after `renames`.
+fn renamed<'a>(renames: &'a [Rename], column: &'a str) -> &'a str {
+    renames
+        .iter()
+        .find(|r| r.from == column)
+        .map_or(column, |r| r.to.as_str())
+}
+
+/// `CREATE TABLE` for the table `target` (`"ks"."table"`, quoted) holding the columns of
+/// `source` after `renames`, with its keys and clustering order (`descending`: per clustering
+/// column, whether it is `DESC`; `None` when it could not be read).
+pub fn create_table(
+    target: &str,
+    source: &TableSchema,
+    renames: &[Rename],
+    descending: Option<&[bool]>,
+) -> String {
+    let name = |c: &Column| quote(renamed(renames, &c.name));
+    let mut columns: Vec<String> = source
+        .all()
+        .map(|c| {
+            let is_static = source.statics.iter().any(|s| s.name == c.name);
+            format!(
+                "{} {}{}",
+                name(c),
+                ddl_type(&c.typ),
+                if is_static { " STATIC" } else { "" }
+            )
+        })
+        .collect();
+    let partition: Vec<String> = source.partition_key.iter().map(name).collect();
+    let clustering: Vec<String> = source.clustering_key.iter().map(name).collect();
+    let mut key = format!("({})", partition.join(", "));
+    for c in &clustering {
+        key.push_str(", ");
+        key.push_str(c);
+    }
+    columns.push(format!("PRIMARY KEY ({key})"));
+    let mut statement = format!("CREATE TABLE {target} ({});", columns.join(", "));
+    if let Some(desc) = descending
+        && desc.iter().any(|d| *d)
+    {
+        let order: Vec<String> = clustering
+            .iter()
+            .zip(desc)
+            .map(|(c, d)| format!("{c} {}", if *d { "DESC" } else { "ASC" }))
+            .collect();
+        statement.pop();
+        statement.push_str(&format!(
+            " WITH CLUSTERING ORDER BY ({});",
+            order.join(", ")
+        ));
+    } else if descending.is_none() && !clustering.is_empty() {
+        statement.push_str(" -- the source's clustering order could not be read: add WITH CLUSTERING ORDER BY if it has DESC columns");
+    }
+    statement
+}
+
+/// The CQL spelling of a type in a statement of the target's keyspace: as [`type_name`], but
+/// a UDT by its name alone (a table's UDTs live in its own keyspace).
+pub fn ddl_type(t: &ColumnType<'_>) -> String {
+    use ColumnType as T;
+    let frozen = |f: bool, s: String| if f { format!("frozen<{s}>") } else { s };
+    match t {
+        T::Collection { frozen: f, typ } => frozen(
+            *f,
+            match typ {
+                CollectionType::List(x) => format!("list<{}>", ddl_type(x)),
+                CollectionType::Set(x) => format!("set<{}>", ddl_type(x)),
+                CollectionType::Map(k, v) => format!("map<{}, {}>", ddl_type(k), ddl_type(v)),
+                _ => "collection".to_string(),
+            },
+        ),
+        T::Vector { typ, dimensions } => format!("vector<{}, {dimensions}>", ddl_type(typ)),
+        T::UserDefinedType {
+            frozen: f,
+            definition,
+        } => frozen(*f, quote(&definition.name)),
+        T::Tuple(items) => format!(
+            "tuple<{}>",
+            items.iter().map(ddl_type).collect::<Vec<_>>().join(", ")
+        ),
+        other => type_name(other),
+    }
 }
 
 /// Whether a column of type `target` can store the serialized values of type `source` as they
@@ -308,6 +479,45 @@ pub fn holds(source: &ColumnType<'_>, target: &ColumnType<'_>) -> bool {
     }
 }
 
+/// Which clustering columns are `DESC`, from `system_schema.columns`.
+pub async fn clustering_order(
+    session: &Session,
+    side: &str,
+    schema: &TableSchema,
+) -> Result<Vec<bool>, CqlError> {
+    let result = session
+        .query_unpaged(
+            "SELECT column_name, clustering_order FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?",
+            (&schema.keyspace, &schema.table),
+        )
+        .await
+        .map_err(|e| CqlError::Request {
+            side: side.to_string(),
+            message: format!("cannot read the clustering order: {e}"),
+        })?;
+    let rows: Vec<(String, String)> = result
+        .into_rows_result()
+        .map_err(|e| CqlError::Request {
+            side: side.to_string(),
+            message: format!("cannot read the clustering order: {e}"),
+        })?
+        .rows::<(String, String)>()
+        .map_err(|e| CqlError::Request {
+            side: side.to_string(),
+            message: format!("cannot read the clustering order: {e}"),
+        })?
+        .filter_map(Result::ok)
+        .collect();
+    Ok(schema
+        .clustering_key
+        .iter()
+        .map(|c| {
+            rows.iter()
+                .any(|(name, order)| name == &c.name && order.eq_ignore_ascii_case("desc"))
+        })
+        .collect())
+}
+
 /// The first static or regular column of `schema` whose cells `cqlite-core` 0.18 does not
 /// read or write exactly (vectors, non-frozen UDTs, static non-frozen collections), and what
 /// it is.
@@ -352,5 +562,107 @@ pub fn type_name(t: &ColumnType<'_>) -> String {
             items.iter().map(type_name).collect::<Vec<_>>().join(", ")
         ),
         _ => "unknown".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn col(name: &str, typ: NativeType) -> Column {
+        Column {
+            name: name.into(),
+            typ: ColumnType::Native(typ),
+        }
+    }
+
+    fn table(
+        name: &str,
+        pk: Vec<Column>,
+        ck: Vec<Column>,
+        statics: Vec<Column>,
+        regular: Vec<Column>,
+    ) -> TableSchema {
+        TableSchema {
+            keyspace: "ks".into(),
+            table: name.into(),
+            partition_key: pk,
+            clustering_key: ck,
+            statics,
+            regular,
+        }
+    }
+
+    /// Three problems at once, each named, with the statement that fixes it; the table to
+    /// recreate is the source's after renames.
+    #[test]
+    fn every_problem_is_named_with_its_fix() {
+        use NativeType as N;
+        let source = table(
+            "s",
+            vec![col("p", N::Int)],
+            vec![col("c", N::Int)],
+            vec![col("st", N::Text)],
+            vec![col("v", N::Text), col("w", N::BigInt)],
+        );
+        let target = table(
+            "t",
+            vec![col("p", N::Int)],
+            vec![col("c", N::Int)],
+            vec![],
+            vec![col("v", N::Int)],
+        );
+        let renames = vec![Rename {
+            from: "w".into(),
+            to: "w2".into(),
+        }];
+        let Err(CqlError::Mismatch(m)) = check_compatible(&source, &target, &renames) else {
+            panic!("a mismatch");
+        };
+        let fixes: Vec<Option<&str>> = m.problems.iter().map(|p| p.fix.as_deref()).collect();
+        assert_eq!(
+            fixes,
+            vec![
+                Some(r#"ALTER TABLE "ks"."t" ADD "st" text STATIC;"#),
+                None,
+                Some(r#"ALTER TABLE "ks"."t" ADD "w2" bigint;"#),
+            ],
+            "{m}"
+        );
+        assert!(
+            m.problems[1]
+                .message
+                .contains("type text in the source but int")
+        );
+        assert!(m.needs_recreate());
+        assert_eq!(
+            create_table(&target.qualified(), &source, &renames, Some(&[true])),
+            r#"CREATE TABLE "ks"."t" ("p" int, "c" int, "st" text STATIC, "v" text, "w2" bigint, PRIMARY KEY (("p"), "c")) WITH CLUSTERING ORDER BY ("c" DESC);"#
+        );
+        // Keys that differ are named too, with the rest.
+        let other_key = table(
+            "t",
+            vec![col("p", N::Int), col("c", N::Int)],
+            vec![],
+            vec![],
+            vec![col("v", N::Text)],
+        );
+        let Err(CqlError::Mismatch(m)) = check_compatible(&source, &other_key, &[]) else {
+            panic!("a mismatch");
+        };
+        let text = m.to_string();
+        for part in [
+            "no column \"st\"",
+            "no column \"w\"",
+            "\"c\" is a clustering key column in the source but a partition key",
+            "partition keys differ",
+            "clustering keys differ",
+        ] {
+            assert!(text.contains(part), "{part}: {text}");
+        }
+        assert!(
+            check_compatible(&source, &source, &[]).is_ok(),
+            "a table takes its own rows"
+        );
     }
 }

@@ -711,3 +711,16 @@ fn percent(text: &str, key: &str, value: Option<f32>) -> Result<(), JobConfigErr
 
 #[cfg(test)]
 mod tests;
+
+impl Connection {
+    /// The table in words for job names and lists (`dynamodb:Orders`, `alternator:Orders`):
+    /// no endpoint, no credentials.
+    pub fn describe(&self) -> String {
+        let system = if self.alternator {
+            "alternator"
+        } else {
+            "dynamodb"
+        };
+        format!("{system}:{}", self.table)
+    }
+}

@@ -648,6 +648,14 @@ fn tls(text: &str, mode: Option<String>, ssl: Option<SslOptions>) -> Result<Tls,
     Ok(tls)
 }
 
+impl MysqlSource {
+    /// The table in words for job names and lists (`mysql:db.table`): no host, no
+    /// credentials.
+    pub fn describe(&self) -> String {
+        format!("mysql:{}.{}", self.database, self.table)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::connectors::SourceConfig;

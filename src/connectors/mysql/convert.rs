@@ -55,6 +55,41 @@ pub struct Options {
     pub truncate_timestamps: bool,
 }
 
+/// The CQL type to add a column of for `column` (`ALTER TABLE ... ADD`): one that [`plan`]
+/// converts it to exactly, or `None` where no CQL type takes it (spatial types, ...).
+pub fn suggested_type(column: &SourceColumn) -> Option<String> {
+    use NativeType as N;
+    let d = column.data_type.as_str();
+    let unsigned = column.unsigned();
+    let native = match d {
+        _ if column.is_flag() => N::Boolean,
+        "tinyint" if unsigned => N::SmallInt,
+        "tinyint" => N::TinyInt,
+        "smallint" if unsigned => N::Int,
+        "smallint" => N::SmallInt,
+        "mediumint" => N::Int,
+        "int" | "integer" if unsigned => N::BigInt,
+        "int" | "integer" => N::Int,
+        "bigint" if unsigned => N::Varint,
+        "bigint" => N::BigInt,
+        "bit" => N::Blob,
+        "year" => N::SmallInt,
+        "decimal" | "numeric" => N::Decimal,
+        "float" => N::Float,
+        "double" | "real" => N::Double,
+        "date" => N::Date,
+        "datetime" | "timestamp" => N::Timestamp,
+        "time" => N::Time,
+        "char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext" | "enum" | "set"
+        | "json" => N::Text,
+        _ if column.is_binary() => N::Blob,
+        _ => return None,
+    };
+    let typ = ColumnType::Native(native);
+    // Only what a load takes: a suggestion that would be refused is none.
+    plan(column, &typ).ok().map(|_| type_name(&typ))
+}
+
 /// The conversion of `column` into the CQL type `target`, or why there is none.
 pub fn plan(column: &SourceColumn, target: &ColumnType<'_>) -> Result<Conv, String> {
     use NativeType as N;

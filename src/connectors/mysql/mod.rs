@@ -41,6 +41,10 @@ pub enum MysqlError {
         /// What is wrong, naming the table and column.
         message: String,
     },
+    /// The target table cannot take the source's rows: every problem, each with the CQL that
+    /// fixes it where one does.
+    #[error("target.table: {0}")]
+    Mismatch(Box<crate::connectors::cql::schema::Mismatch>),
     /// The server could not be reached or refused the connection.
     #[error("source: cannot connect to MySQL at {address}: {message}")]
     Connect {

@@ -17,7 +17,7 @@ use super::units::{self, RangeUnit};
 use super::{MysqlError, MysqlSource, connect};
 use crate::connectors::cql::copy::CopyPlan;
 use crate::connectors::cql::rows::RawRow;
-use crate::connectors::cql::schema::{self as cql_schema, Column, TableSchema};
+use crate::connectors::cql::schema::{self as cql_schema, Column, Mismatch, Problem, TableSchema};
 use crate::connectors::cql::transfer::CopySink;
 use crate::connectors::cql::{self, CqlTarget};
 use crate::connectors::seam::{Pacing, Page, Plan, Scan};
@@ -474,10 +474,8 @@ fn match_columns(
     target: &TableSchema,
     renames: &[Rename],
 ) -> Result<Matched, MysqlError> {
-    let invalid = |message: String| MysqlError::Invalid {
-        key: "source.table".into(),
-        message,
-    };
+    // Every problem is collected, so that one submission names them all.
+    let mut problems = Vec::new();
     let mut mapping = HashMap::new();
     for r in renames {
         if table.column(&r.from).is_none() {
@@ -494,38 +492,79 @@ fn match_columns(
             .find(|r| r.from.eq_ignore_ascii_case(&c.name))
             .map_or(c.name.as_str(), |r| r.to.as_str());
         let Some(col) = target.all().find(|t| t.name == to) else {
-            return Err(invalid(format!(
-                "column {:?} of {} ({}) is not a column of the target table {}{}",
-                c.name,
-                table.name,
-                c.column_type,
-                target.qualified(),
-                if to == c.name {
-                    String::new()
-                } else {
-                    format!(" (renamed to {to:?})")
-                }
-            )));
+            let fix = convert::suggested_type(c).map(|typ| {
+                format!(
+                    "ALTER TABLE {} ADD {} {typ};",
+                    target.qualified(),
+                    cql_schema::quote(to)
+                )
+            });
+            problems.push(Problem {
+                message: format!(
+                    "column {:?} of {} ({}) is not a column of the target table{}",
+                    c.name,
+                    table.name,
+                    c.column_type,
+                    if to == c.name {
+                        String::new()
+                    } else {
+                        format!(" (renamed to {to:?})")
+                    }
+                ),
+                fix: Some(fix.unwrap_or_else(|| {
+                    "no CQL type takes it exactly: leave it out of the source (a view without it)"
+                        .into()
+                })),
+            });
+            continue;
         };
         if let Some((other, _)) = mapping
             .iter()
             .find(|(_, v): &(&String, &String)| **v == col.name)
         {
-            return Err(invalid(format!(
-                "columns {other:?} and {:?} would both be written to the target column {:?}",
-                c.name, col.name
-            )));
+            problems.push(Problem {
+                message: format!(
+                    "columns {other:?} and {:?} would both be written to the target column {:?}",
+                    c.name, col.name
+                ),
+                fix: Some("rename one of them to another column (renames)".into()),
+            });
+            continue;
+        }
+        if let Err(e) = convert::plan(c, &col.typ) {
+            problems.push(Problem {
+                message: format!(
+                    "column {:?} of {} → {:?}: {e}",
+                    c.name, table.name, col.name
+                ),
+                fix: None,
+            });
         }
         mapping.insert(c.name.clone(), col.name.clone());
     }
     for k in target.partition_key.iter().chain(&target.clustering_key) {
         if !mapping.values().any(|v| *v == k.name) {
-            return Err(invalid(format!(
-                "{} has no column for the target's primary key column {:?}",
-                table.name, k.name
-            )));
+            problems.push(Problem {
+                message: format!(
+                    "{} has no column for the target's primary key column {:?}",
+                    table.name, k.name
+                ),
+                fix: None,
+            });
         }
     }
+    if !problems.is_empty() {
+        return Err(MysqlError::Mismatch(Box::new(Mismatch {
+            target: target.qualified(),
+            source: format!("the MySQL table {}", table.name),
+            problems,
+            create: None,
+        })));
+    }
+    let invalid = |message: String| MysqlError::Invalid {
+        key: "source.table".into(),
+        message,
+    };
     let from_target: HashMap<&str, &str> = mapping
         .iter()
         .map(|(s, t)| (t.as_str(), s.as_str()))

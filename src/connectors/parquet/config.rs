@@ -360,6 +360,17 @@ impl ParquetTarget {
     }
 }
 
+impl Location {
+    /// The files in words for job names and lists (`parquet:s3a://bucket/prefix`), without
+    /// credentials or query string.
+    pub fn describe(&self, system: &str) -> String {
+        format!(
+            "{system}:{}",
+            crate::jobs::identity::location_without_secrets(&self.to_string())
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -303,6 +303,50 @@ fn meta_type(arrow: &DataType, writetime: bool) -> ColumnType<'static> {
     }
 }
 
+/// The problems of the files with the target, each named once (for the first file that has
+/// it: files of one export share their columns).
+#[derive(Default)]
+struct Problems {
+    list: Vec<schema::Problem>,
+    seen: HashSet<String>,
+}
+
+impl Problems {
+    fn add(&mut self, file: &str, problem: String, fix: Option<String>) {
+        if self.seen.insert(problem.clone()) {
+            self.list.push(schema::Problem {
+                message: format!("{file}: {problem}"),
+                fix,
+            });
+        }
+    }
+}
+
+/// The CQL type to add a column of for a Parquet column of type `arrow`, when a plain one
+/// takes it exactly (checked as a load checks it).
+fn suggested_type(arrow: &DataType) -> Option<String> {
+    use NativeType as N;
+    let native = match arrow {
+        DataType::Boolean => N::Boolean,
+        DataType::Int8 => N::TinyInt,
+        DataType::Int16 => N::SmallInt,
+        DataType::Int32 => N::Int,
+        DataType::Int64 => N::BigInt,
+        DataType::Float32 => N::Float,
+        DataType::Float64 => N::Double,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => N::Text,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => N::Blob,
+        DataType::Date32 | DataType::Date64 => N::Date,
+        DataType::Timestamp(..) => N::Timestamp,
+        DataType::Decimal128(..) | DataType::Decimal256(..) => N::Decimal,
+        _ => return None,
+    };
+    let typ = ColumnType::Native(native);
+    decode::check(arrow, &typ)
+        .ok()
+        .map(|()| schema::type_name(&typ))
+}
+
 fn match_columns(
     footers: &[(FileEntry, ArrowReaderMetadata)],
     target: &TableSchema,
@@ -320,6 +364,7 @@ fn match_columns(
             .to_string()
     };
     let find = |name: &str| target.all().find(|c| c.name == name);
+    let mut problems = Problems::default();
     let mut mapping: HashMap<String, String> = HashMap::new();
     let mut preserve = false;
     let mut used_renames = HashSet::new();
@@ -364,19 +409,37 @@ fn match_columns(
                 format!(" (renamed to {to:?})")
             };
             let Some(col) = find(&to) else {
-                return Err(invalid(format!(
-                    "{}: column {name:?}{renamed} is not a column of the target table {}",
-                    entry.id,
-                    target.qualified()
-                )));
+                let fix = suggested_type(f.data_type()).map_or_else(
+                    || "no CQL type takes it exactly: leave it out of the files".to_string(),
+                    |typ| {
+                        format!(
+                            "ALTER TABLE {} ADD {} {typ};",
+                            target.qualified(),
+                            schema::quote(&to)
+                        )
+                    },
+                );
+                problems.add(
+                    &entry.id,
+                    format!("column {name:?}{renamed} is not a column of the target table"),
+                    Some(fix),
+                );
+                continue;
             };
-            decode::check(f.data_type(), &col.typ)
-                .map_err(|e| invalid(format!("{}: column {name:?}{renamed}: {e}", entry.id)))?;
+            if let Err(e) = decode::check(f.data_type(), &col.typ) {
+                problems.add(&entry.id, format!("column {name:?}{renamed}: {e}"), None);
+                continue;
+            }
             if let Some(other) = mapping.iter().find(|(k, v)| **v == to && *k != name) {
-                return Err(invalid(format!(
-                    "{}: columns {:?} and {name:?} would both be written to the target column {to:?}",
-                    entry.id, other.0
-                )));
+                problems.add(
+                    &entry.id,
+                    format!(
+                        "columns {:?} and {name:?} would both be written to the target column {to:?}",
+                        other.0
+                    ),
+                    Some("rename one of them to another column (renames)".into()),
+                );
+                continue;
             }
             mapping.insert(name.clone(), to);
         }
@@ -385,12 +448,24 @@ fn match_columns(
                 .iter()
                 .any(|f| meta_base(f.name()).is_none() && to_target(f.name()) == key.name)
             {
-                return Err(invalid(format!(
-                    "{}: no column for the target's primary key column {:?}",
-                    entry.id, key.name
-                )));
+                problems.add(
+                    &entry.id,
+                    format!(
+                        "no column for the target's primary key column {:?}",
+                        key.name
+                    ),
+                    None,
+                );
             }
         }
+    }
+    if !problems.list.is_empty() {
+        return Err(ParquetError::Mismatch(Box::new(schema::Mismatch {
+            target: target.qualified(),
+            source: "the Parquet files".into(),
+            problems: problems.list,
+            create: None,
+        })));
     }
     for r in renames {
         if !used_renames.contains(&r.from) {

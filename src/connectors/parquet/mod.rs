@@ -34,6 +34,10 @@ pub enum ParquetError {
         /// What is wrong, naming the file and column.
         message: String,
     },
+    /// The target table cannot take the files' rows: every problem, each with the CQL that
+    /// fixes it where one does.
+    #[error("target.table: {0}")]
+    Mismatch(Box<crate::connectors::cql::schema::Mismatch>),
     /// The disk or object store failed (after the store's own retries).
     #[error("{side}: {message}")]
     Store {

@@ -268,6 +268,19 @@ impl ExportTarget {
     }
 }
 
+impl ExportSource {
+    /// The export in words for job names and lists (`s3-export:s3://bucket/AWSDynamoDB/…`,
+    /// the manifest's folder): no endpoint, no credentials.
+    pub fn describe(&self) -> String {
+        let key = self
+            .manifest_key
+            .strip_suffix("manifest-summary.json")
+            .unwrap_or(&self.manifest_key)
+            .trim_end_matches('/');
+        format!("s3-export:s3://{}/{key}", self.bucket)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::connectors::{SourceConfig, TargetConfig};

@@ -70,8 +70,15 @@ pub async fn start_copy(
         local: live.local_files(),
         limits: (&live.config).into(),
     };
+    let identity = DataCopyKind::identity(&task.request, &task);
     Ok(jobs
-        .submit(DataCopyKind::NAME, spec, move |h| run_copy(h, task))
+        .submit_with_id(
+            JobRegistry::new_id(),
+            DataCopyKind::NAME,
+            identity,
+            spec,
+            move |h| run_copy(h, task),
+        )
         .await?)
 }
 
@@ -99,10 +106,27 @@ pub async fn start_verification(
             state: active.state,
         });
     }
+    let verification = crate::livemigration::kinds::Verification {
+        peer,
+        local,
+        request,
+    };
+    let identity = VerificationKind::identity(&verification.request, &verification);
     Ok(jobs
-        .submit(VerificationKind::NAME, spec, move |h| {
-            run_verify(h, peer, local, request)
-        })
+        .submit_with_id(
+            JobRegistry::new_id(),
+            VerificationKind::NAME,
+            identity,
+            spec,
+            move |h| {
+                run_verify(
+                    h,
+                    verification.peer,
+                    verification.local,
+                    verification.request,
+                )
+            },
+        )
         .await?)
 }
 

@@ -474,3 +474,45 @@ fn astra_bundles_are_refused_by_name() {
         "{e}"
     );
 }
+
+/// A job is named after what it moves, from names only: keyspaces and tables, a bucket and
+/// prefix without the credentials or signature a URL may carry, DynamoDB tables, MySQL
+/// databases; a given `name` wins. Every example job file gets a name.
+#[test]
+fn names_are_derived_from_names_only() {
+    let id = JobConfig::parse(GOOD).unwrap().identity();
+    assert_eq!(id.name.as_deref(), Some("ks.t → ks.t"));
+    assert!(!format!("{id:?}").contains("s3cret") && !format!("{id:?}").contains("127.0.0"));
+    let named = JobConfig::parse(&format!("name: nightly copy\n{GOOD}")).unwrap();
+    assert_eq!(named.identity().name.as_deref(), Some("nightly copy"));
+    assert_eq!(named.identity().source.as_deref(), Some("ks.t"));
+
+    let target = &GOOD[GOOD.find("target:").unwrap()..GOOD.find("renames:").unwrap()];
+    let parquet = format!(
+        "source:\n  type: parquet\n  path: s3a://AKIAKEY:s3cret-key@bucket/exports/orders?X-Amz-Signature=s3cret-sig\n{target}"
+    );
+    let id = JobConfig::parse(&parquet).unwrap().identity();
+    assert_eq!(
+        id.name.as_deref(),
+        Some("parquet:s3a://bucket/exports/orders → ks.t"),
+        "{parquet}"
+    );
+    assert!(!format!("{id:?}").contains("s3cret"), "{id:?}");
+
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        if file.starts_with("job") && file.ends_with(".yaml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let id = JobConfig::parse(&text).unwrap().identity();
+            let name = id.name.unwrap();
+            assert!(
+                !name.is_empty() && name.chars().count() <= 200,
+                "{file}: {name}"
+            );
+            assert!(id.source.is_some() && id.target.is_some(), "{file}: {name}");
+            eprintln!("{file}: {name}");
+        }
+    }
+}

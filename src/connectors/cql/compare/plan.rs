@@ -11,7 +11,7 @@ use super::{CqlComparator, Tolerance};
 use crate::connectors::cql::copy::CopyPlan;
 use crate::connectors::cql::rows::RawRow;
 use crate::connectors::cql::scan::RangeScan;
-use crate::connectors::cql::schema::{Column, TableSchema, quote};
+use crate::connectors::cql::schema::{Column, clustering_order, quote};
 use crate::connectors::cql::transfer::{CopySink, DEFAULT_SPLIT_COUNT, DEFAULT_UNITS_AT_ONCE};
 use crate::connectors::cql::{self, CqlError, CqlSource, CqlTarget};
 use crate::connectors::seam::Pacing;
@@ -121,45 +121,6 @@ async fn prepare_scan(
     st.set_consistency(consistency);
     st.set_is_idempotent(true);
     Ok(st)
-}
-
-/// Which clustering columns are `DESC`, from `system_schema.columns`.
-async fn clustering_order(
-    session: &Session,
-    side: &str,
-    schema: &TableSchema,
-) -> Result<Vec<bool>, CqlError> {
-    let result = session
-        .query_unpaged(
-            "SELECT column_name, clustering_order FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?",
-            (&schema.keyspace, &schema.table),
-        )
-        .await
-        .map_err(|e| CqlError::Request {
-            side: side.to_string(),
-            message: format!("cannot read the clustering order: {e}"),
-        })?;
-    let rows: Vec<(String, String)> = result
-        .into_rows_result()
-        .map_err(|e| CqlError::Request {
-            side: side.to_string(),
-            message: format!("cannot read the clustering order: {e}"),
-        })?
-        .rows::<(String, String)>()
-        .map_err(|e| CqlError::Request {
-            side: side.to_string(),
-            message: format!("cannot read the clustering order: {e}"),
-        })?
-        .filter_map(Result::ok)
-        .collect();
-    Ok(schema
-        .clustering_key
-        .iter()
-        .map(|c| {
-            rows.iter()
-                .any(|(name, order)| name == &c.name && order.eq_ignore_ascii_case("desc"))
-        })
-        .collect())
 }
 
 /// Connects to both tables, checks them as a migration would (and that their clustering
