@@ -253,7 +253,11 @@ async fn the_console_and_the_cli_show_the_node_its_switch_and_each_task_to_100_p
         "{job_page}"
     );
     let (_, listing, _) = drover(&dst, &["jobs", "--kind", "data-copy-task"]).await;
-    let row = listing.lines().find(|l| l.starts_with(&id)).unwrap();
+    // The list shows ids by their shortest unique prefix (13 characters at least).
+    let row = listing
+        .lines()
+        .find(|l| l.starts_with(&id[..13]))
+        .unwrap_or_else(|| panic!("no {id} in:\n{listing}"));
     assert!(
         row.contains("SUCCEEDED") && row.contains("100.0%"),
         "{listing}"
