@@ -11,6 +11,7 @@ pub mod kept;
 pub mod kind;
 mod record;
 pub mod running;
+pub mod shown;
 mod store;
 mod tally;
 
@@ -941,6 +942,13 @@ impl JobHandle {
             kind.clone_from(&r.kind);
         });
         self.inner.tally.rise(&kind, counter, rose);
+    }
+
+    /// Removes a progress counter that no longer applies (the ETA of a job that ended).
+    pub fn unset(&self, counter: &str) {
+        self.entry.update(|r| {
+            r.progress.remove(counter);
+        });
     }
 
     /// Sets what the job found or produced (replacing an earlier result).

@@ -53,6 +53,10 @@ impl Progress {
             ],
             rows: source_rows,
             bytes: bytes_read,
+            // Validations show their share done by units: their source rows carry on from a
+            // resumed savepoint's, so an estimate of this run's rows would not match them.
+            done: source_rows,
+            estimate: None,
             units: (total, done, skipped),
             differences: Some(differences),
             waiting: s.waiting(),
