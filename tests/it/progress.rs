@@ -85,7 +85,7 @@ async fn the_shown_percentage_follows_the_rows_written() {
         .daemon
         .submit_job("/api/v1/migrations", &job(f.ks, "t", "", "", ""))
         .await;
-    let mut samples: Vec<Value> = Vec::new();
+    let mut samples: Vec<(Instant, Value)> = Vec::new();
     let started = Instant::now();
     let deadline = started + Duration::from_secs(900);
     let last = loop {
@@ -94,11 +94,11 @@ async fn the_shown_percentage_follows_the_rows_written() {
         if ended(&body) {
             break body;
         }
-        samples.push(body);
+        samples.push((Instant::now(), body));
         assert!(Instant::now() < deadline, "the copy takes too long");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let took = started.elapsed();
+    let (took, finished) = (started.elapsed(), Instant::now());
     assert_eq!(last["state"], "SUCCEEDED", "{last}\n{}", f.daemon.logs());
     // The second reader: the target's rows, counted by the driver, not by drover.
     let actual = raw_rows(&f.dst, &format!("{}.t", f.ks), "p").await.len() as u64;
@@ -108,10 +108,17 @@ async fn the_shown_percentage_follows_the_rows_written() {
     let mut worst: f64 = 0.0;
     // What today's screens showed before issue 43, for the record: units done of the plan.
     let mut worst_units: f64 = 0.0;
-    for s in samples.iter().filter(|s| s["state"] == "RUNNING") {
+    // How far the ETA was from the time that was really left, in seconds, from 5 % on.
+    let mut eta_off: Vec<f64> = Vec::new();
+    let mut without_eta = 0;
+    for (at, s) in samples.iter().filter(|(_, s)| s["state"] == "RUNNING") {
         let written = counter(s, "rowsWritten").unwrap_or(0);
         if written * 20 < actual {
             continue;
+        }
+        match counter(s, "etaSeconds") {
+            Some(eta) => eta_off.push((eta as f64 - (finished - *at).as_secs_f64()).abs()),
+            None => without_eta += 1,
         }
         let shown = counter(s, "progressPermille")
             .unwrap_or_else(|| panic!("no progressPermille while running: {s}"));
@@ -131,6 +138,17 @@ async fn the_shown_percentage_follows_the_rows_written() {
         );
         checked += 1;
     }
+    // The window needs a second of samples; after that every snapshot has an ETA.
+    assert!(
+        without_eta * 10 <= checked,
+        "{without_eta} of {checked} snapshots without an ETA"
+    );
+    eta_off.sort_by(f64::total_cmp);
+    let median_eta_off = eta_off.get(eta_off.len() / 2).copied().unwrap_or(0.0);
+    eprintln!(
+        "progress: ETA off the time really left by {median_eta_off:.1} s (median), {:.1} s (worst)",
+        eta_off.last().copied().unwrap_or(0.0)
+    );
     eprintln!(
         "progress: {rows} rows copied in {:.1} s; {checked} snapshots checked from 5 % on; \
          shown % worst {worst:.2} points off rows-written/rows-total (units done/units: worst \
