@@ -14,7 +14,7 @@
 //! total ≈ rows read + Σ over units not finished of max(expected × c − measure read, 0) × k.
 //!
 //! It is never below the rows read (so the share done never passes 100 %), and when the last
-//! unit finishes it is exactly the rows read. A unit without statistics counts as the mean of
+//! unit finishes it is exactly the rows handled (written or left out). A unit without statistics counts as the mean of
 //! the finished units (no estimate at all until one finishes, when no unit has statistics).
 //! Units skipped because a savepoint or another run has them complete are not in the
 //! estimate: it counts the rows this run copies, the rows its `rowsWritten` counts.
@@ -114,12 +114,21 @@ impl Estimator {
     pub fn estimate(&self, done: u64, written: (u64, u64)) -> Option<Estimate> {
         let units = self.units.lock().unwrap_or_else(|p| p.into_inner());
         let (rows, stats_bytes) = total(&units)?;
+        // Every unit complete: the rows handled are all there is (a row read that no write
+        // and no drop accounts for is not waited for).
+        let complete = units
+            .iter()
+            .all(|u| matches!(u.stage, Stage::Finished | Stage::Skipped));
         let read: u64 = units
             .iter()
             .filter(|u| u.stage != Stage::Skipped)
             .map(|u| u.rows)
             .sum();
-        let rows = (rows.round() as u64).max(read).max(done);
+        let rows = if complete {
+            done
+        } else {
+            (rows.round() as u64).max(read).max(done)
+        };
         let bytes = if written.0 > 0 {
             // The mean size of the rows written so far, for every row.
             (rows as f64 * written.1 as f64 / written.0 as f64).round() as u64
@@ -239,8 +248,9 @@ mod tests {
             e.read(unit, 2000, 2000);
             e.finished(unit);
         }
-        // Every unit finished: exactly the rows read.
+        // Every unit finished: exactly the rows handled.
         assert_eq!(e.estimate(200_000, (200_000, 0)).unwrap().rows, 200_000);
+        assert_eq!(e.estimate(199_990, (199_990, 0)).unwrap().rows, 199_990);
     }
 
     #[test]

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use test_support::cql::{Fixture, exec, job, job_to, raw_rows};
-use test_support::{drover_bin, ended};
+use test_support::dynamodb::{Item, Server, fresh_table, put_all, table_name};
+use test_support::{Daemon, drover_bin, ended};
 
 /// Rows of the watched copy: 200,000 in the suite (about a minute with the fill on 2 cores);
 /// `bench/progress/run` sets `DROVER_TEST_PROGRESS_ROWS=1000000` for the 1M rows.
@@ -251,4 +252,64 @@ async fn api_events_cli_and_console_show_one_percentage() {
         );
         assert!(html.contains(" rows · units "), "{page}: {html}");
     }
+}
+
+/// DynamoDB: `DescribeTable`'s item count is the total from the first item written (the test
+/// servers keep it current; DynamoDB's is refreshed every 6 hours, which the units finished
+/// correct), and the share follows the items written within 5 points.
+#[tokio::test]
+async fn a_dynamodb_copy_is_measured_against_the_tables_item_count() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let daemon = Daemon::fresh("").await;
+    let c = Server::Moto.client();
+    let (src, dst) = (table_name("progress_src"), table_name("progress_dst"));
+    fresh_table(&c, &src, None).await;
+    fresh_table(&c, &dst, None).await;
+    let items = 3000u64;
+    put_all(
+        &c,
+        &src,
+        (0..items)
+            .map(|i| {
+                Item::from([
+                    ("id".to_string(), AttributeValue::S(format!("item-{i}"))),
+                    ("v".to_string(), AttributeValue::N(i.to_string())),
+                ])
+            })
+            .collect(),
+    )
+    .await;
+    // Segments one at a time and 600 writes a second: about 5 s, a segment a quarter of it.
+    let yaml = test_support::dynamodb::job(
+        (Server::Moto, &src),
+        (Server::Moto, &dst),
+        "  scanSegments: 4\n  maxMapTasks: 1\n",
+        "  writeThroughput: 600\n",
+        "",
+    );
+    let id = daemon.submit_job("/api/v1/migrations", &yaml).await;
+    let mut checked = 0;
+    let last = loop {
+        let (_, job) = daemon.get(&format!("/api/v1/jobs/{id}")).await;
+        if ended(&job) {
+            break job;
+        }
+        let written = counter(&job, "rowsWritten").unwrap_or(0);
+        if written > 0 {
+            let total = counter(&job, "rowsTotalEstimate").unwrap_or_else(|| panic!("{job}"));
+            assert!(total.abs_diff(items) * 20 <= items, "{job}");
+            let shown = counter(&job, "progressPermille").unwrap() as f64 / 10.0;
+            let truth = written as f64 * 100.0 / items as f64;
+            assert!(
+                (shown - truth).abs() <= 5.0,
+                "{shown} % shown, {truth:.1} % true: {job}"
+            );
+            checked += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(last["state"], "SUCCEEDED", "{last}\n{}", daemon.logs());
+    assert!(checked >= 5, "too few snapshots while running: {checked}");
+    assert_eq!(counter(&last, "rowsTotalEstimate"), Some(items), "{last}");
+    assert_eq!(counter(&last, "progressPermille"), Some(1000), "{last}");
 }
