@@ -34,8 +34,9 @@ pub struct Rates {
     pub rows_per_second: u64,
     /// Bytes per second over the window (over the whole run once it ended).
     pub bytes_per_second: u64,
-    /// Seconds left: rows left of the estimate at the window's row rate; without an estimate,
-    /// units left at the average unit rate, once a unit is done.
+    /// Seconds left: rows left of the estimate at the window's row rate (none once every row
+    /// is handled, or while no row moves); without an estimate, units left at the average unit
+    /// rate, once a unit is done.
     pub eta_seconds: Option<u64>,
     /// Thousandths done: rows handled of the estimate, else units complete of the plan.
     pub permille: Option<u64>,
@@ -95,7 +96,9 @@ impl Window {
             Some(e) => {
                 let left = e.rows.saturating_sub(sample.done);
                 if left == 0 {
-                    Some(0)
+                    // Every row handled: what is left (a sink completing, a change stream
+                    // that runs until stopped) has no rows to time.
+                    None
                 } else {
                     // The exact rate, not the rounded one: a slow job's ETA is not off by half.
                     let rate = sample.rows.saturating_sub(r0) as f64 / secs.max(1e-3);
@@ -333,7 +336,7 @@ mod tests {
         // More rows than an estimate said (the estimator never lets this happen; the bound
         // holds anyway).
         let r = w.status_at(t0, &sample(12_000, Some(10_000), (4, 3, 0)));
-        assert_eq!((r.permille, r.eta_seconds), (Some(1000), Some(0)));
+        assert_eq!((r.permille, r.eta_seconds), (Some(1000), None));
         // No estimate: units; an empty plan: nothing to show.
         assert_eq!(
             w.status_at(t0, &sample(5, None, (66, 5, 0))).permille,

@@ -303,7 +303,8 @@ pub fn jobs_page(
     )
 }
 
-/// The donut of a job's share done: the token ring of a migration, the bytes of a copy.
+/// The donut of a job's share done: a migration's rows of its estimated total, a validation's
+/// units, the bytes of a copy.
 fn ring(record: &JobRecord) -> Markup {
     let pct = shown(record).map_or(0.0, |s| s.permille as f64 / 10.0);
     // r = 15.9155 makes the circumference 100, so the dash is the percentage.
@@ -318,6 +319,7 @@ fn ring(record: &JobRecord) -> Markup {
             figcaption {
                 @match record.kind.as_str() {
                     "data-copy-task" => "Bytes of this iteration",
+                    "migration" if record.progress.contains_key("rowsTotalEstimate") => "Rows written of the estimated total",
                     "migration" | "validation" => "Units of the plan (token ranges, segments or files)",
                     _ => "Share done",
                 }
