@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::jobs::running::{Sample, rates};
+use crate::jobs::running::{Sample, Window};
 use crate::migrate::EngineError;
 use crate::migrate::engine::Counters;
 
@@ -154,22 +154,15 @@ async fn show_progress((sample, noun): (Sampler, &'static str)) {
     } else {
         Duration::from_secs(10)
     };
-    let started = Instant::now();
-    let mut previous = (0, 0);
+    let mut window = Window::default();
     let mut ticker = tokio::time::interval(interval);
     ticker.tick().await;
     loop {
         ticker.tick().await;
         let s = sample();
-        let current = (s.rows, s.bytes);
+        let r = window.status(&s);
         let (total, done, _) = s.units;
-        let r = rates(previous, current, interval, started.elapsed(), s.units);
-        previous = current;
-        let pct = if total == 0 {
-            0.0
-        } else {
-            done as f64 * 100.0 / total as f64
-        };
+        let pct = r.permille.map_or(0.0, |p| p as f64 / 10.0);
         let eta = r.eta_seconds.map_or("?".to_string(), |e| {
             humantime::format_duration(Duration::from_secs(e)).to_string()
         });
@@ -181,9 +174,13 @@ async fn show_progress((sample, noun): (Sampler, &'static str)) {
             .differences
             .map(|n| format!(" | {n} differ"))
             .unwrap_or_default();
+        let of = s
+            .estimate
+            .map(|e| format!(" of ~{}", e.rows))
+            .unwrap_or_default();
         let line = format!(
-            "{pct:5.1}% units {done}/{total} | {noun} {}{differences} | {} rows/s | {}/s | ETA {eta}{waiting}",
-            current.0,
+            "{pct:5.1}% | {noun} {}{of}{differences} | {} rows/s | {}/s | ETA {eta} | units {done}/{total}{waiting}",
+            s.done,
             r.rows_per_second,
             bytesize::ByteSize(r.bytes_per_second)
         );

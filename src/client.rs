@@ -376,26 +376,38 @@ fn text<'a>(job: &'a Value, name: &str) -> &'a str {
     job.get(name).and_then(Value::as_str).unwrap_or("")
 }
 
-/// Done and total of a job, by what its kind counts.
-fn fraction(job: &Value) -> Option<(u64, u64)> {
-    match text(job, "kind") {
-        "data-copy-task" => crate::livemigration::tasks::shown::copy_fraction_of(
-            text(job, "state") == "SUCCEEDED",
-            job.get("result"),
-        ),
-        "diagnostic" => Some((
-            counter(job, "secondsElapsed").unwrap_or(0),
-            counter(job, "secondsTotal")?,
-        )),
-        _ => Some((counter(job, "unitsDone")?, counter(job, "unitsTotal")?)),
-    }
+/// The job's share done and what it is of, as every screen shows it.
+fn shown(job: &Value) -> Option<crate::jobs::shown::Shown> {
+    let progress: std::collections::BTreeMap<String, u64> = job
+        .get("progress")
+        .and_then(Value::as_object)
+        .map(|p| {
+            p.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let state = text(job, "state").parse().unwrap_or(crate::jobs::JobState::Running);
+    crate::kinds::shown(text(job, "kind"), state, &progress, job.get("result"))
 }
 
 fn progress_text(job: &Value) -> String {
-    match fraction(job) {
-        Some((done, total)) if total > 0 => {
-            format!("{:.1}%", (done as f64 * 100.0 / total as f64).min(100.0))
-        }
+    shown(job).map_or_else(|| "-".into(), |s| s.percent())
+}
+
+/// `12.8 % (12,800 of ~100,000 rows · units 5/66)`.
+fn progress_long(job: &Value) -> String {
+    match shown(job) {
+        Some(s) if s.label.is_empty() => s.percent(),
+        Some(s) => format!("{} ({})", s.percent(), s.label),
+        None => "-".into(),
+    }
+}
+
+/// Time left while the job runs.
+fn eta(job: &Value) -> String {
+    match (text(job, "state"), counter(job, "etaSeconds")) {
+        ("RUNNING", Some(s)) => humantime::format_duration(Duration::from_secs(s)).to_string(),
         _ => "-".into(),
     }
 }
@@ -420,8 +432,13 @@ fn age(job: &Value) -> String {
 fn rate(job: &Value) -> String {
     let rows = counter(job, "rowsPerSecond");
     let bytes = counter(job, "bytesPerSecond");
+    let thousands = crate::jobs::shown::thousands;
     match (rows, bytes) {
-        (Some(r), Some(b)) => format!("{r} rows/s, {}/s", bytesize::ByteSize(b)),
+        // An ended job's rates are its averages over the run.
+        (Some(r), Some(b)) if !matches!(text(job, "state"), "RUNNING" | "QUEUED") => {
+            format!("avg {} rows/s, {}/s", thousands(r), bytesize::ByteSize(b))
+        }
+        (Some(r), Some(b)) => format!("{} rows/s, {}/s", thousands(r), bytesize::ByteSize(b)),
         (Some(r), None) => format!("{r} rows/s"),
         (None, Some(b)) => format!("{}/s", bytesize::ByteSize(b)),
         _ => "-".into(),
@@ -688,13 +705,14 @@ fn print_job(job: &Value, output: Output) {
             }
             field("State:", text(job, "state").into());
             field("Phase:", text(job, "phase").into());
-            field("Progress:", progress_text(job));
+            field("Progress:", progress_long(job));
             field("Rows:", rows_text(job));
             if let Some(bytes) = job.get("bytes").and_then(Value::as_u64) {
                 field("Bytes:", bytesize::ByteSize(bytes).to_string());
             }
             field("Duration:", duration_text(job));
             field("Rate:", average_rate(job).unwrap_or_else(|| rate(job)));
+            field("ETA:", eta(job));
             field(
                 "Attempts:",
                 job.get("attempts")
@@ -767,11 +785,22 @@ async fn follow(client: &Client, id: &str, output: Output) -> u8 {
     let result = client
         .follow(id, |name, job| {
             let state = text(job, "state").to_string();
-            if let Some((done, total)) = fraction(job) {
-                bar.set_length(total.max(1));
-                bar.set_position(done.min(total));
+            let shown = shown(job);
+            if let Some(s) = &shown {
+                bar.set_length(1000);
+                bar.set_position(s.permille);
             }
-            let msg = format!("{} {} | {}", state, text(job, "phase"), rate(job));
+            let label = shown
+                .map(|s| format!(" | {}", s.label))
+                .filter(|l| l != " | ")
+                .unwrap_or_default();
+            let msg = format!(
+                "{} {}{label} | {} | ETA {}",
+                state,
+                text(job, "phase"),
+                rate(job),
+                eta(job)
+            );
             bar.set_message(msg.clone());
             // Without a terminal: state changes at once, progress every 10 s.
             if !tty
@@ -1378,13 +1407,21 @@ mod tests {
     fn progress_of_each_kind() {
         let m =
             serde_json::json!({"kind": "migration", "progress": {"unitsDone": 1, "unitsTotal": 4}});
-        assert_eq!(progress_text(&m), "25.0%");
+        assert_eq!(progress_text(&m), "25.0 %");
         let it = |state: &str, total: i64, to: i64, got: i64| serde_json::json!({"iteration": 0, "state": state, "totalSize": total, "totalFiles": 3, "bytesToDownload": to, "filesToDownload": 3, "filesDownloaded": 0, "downloadFailures": 0, "bytesDownloaded": got});
         let c = serde_json::json!({"kind": "data-copy-task", "state": "RUNNING", "result": {"status": [it("DOWNLOADING", 20, 10, 5)]}});
-        assert_eq!(progress_text(&c), "50.0%");
+        assert_eq!(progress_text(&c), "50.0 %");
         // Its last pass had nothing to download (-1, as the Sidecar leaves it): whole, not 0 %.
         let done = serde_json::json!({"kind": "data-copy-task", "state": "SUCCEEDED", "progress": {"bytesDownloaded": 0, "bytesToDownload": 10}, "result": {"status": [it("DOWNLOAD_COMPLETE", 20, 10, 10), it("SUCCESS", 20, -1, 0)]}});
-        assert_eq!(progress_text(&done), "100.0%");
+        assert_eq!(progress_text(&done), "100.0 %");
+        let rows = serde_json::json!({"kind": "migration", "state": "RUNNING", "progress": {
+            "unitsDone": 5, "unitsTotal": 66, "rowsWritten": 12_800,
+            "rowsTotalEstimate": 100_000, "progressPermille": 128, "etaSeconds": 218}});
+        assert_eq!(
+            progress_long(&rows),
+            "12.8 % (12,800 of ~100,000 rows · units 5/66)"
+        );
+        assert_eq!(eta(&rows), "3m 38s");
         let none = serde_json::json!({"kind": "migration", "progress": {}});
         assert_eq!(progress_text(&none), "-");
     }

@@ -143,3 +143,19 @@ pub fn sweep_kept_files(jobs: &JobRegistry, state_dir: &std::path::Path) {
         }
     }
 }
+
+/// A job's progress as every screen shows it (the console's pages, `drover jobs`, `drover
+/// job`). A data-copy task's share is read from the iterations it recorded (`result`), since
+/// its counters may be those of an iteration before the last; every other kind's from its
+/// counters ([`crate::jobs::shown::shown`]).
+pub fn shown(
+    kind: &str,
+    state: JobState,
+    progress: &std::collections::BTreeMap<String, u64>,
+    result: Option<&serde_json::Value>,
+) -> Option<crate::jobs::shown::Shown> {
+    if kind == crate::livemigration::kinds::DataCopyKind::NAME {
+        return crate::livemigration::tasks::shown::copy_shown(state == JobState::Succeeded, result);
+    }
+    crate::jobs::shown::shown(kind, progress)
+}

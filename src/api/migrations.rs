@@ -61,9 +61,11 @@ pub async fn list(State(state): State<AppState>) -> Json<MigrationList> {
 
 /// One migration: state, phase (`copying`, `streaming`, `waiting: <why>`, ...), and progress
 /// counters (`unitsTotal`, `unitsDone`, `unitsSkipped`, `rowsRead`, `rowsWritten`, `bytesRead`,
-/// `bytesWritten`, `rowsPerSecond`, `bytesPerSecond`, `etaSeconds`, `retries`, and the
-/// connector's own, such as DynamoDB's `itemsExpired`, `readCapacityUnits`,
-/// `streamRecordsRead` and `streamLagSeconds`).
+/// `bytesWritten`, `rowsTotalEstimate`, `bytesTotalEstimate`, `progressPermille` (rows handled
+/// of the estimate, in thousandths: the share every screen shows), `rowsPerSecond` and
+/// `bytesPerSecond` (over the last 30 s; the run's average once ended), `etaSeconds`,
+/// `retries`, and the connector's own, such as DynamoDB's `itemsExpired`,
+/// `readCapacityUnits`, `streamRecordsRead` and `streamLagSeconds`).
 #[utoipa::path(
     get,
     path = "/api/v1/migrations/{id}",

@@ -92,10 +92,35 @@ pub trait Scan: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Page<Self::Row, Self::Cursor>, Self::Error>> + Send;
     /// Bytes of a row, for counters and byte rate limits.
     fn row_size(row: &Self::Row) -> usize;
+    /// What the source's statistics say each unit of `work` holds, in order, asked once when
+    /// the copy starts; `None` for a unit they say nothing about. Counted in the measure of
+    /// [`Scan::measure`]. The engine refines these with what it reads (see
+    /// `migrate::estimate`), so statistics that are stale or count something else than rows
+    /// (partitions) still give a right total once a few units are read.
+    fn expect(&self, work: &[Self::Unit]) -> impl Future<Output = Vec<Option<Expected>>> + Send {
+        std::future::ready(vec![None; work.len()])
+    }
+    /// How much of [`Scan::expect`]'s measure a page's `rows` are: the rows themselves by
+    /// default; the partitions they begin for a source whose statistics count partitions.
+    fn measure(&self, rows: &[Self::Row]) -> u64 {
+        rows.len() as u64
+    }
     /// The connector's own counters (capacity consumed, ...), by their name in job status.
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+}
+
+/// What a source's statistics say one unit holds, before it is read ([`Scan::expect`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Expected {
+    /// Rows, or what the statistics count instead of rows (see [`Scan::measure`]).
+    pub count: f64,
+    /// Bytes, as the statistics count them (on disk, in the source's format): used only until
+    /// the first rows are read, then the bytes of the rows read give the size.
+    pub bytes: f64,
+    /// True when `count` is exact (file footers, an export's manifest): no refinement needed.
+    pub exact: bool,
 }
 
 /// What became of a row given to a [`Sink`].

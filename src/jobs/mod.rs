@@ -12,6 +12,7 @@ pub mod kept;
 pub mod kind;
 mod record;
 pub mod running;
+pub mod shown;
 mod store;
 mod tally;
 

@@ -140,7 +140,9 @@ pub struct JobRecord {
     pub updated_at: DateTime<Utc>,
     /// How many times the job has been started (resumes count).
     pub attempts: u32,
-    /// Progress counters, named by the job (`rowsRead`, `unitsDone`, ...).
+    /// Progress counters, named by the job (`rowsRead`, `unitsDone`, ...), with the share done
+    /// every screen shows (`progressPermille`, thousandths) and, for migrations, the
+    /// estimated totals (`rowsTotalEstimate`, `bytesTotalEstimate`).
     pub progress: BTreeMap<String, u64>,
     /// Why the job failed, or what went wrong while stopping it.
     pub error: Option<String>,

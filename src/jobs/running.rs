@@ -1,41 +1,152 @@
-//! What every kind of job does while it runs: counters copied into the job record with rates
-//! and an ETA, periodic work (savepoints), and the final phase.
+//! What every kind of job does while it runs: counters copied into the job record with rates,
+//! the share done and an ETA, periodic work (savepoints), and the final phase.
+//!
+//! Rates are taken over a moving window ([`WINDOW`]), not since the start: a job that slowed
+//! down (a throttled target, a node down) shows it within the window, and its ETA with it. The
+//! share done is rows against the job's estimated total when the job has one ([`Estimate`]),
+//! else units; the server computes it once (`progressPermille`) and every screen shows that.
 
-use std::time::Duration;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
 use super::{JobFailure, JobHandle, JobResult};
 
-/// Status derived from counters: rate over the last report interval and time left.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Rates {
-    /// Rows written per second, recently.
-    pub rows_per_second: u64,
-    /// Bytes written per second, recently.
-    pub bytes_per_second: u64,
-    /// Seconds left at the average unit rate, once a unit is done.
-    pub eta_seconds: Option<u64>,
+/// How far back rates look: long enough to smooth over pages and batches arriving in bursts,
+/// short enough that a change of pace shows within half a minute.
+pub const WINDOW: Duration = Duration::from_secs(30);
+
+/// What a run is expected to handle in all, refined while it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Estimate {
+    /// Rows the run will have handled (written, or left out on purpose) when it ends; never
+    /// fewer than it has handled already.
+    pub rows: u64,
+    /// Bytes the run will have written when it ends.
+    pub bytes: u64,
 }
 
-/// Computes rates from two snapshots of (rows written, bytes written) and the unit counts.
-pub fn rates(
-    previous: (u64, u64),
-    current: (u64, u64),
-    interval: Duration,
-    elapsed: Duration,
-    units: (u64, u64, u64),
-) -> Rates {
-    let secs = interval.as_secs_f64().max(1e-3);
-    let (total, done, skipped) = units;
+/// Status derived from counters: rates over the window, share done and time left.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Rates {
+    /// Rows per second over the window (over the whole run once it ended).
+    pub rows_per_second: u64,
+    /// Bytes per second over the window (over the whole run once it ended).
+    pub bytes_per_second: u64,
+    /// Seconds left: rows left of the estimate at the window's row rate (none once every row
+    /// is handled, or while no row moves); without an estimate, units left at the average unit
+    /// rate, once a unit is done.
+    pub eta_seconds: Option<u64>,
+    /// Thousandths done: rows handled of the estimate, else units complete of the plan.
+    pub permille: Option<u64>,
+}
+
+/// Recent samples of a job's (rows, bytes), for rates over [`WINDOW`].
+#[derive(Debug, Clone)]
+pub struct Window {
+    span: Duration,
+    started: Instant,
+    points: VecDeque<(Instant, u64, u64)>,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Self::new(WINDOW)
+    }
+}
+
+impl Window {
+    /// A window of `span`, the run starting now.
+    pub fn new(span: Duration) -> Self {
+        Self::starting(span, Instant::now())
+    }
+
+    fn starting(span: Duration, started: Instant) -> Self {
+        Self {
+            span,
+            started,
+            points: VecDeque::new(),
+        }
+    }
+
+    /// Adds `sample` taken now and returns the status it gives.
+    pub fn status(&mut self, sample: &Sample) -> Rates {
+        self.status_at(Instant::now(), sample)
+    }
+
+    fn status_at(&mut self, now: Instant, sample: &Sample) -> Rates {
+        self.points.push_back((now, sample.rows, sample.bytes));
+        // Keep one point at or before the window's start, so the rate spans the whole window.
+        while self.points.len() > 2 && now.duration_since(self.points[1].0) >= self.span {
+            self.points.pop_front();
+        }
+        let (t0, r0, b0) = self.points[0];
+        let secs = now.duration_since(t0).as_secs_f64();
+        let per_second = |a: u64, b: u64| {
+            if secs < 1e-3 {
+                0
+            } else {
+                (b.saturating_sub(a) as f64 / secs).round() as u64
+            }
+        };
+        let rows_per_second = per_second(r0, sample.rows);
+        let bytes_per_second = per_second(b0, sample.bytes);
+        let eta_seconds = match sample.estimate {
+            Some(e) => {
+                let left = e.rows.saturating_sub(sample.done);
+                if left == 0 {
+                    // Every row handled: what is left (a sink completing, a change stream
+                    // that runs until stopped) has no rows to time.
+                    None
+                } else {
+                    // The exact rate, not the rounded one: a slow job's ETA is not off by half.
+                    let rate = sample.rows.saturating_sub(r0) as f64 / secs.max(1e-3);
+                    (rate > 0.0).then(|| (left as f64 / rate).ceil() as u64)
+                }
+            }
+            None => unit_eta(sample.units, now.duration_since(self.started)),
+        };
+        Rates {
+            rows_per_second,
+            bytes_per_second,
+            eta_seconds,
+            permille: permille(sample),
+        }
+    }
+
+    /// The status of a run that ended: its average rates from start to end, no ETA.
+    pub fn ended(&self, sample: &Sample) -> Rates {
+        self.ended_at(Instant::now(), sample)
+    }
+
+    fn ended_at(&self, now: Instant, sample: &Sample) -> Rates {
+        let secs = now.duration_since(self.started).as_secs_f64().max(1e-3);
+        Rates {
+            rows_per_second: (sample.rows as f64 / secs).round() as u64,
+            bytes_per_second: (sample.bytes as f64 / secs).round() as u64,
+            eta_seconds: None,
+            permille: permille(sample),
+        }
+    }
+}
+
+/// Seconds left at the run's average unit rate (jobs without an estimate).
+fn unit_eta((total, done, skipped): (u64, u64, u64), elapsed: Duration) -> Option<u64> {
     let copied = done.saturating_sub(skipped);
     let left = total.saturating_sub(done);
-    let eta_seconds =
-        (copied > 0).then(|| (elapsed.as_secs_f64() * left as f64 / copied as f64).round() as u64);
-    Rates {
-        rows_per_second: ((current.0.saturating_sub(previous.0)) as f64 / secs).round() as u64,
-        bytes_per_second: ((current.1.saturating_sub(previous.1)) as f64 / secs).round() as u64,
-        eta_seconds,
+    (copied > 0).then(|| (elapsed.as_secs_f64() * left as f64 / copied as f64).round() as u64)
+}
+
+/// Thousandths done, rounded down (never 100 % before the last row), at most 1000.
+fn permille(sample: &Sample) -> Option<u64> {
+    let share = |done: u64, total: u64| ((done as u128 * 1000 / total as u128) as u64).min(1000);
+    let (total, done, _) = sample.units;
+    match sample.estimate {
+        Some(e) if e.rows > 0 => Some(share(sample.done, e.rows)),
+        // An empty table: the plan's units are all there is to go through.
+        _ if total > 0 => Some(share(done, total)),
+        _ => None,
     }
 }
 
@@ -48,6 +159,10 @@ pub struct Sample {
     pub rows: u64,
     /// The bytes the byte rate is computed from.
     pub bytes: u64,
+    /// Rows handled, measured against the estimate (a copy's rows written and left out).
+    pub done: u64,
+    /// What the run will have handled in all, when the job can tell.
+    pub estimate: Option<Estimate>,
     /// Units: in the plan, complete (skipped ones included), skipped.
     pub units: (u64, u64, u64),
     /// Rows found different (validations).
@@ -92,26 +207,12 @@ impl Periodic {
     }
 }
 
-/// Copies a job's counters into its record, with the rates since `previous` (`timing` =
-/// previous rows and bytes, interval, elapsed), the ETA, and a phase: `waiting: <why>` while a
-/// request is retried, else `phase`. Returns the current rows and bytes.
-pub fn publish(
-    handle: &JobHandle,
-    sample: Sample,
-    (previous, interval, elapsed): ((u64, u64), Duration, Duration),
-    phase: &str,
-) -> (u64, u64) {
-    for (k, v) in &sample.counters {
-        handle.set(k, *v);
-    }
-    let current = (sample.rows, sample.bytes);
-    let units = sample.units;
-    let r = rates(previous, current, interval, elapsed, units);
-    handle.set("rowsPerSecond", r.rows_per_second);
-    handle.set("bytesPerSecond", r.bytes_per_second);
-    if let Some(eta) = r.eta_seconds {
-        handle.set("etaSeconds", eta);
-    }
+/// Copies a job's counters into its record with their status from `window` (rates, share
+/// done, ETA, the estimate), and a phase: `waiting: <why>` while a request is retried, else
+/// `phase`.
+pub fn publish(handle: &JobHandle, sample: Sample, window: &mut Window, phase: &str) {
+    let status = window.status(&sample);
+    set_status(handle, &sample, status);
     match sample.waiting {
         Some(reason) => {
             handle.set_last_error(&reason);
@@ -119,7 +220,32 @@ pub fn publish(
         }
         None => handle.set_phase(phase),
     }
-    current
+}
+
+/// Copies the counters of a run that ended into its record: the rates become the run's
+/// averages (an ended job shows how fast it went, not 0 rows/s), and the ETA goes.
+pub fn publish_end(handle: &JobHandle, sample: Sample, window: &Window) {
+    let status = window.ended(&sample);
+    set_status(handle, &sample, status);
+}
+
+fn set_status(handle: &JobHandle, sample: &Sample, status: Rates) {
+    for (k, v) in &sample.counters {
+        handle.set(k, *v);
+    }
+    handle.set("rowsPerSecond", status.rows_per_second);
+    handle.set("bytesPerSecond", status.bytes_per_second);
+    match status.eta_seconds {
+        Some(eta) => handle.set("etaSeconds", eta),
+        None => handle.unset("etaSeconds"),
+    }
+    if let Some(p) = status.permille {
+        handle.set("progressPermille", p);
+    }
+    if let Some(e) = sample.estimate {
+        handle.set("rowsTotalEstimate", e.rows);
+        handle.set("bytesTotalEstimate", e.bytes);
+    }
 }
 
 /// How a job's run ended, for [`end`].
@@ -160,29 +286,86 @@ pub fn end(handle: &JobHandle, ending: Ending) -> JobResult {
 mod tests {
     use super::*;
 
+    fn sample(rows: u64, estimate: Option<u64>, units: (u64, u64, u64)) -> Sample {
+        Sample {
+            rows,
+            bytes: rows * 10,
+            done: rows,
+            estimate: estimate.map(|e| Estimate {
+                rows: e,
+                bytes: e * 10,
+            }),
+            units,
+            ..Sample::default()
+        }
+    }
+
     #[test]
-    fn rates_and_eta() {
-        let r = rates(
-            (100, 1000),
-            (300, 5000),
-            Duration::from_secs(2),
-            Duration::from_secs(10),
-            (10, 5, 1),
-        );
-        assert_eq!(r.rows_per_second, 100);
-        assert_eq!(r.bytes_per_second, 2000);
-        // 4 units copied in 10 s, 5 left: 12.5 s.
-        assert_eq!(r.eta_seconds, Some(13));
+    fn rates_over_the_window_not_since_the_start() {
+        let t0 = Instant::now();
+        let mut w = Window::starting(Duration::from_secs(30), t0);
+        let at = |s| t0 + Duration::from_secs(s);
+        w.status_at(at(0), &sample(0, Some(10_000), (4, 0, 0)));
+        // 100 rows/s for 60 s, then 10 rows/s: 30 s later the window sees only the slow pace.
+        w.status_at(at(60), &sample(6_000, Some(10_000), (4, 2, 0)));
+        for s in 61..=90 {
+            w.status_at(
+                at(s),
+                &sample(6_000 + (s - 60) * 10, Some(10_000), (4, 2, 0)),
+            );
+        }
+        let r = w.status_at(at(91), &sample(6_310, Some(10_000), (4, 2, 0)));
+        assert_eq!(r.rows_per_second, 10);
+        assert_eq!(r.bytes_per_second, 100);
+        // 3,690 rows left at 10 rows/s.
+        assert_eq!(r.eta_seconds, Some(369));
+        assert_eq!(r.permille, Some(631));
+        // Once ended: the average over the whole run.
+        let end = w.ended_at(at(100), &sample(10_000, Some(10_000), (4, 4, 0)));
+        assert_eq!((end.rows_per_second, end.eta_seconds), (100, None));
+        assert_eq!(end.permille, Some(1000));
+    }
+
+    #[test]
+    fn share_done_is_bounded_and_rounds_down() {
+        let t0 = Instant::now();
+        let mut w = Window::starting(Duration::from_secs(30), t0);
+        // One row short of the estimate is not 100 %.
+        let r = w.status_at(t0, &sample(9_999, Some(10_000), (4, 3, 0)));
+        assert_eq!(r.permille, Some(999));
+        // More rows than an estimate said (the estimator never lets this happen; the bound
+        // holds anyway).
+        let r = w.status_at(t0, &sample(12_000, Some(10_000), (4, 3, 0)));
+        assert_eq!((r.permille, r.eta_seconds), (Some(1000), None));
+        // No estimate: units; an empty plan: nothing to show.
         assert_eq!(
-            rates(
-                (0, 0),
-                (0, 0),
-                Duration::from_secs(1),
-                Duration::from_secs(1),
-                (10, 3, 3)
-            )
-            .eta_seconds,
-            None
+            w.status_at(t0, &sample(5, None, (66, 5, 0))).permille,
+            Some(75)
         );
+        assert_eq!(w.status_at(t0, &sample(5, None, (0, 0, 0))).permille, None);
+        // An estimate of nothing (an empty table): units.
+        assert_eq!(
+            w.status_at(t0, &sample(0, Some(0), (4, 4, 0))).permille,
+            Some(1000)
+        );
+    }
+
+    #[test]
+    fn without_an_estimate_the_eta_follows_units() {
+        let t0 = Instant::now();
+        let mut w = Window::starting(Duration::from_secs(30), t0);
+        // 4 units copied in 10 s, 5 left: 12.5 s.
+        let r = w.status_at(t0 + Duration::from_secs(10), &sample(300, None, (10, 5, 1)));
+        assert_eq!(r.eta_seconds, Some(13));
+        let r = w.status_at(t0 + Duration::from_secs(11), &sample(300, None, (10, 3, 3)));
+        assert_eq!(r.eta_seconds, None);
+        // A stalled job with an estimate has no ETA rather than an infinite one.
+        let mut w = Window::starting(Duration::from_secs(30), t0);
+        w.status_at(t0, &sample(300, Some(1000), (10, 3, 0)));
+        let r = w.status_at(
+            t0 + Duration::from_secs(5),
+            &sample(300, Some(1000), (10, 3, 0)),
+        );
+        assert_eq!((r.rows_per_second, r.eta_seconds), (0, None));
     }
 }

@@ -7,7 +7,7 @@
 //! drives the traits of [`crate::connectors::seam`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::EngineError;
 use super::config::{JobConfig, SourceConfig, TargetConfig};
+use super::estimate::Estimator;
 use super::limits::Limits;
 use super::retry::{Retries, retry};
 use crate::connectors::seam::{
@@ -51,6 +52,8 @@ pub struct Counters {
     pub retries: Retries,
     /// The connectors' own counters, read when sampled.
     pub connector: ConnectorCounters,
+    /// The rows and bytes the copy will have handled, estimated once it is planned.
+    pub estimate: OnceLock<Estimator>,
     /// What the migration is doing: `copying`, then `streaming` for a replication.
     phase: Mutex<&'static str>,
 }
@@ -176,10 +179,16 @@ impl Counters {
         let s = self.snapshot();
         let mut counters = s.pairs();
         counters.extend(self.connector.read());
+        let done = s.rows_written + s.rows_dropped;
         Sample {
             counters,
             rows: s.rows_written,
             bytes: s.bytes_written,
+            done,
+            estimate: self
+                .estimate
+                .get()
+                .and_then(|e| e.estimate(done, (s.rows_written, s.bytes_written))),
             units: (s.units_total, s.units_done, s.units_skipped),
             differences: None,
             waiting: self.waiting(),
@@ -437,6 +446,10 @@ impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
                 plan.skipped,
                 plan.work.len()
             );
+            // Before any unit runs: the statistics describe the table as it is now.
+            let expected = self.scan.expect(&plan.work).await;
+            let _ = counters.estimate.set(Estimator::new(expected));
+            let work: Vec<(usize, S::Unit)> = plan.work.into_iter().enumerate().collect();
             let failed = cancel.child_token();
             let worker = Arc::new(Worker {
                 scan: self.scan,
@@ -454,7 +467,7 @@ impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
             });
             let copied = if let Some(coordinator) = coordinator {
                 drive_shared(
-                    plan.work,
+                    work,
                     plan.skipped,
                     self.pacing.units_at_once + self.pacing.units_finishing,
                     (&cancel, &failed),
@@ -464,16 +477,16 @@ impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
                 .await
             } else {
                 drive_units(
-                    plan.work,
+                    work,
                     self.pacing.units_at_once + self.pacing.units_finishing,
                     (&cancel, &failed),
                     (
                         |e: &EngineError| matches!(e, EngineError::Stopped),
                         || EngineError::Stopped,
                     ),
-                    |unit| {
+                    |(index, unit)| {
                         let w = worker.clone();
-                        async move { w.copy_unit(unit).await }
+                        async move { w.copy_unit(index, unit).await }
                     },
                 )
                 .await
@@ -530,7 +543,7 @@ where
 /// tried again until they are done (or their runs die and their leases lapse), so every run
 /// ends when the whole job is done. The job's counters show every run's units.
 async fn drive_shared<S: Scan, T: Sink<S::Row>>(
-    work: Vec<S::Unit>,
+    work: Vec<(usize, S::Unit)>,
     skipped: u64,
     max: usize,
     (cancel, failed): (&CancellationToken, &CancellationToken),
@@ -565,17 +578,22 @@ async fn drive_shared<S: Scan, T: Sink<S::Row>>(
                 |e: &EngineError| matches!(e, EngineError::Stopped),
                 || EngineError::Stopped,
             ),
-            |unit| {
+            |(index, unit)| {
                 let (w, c, held) = (worker.clone(), coordinator.clone(), held.clone());
                 async move {
                     let key = unit.key();
                     match c.claim(&key).await.map_err(coordination)? {
                         Claim::Done => {
                             unit.record(&mut w.done.lock().unwrap_or_else(|p| p.into_inner()));
+                            if let Some(e) = w.counters.estimate.get() {
+                                e.skipped(index);
+                            }
                             Ok(())
                         }
                         Claim::Held => {
-                            held.lock().unwrap_or_else(|p| p.into_inner()).push(unit);
+                            held.lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .push((index, unit));
                             Ok(())
                         }
                         Claim::Mine => {
@@ -610,14 +628,19 @@ async fn drive_shared<S: Scan, T: Sink<S::Row>>(
                                 })
                             };
                             let copied = tokio::select! {
-                                copied = w.copy_unit(unit.clone()) => Some(copied),
+                                copied = w.copy_unit(index, unit.clone()) => Some(copied),
                                 Ok(()) = lost_rx => None,
                             };
                             renewal.abort();
                             match copied {
                                 // Whoever holds it now completes it, or it lapses again.
                                 None => {
-                                    held.lock().unwrap_or_else(|p| p.into_inner()).push(unit);
+                                    if let Some(e) = w.counters.estimate.get() {
+                                        e.restarted(index);
+                                    }
+                                    held.lock()
+                                        .unwrap_or_else(|p| p.into_inner())
+                                        .push((index, unit));
                                     Ok(())
                                 }
                                 Some(Ok(())) => c.complete(&key).await.map_err(coordination),
@@ -681,14 +704,16 @@ type InFlight = JoinSet<Result<(), EngineError>>;
 
 impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
     /// Copies one unit; records it complete once every write is acknowledged.
-    async fn copy_unit(&self, unit: S::Unit) -> Result<(), EngineError> {
+    async fn copy_unit(&self, index: usize, unit: S::Unit) -> Result<(), EngineError> {
         let reading = tokio::select! {
             permit = self.reading.clone().acquire_owned() => permit.expect("never closed"),
             _ = self.cancel.cancelled() => return Err(EngineError::Stopped),
         };
         let mut in_flight = InFlight::new();
         let mut batcher = self.sink.begin(&unit.key());
-        let result = self.scan_unit(&unit, &mut batcher, &mut in_flight).await;
+        let result = self
+            .scan_unit(index, &unit, &mut batcher, &mut in_flight)
+            .await;
         // Whatever happened, let the writes already sent finish: their rows are then either
         // written or reported, never half-tracked.
         let mut write_error = None;
@@ -709,6 +734,9 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
         }
         unit.record(&mut self.done.lock().unwrap_or_else(|p| p.into_inner()));
         Counters::add(&self.counters.units_done, 1);
+        if let Some(e) = self.counters.estimate.get() {
+            e.finished(index);
+        }
         // At debug: a CQL job has hundreds of units. The next savepoint's line (info) lists
         // what finished since the one before.
         tracing::debug!("{unit}: every write acknowledged, marked as done");
@@ -717,6 +745,7 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
 
     async fn scan_unit(
         &self,
+        index: usize,
         unit: &S::Unit,
         batcher: &mut T::Batcher,
         in_flight: &mut InFlight,
@@ -744,6 +773,9 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
                 }
             };
             Counters::add(&self.counters.rows_read, rows.len() as u64);
+            if let Some(e) = self.counters.estimate.get() {
+                e.read(index, rows.len() as u64, self.scan.measure(&rows));
+            }
             for row in &rows {
                 Counters::add(&self.counters.bytes_read, S::row_size(row) as u64);
                 match self.sink.push(batcher, row, read_at, &mut requests) {

@@ -2,7 +2,7 @@
 //! copied into the job record while the engine runs.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -11,7 +11,7 @@ use super::config::{JobConfig, redacted_json};
 use super::engine::{Counters, Migration};
 use super::place::Place;
 use crate::jobs::kept::forget_job_file;
-use crate::jobs::running::{Ending, Periodic, end, publish};
+use crate::jobs::running::{Ending, Periodic, Window, end, publish, publish_end};
 use crate::jobs::{JobHandle, JobResult};
 use crate::savepoints::{self, SavepointInfo, Writer};
 
@@ -258,31 +258,31 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
     }
     handle.set_phase("copying");
     let progress = Arc::new(Counters::default());
+    // Shared with the final report, whose rates are the run's averages.
+    let window = Arc::new(std::sync::Mutex::new(Window::default()));
     let reporter = {
         let handle = handle.clone();
         let progress = progress.clone();
+        let window = window.clone();
         tokio::spawn(async move {
-            let interval = Duration::from_secs(1);
-            let started = Instant::now();
-            let mut previous = (0, 0);
-            let mut ticker = tokio::time::interval(interval);
+            let mut ticker = tokio::time::interval(Duration::from_secs(1));
             loop {
                 ticker.tick().await;
-                previous = report(&handle, &progress, previous, interval, started.elapsed());
+                report(
+                    &handle,
+                    &progress,
+                    &mut window.lock().unwrap_or_else(|p| p.into_inner()),
+                );
             }
         })
     };
     let result = execute(launch, progress.clone(), handle.cancelled().clone()).await;
     reporter.abort();
-    report(
+    publish_end(
         &handle,
-        &progress,
-        (0, 0),
-        Duration::from_secs(1),
-        Duration::ZERO,
+        progress.sample(),
+        &window.lock().unwrap_or_else(|p| p.into_inner()),
     );
-    handle.set("rowsPerSecond", 0);
-    handle.set("bytesPerSecond", 0);
     if !matches!(result, Err(EngineError::Stopped))
         && let Some(dir) = &state_dir
     {
@@ -299,17 +299,6 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
     )
 }
 
-fn report(
-    handle: &JobHandle,
-    progress: &Counters,
-    previous: (u64, u64),
-    interval: Duration,
-    elapsed: Duration,
-) -> (u64, u64) {
-    publish(
-        handle,
-        progress.sample(),
-        (previous, interval, elapsed),
-        progress.phase(),
-    )
+fn report(handle: &JobHandle, progress: &Counters, window: &mut Window) {
+    publish(handle, progress.sample(), window, progress.phase());
 }

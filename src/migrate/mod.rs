@@ -4,6 +4,7 @@
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod estimate;
 pub mod job;
 pub mod kind;
 pub mod limits;

@@ -6,14 +6,14 @@
 //! a migration must never resume from a validation's progress, nor the other way round.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::report::Report;
 use super::{Progress, State, Validation};
 use crate::jobs::kept::forget_job_file;
-use crate::jobs::running::{Ending, Periodic, end, publish};
+use crate::jobs::running::{Ending, Periodic, Window, end, publish, publish_end};
 use crate::jobs::{JobHandle, JobResult};
 use crate::migrate::EngineError;
 use crate::migrate::place::Place;
@@ -290,18 +290,22 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
     handle.set_phase("comparing");
     let progress = Arc::new(Progress::default());
     let state = Arc::new(Mutex::new(State::default()));
+    // Shared with the final report, whose rates are the run's averages.
+    let window = Arc::new(std::sync::Mutex::new(Window::default()));
     let reporter = {
         let handle = handle.clone();
         let progress = progress.clone();
+        let window = window.clone();
         let state = state.clone();
         tokio::spawn(async move {
-            let interval = Duration::from_secs(1);
-            let started = Instant::now();
-            let mut previous = (0, 0);
-            let mut ticker = tokio::time::interval(interval);
+            let mut ticker = tokio::time::interval(Duration::from_secs(1));
             loop {
                 ticker.tick().await;
-                previous = report(&handle, &progress, previous, interval, started.elapsed());
+                report(
+                    &handle,
+                    &progress,
+                    &mut window.lock().unwrap_or_else(|p| p.into_inner()),
+                );
                 let so_far = state
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -314,15 +318,11 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
     let (findings, result) =
         execute(launch, progress.clone(), handle.cancelled().clone(), state).await;
     reporter.abort();
-    report(
+    publish_end(
         &handle,
-        &progress,
-        (0, 0),
-        Duration::from_secs(1),
-        Duration::ZERO,
+        progress.sample(),
+        &window.lock().unwrap_or_else(|p| p.into_inner()),
     );
-    handle.set("rowsPerSecond", 0);
-    handle.set("bytesPerSecond", 0);
     handle.set_result(serde_json::to_value(&findings).expect("a report serializes"));
     if !matches!(result, Err(EngineError::Stopped))
         && let Some(dir) = &state_dir
@@ -340,17 +340,6 @@ pub async fn run(handle: JobHandle, launch: Launch) -> JobResult {
     )
 }
 
-fn report(
-    handle: &JobHandle,
-    progress: &Progress,
-    previous: (u64, u64),
-    interval: Duration,
-    elapsed: Duration,
-) -> (u64, u64) {
-    publish(
-        handle,
-        progress.sample(),
-        (previous, interval, elapsed),
-        "comparing",
-    )
+fn report(handle: &JobHandle, progress: &Progress, window: &mut Window) {
+    publish(handle, progress.sample(), window, "comparing");
 }

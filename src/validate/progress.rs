@@ -19,12 +19,16 @@ pub struct Progress {
     pub rows_with_differences: AtomicU64,
     /// Rows copied again so far.
     pub rows_copied: AtomicU64,
+    /// Source rows the savepoint resumed from had compared (the first [`Progress::count_from`]):
+    /// not this run's, so not in its rates.
+    resumed_rows: std::sync::OnceLock<u64>,
 }
 
 impl Progress {
     /// Sets the row counters to a report's: a resumed run counts on from the rows its savepoint
     /// covers, and a finished one shows exactly its report's figures.
     pub fn count_from(&self, report: &Report) {
+        let _ = self.resumed_rows.set(report.source_rows);
         let set = |a: &AtomicU64, v: u64| a.store(v, AtomicOrdering::Relaxed);
         set(&self.scan.rows_read, report.source_rows);
         set(&self.target_rows, report.target_rows);
@@ -51,8 +55,12 @@ impl Progress {
                 ("rowsCopied", g(&self.rows_copied)),
                 ("retries", s.retries.count()),
             ],
-            rows: source_rows,
+            rows: source_rows.saturating_sub(self.resumed_rows.get().copied().unwrap_or(0)),
             bytes: bytes_read,
+            // Validations show their share done by units: their source rows carry on from a
+            // resumed savepoint's, so an estimate of this run's rows would not match them.
+            done: source_rows,
+            estimate: None,
             units: (total, done, skipped),
             differences: Some(differences),
             waiting: s.waiting(),

@@ -75,6 +75,24 @@ try {
   check(writtenAfter !== writtenBefore, `rowsWritten moved on the page (${writtenBefore} -> ${writtenAfter})`);
   await page.waitForFunction(() => (document.getElementById("chart-line").getAttribute("points") || "").split(" ").length >= 2, null, { timeout: 15000 });
   summary.ring = [ringBefore, await ring.textContent()];
+  // The share shown is rows written of the estimated total, from the same event as the
+  // counters (issue 43): "12.8 %" over "12,800 of ~100,000 rows · units 5/66", and the API's
+  // progressPermille a moment later is at most a second's progress (5 points here) ahead.
+  // This table was never flushed, so Cassandra has no size estimates for it: the total is
+  // learnt from the first units finished, until then the share is units.
+  await page.waitForFunction(() => / of ~/.test(document.querySelector('[data-field="progress-label"]').textContent), null, { timeout: 30000 });
+  const shown = await page.evaluate(() => ({
+    percent: document.querySelector('[data-field="percent"]').textContent,
+    label: document.querySelector('[data-field="progress-label"]').textContent,
+  }));
+  const m = shown.label.match(/^([\d,]+) of ~([\d,]+) rows · units \d+\/\d+/);
+  check(m, "the bar says rows of the estimated total, units as detail: " + shown.label);
+  const [done, total] = [Number(m[1].replaceAll(",", "")), Number(m[2].replaceAll(",", ""))];
+  const permille = Math.floor(done * 1000 / total);
+  check(shown.percent === `${Math.floor(permille / 10)}.${permille % 10} %`, `the percentage is the rows' share: ${shown.percent} for ${shown.label}`);
+  const api = await page.evaluate(async ([id, token]) => (await (await fetch("/api/v1/jobs/" + id, { headers: { authorization: "Bearer " + token } })).json()).progress, [env.running, env.readerToken]);
+  check(api.progressPermille >= permille && api.progressPermille - permille <= 60, `the page's ${shown.percent} is the API's ${api.progressPermille / 10} %`);
+  summary.percent = [shown.percent, shown.label, api.progressPermille];
   await shot(page, "console-migration");
 
   // Cancel from the page, by keyboard, confirming the browser's dialog.

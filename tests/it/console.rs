@@ -147,6 +147,9 @@ async fn the_console_in_a_browser_follows_cancels_and_reports() {
     );
     let summary: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert!(summary["reportRows"].as_u64() >= Some(5), "{summary}");
+    // The page's share, its "N of ~M rows" and the API's progressPermille (issue 43).
+    assert!(summary["percent"].is_array(), "{summary}");
+    eprintln!("console: {}", summary["percent"]);
 
     // The cancel from the page reached the job.
     let cancelled = ended(&daemon, &running).await;

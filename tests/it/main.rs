@@ -45,6 +45,7 @@ mod openapi;
 mod operator_cli;
 mod parquet;
 mod parquet_migrator;
+mod progress;
 mod resume;
 mod router;
 mod s3export;

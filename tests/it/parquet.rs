@@ -11,7 +11,7 @@ use serde_json::Value;
 use test_support::cql::{
     assert_same, clusters, dst_addr, exec, fresh_keyspace, raw_rows, src_addr,
 };
-use test_support::{Daemon, Home};
+use test_support::{Daemon, Home, ended};
 
 const WAIT: Duration = Duration::from_secs(180);
 
@@ -374,6 +374,24 @@ for f in range({files}):
     )
     .replace("  table: t\n", "  table: t\n  rowsPerSecond: 6000\n");
     let id = daemon.submit_job("/api/v1/migrations", &job).await;
+    // The footers' row counts are exact: the total is known before the first file is done,
+    // and the share shown is the rows written of it (issue 43).
+    let early = daemon
+        .wait_job(&id, WAIT, |j| {
+            j["progress"]["rowsWritten"].as_u64().unwrap_or(0) > 0 || ended(j)
+        })
+        .await;
+    let written = early["progress"]["rowsWritten"].as_u64().unwrap();
+    assert_eq!(
+        early["progress"]["rowsTotalEstimate"].as_u64(),
+        Some((files * per_file) as u64),
+        "{early}"
+    );
+    assert_eq!(
+        early["progress"]["progressPermille"].as_u64(),
+        Some(written * 1000 / (files * per_file) as u64),
+        "{early}"
+    );
     let recorded = test_support::poll(WAIT, async || match newest_savepoint(sp.path()) {
         Some(doc)
             if doc["skipParquetFiles"]
@@ -414,6 +432,16 @@ for f in range({files}):
     assert!(
         skipped as usize >= done,
         "finished files are skipped: {state}"
+    );
+    // The resumed run's total is the rows of the files it read: the skipped ones are not in it.
+    assert_eq!(
+        state["progress"]["rowsTotalEstimate"].as_u64(),
+        Some(((files - skipped as usize) * per_file) as u64),
+        "{state}"
+    );
+    assert_eq!(
+        state["progress"]["rowsTotalEstimate"], state["progress"]["rowsWritten"],
+        "{state}"
     );
     assert_eq!(
         raw_rows(&dst, &format!("{ks}.t"), "p").await.len(),

@@ -9,6 +9,7 @@ use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 
 use super::{ListQuery, PAGE_SIZE, REPORT_PAGE_SIZE, Viewer};
+use crate::jobs::shown::Shown;
 use crate::jobs::{JobRecord, JobState};
 use crate::migrate::saved::SavepointList;
 use crate::validate::report::Report;
@@ -117,39 +118,24 @@ fn counter(record: &JobRecord, name: &str) -> Option<u64> {
     record.progress.get(name).copied()
 }
 
-/// Work done and in all, and what is counted, when the job's kind says.
-pub fn fraction(record: &JobRecord) -> Option<(u64, u64, &'static str)> {
-    match record.kind.as_str() {
-        "data-copy-task" => crate::livemigration::tasks::shown::copy_fraction_of(
-            record.state == JobState::Succeeded,
-            record.result.as_ref(),
-        )
-        .map(|(done, total)| (done, total, "bytes")),
-        "diagnostic" => Some((
-            counter(record, "secondsElapsed").unwrap_or(0),
-            counter(record, "secondsTotal")?,
-            "seconds",
-        )),
-        _ => Some((
-            counter(record, "unitsDone")?,
-            counter(record, "unitsTotal")?,
-            "units",
-        )),
-    }
-}
-
-fn percent(done: u64, total: u64) -> f64 {
-    if total == 0 {
-        0.0
-    } else {
-        (done as f64 * 100.0 / total as f64).min(100.0)
-    }
+/// The job's share done and what it is of, as every screen shows it.
+fn shown(record: &JobRecord) -> Option<Shown> {
+    crate::kinds::shown(
+        &record.kind,
+        record.state,
+        &record.progress,
+        record.result.as_ref(),
+    )
 }
 
 pub(super) fn rate(record: &JobRecord) -> String {
     let rows = counter(record, "rowsPerSecond");
     let bytes = counter(record, "bytesPerSecond");
     match (rows, bytes) {
+        // An ended job's rates are its averages over the run.
+        (Some(r), Some(b)) if !record.state.is_active() => {
+            format!("avg {} rows/s · {}/s", thousands(r), bytesize::ByteSize(b))
+        }
         (Some(r), Some(b)) => format!("{} rows/s · {}/s", thousands(r), bytesize::ByteSize(b)),
         (Some(r), None) => format!("{} rows/s", thousands(r)),
         (None, Some(b)) => format!("{}/s", bytesize::ByteSize(b)),
@@ -184,23 +170,13 @@ pub(super) fn state_badge(state: JobState) -> Markup {
 }
 
 pub(super) fn progress_bar(record: &JobRecord) -> Markup {
-    match fraction(record) {
-        Some((done, total, noun)) => {
-            let pct = percent(done, total);
-            let label = if noun == "bytes" {
-                format!(
-                    "{} of {}",
-                    bytesize::ByteSize(done),
-                    bytesize::ByteSize(total)
-                )
-            } else {
-                format!("{done} of {total} {noun}")
-            };
+    match shown(record) {
+        Some(shown) => {
             html! {
                 span class="bar" {
-                    progress max=(total.max(1)) value=(done.min(total)) aria-label={ "Progress: " (label) } data-field="progress" {}
-                    span class="pct" data-field="percent" { (format!("{pct:.1} %")) }
-                    span class="sr-only" data-field="progress-label" { (label) }
+                    progress max="1000" value=(shown.permille) aria-label={ "Progress: " (shown.label) } data-field="progress" {}
+                    span class="pct" data-field="percent" { (shown.percent()) }
+                    span class="detail" data-field="progress-label" { (shown.label) }
                 }
             }
         }
@@ -383,10 +359,10 @@ pub fn jobs_page(
     )
 }
 
-/// The donut of a job's share done: the token ring of a migration, the bytes of a copy.
+/// The donut of a job's share done: a migration's rows of its estimated total, a validation's
+/// units, the bytes of a copy.
 fn ring(record: &JobRecord) -> Markup {
-    let (done, total) = fraction(record).map_or((0, 0), |(d, t, _)| (d, t));
-    let pct = percent(done, total);
+    let pct = shown(record).map_or(0.0, |s| s.permille as f64 / 10.0);
     // r = 15.9155 makes the circumference 100, so the dash is the percentage.
     html! {
         figure class="ring" {
@@ -394,11 +370,12 @@ fn ring(record: &JobRecord) -> Markup {
                 circle class="ring-bg" cx="18" cy="18" r="15.9155" {}
                 circle class="ring-fg" cx="18" cy="18" r="15.9155" data-field="ring"
                     stroke-dasharray={ (format!("{pct:.2}")) " 100" } {}
-                text x="18" y="20.5" text-anchor="middle" class="ring-text" data-field="ring-text" { (format!("{pct:.0}%")) }
+                text x="18" y="20.5" text-anchor="middle" class="ring-text" data-field="ring-text" { (format!("{}%", pct as u64)) }
             }
             figcaption {
                 @match record.kind.as_str() {
                     "data-copy-task" => "Bytes of this iteration",
+                    "migration" if record.progress.contains_key("rowsTotalEstimate") => "Rows written of the estimated total",
                     "migration" | "validation" => "Units of the plan (token ranges, segments or files)",
                     _ => "Share done",
                 }

@@ -7,6 +7,7 @@ pub mod compare;
 pub mod config;
 pub mod coordination;
 pub mod copy;
+pub mod estimates;
 pub mod multicell;
 mod retry;
 pub mod rows;

@@ -57,6 +57,19 @@ impl RangeScan {
         }
     }
 
+    /// What `system.size_estimates` says each unit of `work` holds, in partitions.
+    pub async fn expected(
+        &self,
+        work: &[TokenUnit],
+    ) -> Vec<Option<crate::connectors::seam::Expected>> {
+        super::estimates::expected(&self.session, &self.table, work).await
+    }
+
+    /// Columns of the partition key, first in every row this scan reads.
+    pub fn partition_key_len(&self) -> usize {
+        self.table.partition_key.len()
+    }
+
     fn cursor_at(&self, unit: &TokenUnit, piece: usize) -> RangeCursor {
         let mut statement = self.select.clone();
         // Send the scan to a replica of the range; a retry may go elsewhere.
@@ -122,6 +135,16 @@ impl Scan for RangeScan {
 
     fn row_size(row: &RawRow) -> usize {
         row.size()
+    }
+
+    /// `system.size_estimates`, in partitions.
+    async fn expect(&self, work: &[TokenUnit]) -> Vec<Option<crate::connectors::seam::Expected>> {
+        self.expected(work).await
+    }
+
+    /// Partitions begun: the selects of copies and exports start with the partition key.
+    fn measure(&self, rows: &[RawRow]) -> u64 {
+        super::estimates::partitions_begun(rows, self.partition_key_len())
     }
 }
 

@@ -200,6 +200,23 @@ impl crate::connectors::seam::Scan for CopyScan {
     fn row_size(row: &RawRow) -> usize {
         row.size()
     }
+
+    /// `system.size_estimates` for CQL pages; a snapshot's read has no session to ask, so its
+    /// total is learnt from the units it finishes.
+    async fn expect(&self, work: &[Self::Unit]) -> Vec<Option<crate::connectors::seam::Expected>> {
+        match self {
+            Self::Pages(s) => s.expected(work).await,
+            Self::Snapshot(_) => vec![None; work.len()],
+        }
+    }
+
+    /// Partitions, which `system.size_estimates` counts.
+    fn measure(&self, rows: &[RawRow]) -> u64 {
+        match self {
+            Self::Pages(s) => super::estimates::partitions_begun(rows, s.partition_key_len()),
+            Self::Snapshot(_) => rows.len() as u64,
+        }
+    }
 }
 
 /// The target side of a copy.

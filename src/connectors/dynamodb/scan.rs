@@ -231,6 +231,46 @@ impl Scan for SegmentScan {
         item_size(row)
     }
 
+    /// `DescribeTable`'s item count and size, spread evenly over the segments (a parallel
+    /// scan's segments split the table's hash space evenly). DynamoDB updates them about every
+    /// six hours: the copy corrects them by the segments it finishes. A count of 0 says
+    /// nothing (a table loaded since the last update), so it is no estimate.
+    async fn expect(&self, work: &[Segment]) -> Vec<Option<crate::connectors::seam::Expected>> {
+        let described = self
+            .client
+            .describe_table()
+            .table_name(&self.table)
+            .send()
+            .await;
+        let table = match described {
+            Ok(out) => out.table,
+            Err(e) => {
+                tracing::info!(
+                    table = %self.table,
+                    "no item count ({}): the copy's total is learnt from its first segments",
+                    DynamoError::from_sdk("describing the table", e)
+                );
+                None
+            }
+        };
+        let Some((items, bytes)) = table
+            .and_then(|t| Some((t.item_count?, t.table_size_bytes.unwrap_or(0))))
+            .filter(|(items, _)| *items > 0)
+        else {
+            return vec![None; work.len()];
+        };
+        let segments = f64::from(self.segments);
+        work.iter()
+            .map(|_| {
+                Some(crate::connectors::seam::Expected {
+                    count: items as f64 / segments,
+                    bytes: bytes.max(0) as f64 / segments,
+                    exact: false,
+                })
+            })
+            .collect()
+    }
+
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![("readCapacityUnits", self.budget.consumed())]
     }

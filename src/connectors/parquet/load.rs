@@ -822,6 +822,23 @@ impl Scan for ParquetScan {
         }
     }
 
+    /// The files' footers: exact row counts, and the row groups' uncompressed sizes.
+    async fn expect(&self, work: &[FileUnit]) -> Vec<Option<crate::connectors::seam::Expected>> {
+        work.iter()
+            .map(|unit| {
+                let groups = unit.file.meta.metadata().row_groups();
+                Some(crate::connectors::seam::Expected {
+                    count: unit.file.rows_per_group.iter().sum::<usize>() as f64,
+                    bytes: groups
+                        .iter()
+                        .map(|g| g.total_byte_size().max(0) as f64)
+                        .sum(),
+                    exact: true,
+                })
+            })
+            .collect()
+    }
+
     async fn page(
         &self,
         unit: &FileUnit,

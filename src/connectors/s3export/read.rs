@@ -351,6 +351,21 @@ impl Scan for ExportScan {
     fn row_size(row: &Item) -> usize {
         item_size(row)
     }
+
+    /// The manifest's item count of each file (AWS writes one for every file: exact).
+    async fn expect(&self, work: &[FileUnit]) -> Vec<Option<crate::connectors::seam::Expected>> {
+        work.iter()
+            .map(|unit| {
+                unit.entry
+                    .item_count
+                    .map(|n| crate::connectors::seam::Expected {
+                        count: n as f64,
+                        bytes: 0.0,
+                        exact: true,
+                    })
+            })
+            .collect()
+    }
 }
 
 type PageSender = crate::connectors::streamed::PageSender<Item, ExportError>;

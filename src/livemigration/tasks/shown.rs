@@ -35,6 +35,27 @@ pub fn copy_fraction_of(succeeded: bool, result: Option<&serde_json::Value>) -> 
     copy_fraction(succeeded, &report.status)
 }
 
+/// [`copy_fraction_of`] as every screen shows a job's progress.
+pub fn copy_shown(
+    succeeded: bool,
+    result: Option<&serde_json::Value>,
+) -> Option<crate::jobs::shown::Shown> {
+    let (done, total) = copy_fraction_of(succeeded, result)?;
+    let permille = if total == 0 {
+        0
+    } else {
+        ((done as u128 * 1000 / total as u128) as u64).min(1000)
+    };
+    Some(crate::jobs::shown::Shown {
+        permille,
+        label: format!(
+            "{} of {}",
+            bytesize::ByteSize(done),
+            bytesize::ByteSize(total)
+        ),
+    })
+}
+
 /// Bytes of an iteration that are in place: received, or kept from the local version.
 fn done_bytes(it: &IterationStatus) -> u64 {
     u64::try_from(it.bytes_downloaded.max(0)).unwrap_or(0)

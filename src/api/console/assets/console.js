@@ -99,21 +99,37 @@
         e.textContent = data.state;
         e.className = "state state-" + data.state.toLowerCase();
       });
-      let done, total, bytes = false;
-      if (kind === "data-copy-task") { done = p.bytesDownloaded; total = p.bytesToDownload; bytes = true; }
-      else { done = p.unitsDone; total = p.unitsTotal; }
-      if (total !== undefined && done !== undefined) {
-        const pct = total > 0 ? Math.min(100, done * 100 / total) : 0;
-        field("progress").forEach(function (e) { e.max = Math.max(total, 1); e.value = Math.min(done, total); });
-        setText("percent", pct.toFixed(1) + " %");
-        setText("progress-label", bytes ? fmtBytes(done) + " of " + fmtBytes(total) : done + " of " + total + " units");
+      // The share done as the pages and the CLI show it (src/jobs/shown.rs): the server's
+      // progressPermille (rows of the estimated total, else units); bytes for a data-copy task.
+      let permille, label, bytes = false;
+      const units = p.unitsTotal !== undefined && p.unitsDone !== undefined ?
+        "units " + p.unitsDone + "/" + p.unitsTotal + (p.unitsSkipped ? " (" + p.unitsSkipped + " skipped)" : "") : "";
+      if (kind === "data-copy-task") {
+        if (p.bytesToDownload !== undefined && p.bytesDownloaded !== undefined) {
+          permille = p.bytesToDownload > 0 ? Math.min(1000, Math.floor(p.bytesDownloaded * 1000 / p.bytesToDownload)) : 0;
+          label = fmtBytes(p.bytesDownloaded) + " of " + fmtBytes(p.bytesToDownload);
+        }
+        bytes = true;
+      } else {
+        permille = p.progressPermille;
+        if (permille === undefined && units) { permille = p.unitsTotal > 0 ? Math.floor(p.unitsDone * 1000 / p.unitsTotal) : 0; }
+        if (p.rowsTotalEstimate !== undefined) {
+          label = fmtInt((p.rowsWritten || 0) + (p.rowsDropped || 0)) + " of ~" + fmtInt(p.rowsTotalEstimate) + " rows" + (units ? " · " + units : "");
+        } else { label = units; }
+      }
+      if (permille !== undefined) {
+        permille = Math.min(1000, permille);
+        const pct = permille / 10;
+        field("progress").forEach(function (e) { e.max = 1000; e.value = permille; });
+        setText("percent", Math.floor(permille / 10) + "." + (permille % 10) + " %");
+        setText("progress-label", label);
         field("ring").forEach(function (e) { e.setAttribute("stroke-dasharray", pct.toFixed(2) + " 100"); });
-        setText("ring-text", pct.toFixed(0) + "%");
+        setText("ring-text", Math.floor(pct) + "%");
       }
       const rates = [];
       if (p.rowsPerSecond !== undefined) { rates.push(fmtInt(p.rowsPerSecond) + " rows/s"); }
       if (p.bytesPerSecond !== undefined) { rates.push(fmtBytes(p.bytesPerSecond) + "/s"); }
-      if (rates.length) { setText("rate", rates.join(" · ")); }
+      if (rates.length) { setText("rate", (data.state === "RUNNING" || data.state === "QUEUED" ? "" : "avg ") + rates.join(" · ")); }
       setText("eta", data.state === "RUNNING" && p.etaSeconds !== undefined ? fmtDuration(p.etaSeconds) : "—");
       field("last-error").forEach(function (e) { e.hidden = !data.lastError; });
       setText("last-error-text", data.lastError || "");
