@@ -387,7 +387,9 @@ fn shown(job: &Value) -> Option<crate::jobs::shown::Shown> {
                 .collect()
         })
         .unwrap_or_default();
-    let state = text(job, "state").parse().unwrap_or(crate::jobs::JobState::Running);
+    let state = text(job, "state")
+        .parse()
+        .unwrap_or(crate::jobs::JobState::Running);
     crate::kinds::shown(text(job, "kind"), state, &progress, job.get("result"))
 }
 

@@ -155,7 +155,10 @@ pub fn shown(
     result: Option<&serde_json::Value>,
 ) -> Option<crate::jobs::shown::Shown> {
     if kind == crate::livemigration::kinds::DataCopyKind::NAME {
-        return crate::livemigration::tasks::shown::copy_shown(state == JobState::Succeeded, result);
+        return crate::livemigration::tasks::shown::copy_shown(
+            state == JobState::Succeeded,
+            result,
+        );
     }
     crate::jobs::shown::shown(kind, progress)
 }

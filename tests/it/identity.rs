@@ -77,8 +77,14 @@ fn check_ended(job: &Value, rows: u64) {
         (average_bytes - expected_bytes).abs() <= expected_bytes * 1e-6,
         "{job}"
     );
-    // The recent rate of an ended job is 0; the average is what is shown for it.
-    assert_eq!(job["progress"]["rowsPerSecond"], 0, "{job}");
+    // An ended job's rate counter is its average over the run too (it was 0), measured by
+    // the run's own clock, which starts some milliseconds after startedAt: on these runs of
+    // 0.1-0.3 s, 3 % apart on a quiet machine.
+    let counted = job["progress"]["rowsPerSecond"].as_f64().unwrap();
+    assert!(
+        counted > 0.0 && (counted - average).abs() <= average * 0.25 + 1.0,
+        "rowsPerSecond {counted} against the average {average}: {job}"
+    );
 }
 
 /// A CQL migration without a name is called `ks.t → ks.t`, from names only: the credentials of

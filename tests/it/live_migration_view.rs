@@ -259,7 +259,7 @@ async fn the_console_and_the_cli_show_the_node_its_switch_and_each_task_to_100_p
         .find(|l| l.starts_with(&id[..13]))
         .unwrap_or_else(|| panic!("no {id} in:\n{listing}"));
     assert!(
-        row.contains("SUCCEEDED") && row.contains("100.0%"),
+        row.contains("SUCCEEDED") && row.contains("100.0 %"),
         "{listing}"
     );
 
