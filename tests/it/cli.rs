@@ -85,13 +85,46 @@ fn a_bad_config_stops_startup_with_key_line_and_exit_code_2() {
 #[test]
 fn check_config_accepts_every_example() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    // check-config reads the TLS files a config names, as serve does: the examples' files
+    // under /etc/drover/tls/ are made for the test, the example otherwise as it is.
+    let tls = tempfile::tempdir().unwrap();
+    let ca = crate::tls::Ca::new("example CA");
+    for leaf in ["server", "peer"] {
+        crate::tls::write_leaf(tls.path(), leaf, &ca.issue(leaf, &["127.0.0.1"]));
+    }
+    for name in ["clients-ca", "servers-ca"] {
+        crate::tls::write_ca(tls.path(), name, &ca);
+    }
+    // Relative paths of the examples (config/examples/...) are read beside the config file.
+    std::os::unix::fs::symlink(dir.join("examples"), tls.path().join("examples")).unwrap();
     for name in ["drover.yaml", "drover.full.yaml"] {
-        let path = dir.join(name);
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let path = tls.path().join(name);
+        std::fs::write(
+            &path,
+            text.replace("/etc/drover/tls/", &format!("{}/", tls.path().display())),
+        )
+        .unwrap();
         let (code, stdout, stderr) =
             run(&["check-config", "--config", path.to_str().unwrap()], &[]);
         assert_eq!(code, Some(0), "{name}: {stderr}");
         assert!(stdout.starts_with("config OK"), "{stdout}");
     }
+    // As it is, the full example names TLS files this machine does not have: refused, naming
+    // the key and the file (it said `config OK`).
+    let (code, _, stderr) = run(
+        &[
+            "check-config",
+            "--config",
+            dir.join("drover.full.yaml").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("server.tls.cert: cannot read /etc/drover/tls/server.crt"),
+        "{stderr}"
+    );
     let (code, stdout, _) = run(&["check-config"], &[("DROVER_LISTEN", "127.0.0.1:1234")]);
     assert_eq!(code, Some(0));
     assert!(stdout.contains("listen 127.0.0.1:1234"), "{stdout}");

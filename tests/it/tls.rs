@@ -22,18 +22,18 @@ use crate::live_migration::{
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A certificate authority of the test.
-struct Ca {
+pub(crate) struct Ca {
     issuer: CertifiedIssuer<'static, KeyPair>,
 }
 
 /// A certificate and its key, as PEM.
-struct Leaf {
+pub(crate) struct Leaf {
     cert: String,
     key: String,
 }
 
 impl Ca {
-    fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
@@ -49,7 +49,7 @@ impl Ca {
 
     /// A certificate for `cn` with `names` as SANs: `scheme://…` a URI, an IP address, or a
     /// DNS name. Usable by a server and a client.
-    fn issue(&self, cn: &str, names: &[&str]) -> Leaf {
+    pub(crate) fn issue(&self, cn: &str, names: &[&str]) -> Leaf {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.distinguished_name.push(DnType::CommonName, cn);
         params.subject_alt_names = names
@@ -78,7 +78,7 @@ impl Ca {
 }
 
 /// Writes `leaf` as `<name>.crt` and `<name>.key` in `dir`.
-fn write_leaf(dir: &Path, name: &str, leaf: &Leaf) -> (PathBuf, PathBuf) {
+pub(crate) fn write_leaf(dir: &Path, name: &str, leaf: &Leaf) -> (PathBuf, PathBuf) {
     let (cert, key) = (
         dir.join(format!("{name}.crt")),
         dir.join(format!("{name}.key")),
@@ -88,7 +88,7 @@ fn write_leaf(dir: &Path, name: &str, leaf: &Leaf) -> (PathBuf, PathBuf) {
     (cert, key)
 }
 
-fn write_ca(dir: &Path, name: &str, ca: &Ca) -> PathBuf {
+pub(crate) fn write_ca(dir: &Path, name: &str, ca: &Ca) -> PathBuf {
     let path = dir.join(format!("{name}.pem"));
     std::fs::write(&path, ca.pem()).unwrap();
     path
