@@ -528,20 +528,7 @@ fn duration_text(job: &Value) -> String {
 fn rows_text(job: &Value) -> String {
     job.get("rows")
         .and_then(Value::as_u64)
-        .map_or_else(|| "-".into(), grouped)
-}
-
-/// `1234567` as `1,234,567`.
-fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+        .map_or_else(|| "-".into(), crate::jobs::shown::thousands)
 }
 
 /// `source → target`, or `-` for jobs that name neither.

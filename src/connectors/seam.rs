@@ -123,6 +123,20 @@ pub struct Expected {
     pub exact: bool,
 }
 
+impl Expected {
+    /// A whole table's estimated `count` and `bytes`, as `units` units that each hold an even
+    /// share of `parts` (scan segments, key ranges): for sources whose statistics are only of
+    /// the whole table.
+    pub fn evenly(units: usize, count: f64, bytes: f64, parts: f64) -> Vec<Option<Expected>> {
+        let share = Expected {
+            count: count / parts,
+            bytes: bytes / parts,
+            exact: false,
+        };
+        vec![Some(share); units]
+    }
+}
+
 /// What became of a row given to a [`Sink`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pushed {

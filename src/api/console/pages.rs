@@ -152,18 +152,7 @@ pub(super) fn eta(record: &JobRecord) -> String {
     }
 }
 
-/// `1234567` as `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use crate::jobs::shown::thousands;
 
 pub(super) fn state_badge(state: JobState) -> Markup {
     html! { span class={ "state state-" (state.as_str().to_ascii_lowercase()) } data-field="state" { (state.as_str()) } }

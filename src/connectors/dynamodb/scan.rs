@@ -259,16 +259,12 @@ impl Scan for SegmentScan {
         else {
             return vec![None; work.len()];
         };
-        let segments = f64::from(self.segments);
-        work.iter()
-            .map(|_| {
-                Some(crate::connectors::seam::Expected {
-                    count: items as f64 / segments,
-                    bytes: bytes.max(0) as f64 / segments,
-                    exact: false,
-                })
-            })
-            .collect()
+        crate::connectors::seam::Expected::evenly(
+            work.len(),
+            items as f64,
+            bytes.max(0) as f64,
+            f64::from(self.segments),
+        )
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {

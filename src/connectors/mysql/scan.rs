@@ -268,16 +268,12 @@ impl Scan for MysqlScan {
         let Some((Some(rows), bytes)) = got.filter(|(rows, _)| rows.unwrap_or(0) > 0) else {
             return vec![None; work.len()];
         };
-        let ranges = self.conditions.len().max(1) as f64;
-        work.iter()
-            .map(|_| {
-                Some(crate::connectors::seam::Expected {
-                    count: rows as f64 / ranges,
-                    bytes: bytes.unwrap_or(0) as f64 / ranges,
-                    exact: false,
-                })
-            })
-            .collect()
+        crate::connectors::seam::Expected::evenly(
+            work.len(),
+            rows as f64,
+            bytes.unwrap_or(0) as f64,
+            self.conditions.len().max(1) as f64,
+        )
     }
 }
 
