@@ -209,6 +209,22 @@ impl Daemon {
         &self.client
     }
 
+    /// `drover ARGS` as a client of this daemon (`DROVER_SERVER` set to it): exit code,
+    /// stdout and stderr.
+    pub async fn cli(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        let out = tokio::process::Command::new(drover_bin())
+            .args(args)
+            .env("DROVER_SERVER", self.url(""))
+            .output()
+            .await
+            .expect("run drover");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// GET, returning status and JSON body.
     pub async fn get(&self, path: &str) -> (u16, Value) {
         let res = self.client.get(self.url(path)).send().await.expect("GET");

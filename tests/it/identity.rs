@@ -7,22 +7,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 use test_support::cql::{Fixture, job};
-use test_support::{Daemon, Home, drover_bin};
+use test_support::{Daemon, Home};
 
 const WAIT: Duration = Duration::from_secs(180);
 
 /// `drover ARGS` against `daemon`: exit code and stdout.
 async fn drover(daemon: &Daemon, args: &[&str]) -> (Option<i32>, String) {
-    let out = tokio::process::Command::new(drover_bin())
-        .args(args)
-        .env("DROVER_SERVER", daemon.url(""))
-        .output()
-        .await
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    let (code, stdout, _) = daemon.cli(args).await;
+    (code, stdout)
 }
 
 /// The job `id` as `GET /api/v1/jobs` lists it.

@@ -15,17 +15,7 @@ const WAIT: Duration = Duration::from_secs(120);
 
 /// `drover ARGS` against `daemon`: exit code, stdout, stderr.
 async fn drover(daemon: &Daemon, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = tokio::process::Command::new(drover_bin())
-        .args(args)
-        .env("DROVER_SERVER", daemon.url(""))
-        .output()
-        .await
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    daemon.cli(args).await
 }
 
 /// The console's live-migration page of `daemon` (no `auth`: anyone reads it).

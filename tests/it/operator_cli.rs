@@ -24,17 +24,7 @@ async fn diagnostic(daemon: &Daemon, seconds: u64) -> String {
 
 /// `drover ARGS` against `daemon`: exit code, stdout, stderr.
 async fn drover(daemon: &Daemon, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = tokio::process::Command::new(drover_bin())
-        .args(args)
-        .env("DROVER_SERVER", daemon.url(""))
-        .output()
-        .await
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    daemon.cli(args).await
 }
 
 /// Runs `drover ARGS` with its stdout a pipe whose reading end is closed at once (as
