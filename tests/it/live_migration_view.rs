@@ -229,15 +229,7 @@ async fn the_console_and_the_cli_show_the_node_its_switch_and_each_task_to_100_p
         Some(bytes as u64),
         "{done:#}"
     );
-    let job_page = dst
-        .client()
-        .get(dst.url(&format!("/ui/jobs/{id}")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let job_page = dst.get_text(&format!("/ui/jobs/{id}")).await;
     assert!(
         job_page.contains(r#"data-field="ring-text">100%"#),
         "{job_page}"
