@@ -10,6 +10,7 @@ pub mod copy;
 pub mod estimates;
 pub mod multicell;
 mod retry;
+pub mod routing;
 pub mod rows;
 pub mod savepoints;
 pub mod scan;
@@ -198,26 +199,6 @@ fn tls_config(side: &str, ssl: &config::SslOptions) -> Result<Arc<rustls::Client
         _ => builder.with_no_client_auth(),
     };
     Ok(Arc::new(config))
-}
-
-/// A node of `session` holding the token `token` of `table` (in `local_dc` when set): scans of
-/// a range are sent there, so the coordinator reads locally. A retry may go elsewhere.
-pub fn replica_for(
-    session: &Session,
-    table: &schema::TableSchema,
-    token: i64,
-    local_dc: Option<&str>,
-) -> Option<Arc<scylla::cluster::Node>> {
-    let state = session.get_cluster_state();
-    let replicas = state.get_token_endpoints(
-        &table.keyspace,
-        &table.table,
-        scylla::routing::Token::new(token),
-    );
-    replicas
-        .into_iter()
-        .map(|(node, _)| node)
-        .find(|n| local_dc.is_none_or(|dc| n.datacenter.as_deref() == Some(dc)))
 }
 
 /// Both tables of a job, connected and checked: the target can hold every source column after

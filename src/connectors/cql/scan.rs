@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use scylla::client::session::Session;
 use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
-use scylla::policies::load_balancing::{NodeIdentifier, SingleTargetLoadBalancingPolicy};
 use scylla::response::{PagingState, PagingStateResponse};
 use scylla::statement::prepared::PreparedStatement;
 
@@ -72,18 +71,13 @@ impl RangeScan {
 
     fn cursor_at(&self, unit: &TokenUnit, piece: usize) -> RangeCursor {
         let mut statement = self.select.clone();
-        // Send the scan to a replica of the range; a retry may go elsewhere.
-        if let Some(node) = super::replica_for(
-            &self.session,
-            &self.table,
+        // Send the scan to a replica of the range, another one when it is down.
+        statement.set_load_balancing_policy(Some(Arc::new(super::routing::RangeReplicas::new(
+            &self.table.keyspace,
+            &self.table.table,
             unit.pieces[piece].end,
             self.local_dc.as_deref(),
-        ) {
-            statement.set_load_balancing_policy(Some(SingleTargetLoadBalancingPolicy::new(
-                NodeIdentifier::Node(node),
-                None,
-            )));
-        }
+        ))));
         RangeCursor {
             piece,
             statement,
