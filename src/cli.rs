@@ -47,19 +47,14 @@ pub async fn migrate(path: &Path) -> u8 {
             return EXIT_CONFIG;
         }
     };
-    let launch =
-        match crate::migrate::job::launch(&text, crate::migrate::job::Start::Foreground).await {
-            Ok(l) => l,
-            Err(e) => return refused_launch(path, &e),
-        };
+    // A new run, as a submission to the daemon is: a savepoint that already covers everything
+    // is refused (exit 2, naming it) rather than run to a 0-row success.
+    let launch = match crate::migrate::job::launch(&text, crate::migrate::job::Start::New).await {
+        Ok(l) => l,
+        Err(e) => return refused_launch(path, &e),
+    };
     if let Some(name) = &launch.resumed_from {
         crate::errln!("drover: resuming from savepoint {name}");
-        if launch.migration.nothing_left() {
-            crate::errln!(
-                "drover: warning: savepoint {name} records every unit as done: nothing will be \
-                 copied (set savepoints.autoResume: false to copy everything again)"
-            );
-        }
     }
     let cancel = stop_on_signals(
         "writes in flight finish, then a savepoint is written (signal again to exit at once)",
@@ -199,11 +194,12 @@ async fn show_progress((sample, noun): (Sampler, &'static str)) {
     }
 }
 
-/// Says why a foreground job did not start, and its exit code: a bad job file or schema is
-/// `EXIT_CONFIG`; a database that cannot be reached is a failure, not a bad file.
+/// Says why a foreground job did not start, and its exit code: a bad job file or schema, or a
+/// savepoint that already covers everything, is `EXIT_CONFIG`; a database that cannot be
+/// reached is a failure, not a bad file.
 fn refused_launch(path: &Path, e: &EngineError) -> u8 {
     crate::errln!("drover: {}: {e}", path.display());
-    if e.is_config_problem() {
+    if e.is_config_problem() || e.is_already_done() {
         EXIT_CONFIG
     } else {
         EXIT_FAILED

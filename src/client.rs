@@ -37,8 +37,9 @@ pub const EXIT_CODES: &str = "\
 Exit codes (the same for every command):
   0    done; a job followed to its end SUCCEEDED (a validation: no rows differ)
   1    the job FAILED (migrate, validate: could not finish)
-  2    not carried out: bad usage, an invalid config or job file, the daemon refused the
-       request or could not be reached
+  2    not carried out: bad usage, an invalid config or job file, a job whose savepoint
+       already covers everything (migrate, submit), the daemon refused the request or could
+       not be reached
   3    the job followed was CANCELLED
   4    the job followed was INTERRUPTED (the daemon stopped; it can be resumed)
   5    a validation found rows that differ (DIFFERENCES_FOUND): validate, job --follow,

@@ -42,7 +42,8 @@ enum Command {
         config: Option<PathBuf>,
     },
     /// Run a migration job in the foreground and exit: 0 when complete, 1 when it failed,
-    /// 2 when the job file or the schemas are invalid, 130 when stopped by Ctrl-C.
+    /// 2 when the job file or the schemas are invalid or its savepoint already covers
+    /// everything, 130 when stopped by Ctrl-C.
     ///
     /// The job file is ScyllaDB Migrator's config.yaml format; see config/job-cql.yaml.
     Migrate {

@@ -122,6 +122,10 @@ pub struct JobEvent {
     pub id: String,
     /// Kind of work.
     pub kind: String,
+    /// What the job is called, as in its status (`JobView.name`): a follower or a page
+    /// opened on the stream alone can say which job it shows.
+    #[schema(example = "shop.orders → shop2.orders")]
+    pub name: String,
     /// Lifecycle state.
     #[schema(value_type = String, example = "RUNNING")]
     pub state: JobState,
@@ -146,6 +150,7 @@ pub struct JobEvent {
 impl From<JobRecord> for JobEvent {
     fn from(r: JobRecord) -> Self {
         Self {
+            name: crate::jobs::identity::name_of(&r),
             id: r.id,
             kind: r.kind,
             state: r.state,

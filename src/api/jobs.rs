@@ -49,10 +49,12 @@ pub struct JobView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_seconds: Option<f64>,
     /// Once the job has ended: `rows` divided by `durationSeconds`, its average rate over the
-    /// run (`progress.rowsPerSecond` is the recent rate, 0 once it has ended).
+    /// run (`progress.rowsPerSecond` is the recent rate while it runs, and this same figure
+    /// rounded once it has ended).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub average_rows_per_second: Option<f64>,
-    /// Once the job has ended: `bytes` divided by `durationSeconds`.
+    /// Once the job has ended: `bytes` divided by `durationSeconds` (`progress.bytesPerSecond`
+    /// is this figure rounded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub average_bytes_per_second: Option<f64>,
     /// `QUEUED`, `RUNNING`, `SUCCEEDED`, `DIFFERENCES_FOUND` (a validation that found rows that
@@ -139,6 +141,32 @@ impl axum::extract::FromRequestParts<AppState> for JobId {
             .await
             .map_err(|e| ApiError::bad_request(e.body_text()))?;
         Ok(Self(state.jobs.resolve(&id)?))
+    }
+}
+
+/// The `{id}` of a route under one kind's resource (`/migrations/{id}`,
+/// `/validations/{id}/report`, ...), resolved as [`JobId`] is; an id that names no job is
+/// answered "no validation with id …", what the route looks for, rather than "no job".
+pub struct KindId<K> {
+    /// The full id.
+    pub id: String,
+    kind: std::marker::PhantomData<fn() -> K>,
+}
+
+impl<K: JobKind> axum::extract::FromRequestParts<AppState> for KindId<K> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Self, ApiError> {
+        let Path(id) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::bad_request(e.body_text()))?;
+        Ok(Self {
+            id: state.jobs.resolve_as(&id, K::NOUN)?,
+            kind: std::marker::PhantomData,
+        })
     }
 }
 

@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use super::jobs::{Accepted, JobId, JobView, cancel_of, get_of, list_of, resume_of, submit_file};
+use super::jobs::{Accepted, JobView, KindId, cancel_of, get_of, list_of, resume_of, submit_file};
 use crate::migrate::kind::MigrationJob;
 use crate::migrate::saved::SavepointList;
 
@@ -79,7 +79,7 @@ pub async fn list(State(state): State<AppState>) -> Json<MigrationList> {
 )]
 pub async fn get(
     State(state): State<AppState>,
-    JobId(id): JobId,
+    KindId { id, .. }: KindId<MigrationJob>,
 ) -> Result<Json<JobView>, ApiError> {
     get_of::<MigrationJob>(&state, &id)
 }
@@ -100,7 +100,7 @@ pub async fn get(
 )]
 pub async fn cancel(
     State(state): State<AppState>,
-    JobId(id): JobId,
+    KindId { id, .. }: KindId<MigrationJob>,
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
     cancel_of::<MigrationJob>(&state, &id)
 }
@@ -120,7 +120,7 @@ pub async fn cancel(
 )]
 pub async fn savepoints(
     State(state): State<AppState>,
-    JobId(id): JobId,
+    KindId { id, .. }: KindId<MigrationJob>,
 ) -> Result<Json<SavepointList>, ApiError> {
     let record = state.jobs.get_kind::<MigrationJob>(&id)?;
     let job_file = crate::jobs::kept::read_job_file(&state.config.state_dir, &id).ok();
@@ -147,7 +147,7 @@ pub async fn savepoints(
 )]
 pub async fn resume(
     State(state): State<AppState>,
-    JobId(id): JobId,
+    KindId { id, .. }: KindId<MigrationJob>,
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
     resume_of::<MigrationJob>(&state, &id).await
 }

@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use super::jobs::{Accepted, JobId, JobView, cancel_of, get_of, list_of, submit_file};
+use super::jobs::{Accepted, JobView, KindId, cancel_of, get_of, list_of, submit_file};
 use crate::validate::kind::ValidationJob;
 use crate::validate::report::Report;
 
@@ -80,7 +80,7 @@ pub async fn list(State(state): State<AppState>) -> Json<ValidationList> {
 )]
 pub async fn get(
     State(state): State<AppState>,
-    JobId(id): JobId,
+    KindId { id, .. }: KindId<ValidationJob>,
 ) -> Result<Json<JobView>, ApiError> {
     get_of::<ValidationJob>(&state, &id)
 }
@@ -99,7 +99,7 @@ pub async fn get(
 )]
 pub async fn report(
     State(state): State<AppState>,
-    JobId(id): JobId,
+    KindId { id, .. }: KindId<ValidationJob>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     state
         .jobs
@@ -125,7 +125,7 @@ pub async fn report(
 )]
 pub async fn cancel(
     State(state): State<AppState>,
-    JobId(id): JobId,
+    KindId { id, .. }: KindId<ValidationJob>,
 ) -> Result<(StatusCode, Json<JobView>), ApiError> {
     cancel_of::<ValidationJob>(&state, &id)
 }

@@ -125,10 +125,7 @@ impl Summary {
         let average = |n: Option<u64>| Some(n? as f64 / seconds?);
         let (rows, bytes) = moved;
         Self {
-            name: record
-                .name
-                .clone()
-                .unwrap_or_else(|| format!("{} {}", record.kind, short_id(&record.id))),
+            name: name_of(record),
             source: record.source.clone(),
             target: record.target.clone(),
             rows,
@@ -138,6 +135,15 @@ impl Summary {
             average_bytes_per_second: average(bytes),
         }
     }
+}
+
+/// A job's name as every screen shows it: a job recorded without one (before names existed, or
+/// of a kind that names none) is called by its kind and the start of its id.
+pub fn name_of(record: &JobRecord) -> String {
+    record
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("{} {}", record.kind, short_id(&record.id)))
 }
 
 /// The start of a job id that lists show: a UUIDv7's first 13 characters are its creation

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -253,6 +253,9 @@ struct Entry {
     /// Serialises writes of this record and remembers the last version written, so an older
     /// snapshot can never overwrite a newer one.
     written: tokio::sync::Mutex<u64>,
+    /// When the run ended, as the job fixed it for its final rates ([`JobHandle::end_run`]):
+    /// the record's `endedAt`, so those rates and the summary's averages share one clock.
+    run_ended: Mutex<Option<DateTime<Utc>>>,
 }
 
 struct Versioned {
@@ -272,6 +275,7 @@ impl Entry {
             cancel_reason: AtomicU8::new(NOT_CANCELLED),
             removed: AtomicBool::new(false),
             written: tokio::sync::Mutex::new(written),
+            run_ended: Mutex::new(None),
         })
     }
 
@@ -552,6 +556,12 @@ impl JobRegistry {
     /// (the console and `drover jobs` show ids shortened; a UUIDv7's first 13 characters are
     /// its creation millisecond). An id that starts several ids is refused, naming some.
     pub fn resolve(&self, id: &str) -> Result<String, JobError> {
+        self.resolve_as(id, "job")
+    }
+
+    /// [`resolve`](Self::resolve) for a route of one kind's resource: an id that names no job
+    /// is "no `noun` with id …" (`no validation with id "x"`), what the caller asked for.
+    pub fn resolve_as(&self, id: &str, noun: &'static str) -> Result<String, JobError> {
         let jobs = self.inner.jobs.read().unwrap_or_else(|p| p.into_inner());
         if jobs.contains_key(id) {
             return Ok(id.to_string());
@@ -562,7 +572,7 @@ impl JobRegistry {
             .take_while(|k| k.starts_with(id) && !id.is_empty());
         let Some(first) = matching.next() else {
             return Err(JobError::NotFound {
-                noun: "job",
+                noun,
                 id: id.to_string(),
             });
         };
@@ -796,9 +806,15 @@ impl Inner {
             Err(JobFailure::Error(msg)) if reason != NOT_CANCELLED => (stopped_state, Some(msg)),
             Err(JobFailure::Error(msg)) => (JobState::Failed, Some(msg)),
         };
+        let ended_at = entry
+            .run_ended
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_else(Utc::now);
         entry.update(|r| {
             r.state = state;
-            r.ended_at = Some(Utc::now());
+            r.ended_at = Some(ended_at);
             r.error = error;
         });
         let record = entry.snapshot();
@@ -974,6 +990,20 @@ impl JobHandle {
     /// Sets what the job found or produced (replacing an earlier result).
     pub fn set_result(&self, result: serde_json::Value) {
         self.entry.update(|r| r.result = Some(result));
+    }
+
+    /// Fixes the end of this run at now (the record's `endedAt` once the job ends, a moment
+    /// later) and returns how long the run took from its recorded `startedAt`: a job's final
+    /// rates are taken over this duration, which is the one its summary divides by.
+    pub fn end_run(&self) -> Option<Duration> {
+        let now = Utc::now();
+        *self
+            .entry
+            .run_ended
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(now);
+        let started = self.entry.lock().record.started_at?;
+        (now - started).to_std().ok()
     }
 
     /// Writes the record now instead of at the next flush (after a unit of work was made

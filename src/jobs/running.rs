@@ -115,19 +115,31 @@ impl Window {
         }
     }
 
-    /// The status of a run that ended: its average rates from start to end, no ETA.
-    pub fn ended(&self, sample: &Sample) -> Rates {
-        self.ended_at(Instant::now(), sample)
+    /// The status of a run that ended after `run` (its recorded `startedAt` to `endedAt`):
+    /// its average rates over that time, no ETA. The same division as the job summary's
+    /// `averageRowsPerSecond` (rows over the recorded duration), so the two agree; without a
+    /// recorded duration, the window's own clock.
+    pub fn ended(&self, sample: &Sample, run: Option<Duration>) -> Rates {
+        ended_after(
+            run.unwrap_or_else(|| self.started.elapsed()).as_secs_f64(),
+            sample,
+        )
     }
+}
 
-    fn ended_at(&self, now: Instant, sample: &Sample) -> Rates {
-        let secs = now.duration_since(self.started).as_secs_f64().max(1e-3);
-        Rates {
-            rows_per_second: (sample.rows as f64 / secs).round() as u64,
-            bytes_per_second: (sample.bytes as f64 / secs).round() as u64,
-            eta_seconds: None,
-            permille: permille(sample),
+fn ended_after(secs: f64, sample: &Sample) -> Rates {
+    let per_second = |n: u64| {
+        if secs > 0.0 {
+            (n as f64 / secs).round() as u64
+        } else {
+            0
         }
+    };
+    Rates {
+        rows_per_second: per_second(sample.rows),
+        bytes_per_second: per_second(sample.bytes),
+        eta_seconds: None,
+        permille: permille(sample),
     }
 }
 
@@ -223,9 +235,11 @@ pub fn publish(handle: &JobHandle, sample: Sample, window: &mut Window, phase: &
 }
 
 /// Copies the counters of a run that ended into its record: the rates become the run's
-/// averages (an ended job shows how fast it went, not 0 rows/s), and the ETA goes.
+/// averages (an ended job shows how fast it went, not 0 rows/s), and the ETA goes. The run's
+/// end is fixed now, and recorded as its `endedAt`: its rates are over the very duration
+/// the job's summary divides by.
 pub fn publish_end(handle: &JobHandle, sample: Sample, window: &Window) {
-    let status = window.ended(&sample);
+    let status = window.ended(&sample, handle.end_run());
     set_status(handle, &sample, status);
 }
 
@@ -320,10 +334,17 @@ mod tests {
         // 3,690 rows left at 10 rows/s.
         assert_eq!(r.eta_seconds, Some(369));
         assert_eq!(r.permille, Some(631));
-        // Once ended: the average over the whole run.
-        let end = w.ended_at(at(100), &sample(10_000, Some(10_000), (4, 4, 0)));
+        // Once ended: the average over the whole run, as recorded.
+        let end = w.ended(
+            &sample(10_000, Some(10_000), (4, 4, 0)),
+            Some(Duration::from_secs(100)),
+        );
         assert_eq!((end.rows_per_second, end.eta_seconds), (100, None));
+        assert_eq!(end.bytes_per_second, 1_000);
         assert_eq!(end.permille, Some(1000));
+        // A run that ended within its first clock tick moved nothing measurable.
+        let instant = w.ended(&sample(5, None, (1, 1, 0)), Some(Duration::ZERO));
+        assert_eq!(instant.rows_per_second, 0);
     }
 
     #[test]

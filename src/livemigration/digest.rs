@@ -44,6 +44,20 @@ impl std::str::FromStr for Algorithm {
     }
 }
 
+/// The names `?digestAlgorithm=` and verification tasks accept, as the refusal of another
+/// lists them (the Sidecar's two as it spells them, then drover's).
+pub const ACCEPTED: [&str; 4] = ["MD5", "XXHash32", "sha256", "xxh3"];
+
+/// The refusal of an algorithm no one knows: the Sidecar's text ("Unsupported digest algorithm
+/// <name>") first, so its clients still match it, then the names accepted, which the Sidecar
+/// does not say.
+pub fn unsupported(name: &str) -> String {
+    format!(
+        "Unsupported digest algorithm {name}; accepted (any case): {}",
+        ACCEPTED.join(", ")
+    )
+}
+
 impl Algorithm {
     /// The name the API uses.
     pub fn name(self) -> &'static str {

@@ -309,9 +309,9 @@ pub fn digest_algorithm(name: Option<&str>) -> Result<Option<Algorithm>, LiveMig
             "Digest algorithm name cannot be null or empty".into(),
         ));
     }
-    name.parse::<Algorithm>().map(Some).map_err(|_| {
-        LiveMigrationError::InvalidRequest(format!("Unsupported digest algorithm {name}"))
-    })
+    name.parse::<Algorithm>()
+        .map(Some)
+        .map_err(|_| LiveMigrationError::InvalidRequest(digest::unsupported(name)))
 }
 
 /// One digest over a node's file list.
@@ -409,7 +409,14 @@ mod algorithm_tests {
             message(" "),
             "Digest algorithm name cannot be null or empty"
         );
-        assert_eq!(message("CRC32"), "Unsupported digest algorithm CRC32");
+        assert_eq!(
+            message("CRC32"),
+            "Unsupported digest algorithm CRC32; accepted (any case): MD5, XXHash32, sha256, xxh3"
+        );
+        // Every name the refusal offers is taken.
+        for name in digest::ACCEPTED {
+            assert!(digest_algorithm(Some(name)).unwrap().is_some(), "{name}");
+        }
     }
 }
 

@@ -63,9 +63,9 @@ impl VerifyRequest {
         if concurrency as u64 > limit as u64 {
             return bad(format!("max concurrency can not be more than {limit}"));
         }
-        let algorithm = name.parse::<Algorithm>().map_err(|_| {
-            LiveMigrationError::InvalidRequest(format!("Unsupported digest algorithm {name}"))
-        })?;
+        let algorithm = name
+            .parse::<Algorithm>()
+            .map_err(|_| LiveMigrationError::InvalidRequest(digest::unsupported(name)))?;
         Ok(Settings {
             algorithm,
             concurrency: concurrency as usize,
@@ -386,7 +386,7 @@ mod tests {
         );
         assert_eq!(
             error(request(Some(4), Some("crc32"))),
-            "Unsupported digest algorithm crc32"
+            "Unsupported digest algorithm crc32; accepted (any case): MD5, XXHash32, sha256, xxh3"
         );
         for (name, algorithm) in [
             ("MD5", Algorithm::Md5),

@@ -95,16 +95,13 @@ pub async fn parsed(text: &str) -> Result<(JobConfig, serde_json::Value), Engine
 /// Why a job file is launched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Start {
-    /// A new submission: refused when its savepoint already covers everything
-    /// ([`EngineError::AlreadyDone`]), since it would copy nothing and still succeed.
+    /// A new submission, to the daemon or the foreground `drover migrate`: refused when its
+    /// savepoint already covers everything ([`EngineError::AlreadyDone`]), since it would copy
+    /// nothing and still succeed.
     New,
     /// A resume of a job that was interrupted or cancelled: whatever is left is done, nothing
     /// when its last run had finished the copy.
     Resume,
-    /// The foreground `drover migrate`: run on a terminal that shows the savepoint resumed
-    /// from and the units skipped, so a savepoint that covers everything is warned about
-    /// rather than refused.
-    Foreground,
 }
 
 /// Parses, checks and plans a job; with `savepoints.autoResume` (the default), merges the

@@ -65,6 +65,13 @@ async fn the_stream_delivers_progress_and_ends_with_the_final_state() {
     let (_, job) = daemon.get(&format!("/api/v1/jobs/{id}")).await;
     assert_eq!(job["state"], last["state"]);
     assert_eq!(job["progress"], last["progress"]);
+    // Every event names its job, as its status does: a page or a follower on the stream alone
+    // can say which job it shows.
+    let name = job["name"].as_str().unwrap();
+    assert_eq!(name, "diagnostic: wait 3s", "{job}");
+    for (event, data) in &events {
+        assert_eq!(data["name"], name, "{event}: {data}");
+    }
 
     // A failing job ends FAILED with its error; a job that has ended streams just its end.
     let failing = diagnostic(&daemon, json!({"durationSeconds": 1, "failWith": "boom"})).await;

@@ -69,13 +69,20 @@ fn check_ended(job: &Value, rows: u64) {
         (average_bytes - expected_bytes).abs() <= expected_bytes * 1e-6,
         "{job}"
     );
-    // An ended job's rate counter is its average over the run too (it was 0), measured by
-    // the run's own clock, which starts some milliseconds after startedAt: on these runs of
-    // 0.1-0.3 s, 3 % apart on a quiet machine.
-    let counted = job["progress"]["rowsPerSecond"].as_f64().unwrap();
-    assert!(
-        counted > 0.0 && (counted - average).abs() <= average * 0.25 + 1.0,
-        "rowsPerSecond {counted} against the average {average}: {job}"
+    // An ended job's rate counters are its averages over the run too (they were 0), over the
+    // same recorded startedAt..endedAt: the one figure, rounded to a whole number per second
+    // (they were a few percent apart, from the run's own clock).
+    let counted = job["progress"]["rowsPerSecond"].as_u64().unwrap();
+    assert!(counted > 0, "{job}");
+    assert_eq!(
+        counted as f64,
+        average.round(),
+        "rowsPerSecond against averageRowsPerSecond: {job}"
+    );
+    assert_eq!(
+        job["progress"]["bytesPerSecond"].as_u64().unwrap() as f64,
+        average_bytes.round(),
+        "bytesPerSecond against averageBytesPerSecond: {job}"
     );
 }
 
@@ -227,6 +234,7 @@ async fn a_given_name_is_kept_escaped_and_bounded() {
     assert_eq!(validated["name"], given, "{validated}");
     assert_eq!(validated["kind"], "validation");
     assert_eq!(validated["rows"], 200, "{validated}");
+    check_ended(&validated, 200);
 
     for (name, why) in [
         (format!("\"{}\"", "n".repeat(201)), "at most 200"),

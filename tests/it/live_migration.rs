@@ -362,7 +362,10 @@ async fn a_source_lists_and_serves_its_files_safely() {
         assert_eq!(d["digestAlgorithm"], asked, "{asked}: {d}");
     }
     for (asked, message) in [
-        ("crc", "Unsupported digest algorithm crc"),
+        (
+            "crc",
+            "Unsupported digest algorithm crc; accepted (any case): MD5, XXHash32, sha256, xxh3",
+        ),
         ("", "Digest algorithm name cannot be null or empty"),
     ] {
         let (status, d) = daemon.get(&format!("{path}?digestAlgorithm={asked}")).await;
@@ -1649,7 +1652,7 @@ async fn lm_one_task_of_either_kind_at_a_time_and_none_once_completed() {
         ),
         (
             json!({"maxConcurrency": 2, "digestAlgorithm": "crc32"}),
-            "Unsupported digest algorithm crc32",
+            "Unsupported digest algorithm crc32; accepted (any case): MD5, XXHash32, sha256, xxh3",
         ),
     ] {
         refused(&dst.post_json(VERIFY_TASKS, &body).await, 400, text);

@@ -138,6 +138,35 @@ async fn a_unique_id_prefix_names_a_job_in_the_cli_the_api_and_the_console() {
     assert!(err.contains("ambiguous") && err.contains(&ids[0]), "{err}");
     let (status, body) = daemon.get("/api/v1/jobs/ffff").await;
     assert_eq!(status, 404, "{body}");
+    // Under one kind's resource, an unknown id is "no <kind>", what was asked for (it was
+    // "no job"), in the API and in the CLI's one line, exit 2.
+    let (code, out, err) = drover(&daemon, &["validations", "report", "ffff"]).await;
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("404 Not Found: no validation with id \"ffff\""),
+        "{err}"
+    );
+    let (code, _, err) = drover(&daemon, &["validations", "report", &unique]).await;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!("no validation with id \"{id}\"")),
+        "a diagnostic is not a validation: {err}"
+    );
+    for (path, noun) in [
+        ("/api/v1/migrations/ffff", "migration"),
+        ("/api/v1/migrations/ffff/savepoints", "migration"),
+        ("/api/v1/validations/ffff", "validation"),
+        ("/api/v1/validations/ffff/report", "validation"),
+    ] {
+        let (status, body) = daemon.get(path).await;
+        assert_eq!(status, 404, "{path}: {body}");
+        assert_eq!(
+            body["message"],
+            format!("no {noun} with id \"ffff\""),
+            "{path}"
+        );
+    }
 
     // cancel, follow, resume-refusal and delete by the prefix.
     let (code, out, err) = drover(&daemon, &["cancel", &unique]).await;
@@ -272,6 +301,17 @@ async fn a_cancelled_migration_resumes_and_a_finished_one_is_not_silently_rerun(
         .post_raw("/api/v1/migrations", "application/yaml", yaml.clone())
         .await;
     assert_eq!(status, 409, "{body}");
+    // The foreground command refuses it the same way (it warned and copied nothing, exit 0):
+    // the daemon's message, exit 2 of the one table.
+    let (code, _, err) = drover(daemon, &["migrate", "--config", file]).await;
+    assert_eq!(code, Some(2), "{err}");
+    let message = test_support::error_message(409, &body);
+    let message = message.strip_prefix("job config: ").unwrap_or(&message);
+    assert!(
+        err.contains(&format!("drover: {file}: {message}")),
+        "the daemon's message, {message:?}: {err}"
+    );
+    assert!(!err.contains("migration complete"), "{err}");
     assert_eq!(count(&fixture).await, 0, "nothing was copied");
 
     // Starting over, as the refusal says.

@@ -347,18 +347,26 @@ async fn gcs_savepoints_are_kept_to_their_number_and_resumed_past_corrupt_ones()
 
     let corrupt = future_name(0, 1);
     gcs_put(&bucket, &format!("jobs/a/{corrupt}"), "source: [not closed").await;
+    // The lookup passes the corrupt object over and finds the first run's newest savepoint,
+    // which covers every unit: the run is refused (exit 2), naming that savepoint.
     let (code, stderr) = cli(&yaml, &[]).await;
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
-        stderr.contains(&format!("resuming from savepoint {newest}")),
+        stderr.contains(&format!(
+            "savepoint {newest} in gs://{bucket}/jobs/a already records every unit"
+        )),
         "{stderr}"
     );
     assert!(
         stderr.contains(&corrupt) && stderr.contains("trying an older savepoint"),
         "{stderr}"
     );
-    assert!(stderr.contains("complete: 0 rows"), "{stderr}");
-    // Two runs, at least one savepoint each (and the corrupt one): the newest 2 are kept.
+    assert!(!stderr.contains("migration complete"), "{stderr}");
+    // A fresh load (autoResume: false) still writes savepoints: two runs, at least one
+    // savepoint each (and the corrupt one), and the newest 2 are kept.
+    let (code, stderr) = cli(&format!("{yaml}  autoResume: false\n"), &[]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("complete: 3000 rows"), "{stderr}");
     let names = gcs_names(&bucket, "jobs/a").await;
     assert_eq!(
         names.iter().filter(|n| n.contains("/savepoint_")).count(),
@@ -505,15 +513,35 @@ async fn target_table_savepoints_resume_across_pages_and_keep_to_their_migration
         .await
         .unwrap();
     }
+    // The lookup passes the 25 over and finds the good row, which covers every unit: the run
+    // is refused (exit 2), naming that row's savepoint, and takes no lease.
     let (code, stderr) = cli(&yaml, &[]).await;
-    assert_eq!(code, Some(0), "{stderr}");
-    assert!(stderr.contains("resuming from savepoint"), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
+    let (_, created_at, counter, _, _) = &rows[0];
+    let good = format!("savepoint_{created_at:013}_{counter:010}.yaml");
+    assert!(
+        stderr.contains(&format!(
+            "savepoint {good} in table {table} (job {job_id}) already records every unit"
+        )),
+        "{stderr}"
+    );
     assert_eq!(
         stderr.matches("trying an older savepoint").count(),
         25,
         "{stderr}"
     );
-    assert!(stderr.contains("complete: 0 rows"), "{stderr}");
+    assert!(!stderr.contains("migration complete"), "{stderr}");
+    assert!(
+        savepoint_rows(&dst, &table)
+            .await
+            .iter()
+            .all(|r| r.4 == Some(1)),
+        "a refused run writes nothing"
+    );
+    // A fresh load writes its savepoints under the next lease.
+    let (code, stderr) = cli(&format!("{yaml}  autoResume: false\n"), &[]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("complete: 3000 rows"), "{stderr}");
     let rows = savepoint_rows(&dst, &table).await;
     assert!(
         rows.iter().any(|r| r.4 == Some(2)),
@@ -615,14 +643,21 @@ async fn target_table_names_quorum_and_filters_follow_the_seed() {
         stored.contains("hmac-sha256:") && !stored.contains("secret-filter-value"),
         "{stored}"
     );
-    // Same key, same digest: the next run resumes.
+    // Same key, same digest: the next run finds that savepoint, which covers every unit,
+    // and is refused naming it.
+    let (_, created_at, counter, _, _) = &rows[0];
     let (code, stderr) = cli(
         &filtered,
         &[("DROVER_SAVEPOINT_FILTER_KEY_FILE", key_env.as_str())],
     )
     .await;
-    assert_eq!(code, Some(0), "{stderr}");
-    assert!(stderr.contains("resuming from savepoint"), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "savepoint savepoint_{created_at:013}_{counter:010}.yaml in table {ks}.scylla_migrator_savepoints"
+        )) && stderr.contains("already records every unit"),
+        "{stderr}"
+    );
 }
 
 /// One run at a time per job id: a second run is refused with 409 while the first holds the

@@ -157,8 +157,33 @@ async fn every_schema_problem_in_one_answer_with_the_cql_that_fixes_it() {
     );
 }
 
+/// The rows of a table loaded from the MySQL table of the test: id, name, qty and price (as
+/// CQL text: the decimal with its scale), in id order.
+async fn loaded(
+    dst: &scylla::client::session::Session,
+    table: &str,
+) -> Vec<(i32, String, i64, String)> {
+    let rows = dst
+        .query_unpaged(
+            format!("SELECT id, name, qty, CAST(price AS text) FROM {table}"),
+            (),
+        )
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap();
+    let mut rows: Vec<(i32, String, i64, String)> = rows
+        .rows::<(i32, String, i64, String)>()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    rows.sort();
+    rows
+}
+
 /// A MySQL source: every problem of the target in one answer too, a missing column with the
-/// `ALTER TABLE ... ADD` of the CQL type it converts to; those statements make the load work.
+/// `ALTER TABLE ... ADD` of the CQL type it converts to, a table to recreate or a missing one
+/// with the `CREATE TABLE` of the types a load writes; those statements make the load work.
 #[tokio::test]
 async fn a_mysql_load_names_every_problem_with_the_cql_that_fixes_it() {
     use mysql_async::prelude::Queryable;
@@ -197,10 +222,56 @@ async fn a_mysql_load_names_every_problem_with_the_cql_that_fixes_it() {
         ": 3 problems".to_string(),
         format!("fix: ALTER TABLE \"{ks}\".\"t\" ADD \"name\" text;"),
         format!("fix: ALTER TABLE \"{ks}\".\"t\" ADD \"qty\" bigint;"),
-        "decimal(10,2) cannot be written exactly to a CQL double".to_string(),
+        "decimal(10,2) cannot be written exactly to a CQL double; fix: recreate the table (below)"
+            .to_string(),
+        // The type cannot change in place: the table to recreate, every MySQL column in the
+        // CQL type a load writes it as, keyed as the target is.
+        format!("DROP TABLE \"{ks}\".\"t\";"),
+        format!(
+            "CREATE TABLE \"{ks}\".\"t\" (\"id\" int, \"name\" text, \"qty\" bigint, \"price\" decimal, PRIMARY KEY ((\"id\")));"
+        ),
     ] {
         assert!(message.contains(&part), "missing {part:?} in:\n{message}");
     }
+    // Those statements, run by the test's own session, make the load work and exact.
+    let (_, recreate) = statements(&message);
+    assert_eq!(recreate.len(), 2, "{message}");
+    for statement in &recreate {
+        exec(&dst, statement.trim_end_matches(';')).await;
+    }
+    daemon.run_job("/api/v1/migrations", &job("t"), WAIT).await;
+    assert_eq!(
+        loaded(&dst, &format!("{ks}.t")).await,
+        vec![
+            (1, "one".into(), 4_000_000_000, "1.50".into()),
+            (2, "two".into(), 7, "2.25".into())
+        ]
+    );
+
+    // A target table that does not exist: refused with the statement that creates it, keyed
+    // by the MySQL table's primary key.
+    let (status, body) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", job("v"))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let message = error_message(status, &body);
+    let create = format!(
+        "CREATE TABLE \"{ks}\".\"v\" (\"id\" int, \"name\" text, \"qty\" bigint, \"price\" decimal, PRIMARY KEY ((\"id\")));"
+    );
+    assert!(
+        message.contains(&format!(
+            "table {ks}.v does not exist on the target cluster"
+        )) && message.contains(&format!("to create it:\n  {create}")),
+        "{message}"
+    );
+    let (_, recreate) = statements(&message);
+    assert_eq!(recreate, vec![create.clone()], "{message}");
+    exec(&dst, create.trim_end_matches(';')).await;
+    daemon.run_job("/api/v1/migrations", &job("v"), WAIT).await;
+    assert_eq!(
+        loaded(&dst, &format!("{ks}.v")).await,
+        loaded(&dst, &format!("{ks}.t")).await
+    );
     // Into a table whose only problems are the missing columns, the statements suffice.
     exec(
         &dst,
@@ -233,5 +304,76 @@ async fn a_mysql_load_names_every_problem_with_the_cql_that_fixes_it() {
     assert_eq!(
         rows,
         vec![(1, "one".into(), 4_000_000_000), (2, "two".into(), 7)]
+    );
+}
+
+/// Parquet files: a type the target cannot take needs the table recreated, and the answer
+/// gives the `CREATE TABLE` of the files' columns in the types a load writes (from the
+/// footers), keyed and ordered as the target is; run by the test's session, it makes the load
+/// work.
+#[tokio::test]
+async fn a_parquet_load_gives_the_table_to_recreate() {
+    let Fixture {
+        ks, dst, daemon, ..
+    } = Fixture::new("it_schema_problems_pq", "").await;
+    let data = tempfile::tempdir().unwrap();
+    let d = data.path().display().to_string();
+    crate::parquet::python(&format!(
+        "import pyarrow as pa, pyarrow.parquet as pq\n\
+         pq.write_table(pa.table({{'p': pa.array([1, 1, 2], pa.int64()), 'c': pa.array([1, 2, 1], pa.int32()), \
+         'v': ['a', 'b', 'c'], 'w': pa.array([0.5, 1.5, 2.5], pa.float64())}}), '{d}/a.parquet')"
+    ));
+    // Two problems: "v" of another type (recreate), "w" missing (an ALTER would do).
+    exec(
+        &dst,
+        &format!(
+            "CREATE TABLE {ks}.t (p bigint, c int, v int, PRIMARY KEY (p, c)) WITH CLUSTERING ORDER BY (c DESC)"
+        ),
+    )
+    .await;
+    let yaml = crate::parquet::load_job(&d, ks, "t", "", "");
+    let (status, body) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", yaml.clone())
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let message = error_message(status, &body);
+    for part in [
+        format!(
+            "the target table \"{ks}\".\"t\" cannot take the rows of the Parquet files: 2 problems"
+        ),
+        "fix: recreate the table (below)".to_string(),
+        format!("fix: ALTER TABLE \"{ks}\".\"t\" ADD \"w\" double;"),
+        format!("DROP TABLE \"{ks}\".\"t\";"),
+        format!(
+            "CREATE TABLE \"{ks}\".\"t\" (\"p\" bigint, \"c\" int, \"v\" text, \"w\" double, PRIMARY KEY ((\"p\"), \"c\")) WITH CLUSTERING ORDER BY (\"c\" DESC);"
+        ),
+    ] {
+        assert!(message.contains(&part), "missing {part:?} in:\n{message}");
+    }
+    let (_, recreate) = statements(&message);
+    assert_eq!(recreate.len(), 2, "{message}");
+    for statement in &recreate {
+        exec(&dst, statement.trim_end_matches(';')).await;
+    }
+    daemon.run_job("/api/v1/migrations", &yaml, WAIT).await;
+    let rows = dst
+        .query_unpaged(format!("SELECT p, c, v, w FROM {ks}.t"), ())
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap();
+    let mut rows: Vec<(i64, i32, String, f64)> = rows
+        .rows::<(i64, i32, String, f64)>()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    rows.sort_by_key(|a| (a.0, a.1));
+    assert_eq!(
+        rows,
+        vec![
+            (1, 1, "a".into(), 0.5),
+            (1, 2, "b".into(), 1.5),
+            (2, 1, "c".into(), 2.5)
+        ]
     );
 }

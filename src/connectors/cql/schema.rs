@@ -398,6 +398,58 @@ pub fn create_table(
     statement
 }
 
+/// `CREATE TABLE` for the table `target` (`"ks"."table"`, quoted) that takes the rows of a
+/// source that is not a CQL table (MySQL, Parquet): `columns` are its columns, named as in the
+/// target (after renames) with the CQL type a load writes each as; `partition` and
+/// `clustering` name its key columns among them, `statics` its static ones; `descending` is as
+/// for [`create_table`]. `None` when a key column is not among `columns`: then no statement
+/// would take the rows.
+pub fn create_for(
+    target: &str,
+    columns: &[(String, ColumnType<'static>)],
+    (partition, clustering, statics): (&[String], &[String], &[String]),
+    descending: Option<&[bool]>,
+) -> Option<String> {
+    let column = |name: &String| {
+        columns
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(n, t)| Column {
+                name: n.clone(),
+                typ: t.clone(),
+            })
+    };
+    let keys = |names: &[String]| names.iter().map(column).collect::<Option<Vec<_>>>();
+    let (partition_key, clustering_key) = (keys(partition)?, keys(clustering)?);
+    if partition_key.is_empty() {
+        return None;
+    }
+    let (mut kept_static, mut regular) = (Vec::new(), Vec::new());
+    for (name, typ) in columns {
+        if partition.contains(name) || clustering.contains(name) {
+            continue;
+        }
+        let c = Column {
+            name: name.clone(),
+            typ: typ.clone(),
+        };
+        if statics.contains(name) {
+            kept_static.push(c);
+        } else {
+            regular.push(c);
+        }
+    }
+    let described = TableSchema {
+        keyspace: String::new(),
+        table: String::new(),
+        partition_key,
+        clustering_key,
+        statics: kept_static,
+        regular,
+    };
+    Some(create_table(target, &described, &[], descending))
+}
+
 /// The CQL spelling of a type in a statement of the target's keyspace: as [`type_name`], but
 /// a UDT by its name alone (a table's UDTs live in its own keyspace).
 pub fn ddl_type(t: &ColumnType<'_>) -> String {
@@ -639,6 +691,41 @@ mod tests {
             create_table(&target.qualified(), &source, &renames, Some(&[true])),
             r#"CREATE TABLE "ks"."t" ("p" int, "c" int, "st" text STATIC, "v" text, "w2" bigint, PRIMARY KEY (("p"), "c")) WITH CLUSTERING ORDER BY ("c" DESC);"#
         );
+        // For a source that is not a CQL table: its columns in the types a load writes,
+        // keyed as given; none without a column for a key.
+        let columns = vec![
+            ("p".to_string(), ColumnType::Native(N::BigInt)),
+            ("v".to_string(), ColumnType::Native(N::Text)),
+            ("c".to_string(), ColumnType::Native(N::Int)),
+            ("st".to_string(), ColumnType::Native(N::Decimal)),
+        ];
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            create_for(
+                r#""ks"."t""#,
+                &columns,
+                (&names(&["p"]), &names(&["c"]), &names(&["st"])),
+                Some(&[false]),
+            )
+            .as_deref(),
+            Some(
+                r#"CREATE TABLE "ks"."t" ("p" bigint, "c" int, "st" decimal STATIC, "v" text, PRIMARY KEY (("p"), "c"));"#
+            )
+        );
+        assert_eq!(
+            create_for(
+                r#""ks"."t""#,
+                &columns,
+                (&names(&["p", "v"]), &[], &[]),
+                None
+            )
+            .as_deref(),
+            Some(
+                r#"CREATE TABLE "ks"."t" ("p" bigint, "v" text, "c" int, "st" decimal, PRIMARY KEY (("p", "v")));"#
+            )
+        );
+        let no_key = create_for(r#""ks"."t""#, &columns, (&names(&["id"]), &[], &[]), None);
+        assert_eq!(no_key, None);
         // Keys that differ are named too, with the rest.
         let other_key = table(
             "t",

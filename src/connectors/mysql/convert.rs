@@ -58,6 +58,11 @@ pub struct Options {
 /// The CQL type to add a column of for `column` (`ALTER TABLE ... ADD`): one that [`plan`]
 /// converts it to exactly, or `None` where no CQL type takes it (spatial types, ...).
 pub fn suggested_type(column: &SourceColumn) -> Option<String> {
+    suggested_cql(column).map(|typ| type_name(&typ))
+}
+
+/// [`suggested_type`] as a type (for a `CREATE TABLE`).
+pub fn suggested_cql(column: &SourceColumn) -> Option<ColumnType<'static>> {
     use NativeType as N;
     let d = column.data_type.as_str();
     let unsigned = column.unsigned();
@@ -87,7 +92,7 @@ pub fn suggested_type(column: &SourceColumn) -> Option<String> {
     };
     let typ = ColumnType::Native(native);
     // Only what a load takes: a suggestion that would be refused is none.
-    plan(column, &typ).ok().map(|_| type_name(&typ))
+    plan(column, &typ).ok().map(|_| typ)
 }
 
 /// The conversion of `column` into the CQL type `target`, or why there is none.

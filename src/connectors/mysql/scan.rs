@@ -342,14 +342,47 @@ pub(crate) async fn prepare(
     let table = schema::load(&mut conn, src).await?;
     let session = cql::connect("target", &dst.endpoint).await?;
     cql::check_local_dc(&session, "target", dst.endpoint.local_dc.as_deref())?;
-    let target = cql_schema::load(
+    let target = match cql_schema::load(
         &session,
         "target",
         &dst.endpoint.keyspace,
         &dst.endpoint.table,
     )
-    .await?;
-    let (described, mapping, slots) = match_columns(&table, &target, renames)?;
+    .await
+    {
+        // A target table to create: the statement that takes the rows, when the MySQL table
+        // tells its key.
+        Err(cql::CqlError::Invalid { key, message }) if key == "target.table" => {
+            let qualified = format!(
+                "{}.{}",
+                cql_schema::quote(&cql_schema::resolve_name(&dst.endpoint.keyspace)),
+                cql_schema::quote(&cql_schema::resolve_name(&dst.endpoint.table))
+            );
+            let message = match create_for(&qualified, &table, renames, src, None, None) {
+                Some(create) => format!("{message}; to create it:\n  {create}"),
+                None => message,
+            };
+            return Err(cql::CqlError::Invalid { key, message }.into());
+        }
+        other => other?,
+    };
+    let (described, mapping, slots) = match match_columns(&table, &target, renames) {
+        Err(MysqlError::Mismatch(mut mismatch)) if mismatch.needs_recreate() => {
+            // The statement keeps the target's keys and clustering order (which the driver's
+            // metadata does not hold) when the MySQL table has their columns.
+            let descending = cql_schema::clustering_order(&session, "target", &target).await;
+            mismatch.create = create_for(
+                &target.qualified(),
+                &table,
+                renames,
+                src,
+                Some(&target),
+                descending.as_deref().ok(),
+            );
+            return Err(MysqlError::Mismatch(mismatch).into());
+        }
+        other => other?,
+    };
     let key: Vec<String> = match &src.primary_key {
         Some(k) => {
             for c in k {
@@ -495,6 +528,60 @@ fn unwritable_key(
         )),
         _ => None,
     }
+}
+
+/// `CREATE TABLE` for the target `qualified` (`"ks"."t"`) that takes the rows of `table`: its
+/// columns (after renames) in the CQL types a load writes them as ([`convert::suggested_type`]);
+/// keyed as `target` is (with its clustering order, `descending`) when it exists and the
+/// MySQL table has its key columns, else by the MySQL table's key (`source.primaryKey`, or
+/// its primary key) as the partition key, which keeps its rows apart as MySQL does. `None`
+/// when a column has no such type (it must be left out of the source first) or no key is
+/// known.
+fn create_for(
+    qualified: &str,
+    table: &SourceTable,
+    renames: &[Rename],
+    src: &MysqlSource,
+    target: Option<&TableSchema>,
+    descending: Option<&[bool]>,
+) -> Option<String> {
+    let to = |name: &str| -> String {
+        renames
+            .iter()
+            .find(|r| r.from.eq_ignore_ascii_case(name))
+            .map_or(name, |r| r.to.as_str())
+            .to_string()
+    };
+    let columns: Vec<(String, scylla::cluster::metadata::ColumnType<'static>)> = table
+        .columns
+        .iter()
+        .map(|c| Some((to(&c.name), convert::suggested_cql(c)?)))
+        .collect::<Option<_>>()?;
+    if let Some(target) = target {
+        let names = |cols: &[Column]| cols.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        let keyed = cql_schema::create_for(
+            qualified,
+            &columns,
+            (
+                &names(&target.partition_key),
+                &names(&target.clustering_key),
+                &names(&target.statics),
+            ),
+            descending,
+        );
+        if keyed.is_some() {
+            return keyed;
+        }
+    }
+    let key: Vec<String> = src
+        .primary_key
+        .as_ref()
+        .unwrap_or(&table.primary_key)
+        .iter()
+        .filter_map(|k| table.column(k))
+        .map(|c| to(&c.name))
+        .collect();
+    cql_schema::create_for(qualified, &columns, (&key, &[], &[]), None)
 }
 
 /// The described table, the column mapping and the slots.

@@ -208,7 +208,16 @@ pub async fn open_load(
         &dst.endpoint.table,
     )
     .await?;
-    let shape = match_columns(&footers, &target, renames)?;
+    let shape = match match_columns(&footers, &target, renames) {
+        Err(ParquetError::Mismatch(mut mismatch)) if mismatch.needs_recreate() => {
+            // The statement keeps the target's keys and clustering order (which the driver's
+            // metadata does not hold), with the files' columns in the types a load writes.
+            let descending = schema::clustering_order(&session, "target", &target).await;
+            mismatch.create = recreate(&footers, &target, renames, descending.as_deref().ok());
+            return Err(ParquetError::Mismatch(mismatch).into());
+        }
+        other => other?,
+    };
     let preserve = shape.preserve && !target.is_counter_table();
     if shape.preserve && !preserve {
         tracing::info!("writetime and TTL columns are not used: the target is a counter table");
@@ -325,6 +334,11 @@ impl Problems {
 /// The CQL type to add a column of for a Parquet column of type `arrow`, when a plain one
 /// takes it exactly (checked as a load checks it).
 fn suggested_type(arrow: &DataType) -> Option<String> {
+    suggested_cql(arrow).map(|typ| schema::type_name(&typ))
+}
+
+/// [`suggested_type`] as a type.
+fn suggested_cql(arrow: &DataType) -> Option<ColumnType<'static>> {
     use NativeType as N;
     let native = match arrow {
         DataType::Boolean => N::Boolean,
@@ -342,9 +356,46 @@ fn suggested_type(arrow: &DataType) -> Option<String> {
         _ => return None,
     };
     let typ = ColumnType::Native(native);
-    decode::check(arrow, &typ)
-        .ok()
-        .map(|()| schema::type_name(&typ))
+    decode::check(arrow, &typ).ok().map(|()| typ)
+}
+
+/// `CREATE TABLE` for a target that takes the files' columns, for an answer whose problems
+/// need `target` recreated: every data column of the files (after renames, in the order they
+/// first appear) in the CQL type [`suggested_type`] gives it, keyed and ordered as `target`
+/// (`descending`) is. `None` when a column has no such type (it must be left out of the files
+/// first) or a key column of `target` is not in the files.
+fn recreate(
+    footers: &[(FileEntry, ArrowReaderMetadata)],
+    target: &TableSchema,
+    renames: &[Rename],
+    descending: Option<&[bool]>,
+) -> Option<String> {
+    let mut columns: Vec<(String, ColumnType<'static>)> = Vec::new();
+    for (_, meta) in footers {
+        for f in meta.schema().fields() {
+            if meta_base(f.name()).is_some() {
+                continue;
+            }
+            let to = renames
+                .iter()
+                .find(|r| r.from == *f.name())
+                .map_or(f.name().as_str(), |r| r.to.as_str());
+            if columns.iter().all(|(n, _)| n != to) {
+                columns.push((to.to_string(), suggested_cql(f.data_type())?));
+            }
+        }
+    }
+    let names = |cols: &[schema::Column]| cols.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+    schema::create_for(
+        &target.qualified(),
+        &columns,
+        (
+            &names(&target.partition_key),
+            &names(&target.clustering_key),
+            &names(&target.statics),
+        ),
+        descending,
+    )
 }
 
 fn match_columns(
