@@ -457,7 +457,12 @@ async fn concurrent_requests_for_one_snapshot_run_one_nodetool() {
             .filter(|l| l.contains("snapshot -t shared-1"))
             .count()
     };
-    assert_eq!(count(&runs), 1, "nodetool runs");
+    assert_eq!(
+        count(&runs),
+        1,
+        "nodetool runs: {}",
+        std::fs::read_to_string(&runs).unwrap_or_default()
+    );
     // The node holds the snapshot once.
     let listed = std::process::Command::new(&nodetool)
         .args(["-h", "127.0.0.1", "-p", "7199", "listsnapshots"])
