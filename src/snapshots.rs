@@ -57,6 +57,31 @@ pub enum SnapshotError {
     },
 }
 
+impl SnapshotError {
+    /// The same refusal, for every caller that shared one snapshot's run.
+    fn duplicate(&self) -> Self {
+        match self {
+            Self::Disabled => Self::Disabled,
+            Self::Invalid(m) => Self::Invalid(m.clone()),
+            Self::Forbidden(m) => Self::Forbidden(m.clone()),
+            Self::NotFound(m) => Self::NotFound(m.clone()),
+            Self::Exists(m) => Self::Exists(m.clone()),
+            Self::Busy(m) => Self::Busy(m.clone()),
+            Self::Failed(m) => Self::Failed(m.clone()),
+            Self::Io { path, source } => Self::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+        }
+    }
+}
+
+/// Snapshots being taken, by keyspace, table, name and ttl, each with its one run's answer.
+type Pending = std::collections::HashMap<
+    (String, String, String, Option<String>),
+    Arc<tokio::sync::OnceCell<Result<(), SnapshotError>>>,
+>;
+
 impl From<UploadError> for SnapshotError {
     fn from(e: UploadError) -> Self {
         match e {
@@ -179,6 +204,7 @@ pub struct Snapshots {
     timeout: Duration,
     max_files: usize,
     downloads: Arc<Semaphore>,
+    pending: std::sync::Mutex<Pending>,
 }
 
 impl Snapshots {
@@ -196,6 +222,7 @@ impl Snapshots {
             timeout: config.command_timeout,
             max_files: config.max_listed_files,
             downloads: Arc::new(Semaphore::new(config.concurrent_downloads)),
+            pending: std::sync::Mutex::new(Pending::new()),
         }
     }
 
@@ -235,6 +262,42 @@ impl Snapshots {
                 crate::jobfile::cap(ttl)
             )));
         }
+        // Concurrent requests for one snapshot share one nodetool run and its answer: a bulk
+        // reader asks once per task (Cassandra Analytics' reader sent 16 at once, and 16 JVMs
+        // started: one succeeded, 15 failed with "already exists" after up to 6.7 s).
+        let key = (
+            keyspace.to_string(),
+            table.to_string(),
+            name.to_string(),
+            ttl.map(str::to_string),
+        );
+        let cell = {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            pending.entry(key.clone()).or_default().clone()
+        };
+        let taken = cell
+            .get_or_init(|| self.take(keyspace, table, name, ttl))
+            .await;
+        let answer = match taken {
+            Ok(()) => Ok(()),
+            Err(e) => Err(e.duplicate()),
+        };
+        // The run is over: a later request is a new one (and meets the snapshot it made).
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+            pending.remove(&key);
+        }
+        answer
+    }
+
+    /// Runs `nodetool snapshot` once.
+    async fn take(
+        &self,
+        keyspace: &str,
+        table: &str,
+        name: &str,
+        ttl: Option<&str>,
+    ) -> Result<(), SnapshotError> {
         let mut args = vec!["snapshot".to_string(), "-t".into(), name.into()];
         if let Some(ttl) = ttl {
             args.extend(["--ttl".into(), ttl.into()]);

@@ -43,8 +43,24 @@ pub fn required(method: &Method, route: &str) -> Option<Access> {
         method
     };
     let role = match (method.as_str(), route) {
-        ("GET", "/api/v1/__health" | "/api/v1/cassandra/native/__health") => {
+        (
+            "GET",
+            "/api/v1/__health" | "/api/v1/cassandra/native/__health" | "/api/v1/cassandra/__health",
+        ) => {
             return Some(Access::Health);
+        }
+        // A Sidecar client's first questions (Cassandra Analytics' writer and reader): the
+        // same callers as the bulk routes they lead to.
+        (
+            "GET",
+            "/api/v1/cassandra/settings"
+            | "/api/v1/cassandra/ring"
+            | "/api/v1/cassandra/ring/keyspaces/{keyspace}"
+            | "/api/v1/keyspaces/{keyspace}/schema"
+            | "/api/v1/keyspaces/{keyspace}/token-range-replicas"
+            | "/api/v1/time-skew",
+        ) => {
+            return Some(Access::Either(Operator, Peer));
         }
         (
             "GET",

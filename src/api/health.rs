@@ -38,6 +38,25 @@ pub async fn daemon() -> Json<HealthStatus> {
     )
 )]
 pub async fn cassandra_native(State(state): State<AppState>) -> (StatusCode, Json<HealthStatus>) {
+    node_health(&state).await
+}
+
+/// The local Cassandra node answers a CQL query: the Sidecar's older route, which its clients
+/// (Cassandra Analytics among them) still call first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/cassandra/__health",
+    tag = "health",
+    responses(
+        (status = 200, description = "The node answered a query on system.local", body = HealthStatus),
+        (status = 503, description = "The node did not answer within cassandra.health_check_timeout", body = HealthStatus),
+    )
+)]
+pub async fn cassandra(State(state): State<AppState>) -> (StatusCode, Json<HealthStatus>) {
+    node_health(&state).await
+}
+
+async fn node_health(state: &AppState) -> (StatusCode, Json<HealthStatus>) {
     match state.node.check().await {
         Ok(()) => (StatusCode::OK, Json(HealthStatus { status: "OK" })),
         Err(e) => {

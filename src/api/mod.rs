@@ -4,6 +4,7 @@
 mod audit;
 mod auth;
 pub mod body;
+mod cassandra;
 pub mod console;
 mod diagnostics;
 pub mod error;
@@ -85,6 +86,7 @@ impl AppState {
     ),
     tags(
         (name = "health", description = "Liveness of the daemon and of the local node"),
+        (name = "cassandra", description = "Cassandra Sidecar's cluster-metadata routes: the local node's settings, ring, token-range replicas and schema, and the time (what a Sidecar client such as Cassandra Analytics asks before it uses the bulk routes)"),
         (name = "jobs", description = "Long-running work of every kind"),
         (name = "migrations", description = "Table copies in ScyllaDB Migrator's job format"),
         (name = "validations", description = "Proof that a migration's target holds exactly its source's rows"),
@@ -104,6 +106,13 @@ fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(health::daemon))
         .routes(routes!(health::cassandra_native))
+        .routes(routes!(health::cassandra))
+        .routes(routes!(cassandra::settings))
+        .routes(routes!(cassandra::schema))
+        .routes(routes!(cassandra::token_range_replicas))
+        .routes(routes!(cassandra::ring))
+        .routes(routes!(cassandra::ring_keyspace))
+        .routes(routes!(cassandra::time_skew))
         .routes(routes!(jobs::list))
         .routes(routes!(jobs::get, jobs::delete))
         .routes(routes!(jobs::cancel))

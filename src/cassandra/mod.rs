@@ -1,7 +1,10 @@
-//! The local Cassandra node, as seen over CQL: is it answering?
+//! The local Cassandra node, as seen over CQL: is it answering, and what does it say of
+//! itself, its ring and its schema ([`metadata`])?
 
+pub mod metadata;
 pub mod nodetool;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use scylla::client::session::Session;
@@ -42,9 +45,13 @@ pub enum NodeError {
 
 /// The local node. Keeps one CQL session and reuses it between checks; a failed check drops
 /// it so the next check reconnects (the node may have restarted elsewhere in the meantime).
+///
+/// The session connects to the local node only (a host filter): `system.local` and the
+/// node's view of its peers must be the local node's, never another coordinator's; the
+/// driver still learns the whole ring (every node's tokens, data center and rack) from it.
 pub struct LocalNode {
     config: CassandraConfig,
-    session: Mutex<Option<Session>>,
+    session: Mutex<Option<Arc<Session>>>,
 }
 
 impl LocalNode {
@@ -73,7 +80,7 @@ impl LocalNode {
             })
         });
         if result.is_err() {
-            *self.session.lock().await = None;
+            self.forget().await;
         }
         result
     }
@@ -96,26 +103,58 @@ impl LocalNode {
         }
     }
 
-    async fn probe(&self) -> Result<(), NodeError> {
+    /// The configuration the node was made with.
+    pub fn config(&self) -> &CassandraConfig {
+        &self.config
+    }
+
+    /// The session to the local node, connected when there is none (within the health check
+    /// timeout).
+    pub(crate) async fn session(&self) -> Result<Arc<Session>, NodeError> {
         let address = self.address().to_string();
+        let timeout = self.config.health_check_timeout();
         let mut slot = self.session.lock().await;
-        if slot.is_none() {
-            let mut builder = SessionBuilder::new()
-                .known_node(&address)
-                .connection_timeout(self.config.health_check_timeout())
-                // The probe needs no schema; fetching it would make every reconnect slower.
-                .fetch_schema_metadata(false)
-                .fetch_full_schema_metadata(false);
-            if let (Some(user), Some(password)) = (&self.config.username, &self.config.password) {
-                builder = builder.user(user, password.expose_secret());
+        if let Some(session) = slot.as_ref() {
+            return Ok(session.clone());
+        }
+        let mut builder = SessionBuilder::new()
+            .known_node(&address)
+            .connection_timeout(timeout)
+            // Nothing here needs the driver's schema (metadata reads system_schema itself);
+            // fetching it would make every reconnect slower.
+            .fetch_schema_metadata(false)
+            .fetch_full_schema_metadata(false);
+        // Connections to the local node only: the contact point is always accepted, every
+        // other node of the ring is known (its tokens, data center, rack) but never queried.
+        if let Ok(filter) = scylla::policies::host_filter::AllowListHostFilter::new([&address]) {
+            builder = builder.host_filter(Arc::new(filter));
+        }
+        if let (Some(user), Some(password)) = (&self.config.username, &self.config.password) {
+            builder = builder.user(user, password.expose_secret());
+        }
+        let connect = tokio::time::timeout(timeout, builder.build());
+        let session = match connect.await {
+            Err(_) => {
+                return Err(NodeError::Timeout { address, timeout });
             }
-            let session = builder.build().await.map_err(|e| NodeError::Connect {
+            Ok(built) => built.map_err(|e| NodeError::Connect {
                 address: address.clone(),
                 source: Box::new(e),
-            })?;
-            *slot = Some(session);
-        }
-        let session = slot.as_ref().expect("session was just set");
+            })?,
+        };
+        let session = Arc::new(session);
+        *slot = Some(session.clone());
+        Ok(session)
+    }
+
+    /// Drops the session after a failure, so the next request reconnects.
+    pub(crate) async fn forget(&self) {
+        *self.session.lock().await = None;
+    }
+
+    async fn probe(&self) -> Result<(), NodeError> {
+        let address = self.address().to_string();
+        let session = self.session().await?;
         session
             .query_unpaged("SELECT release_version FROM system.local", ())
             .await

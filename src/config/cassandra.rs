@@ -36,6 +36,11 @@ pub struct CassandraConfig {
     /// How long the native health check waits for the node to answer. Default `5s`.
     #[serde(with = "humantime_serde")]
     pub health_check_timeout: Option<Duration>,
+    /// The clock skew a Sidecar client may have from this host: `allowableSkewInMinutes` of
+    /// `GET /api/v1/time-skew` (whole minutes; Cassandra Analytics' bulk writer refuses to
+    /// write when its clock is further off). Default `1h`, the Sidecar's default.
+    #[serde(with = "humantime_serde")]
+    pub allowable_time_skew: Option<Duration>,
     /// Path of the node's `cassandra.yaml`, to read its directories (and native address) from.
     pub cassandra_yaml: Option<PathBuf>,
     /// The node's `data_file_directories`, in the node's order (the index is part of file URLs).
@@ -63,6 +68,12 @@ impl CassandraConfig {
     /// Time the health check waits for an answer.
     pub fn health_check_timeout(&self) -> Duration {
         self.health_check_timeout.unwrap_or(Duration::from_secs(5))
+    }
+
+    /// The clock skew a Sidecar client may have (`allowable_time_skew`).
+    pub fn allowable_time_skew(&self) -> Duration {
+        self.allowable_time_skew
+            .unwrap_or(Duration::from_secs(3600))
     }
 
     /// Fills unset directories (and the native address) from `cassandra_yaml`. Returns the key

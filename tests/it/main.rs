@@ -54,6 +54,7 @@ mod schema_problems;
 mod schemathesis;
 mod secrets;
 mod security;
+mod sidecar_metadata;
 mod sidecar_procedure;
 mod sstable_uploads;
 mod tls;
