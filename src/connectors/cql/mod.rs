@@ -200,8 +200,11 @@ fn tls_config(side: &str, ssl: &config::SslOptions) -> Result<Arc<rustls::Client
     Ok(Arc::new(config))
 }
 
-/// A node of `session` holding the token `token` of `table` (in `local_dc` when set): scans of
-/// a range are sent there, so the coordinator reads locally. A retry may go elsewhere.
+/// A node of `session` holding the token `token` of `table` (in `local_dc` when set) to which
+/// the driver is connected: scans of a range are sent there, so the coordinator reads locally.
+/// `None` when no such replica is connected (all of them down, or not yet reconnected): the
+/// read then goes wherever the session's policy sends it (a live node of `local_dc`), whose
+/// coordinator reads from the replicas that are up.
 pub fn replica_for(
     session: &Session,
     table: &schema::TableSchema,
@@ -217,7 +220,8 @@ pub fn replica_for(
     replicas
         .into_iter()
         .map(|(node, _)| node)
-        .find(|n| local_dc.is_none_or(|dc| n.datacenter.as_deref() == Some(dc)))
+        .filter(|n| local_dc.is_none_or(|dc| n.datacenter.as_deref() == Some(dc)))
+        .find(|n| n.is_connected())
 }
 
 /// Both tables of a job, connected and checked: the target can hold every source column after

@@ -32,4 +32,60 @@ impl RequestError for ExecutionError {
             _ => Retry::Never,
         }
     }
+
+    /// Too few replicas up: the nodes that are down must come back (or the consistency level
+    /// be lowered) for the request to pass.
+    fn waiting_for(&self) -> Option<String> {
+        match self {
+            ExecutionError::LastAttemptError(RequestAttemptError::DbError(
+                DbError::Unavailable {
+                    consistency,
+                    required,
+                    alive,
+                },
+                _,
+            )) => Some(format!(
+                "not enough replicas up for {} ({required} needed, {alive} up): waiting for nodes to come back",
+                level_name(*consistency)
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// A consistency level as job files and Cassandra name it (`LOCAL_QUORUM`), not as the driver
+/// prints it (`LocalQuorum`).
+fn level_name(c: scylla::statement::Consistency) -> String {
+    let mut out = String::new();
+    for (i, ch) in format!("{c:?}").chars().enumerate() {
+        if ch.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(ch.to_ascii_uppercase());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn too_few_replicas_say_what_the_job_waits_for() {
+        let e = ExecutionError::LastAttemptError(RequestAttemptError::DbError(
+            DbError::Unavailable {
+                consistency: scylla::statement::Consistency::LocalQuorum,
+                required: 2,
+                alive: 1,
+            },
+            "Cannot achieve consistency level LOCAL_QUORUM".into(),
+        ));
+        assert_eq!(e.retry(), Retry::Safe);
+        assert_eq!(
+            e.waiting_for().as_deref(),
+            Some(
+                "not enough replicas up for LOCAL_QUORUM (2 needed, 1 up): waiting for nodes to come back"
+            )
+        );
+    }
 }

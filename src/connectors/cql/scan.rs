@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use scylla::client::session::Session;
+use scylla::cluster::Node;
 use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 use scylla::policies::load_balancing::{NodeIdentifier, SingleTargetLoadBalancingPolicy};
 use scylla::response::{PagingState, PagingStateResponse};
@@ -34,6 +35,8 @@ pub struct RangeScan {
 pub struct RangeCursor {
     piece: usize,
     statement: PreparedStatement,
+    /// The replica `statement` is sent to, if any.
+    node: Option<Arc<Node>>,
     paging: PagingState,
 }
 
@@ -71,24 +74,26 @@ impl RangeScan {
     }
 
     fn cursor_at(&self, unit: &TokenUnit, piece: usize) -> RangeCursor {
-        let mut statement = self.select.clone();
-        // Send the scan to a replica of the range; a retry may go elsewhere.
-        if let Some(node) = super::replica_for(
-            &self.session,
-            &self.table,
-            unit.pieces[piece].end,
-            self.local_dc.as_deref(),
-        ) {
-            statement.set_load_balancing_policy(Some(SingleTargetLoadBalancingPolicy::new(
-                NodeIdentifier::Node(node),
-                None,
-            )));
-        }
+        let (statement, node) = self.pinned(unit.pieces[piece].end);
         RangeCursor {
             piece,
             statement,
+            node,
             paging: PagingState::start(),
         }
+    }
+
+    /// The select sent to a connected replica of `token` (see [`super::replica_for`]).
+    fn pinned(&self, token: i64) -> (PreparedStatement, Option<Arc<Node>>) {
+        let mut statement = self.select.clone();
+        let node = super::replica_for(&self.session, &self.table, token, self.local_dc.as_deref());
+        if let Some(node) = &node {
+            statement.set_load_balancing_policy(Some(SingleTargetLoadBalancingPolicy::new(
+                NodeIdentifier::Node(node.clone()),
+                None,
+            )));
+        }
+        (statement, node)
     }
 }
 
@@ -112,9 +117,21 @@ impl Scan for RangeScan {
         cursor: &RangeCursor,
     ) -> Result<Page<RawRow, RangeCursor>, ExecutionError> {
         let piece = unit.pieces[cursor.piece];
+        // The replica this range was sent to went down (or the range was planned while none was
+        // connected): another replica, or the session's policy, reads the page instead, from
+        // the same paging state (a paging state is valid on any coordinator). Without this, a
+        // unit begun on a node that stops would retry that node alone until the job gives up.
+        let repinned = match &cursor.node {
+            Some(node) if node.is_connected() => None,
+            _ => Some(self.pinned(piece.end)),
+        };
+        let (statement, node) = match &repinned {
+            Some((statement, node)) => (statement, node),
+            None => (&cursor.statement, &cursor.node),
+        };
         let (rows, next) = read_page(
             &self.session,
-            &cursor.statement,
+            statement,
             piece.start,
             piece.end,
             cursor.paging.clone(),
@@ -122,8 +139,10 @@ impl Scan for RangeScan {
         .await?;
         let next = match next {
             PagingStateResponse::HasMorePages { state } => Some(RangeCursor {
+                piece: cursor.piece,
+                statement: statement.clone(),
+                node: node.clone(),
                 paging: state,
-                ..cursor.clone()
             }),
             PagingStateResponse::NoMorePages if cursor.piece + 1 < unit.pieces.len() => {
                 Some(self.cursor_at(unit, cursor.piece + 1))
