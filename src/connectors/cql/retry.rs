@@ -1,6 +1,9 @@
 //! Which failures of the scylla driver may go away by themselves.
 
 use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
+use scylla::policies::retry::{
+    DefaultRetryPolicy, RequestInfo, RetryDecision, RetryPolicy, RetrySession,
+};
 
 use crate::connectors::seam::{RequestError, Retry};
 
@@ -50,6 +53,38 @@ impl RequestError for ExecutionError {
             )),
             _ => None,
         }
+    }
+}
+
+/// The driver's default retries, except that a request refused as unavailable is not sent on
+/// to the next node of its plan. With replicas down, the next nodes of a plan are those down
+/// ones (the driver tries them last): the request would end on their broken connections
+/// ("no connections in the pool") instead of the coordinator's answer, too few replicas up,
+/// which drover's own retries report in the job's phase ([`RequestError::waiting_for`]) and
+/// retry with backoff.
+#[derive(Debug)]
+pub struct ReportUnavailable;
+
+impl RetryPolicy for ReportUnavailable {
+    fn new_session(&self) -> Box<dyn RetrySession> {
+        Box::new(ReportUnavailableSession(DefaultRetryPolicy.new_session()))
+    }
+}
+
+struct ReportUnavailableSession(Box<dyn RetrySession>);
+
+impl RetrySession for ReportUnavailableSession {
+    fn decide_should_retry(&mut self, request_info: RequestInfo<'_>) -> RetryDecision {
+        match request_info.error {
+            RequestAttemptError::DbError(DbError::Unavailable { .. }, _) => {
+                RetryDecision::DontRetry
+            }
+            _ => self.0.decide_should_retry(request_info),
+        }
+    }
+
+    fn reset(&mut self) {
+        self.0.reset();
     }
 }
 
