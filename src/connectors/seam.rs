@@ -33,6 +33,12 @@ pub enum Retry {
 pub trait RequestError: std::error::Error + Send + Sync + 'static {
     /// Whether and when the engine may send the request again.
     fn retry(&self) -> Retry;
+
+    /// What the job waits for while the request is retried, in the operator's words, when
+    /// the error's own text does not say it plainly.
+    fn waiting_for(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A unit of work: read whole, written whole, then recorded complete. Its completion is

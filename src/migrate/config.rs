@@ -48,6 +48,11 @@ pub struct JobConfig {
     pub validation: ValidationConfig,
     /// drover: the job's units shared by several daemons.
     pub coordination: Option<CoordinationConfig>,
+    /// drover: `retryForSeconds`, how long one read or write is retried while its error may
+    /// go away by itself (too few replicas up for the consistency level, timeouts, a node
+    /// overloaded or unreachable) before the job fails; meanwhile the job's phase is
+    /// `waiting: <why>`. 1 to 604800, default 600.
+    pub retry_for: std::time::Duration,
 }
 
 // ---- raw shapes, as written in the file ----
@@ -78,6 +83,8 @@ struct RawJob {
     skip_export_data_files: Option<yaml_serde::Value>,
     #[serde(default)]
     coordination: Option<yaml_serde::Value>,
+    #[serde(default)]
+    retry_for_seconds: Option<u64>,
 }
 
 impl JobConfig {
@@ -216,6 +223,17 @@ impl JobConfig {
                 .transpose()?
                 .unwrap_or_default(),
             coordination: None,
+            retry_for: match raw.retry_for_seconds {
+                None => crate::migrate::retry::RETRY_FOR,
+                Some(s @ 1..=604_800) => std::time::Duration::from_secs(s),
+                Some(s) => {
+                    return Err(JobConfigError::at(
+                        text,
+                        "retryForSeconds",
+                        format!("{s} is out of range: 1 to 604800 seconds (7 days)"),
+                    ));
+                }
+            },
         };
         config.validate(text)?;
         if let Some(c) = raw.coordination.filter(|v| !v.is_null()) {

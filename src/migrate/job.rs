@@ -19,6 +19,8 @@ use crate::savepoints::{self, SavepointInfo, Writer};
 pub struct Launch {
     /// The planned copy.
     pub migration: Migration,
+    /// How long one request is retried (`retryForSeconds`).
+    pub retry_for: Duration,
     /// Where progress is saved, when the job has `savepoints`.
     pub savepoints: Option<Savepoints>,
     /// The savepoint this run continues from.
@@ -183,6 +185,7 @@ pub async fn launch(text: &str, start: Start) -> Result<Launch, EngineError> {
     };
     Ok(Launch {
         state_dir: None,
+        retry_for: config.retry_for,
         migration,
         savepoints,
         resumed_from,
@@ -196,6 +199,7 @@ pub async fn execute(
     progress: Arc<Counters>,
     cancel: CancellationToken,
 ) -> Result<(), EngineError> {
+    progress.retries.limit(launch.retry_for);
     let done = Arc::new(Mutex::new(savepoints::Progress::default()));
     let savepoints = launch.savepoints.map(Arc::new);
     if let Some(sp) = &savepoints {

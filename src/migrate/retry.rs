@@ -9,7 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connectors::seam::{RequestError, Retry};
 
-/// How long a request is retried before the job gives up on it.
+/// How long a request is retried before the job gives up on it, unless the job says
+/// otherwise (`retryForSeconds`).
 pub(crate) const RETRY_FOR: Duration = Duration::from_secs(600);
 
 /// Retries of a job: how many, and why it is waiting while one is pending.
@@ -18,6 +19,8 @@ pub struct Retries {
     /// Requests retried.
     pub count: AtomicU64,
     waiting: Mutex<Option<String>>,
+    /// How long one request is retried; `RETRY_FOR` unless set.
+    limit: std::sync::OnceLock<Duration>,
 }
 
 impl Retries {
@@ -27,6 +30,16 @@ impl Retries {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Retries one request for at most `limit` (the job's `retryForSeconds`); only the first
+    /// call counts.
+    pub fn limit(&self, limit: Duration) {
+        let _ = self.limit.set(limit);
+    }
+
+    fn retry_for(&self) -> Duration {
+        self.limit.get().copied().unwrap_or(RETRY_FOR)
     }
 
     /// Requests retried so far.
@@ -40,7 +53,8 @@ impl Retries {
 }
 
 /// Runs `f` until it succeeds, its error says retrying cannot help (for a request that is
-/// `idempotent` or not), `RETRY_FOR` has passed, or the job is cancelled. Every retry is
+/// `idempotent` or not), the retries' limit (`RETRY_FOR` by default) has passed, or the job is
+/// cancelled. Every retry is
 /// counted and the reason shown as the job's waiting state.
 pub async fn retry<T, E, F, Fut>(
     retries: &Retries,
@@ -69,9 +83,13 @@ where
                 }
                 return Ok(v);
             }
-            Err(e) if worth_retrying(&e, idempotent) && started.elapsed() < RETRY_FOR => {
+            Err(e) if worth_retrying(&e, idempotent) && started.elapsed() < retries.retry_for() => {
                 retries.count.fetch_add(1, Ordering::Relaxed);
-                retries.set_waiting(Some(format!("{what}: {e}")));
+                let why = e.waiting_for().unwrap_or_else(|| e.to_string());
+                retries.set_waiting(Some(format!(
+                    "{what}: {why} (retried for at most {}s, retryForSeconds)",
+                    retries.retry_for().as_secs()
+                )));
                 tracing::debug!(error = %e, "{what}: retrying");
                 let delay = delays.next().unwrap_or(Duration::from_secs(10));
                 tokio::select! {

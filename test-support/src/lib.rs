@@ -7,6 +7,7 @@ pub mod cql;
 mod daemon;
 pub mod dynamodb;
 mod poll;
+pub mod rings;
 
 pub use app::App;
 pub use daemon::{

@@ -2,7 +2,10 @@
 """The fidelity matrix's second reader: dumps a CQL table through the DataStax Python driver
 (cassandra-driver), which shares no code with drover's reader, as one JSON document.
 
-    cql_reader.py HOST PORT KEYSPACE TABLE
+    cql_reader.py HOST PORT KEYSPACE TABLE [CONSISTENCY]
+
+CONSISTENCY (a level's name, e.g. ALL) is the read's; default the driver's, LOCAL_ONE. A
+multi-node cluster is read at ALL so that a replica missing a write cannot hide it.
 
 For every row (keyed by its primary key), every static and regular column gives its value and,
 where the server can say, the writetime and TTL of each cell: one per simple column, one per
@@ -26,6 +29,7 @@ import uuid
 from decimal import Decimal
 
 import cassandra.cqltypes as cqltypes
+from cassandra import ConsistencyLevel
 from cassandra.cluster import Cluster
 from cassandra.protocol import _ProtocolHandler
 from cassandra.query import SimpleStatement
@@ -117,6 +121,7 @@ def quote(name):
 
 def main():
     host, port, keyspace, table = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    consistency = ConsistencyLevel.name_to_value[sys.argv[5]] if len(sys.argv) > 5 else None
     cluster = Cluster([host], port=port, connect_timeout=20, control_connection_timeout=20)
     session = cluster.connect()
     # The pure-Python protocol handler: the patched deserializers above are the ones used,
@@ -150,7 +155,9 @@ def main():
             select += [f"WRITETIME({name}.{quote(f)})", f"TTL({name}.{quote(f)})"]
             reads += [(c.column_name, "wt", f), (c.column_name, "ttl", f)]
     statement = SimpleStatement(
-        f"SELECT {', '.join(select)} FROM {quote(keyspace)}.{quote(table)}", fetch_size=2000
+        f"SELECT {', '.join(select)} FROM {quote(keyspace)}.{quote(table)}",
+        fetch_size=2000,
+        consistency_level=consistency,
     )
     rows = []
     for row in session.execute(statement):

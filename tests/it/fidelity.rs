@@ -901,7 +901,7 @@ fn capitalised(t: &str) -> String {
 
 /// What a path promises about writetimes and TTLs.
 #[derive(Clone, Copy, Debug)]
-enum Expect {
+pub(crate) enum Expect {
     /// The source's, cell by cell, element by element, field by field.
     Preserve,
     /// No `preserveTimestamps`: the target's clock, no TTL.
@@ -1158,13 +1158,13 @@ fn compare_cell(
 }
 
 /// Each column's verdict (and `ROWS`'s): `Err` says what differs.
-type Columns = HashMap<String, Result<(), String>>;
+pub(crate) type Columns = HashMap<String, Result<(), String>>;
 
 /// A path's outcome on one table: its columns' verdicts, or why it took none.
 type Outcome = Result<Columns, Verdict>;
 
 /// The verdict of each column of a table (and of `ROWS`, its rows' set and order).
-fn compare(src: &Value, dst: &Value, expect: Expect, started: i64) -> Columns {
+pub(crate) fn compare(src: &Value, dst: &Value, expect: Expect, started: i64) -> Columns {
     let mut out = HashMap::new();
     let rows = |d: &Value| d["rows"].as_array().cloned().unwrap_or_default();
     let (srows, drows) = (rows(src), rows(dst));

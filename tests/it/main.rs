@@ -47,6 +47,7 @@ mod parquet;
 mod parquet_migrator;
 mod progress;
 mod resume;
+mod rings;
 mod router;
 mod s3export;
 mod savepoint_places;

@@ -235,20 +235,29 @@ impl Write {
 }
 
 /// Sends writes of one partition as one unlogged batch (applied by the target as a single
-/// mutation); statements whose cells expired while waiting are left out.
+/// mutation), `elapsed[i]` after the source row of `writes[i]` was read; statements whose
+/// cells expired while waiting are left out.
 pub async fn execute_batch(
     writes: &[Write],
     session: &Session,
     consistency: scylla::statement::Consistency,
-    elapsed: std::time::Duration,
+    elapsed: &[std::time::Duration],
 ) -> Result<(), scylla::errors::ExecutionError> {
     let mut batch =
         scylla::statement::batch::Batch::new(scylla::statement::batch::BatchType::Unlogged);
     batch.set_consistency(consistency);
     batch.set_is_idempotent(writes.iter().all(|w| w.idempotent));
+    if writes.iter().any(|w| w.ttl_slot.is_some()) {
+        batch.set_retry_policy(Some(no_driver_retry()));
+    }
     // The guards' reads (lists already on the target) go out together.
-    let now = futures::future::try_join_all(writes.iter().map(|w| w.values_now(session, elapsed)))
-        .await?;
+    let now = futures::future::try_join_all(
+        writes
+            .iter()
+            .zip(elapsed)
+            .map(|(w, elapsed)| w.values_now(session, *elapsed)),
+    )
+    .await?;
     let mut values = Vec::with_capacity(writes.len());
     for (w, v) in writes.iter().zip(now) {
         if let Some(v) = v {
@@ -953,6 +962,9 @@ async fn prepare_write(
     let mut st = prepare(session, "target", cql).await?;
     st.set_consistency(consistency);
     st.set_is_idempotent(idempotent);
+    if cql.contains("TTL ?") {
+        st.set_retry_policy(Some(no_driver_retry()));
+    }
     Ok(st)
 }
 
@@ -961,6 +973,15 @@ async fn prepare(session: &Session, side: &str, cql: &str) -> Result<PreparedSta
         side: side.to_string(),
         message: format!("cannot prepare `{cql}`: {e}"),
     })
+}
+
+/// The retry policy of writes that carry a TTL: none in the driver. A TTL is relative to the
+/// moment a replica applies the write, and drover shortens a source TTL by the time since the
+/// row was read each time it sends the write ([`Write::values_at`]); the driver's own retry
+/// would resend the same TTL later (after a node stopped mid-request, seconds later), and the
+/// copy would outlive its source by that much. drover's retries resend it recomputed.
+fn no_driver_retry() -> Arc<dyn scylla::policies::retry::RetryPolicy> {
+    Arc::new(scylla::policies::retry::FallthroughRetryPolicy)
 }
 
 /// Shared handle to a plan.

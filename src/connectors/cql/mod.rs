@@ -99,6 +99,7 @@ pub async fn connect(side: &str, e: &CqlEndpoint) -> Result<Session, CqlError> {
     let profile = ExecutionProfile::builder()
         .load_balancing_policy(policy.build())
         .consistency(e.consistency_level.into())
+        .retry_policy(Arc::new(retry::ReportUnavailable))
         // Short enough that an unresponsive node shows up as retries (and a waiting phase)
         // within seconds; long enough for a page of wide rows.
         .request_timeout(Some(Duration::from_secs(10)))

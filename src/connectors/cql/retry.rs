@@ -1,6 +1,9 @@
 //! Which failures of the scylla driver may go away by themselves.
 
 use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
+use scylla::policies::retry::{
+    DefaultRetryPolicy, RequestInfo, RetryDecision, RetryPolicy, RetrySession,
+};
 
 use crate::connectors::seam::{RequestError, Retry};
 
@@ -31,5 +34,93 @@ impl RequestError for ExecutionError {
             ) => Retry::IfIdempotent,
             _ => Retry::Never,
         }
+    }
+
+    /// Too few replicas up: the nodes that are down must come back (or the consistency level
+    /// be lowered) for the request to pass.
+    fn waiting_for(&self) -> Option<String> {
+        match self {
+            ExecutionError::LastAttemptError(RequestAttemptError::DbError(
+                DbError::Unavailable {
+                    consistency,
+                    required,
+                    alive,
+                },
+                _,
+            )) => Some(format!(
+                "not enough replicas up for {} ({required} needed, {alive} up): waiting for nodes to come back",
+                level_name(*consistency)
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// The driver's default retries, except that a request refused as unavailable is not sent on
+/// to the next node of its plan. With replicas down, the next nodes of a plan are those down
+/// ones (the driver tries them last): the request would end on their broken connections
+/// ("no connections in the pool") instead of the coordinator's answer, too few replicas up,
+/// which drover's own retries report in the job's phase ([`RequestError::waiting_for`]) and
+/// retry with backoff.
+#[derive(Debug)]
+pub struct ReportUnavailable;
+
+impl RetryPolicy for ReportUnavailable {
+    fn new_session(&self) -> Box<dyn RetrySession> {
+        Box::new(ReportUnavailableSession(DefaultRetryPolicy.new_session()))
+    }
+}
+
+struct ReportUnavailableSession(Box<dyn RetrySession>);
+
+impl RetrySession for ReportUnavailableSession {
+    fn decide_should_retry(&mut self, request_info: RequestInfo<'_>) -> RetryDecision {
+        match request_info.error {
+            RequestAttemptError::DbError(DbError::Unavailable { .. }, _) => {
+                RetryDecision::DontRetry
+            }
+            _ => self.0.decide_should_retry(request_info),
+        }
+    }
+
+    fn reset(&mut self) {
+        self.0.reset();
+    }
+}
+
+/// A consistency level as job files and Cassandra name it (`LOCAL_QUORUM`), not as the driver
+/// prints it (`LocalQuorum`).
+fn level_name(c: scylla::statement::Consistency) -> String {
+    let mut out = String::new();
+    for (i, ch) in format!("{c:?}").chars().enumerate() {
+        if ch.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(ch.to_ascii_uppercase());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn too_few_replicas_say_what_the_job_waits_for() {
+        let e = ExecutionError::LastAttemptError(RequestAttemptError::DbError(
+            DbError::Unavailable {
+                consistency: scylla::statement::Consistency::LocalQuorum,
+                required: 2,
+                alive: 1,
+            },
+            "Cannot achieve consistency level LOCAL_QUORUM".into(),
+        ));
+        assert_eq!(e.retry(), Retry::Safe);
+        assert_eq!(
+            e.waiting_for().as_deref(),
+            Some(
+                "not enough replicas up for LOCAL_QUORUM (2 needed, 1 up): waiting for nodes to come back"
+            )
+        );
     }
 }

@@ -240,7 +240,9 @@ pub struct PartitionBatcher {
     batch: Vec<Write>,
     /// Rows whose writes are all in `batch`.
     rows: u64,
-    read_at: Option<Instant>,
+    /// When the source row of each write of `batch` was read: a partition's rows can come
+    /// from pages read many seconds apart (a rate limit, a node stopped between them).
+    read_at: Vec<Instant>,
     scratch: Vec<Write>,
 }
 
@@ -252,7 +254,7 @@ impl PartitionBatcher {
         out.push(WriteRequest::new(
             std::mem::take(&mut self.batch),
             std::mem::take(&mut self.rows),
-            self.read_at.unwrap_or_else(Instant::now),
+            std::mem::take(&mut self.read_at),
         ));
     }
 }
@@ -262,12 +264,14 @@ pub struct WriteRequest {
     writes: Vec<Write>,
     rows: u64,
     bytes: u64,
-    /// When the source rows were read: TTLs read then are shortened by the time since.
-    read_at: Instant,
+    /// When the source row of each write was read: TTLs read then are shortened by the time
+    /// since, each by its own.
+    read_at: Vec<Instant>,
 }
 
 impl WriteRequest {
-    fn new(writes: Vec<Write>, rows: u64, read_at: Instant) -> Self {
+    fn new(writes: Vec<Write>, rows: u64, read_at: Vec<Instant>) -> Self {
+        debug_assert_eq!(writes.len(), read_at.len());
         let bytes = writes.iter().map(|w| w.values.size() as u64).sum();
         Self {
             writes,
@@ -328,15 +332,15 @@ impl Sink<RawRow> for CopySink {
         if new_partition {
             b.take(out);
         }
-        b.read_at = Some(read_at);
         let mut counted = false;
         for write in writes.drain(..) {
             if write.counters.is_some() {
                 // A counter row reads before it writes: it travels alone.
-                out.push(WriteRequest::new(vec![write], 1, read_at));
+                out.push(WriteRequest::new(vec![write], 1, vec![read_at]));
                 counted = true;
             } else {
                 b.batch.push(write);
+                b.read_at.push(read_at);
             }
         }
         b.scratch = writes;
@@ -355,11 +359,17 @@ impl Sink<RawRow> for CopySink {
     }
 
     async fn send(&self, request: &WriteRequest) -> Result<(), ExecutionError> {
-        let elapsed = request.read_at.elapsed();
+        let elapsed: Vec<_> = request.read_at.iter().map(Instant::elapsed).collect();
         match request.writes.as_slice() {
-            [one] => one.execute(&self.session, elapsed).await,
+            [one] => one.execute(&self.session, elapsed[0]).await,
             many => {
-                execute_batch(many, &self.session, self.plan.target_consistency(), elapsed).await
+                execute_batch(
+                    many,
+                    &self.session,
+                    self.plan.target_consistency(),
+                    &elapsed,
+                )
+                .await
             }
         }
     }
