@@ -206,8 +206,8 @@ pub trait Sink<R>: Send + Sync + 'static {
         std::future::ready(Ok(()))
     }
 
-    /// Turns one row, read at `read_at`, into writes; requests that are complete are pushed
-    /// to `out`, in the order they must be sent.
+    /// Turns one row, read by a request sent at `read_at`, into writes; requests that are
+    /// complete are pushed to `out`, in the order they must be sent.
     fn push(
         &self,
         batcher: &mut Self::Batcher,

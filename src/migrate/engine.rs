@@ -756,15 +756,24 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
             if self.cancel.is_cancelled() {
                 return Err(EngineError::Stopped);
             }
+            // When the request that answered was sent. A source computes the TTLs it returns
+            // from when its coordinator began the read, which is close after the request was
+            // sent; the answer can come many seconds later (a replica that stopped makes the
+            // coordinator wait for another), and TTLs aged from the answer's arrival would let
+            // the copy outlive its source by that wait (6-16 s seen with a node stopped).
+            let mut sent = Instant::now();
             let page = retry(
                 &self.counters.retries,
                 &self.cancel,
                 "reading from the source",
                 true,
-                || self.scan.page(unit, &at),
+                || {
+                    sent = Instant::now();
+                    self.scan.page(unit, &at)
+                },
             )
             .await;
-            let read_at = Instant::now();
+            let read_at = sent;
             let Page { rows, next } = match page {
                 Ok(p) => p,
                 Err(_) if self.cancel.is_cancelled() => return Err(EngineError::Stopped),

@@ -564,8 +564,11 @@ impl Sink<RawRow> for BulkSink {
         }
         b.bytes += row.size() as u64;
         b.rows.push(row.clone());
-        // The second it was read, rounded up: a TTL counted from a moment before the read
-        // would expire the copy before the source's cell.
+        // The second its page was asked for, rounded up: the source counted the TTL from when
+        // its coordinator began the read, a moment after the request was sent (see
+        // `scan_unit`), so the copy expires neither before the source's cell (unless the
+        // coordinator sat on the request for a second) nor after it by the time the answer
+        // took to come back.
         let ago = i64::try_from(read_at.elapsed().as_millis()).unwrap_or(0);
         let read_ms = chrono::Utc::now().timestamp_millis() - ago;
         b.read_at_s
