@@ -29,7 +29,8 @@ import uuid
 from decimal import Decimal
 
 import cassandra.cqltypes as cqltypes
-from cassandra import ConsistencyLevel
+from cassandra import ConsistencyLevel, ReadTimeout, Unavailable
+from cassandra.cluster import OperationTimedOut
 from cassandra.cluster import Cluster
 from cassandra.protocol import _ProtocolHandler
 from cassandra.query import SimpleStatement
@@ -119,6 +120,23 @@ def quote(name):
     return '"' + name.replace('"', '""') + '"'
 
 
+def read_rows(session, statement, keys, reads):
+    rows = []
+    for row in session.execute(statement):
+        row = list(row)
+        key = [canon(v) for v in row[: len(keys)]]
+        out = {}
+        for (name, what, field), v in zip(reads, row[len(keys):]):
+            cell = out.setdefault(name, {})
+            if field is None:
+                cell[what] = canon(v)
+            else:
+                cell.setdefault("fields", {}).setdefault(field, {})[what] = canon(v)
+        # When the row was read: TTLs count down, so the two sides' are compared as moments.
+        rows.append({"key": key, "cells": out, "at": time.time()})
+    return rows
+
+
 def main():
     host, port, keyspace, table = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
     consistency = ConsistencyLevel.name_to_value[sys.argv[5]] if len(sys.argv) > 5 else None
@@ -159,19 +177,19 @@ def main():
         fetch_size=2000,
         consistency_level=consistency,
     )
-    rows = []
-    for row in session.execute(statement):
-        row = list(row)
-        key = [canon(v) for v in row[: len(keys)]]
-        out = {}
-        for (name, what, field), v in zip(reads, row[len(keys):]):
-            cell = out.setdefault(name, {})
-            if field is None:
-                cell[what] = canon(v)
-            else:
-                cell.setdefault("fields", {}).setdefault(field, {})[what] = canon(v)
-        # When the row was read: TTLs count down, so the two sides' are compared as moments.
-        rows.append({"key": key, "cells": out, "at": time.time()})
+    # A read at ALL right after a node restarted can time out on the server while that node
+    # catches up (hints, compaction, a loaded machine): read again until it answers, within a
+    # generous deadline, rather than fail on the node's first slow minute.
+    deadline = time.time() + 600
+    while True:
+        try:
+            rows = read_rows(session, statement, keys, reads)
+            break
+        except (ReadTimeout, Unavailable, OperationTimedOut) as e:
+            if time.time() > deadline:
+                raise
+            print(f"cql_reader: {e}; reading again", file=sys.stderr)
+            time.sleep(2)
     types = {
         t.type_name: [[f, ft] for f, ft in zip(t.field_names, t.field_types)]
         for t in session.execute(
