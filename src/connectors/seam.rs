@@ -86,6 +86,12 @@ pub trait Scan: Send + Sync + 'static {
     /// Why a read failed.
     type Error: RequestError;
 
+    /// Whether the TTLs of a page's rows are counted by the source from when it was asked for
+    /// the page (a database answering a request, whose answer can come seconds later), rather
+    /// than from when the page is handed over (a reader that counts them itself). The engine
+    /// ages each row's TTL from that moment, so the copy expires with its source.
+    const TTLS_COUNTED_AT_REQUEST: bool = false;
+
     /// The units of the table, less the work `done` covers.
     fn plan(&self, done: &savepoints::Progress) -> Plan<Self::Unit>;
     /// The cursor of a unit's first page.
@@ -206,8 +212,9 @@ pub trait Sink<R>: Send + Sync + 'static {
         std::future::ready(Ok(()))
     }
 
-    /// Turns one row, read by a request sent at `read_at`, into writes; requests that are
-    /// complete are pushed to `out`, in the order they must be sent.
+    /// Turns one row, whose TTLs count from `read_at` (see [`Scan::TTLS_COUNTED_AT_REQUEST`]),
+    /// into writes; requests that are complete are pushed to `out`, in the order they must be
+    /// sent.
     fn push(
         &self,
         batcher: &mut Self::Batcher,

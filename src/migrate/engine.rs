@@ -756,11 +756,12 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
             if self.cancel.is_cancelled() {
                 return Err(EngineError::Stopped);
             }
-            // When the request that answered was sent. A source computes the TTLs it returns
+            // When the request that answered was sent. A CQL source counts the TTLs it returns
             // from when its coordinator began the read, which is close after the request was
             // sent; the answer can come many seconds later (a replica that stopped makes the
             // coordinator wait for another), and TTLs aged from the answer's arrival would let
-            // the copy outlive its source by that wait (6-16 s seen with a node stopped).
+            // the copy outlive its source by that wait (6-16 s seen with a node stopped). A
+            // reader that counts TTLs itself does so when it hands the page over.
             let mut sent = Instant::now();
             let page = retry(
                 &self.counters.retries,
@@ -773,7 +774,11 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
                 },
             )
             .await;
-            let read_at = sent;
+            let read_at = if S::TTLS_COUNTED_AT_REQUEST {
+                sent
+            } else {
+                Instant::now()
+            };
             let Page { rows, next } = match page {
                 Ok(p) => p,
                 Err(_) if self.cancel.is_cancelled() => return Err(EngineError::Stopped),

@@ -92,6 +92,9 @@ impl Scan for RangeScan {
     type Cursor = RangeCursor;
     type Error = ExecutionError;
 
+    /// The coordinator fixes the moment TTLs are counted from when it begins the read.
+    const TTLS_COUNTED_AT_REQUEST: bool = true;
+
     fn plan(&self, done: &savepoints::Progress) -> Plan<TokenUnit> {
         units::plan(&self.tokens, self.split_count, &done.token_ranges)
     }

@@ -564,11 +564,10 @@ impl Sink<RawRow> for BulkSink {
         }
         b.bytes += row.size() as u64;
         b.rows.push(row.clone());
-        // The second its page was asked for, rounded up: the source counted the TTL from when
-        // its coordinator began the read, a moment after the request was sent (see
-        // `scan_unit`), so the copy expires neither before the source's cell (unless the
-        // coordinator sat on the request for a second) nor after it by the time the answer
-        // took to come back.
+        // The second the row's TTL was counted from (see `Scan::TTLS_COUNTED_AT_REQUEST`),
+        // rounded up: the copy expires neither before the source's cell (unless a coordinator
+        // sat on the request for a second) nor after it by the time an answer took to come
+        // back.
         let ago = i64::try_from(read_at.elapsed().as_millis()).unwrap_or(0);
         let read_ms = chrono::Utc::now().timestamp_millis() - ago;
         b.read_at_s
