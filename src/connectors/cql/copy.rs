@@ -155,7 +155,7 @@ pub struct Write {
 }
 
 impl Write {
-    /// Executes the write on `session`, `elapsed` after its source row was read.
+    /// Executes the write on `session`; its source row's TTLs count from `read_at`.
     ///
     /// A counter row reads the target's counters first and adds only the difference: writing
     /// it again (a retry, a resumed unit, a re-run) leaves the target at the source's values
@@ -163,10 +163,10 @@ impl Write {
     pub async fn execute(
         &self,
         session: &Session,
-        elapsed: std::time::Duration,
+        read_at: std::time::Instant,
     ) -> Result<(), scylla::errors::ExecutionError> {
         let Some(counters) = &self.counters else {
-            return match self.values_now(session, elapsed).await? {
+            return match self.values_now(session, read_at).await? {
                 Some(values) => session
                     .execute_unpaged(&self.statement, values)
                     .await
@@ -196,31 +196,33 @@ impl Write {
         Ok(())
     }
 
-    /// [`values_at`](Self::values_at) after the guard, if any, has left out what the target
-    /// already holds; `None` when nothing is left to write.
+    /// The values to send now, after the guard, if any, has left out what the target already
+    /// holds; `None` when nothing is left to write. TTLs are aged (see
+    /// [`aged`](Self::aged)) after the guard's read, which can take seconds when
+    /// target nodes are failing: aged before it, the write would carry TTLs that long.
     pub async fn values_now(
         &self,
         session: &Session,
-        elapsed: std::time::Duration,
+        read_at: std::time::Instant,
     ) -> Result<Option<BoundRow>, scylla::errors::ExecutionError> {
-        let Some(values) = self.values_at(elapsed) else {
-            return Ok(None);
+        let values = match &self.guard {
+            None => self.values.clone(),
+            Some(guard) => match guard.apply(session, &self.values).await? {
+                Some(values) => values,
+                None => return Ok(None),
+            },
         };
-        match &self.guard {
-            None => Ok(Some(values)),
-            Some(guard) => guard.apply(session, &values).await,
-        }
+        Ok(self.aged(values, read_at.elapsed()))
     }
 
-    /// The values to send now, `elapsed` after the source row was read: a source TTL is
+    /// `values` to send `elapsed` after the source row's TTLs were counted: a source TTL is
     /// shortened by that time, so the cell expires when it would have in the source, even
     /// when the write waited behind others or was retried during an outage. `None` when the
     /// cell has expired meanwhile (nothing is left to write).
-    pub fn values_at(&self, elapsed: std::time::Duration) -> Option<BoundRow> {
+    fn aged(&self, mut values: BoundRow, elapsed: std::time::Duration) -> Option<BoundRow> {
         let Some(slot) = self.ttl_slot else {
-            return Some(self.values.clone());
+            return Some(values);
         };
-        let mut values = self.values.clone();
         if let Some(Bound::Int(ttl)) = values.0.get_mut(slot)
             && *ttl > 0
         {
@@ -235,13 +237,13 @@ impl Write {
 }
 
 /// Sends writes of one partition as one unlogged batch (applied by the target as a single
-/// mutation), `elapsed[i]` after the source row of `writes[i]` was read; statements whose
-/// cells expired while waiting are left out.
+/// mutation), the TTLs of `writes[i]` counting from `read_at[i]`; statements whose cells
+/// expired while waiting are left out.
 pub async fn execute_batch(
     writes: &[Write],
     session: &Session,
     consistency: scylla::statement::Consistency,
-    elapsed: &[std::time::Duration],
+    read_at: &[std::time::Instant],
 ) -> Result<(), scylla::errors::ExecutionError> {
     let mut batch =
         scylla::statement::batch::Batch::new(scylla::statement::batch::BatchType::Unlogged);
@@ -254,8 +256,8 @@ pub async fn execute_batch(
     let now = futures::future::try_join_all(
         writes
             .iter()
-            .zip(elapsed)
-            .map(|(w, elapsed)| w.values_now(session, *elapsed)),
+            .zip(read_at)
+            .map(|(w, read_at)| w.values_now(session, *read_at)),
     )
     .await?;
     let mut values = Vec::with_capacity(writes.len());
@@ -977,7 +979,7 @@ async fn prepare(session: &Session, side: &str, cql: &str) -> Result<PreparedSta
 
 /// The retry policy of writes that carry a TTL: none in the driver. A TTL is relative to the
 /// moment a replica applies the write, and drover shortens a source TTL by the time since the
-/// row was read each time it sends the write ([`Write::values_at`]); the driver's own retry
+/// row was read each time it sends the write ([`Write::values_now`]); the driver's own retry
 /// would resend the same TTL later (after a node stopped mid-request, seconds later), and the
 /// copy would outlive its source by that much. drover's retries resend it recomputed.
 fn no_driver_retry() -> Arc<dyn scylla::policies::retry::RetryPolicy> {

@@ -359,15 +359,14 @@ impl Sink<RawRow> for CopySink {
     }
 
     async fn send(&self, request: &WriteRequest) -> Result<(), ExecutionError> {
-        let elapsed: Vec<_> = request.read_at.iter().map(Instant::elapsed).collect();
         match request.writes.as_slice() {
-            [one] => one.execute(&self.session, elapsed[0]).await,
+            [one] => one.execute(&self.session, request.read_at[0]).await,
             many => {
                 execute_batch(
                     many,
                     &self.session,
                     self.plan.target_consistency(),
-                    &elapsed,
+                    &request.read_at,
                 )
                 .await
             }
