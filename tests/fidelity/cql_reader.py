@@ -122,19 +122,28 @@ def quote(name):
 
 def read_rows(session, statement, keys, reads):
     rows = []
-    for row in session.execute(statement):
-        row = list(row)
-        key = [canon(v) for v in row[: len(keys)]]
-        out = {}
-        for (name, what, field), v in zip(reads, row[len(keys):]):
-            cell = out.setdefault(name, {})
-            if field is None:
-                cell[what] = canon(v)
-            else:
-                cell.setdefault("fields", {}).setdefault(field, {})[what] = canon(v)
-        # When the row was read: TTLs count down, so the two sides' are compared as moments.
-        rows.append({"key": key, "cells": out, "at": time.time()})
-    return rows
+    paging_state = None
+    while True:
+        # Each row's moment is when its page was asked for: the server counts the TTLs it
+        # returns from the start of the read, and a page of a read at ALL can come back many
+        # seconds later (a node that just restarted), which, taken as the moment, would show
+        # that side's TTLs as seconds too long.
+        asked = time.time()
+        result = session.execute(statement, paging_state=paging_state)
+        for row in result.current_rows:
+            row = list(row)
+            key = [canon(v) for v in row[: len(keys)]]
+            out = {}
+            for (name, what, field), v in zip(reads, row[len(keys):]):
+                cell = out.setdefault(name, {})
+                if field is None:
+                    cell[what] = canon(v)
+                else:
+                    cell.setdefault("fields", {}).setdefault(field, {})[what] = canon(v)
+            rows.append({"key": key, "cells": out, "at": asked})
+        paging_state = result.paging_state
+        if not paging_state:
+            return rows
 
 
 def main():
