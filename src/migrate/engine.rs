@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::Semaphore;
@@ -19,7 +19,7 @@ use super::EngineError;
 use super::config::{JobConfig, SourceConfig, TargetConfig};
 use super::estimate::Estimator;
 use super::limits::Limits;
-use super::retry::{Retries, retry};
+use super::retry::{Retries, read_page, retry};
 use crate::connectors::seam::{
     Changes, Claim, Coordinator, Pacing, Page, Pushed, Request, Scan, Sink, Unit,
 };
@@ -756,29 +756,15 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
             if self.cancel.is_cancelled() {
                 return Err(EngineError::Stopped);
             }
-            // When the request that answered was sent. A CQL source counts the TTLs it returns
-            // from when its coordinator began the read, which is close after the request was
-            // sent; the answer can come many seconds later (a replica that stopped makes the
-            // coordinator wait for another), and TTLs aged from the answer's arrival would let
-            // the copy outlive its source by that wait (6-16 s seen with a node stopped). A
-            // reader that counts TTLs itself does so when it hands the page over.
-            let mut sent = Instant::now();
-            let page = retry(
+            let (page, read_at) = read_page(
+                &*self.scan,
+                unit,
+                &at,
                 &self.counters.retries,
                 &self.cancel,
                 "reading from the source",
-                true,
-                || {
-                    sent = Instant::now();
-                    self.scan.page(unit, &at)
-                },
             )
             .await;
-            let read_at = if S::TTLS_COUNTED_AT_REQUEST {
-                sent
-            } else {
-                Instant::now()
-            };
             let Page { rows, next } = match page {
                 Ok(p) => p,
                 Err(_) if self.cancel.is_cancelled() => return Err(EngineError::Stopped),

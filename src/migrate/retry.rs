@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use backon::BackoffBuilder;
 use tokio_util::sync::CancellationToken;
 
-use crate::connectors::seam::{RequestError, Retry};
+use crate::connectors::seam::{Page, RequestError, Retry, Scan};
 
 /// How long a request is retried before the job gives up on it, unless the job says
 /// otherwise (`retryForSeconds`).
@@ -108,4 +108,33 @@ fn worth_retrying(e: &impl RequestError, idempotent: bool) -> bool {
         Retry::IfIdempotent => idempotent,
         Retry::Never => false,
     }
+}
+
+/// Reads the page of `unit` at `cursor`, retried as [`retry`] does, with the moment its
+/// rows' TTLs count from: when the answering request was sent for a source that counts them
+/// at the request ([`Scan::TTLS_COUNTED_AT_REQUEST`], CQL, whose coordinator fixes the moment
+/// when it begins the read), else when the page arrived (a reader that counts them itself
+/// does so when it hands the page over). The answer can come many seconds after the request
+/// (a replica that stopped makes the coordinator wait for another): TTLs aged from its
+/// arrival would let a copy outlive its source by that wait (6-16 s seen with a node stopped).
+pub async fn read_page<S: Scan>(
+    scan: &S,
+    unit: &S::Unit,
+    cursor: &S::Cursor,
+    retries: &Retries,
+    cancel: &CancellationToken,
+    what: &str,
+) -> (Result<Page<S::Row, S::Cursor>, S::Error>, Instant) {
+    let mut sent = Instant::now();
+    let page = retry(retries, cancel, what, true, || {
+        sent = Instant::now();
+        scan.page(unit, cursor)
+    })
+    .await;
+    let read_at = if S::TTLS_COUNTED_AT_REQUEST {
+        sent
+    } else {
+        Instant::now()
+    };
+    (page, read_at)
 }

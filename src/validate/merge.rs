@@ -19,8 +19,9 @@ use crate::migrate::limits::Limits;
 
 /// What a scan task sends: pages of rows, then the end, or why it stopped.
 pub(crate) enum Feed<R> {
-    /// The next rows, in order.
-    Rows(Vec<R>),
+    /// The next rows, in order, and the moment their TTLs count from (see
+    /// [`read_page`](crate::migrate::retry::read_page)): a repair ages them from it.
+    Rows(Vec<R>, Instant),
     /// The range is complete.
     End,
     /// The scan failed for good.
@@ -55,8 +56,10 @@ impl<R: Clone> Cursor<R> {
     async fn peek(&mut self) -> Result<Option<&R>, EngineError> {
         while self.rows.is_empty() && !self.finished {
             match self.pages.recv().await {
-                Some(Feed::Rows(rows)) => {
-                    self.read_at = Instant::now();
+                Some(Feed::Rows(rows, read_at)) => {
+                    // Not when the page is taken: it waited in the channel while the one
+                    // before was merged (and repaired, seconds when target nodes fail).
+                    self.read_at = read_at;
                     self.rows.extend(rows);
                 }
                 Some(Feed::End) => self.finished = true,

@@ -19,7 +19,7 @@ use crate::connectors::seam::{Pacing, Page, Scan, Unit};
 use crate::migrate::EngineError;
 use crate::migrate::engine::drive_units;
 use crate::migrate::limits::Limits;
-use crate::migrate::retry::retry;
+use crate::migrate::retry::read_page;
 
 /// Both tables of a validation, read alike, with what compares their rows.
 pub(crate) struct Sides<C: Comparator, S: Scan<Row = C::Row>> {
@@ -204,9 +204,14 @@ where
         };
         let mut at = Some(scan.start(&unit));
         while let Some(cursor) = at.take() {
-            let page = retry(&progress.scan.retries, &cancel, what, true, || {
-                scan.page(&unit, &cursor)
-            })
+            let (page, read_at) = read_page(
+                &*scan,
+                &unit,
+                &cursor,
+                &progress.scan.retries,
+                &cancel,
+                what,
+            )
             .await;
             let Page { rows, next } = match page {
                 Ok(page) => page,
@@ -220,7 +225,7 @@ where
                     return;
                 }
             };
-            if tx.send(Feed::Rows(rows)).await.is_err() {
+            if tx.send(Feed::Rows(rows, read_at)).await.is_err() {
                 return;
             }
             at = next;

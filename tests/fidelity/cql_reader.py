@@ -29,9 +29,10 @@ import uuid
 from decimal import Decimal
 
 import cassandra.cqltypes as cqltypes
-from cassandra import ConsistencyLevel, ReadTimeout, Unavailable
-from cassandra.cluster import OperationTimedOut
+from cassandra import ConsistencyLevel, ReadFailure, ReadTimeout, Unavailable
+from cassandra.cluster import NoHostAvailable, OperationTimedOut
 from cassandra.cluster import Cluster
+from cassandra.policies import FallthroughRetryPolicy
 from cassandra.protocol import _ProtocolHandler
 from cassandra.query import SimpleStatement
 from cassandra.util import Date, Duration, OrderedMapSerializedKey, SortedSet, Time
@@ -185,6 +186,10 @@ def main():
         f"SELECT {', '.join(select)} FROM {quote(keyspace)}.{quote(table)}",
         fetch_size=2000,
         consistency_level=consistency,
+        # No retry inside the driver: a page it asked for again (after a range read's 10 s
+        # timeout) would count its TTLs from then, not from `asked`, and that side's TTLs
+        # would look that much short. A failed page fails the read; it is read again whole.
+        retry_policy=FallthroughRetryPolicy(),
     )
     # A read at ALL right after a node restarted can time out on the server while that node
     # catches up (hints, compaction, a loaded machine): read again until it answers, within a
@@ -194,7 +199,7 @@ def main():
         try:
             rows = read_rows(session, statement, keys, reads)
             break
-        except (ReadTimeout, Unavailable, OperationTimedOut) as e:
+        except (ReadTimeout, ReadFailure, Unavailable, OperationTimedOut, NoHostAvailable) as e:
             if time.time() > deadline:
                 raise
             print(f"cql_reader: {e}; reading again", file=sys.stderr)

@@ -1198,6 +1198,9 @@ pub(crate) fn compare(src: &Value, dst: &Value, expect: Expect, started: i64) ->
         ))
     };
     out.insert(ROWS.to_string(), rows_verdict);
+    // Rows past the first that differ in a column: one row is a write, every row of a page
+    // a reader's clock.
+    let mut more: HashMap<String, usize> = HashMap::new();
     for row in &srows {
         let Some(target) = by_key.get(&row["key"].to_string()) else {
             continue;
@@ -1206,12 +1209,18 @@ pub(crate) fn compare(src: &Value, dst: &Value, expect: Expect, started: i64) ->
         let aged = (at(target) - at(row)).round() as i64;
         for (col, cell) in row["cells"].as_object().into_iter().flatten() {
             let entry = out.entry(col.clone()).or_insert(Ok(()));
-            if entry.is_err() {
-                continue;
-            }
             if let Err(e) = compare_cell(cell, &target["cells"][col], expect, aged, started) {
-                *entry = Err(format!("row {}: {e}", short(&row["key"])));
+                if entry.is_err() {
+                    *more.entry(col.clone()).or_default() += 1;
+                } else {
+                    *entry = Err(format!("row {}: {e}", short(&row["key"])));
+                }
             }
+        }
+    }
+    for (col, n) in more {
+        if let Some(Err(e)) = out.get_mut(&col) {
+            e.push_str(&format!(" (and {n} more rows)"));
         }
     }
     out

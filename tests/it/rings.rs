@@ -8,6 +8,9 @@
 //! driver, `tests/fidelity/cql_reader.py`) at `ALL`, so that a replica missing a write cannot
 //! hide it: values, writetimes and TTLs must be the source's.
 //!
+//! A third test counts, from each node's own metrics, that every scan, read and write went to
+//! a replica of its range.
+//!
 //! The tests share the rings and stop their nodes, so they run one at a time (`RINGS`).
 
 use std::time::Duration;
@@ -43,11 +46,21 @@ async fn keyspace(
     dst: &scylla::client::session::Session,
     ks: &str,
 ) {
+    keyspace_at(src, dst, ks, 3).await;
+}
+
+/// [`keyspace`] at replication factor `rf`.
+async fn keyspace_at(
+    src: &scylla::client::session::Session,
+    dst: &scylla::client::session::Session,
+    ks: &str,
+    rf: usize,
+) {
     for s in [src, dst] {
         exec(s, &format!("DROP KEYSPACE IF EXISTS {ks}")).await;
         exec(
             s,
-            &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'NetworkTopologyStrategy', '{DC}': 3}}"),
+            &format!("CREATE KEYSPACE {ks} WITH replication = {{'class': 'NetworkTopologyStrategy', '{DC}': {rf}}}"),
         )
         .await;
         for stmt in DDL.split(';') {
@@ -375,4 +388,94 @@ async fn with_two_target_nodes_stopped_a_copy_waits_and_goes_on_when_they_are_ba
     assert_eq!(job["state"], "SUCCEEDED", "{job}\n{}", d.logs());
     eprintln!("job: {}", job["progress"]);
     assert_exact(ks, ROWS, started).await;
+}
+
+/// Each node's own count of what it coordinated and executed for `ks.t` (see
+/// `tests/fidelity/node_requests.py`), by address.
+async fn node_requests(ks: &str, nodes: &[&str]) -> Value {
+    let mut args = vec![ks, "t"];
+    args.extend_from_slice(nodes);
+    crate::fidelity::read_with("node_requests.py", &args).await
+}
+
+/// Nodes of `counts` where requests of `kind` were coordinated but executed on another node
+/// (at replication factor 1 the two counts of a routed request are the same node's), and
+/// the total executed.
+fn misrouted(counts: &Value, kind: &str) -> (Vec<String>, u64) {
+    let mut wrong = Vec::new();
+    let mut total = 0;
+    for (node, c) in counts.as_object().into_iter().flatten() {
+        let coordinated = c[format!("coordinator_{kind}")].as_u64().unwrap_or(0);
+        let local = c[format!("local_{kind}")].as_u64().unwrap_or(0);
+        total += local;
+        if coordinated != local {
+            wrong.push(format!(
+                "{node}: coordinated {coordinated}, executed {local}"
+            ));
+        }
+    }
+    (wrong, total)
+}
+
+#[tokio::test]
+async fn every_read_and_write_goes_to_a_replica_of_its_range() {
+    // At replication factor 1 a range has one replica: a scan, read or write sent to any other
+    // node is coordinated there and executed on the replica, which the nodes' own metrics
+    // show. (At RF 3 on three nodes every node is a replica of everything.)
+    const ROWS: usize = 3_000;
+    let _one = RINGS.lock().await;
+    rings::up();
+    let (src, dst) = (session(SRC[0]).await, session(DST[0]).await);
+    let ks = "ring_routing";
+    keyspace_at(&src, &dst, ks, 1).await;
+    fill(&src, ks, ROWS).await;
+    let before = (node_requests(ks, &SRC).await, node_requests(ks, &DST).await);
+    let d = Daemon::fresh("").await;
+    let yaml = job(ks, 100_000);
+    let copy = d.run_job("/api/v1/migrations", &yaml, WAIT).await;
+    eprintln!("copy: {}", copy["progress"]);
+    let validation = d.run_job("/api/v1/validations", &yaml, WAIT).await;
+    assert_eq!(
+        validation["result"]["rowsWithDifferences"], 0,
+        "{validation}"
+    );
+    let after = (node_requests(ks, &SRC).await, node_requests(ks, &DST).await);
+    eprintln!("source nodes: {}\ntarget nodes: {}", after.0, after.1);
+    // The fill wrote through unprepared statements, which the driver cannot route, so only
+    // the source's scans are counted there; the target saw nothing but drover.
+    let since = |after: &Value, before: &Value| {
+        let mut out = after.clone();
+        for (node, c) in out.as_object_mut().into_iter().flatten() {
+            for (k, v) in c.as_object_mut().into_iter().flatten() {
+                let was = before[node.as_str()][k.as_str()].as_u64().unwrap_or(0);
+                *v = Value::from(v.as_u64().unwrap_or(0) - was);
+            }
+        }
+        out
+    };
+    let (src_counts, dst_counts) = (since(&after.0, &before.0), since(&after.1, &before.1));
+    let mut problems = Vec::new();
+    for (side, counts, kinds) in [
+        ("source", &src_counts, &["scan"][..]),
+        ("target", &dst_counts, &["scan", "read", "write"][..]),
+    ] {
+        for kind in kinds {
+            let (wrong, total) = misrouted(counts, kind);
+            if !wrong.is_empty() {
+                problems.push(format!(
+                    "{side} {kind}s sent to a node that is not the replica: {wrong:?}"
+                ));
+            }
+            // Every node holds ranges, and every one was scanned (the copy, then the
+            // validation) and written.
+            if *kind != "read" {
+                for (node, c) in counts.as_object().into_iter().flatten() {
+                    if c[format!("local_{kind}")].as_u64().unwrap_or(0) == 0 {
+                        problems.push(format!("{side} {kind}s: none on {node} ({total} in all)"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -205,14 +205,22 @@ impl Write {
         session: &Session,
         read_at: std::time::Instant,
     ) -> Result<Option<BoundRow>, scylla::errors::ExecutionError> {
-        let values = match &self.guard {
-            None => self.values.clone(),
-            Some(guard) => match guard.apply(session, &self.values).await? {
-                Some(values) => values,
-                None => return Ok(None),
-            },
-        };
-        Ok(self.aged(values, read_at.elapsed()))
+        Ok(self
+            .guarded(session)
+            .await?
+            .and_then(|values| self.aged(values, read_at.elapsed())))
+    }
+
+    /// The values left after the guard, if any (`None` when the target already holds them
+    /// all), TTLs not yet aged.
+    async fn guarded(
+        &self,
+        session: &Session,
+    ) -> Result<Option<BoundRow>, scylla::errors::ExecutionError> {
+        match &self.guard {
+            None => Ok(Some(self.values.clone())),
+            Some(guard) => guard.apply(session, &self.values).await,
+        }
     }
 
     /// `values` to send `elapsed` after the source row's TTLs were counted: a source TTL is
@@ -250,19 +258,16 @@ pub async fn execute_batch(
     batch.set_consistency(consistency);
     batch.set_is_idempotent(writes.iter().all(|w| w.idempotent));
     if writes.iter().any(|w| w.ttl_slot.is_some()) {
-        batch.set_retry_policy(Some(no_driver_retry()));
+        batch.set_retry_policy(Some(super::retry::no_driver_retry()));
     }
     // The guards' reads (lists already on the target) go out together.
-    let now = futures::future::try_join_all(
-        writes
-            .iter()
-            .zip(read_at)
-            .map(|(w, read_at)| w.values_now(session, *read_at)),
-    )
-    .await?;
+    let guarded = futures::future::try_join_all(writes.iter().map(|w| w.guarded(session))).await?;
+    // Every statement's TTLs are aged once all the guards have answered, just before the batch
+    // goes out: aged before a guard's read (seconds when target nodes fail), the batch's
+    // other cells would outlive their source by that read's time (3-7 s seen).
     let mut values = Vec::with_capacity(writes.len());
-    for (w, v) in writes.iter().zip(now) {
-        if let Some(v) = v {
+    for ((w, v), read_at) in writes.iter().zip(guarded).zip(read_at) {
+        if let Some(v) = v.and_then(|v| w.aged(v, read_at.elapsed())) {
             batch.append_statement(w.statement.clone());
             values.push(v);
         }
@@ -965,7 +970,7 @@ async fn prepare_write(
     st.set_consistency(consistency);
     st.set_is_idempotent(idempotent);
     if cql.contains("TTL ?") {
-        st.set_retry_policy(Some(no_driver_retry()));
+        st.set_retry_policy(Some(super::retry::no_driver_retry()));
     }
     Ok(st)
 }
@@ -975,15 +980,6 @@ async fn prepare(session: &Session, side: &str, cql: &str) -> Result<PreparedSta
         side: side.to_string(),
         message: format!("cannot prepare `{cql}`: {e}"),
     })
-}
-
-/// The retry policy of writes that carry a TTL: none in the driver. A TTL is relative to the
-/// moment a replica applies the write, and drover shortens a source TTL by the time since the
-/// row was read each time it sends the write ([`Write::values_now`]); the driver's own retry
-/// would resend the same TTL later (after a node stopped mid-request, seconds later), and the
-/// copy would outlive its source by that much. drover's retries resend it recomputed.
-fn no_driver_retry() -> Arc<dyn scylla::policies::retry::RetryPolicy> {
-    Arc::new(scylla::policies::retry::FallthroughRetryPolicy)
 }
 
 /// Shared handle to a plan.

@@ -101,6 +101,21 @@ fn level_name(c: scylla::statement::Consistency) -> String {
     out
 }
 
+/// The retry policy of requests whose answer depends on when they were sent: none in the
+/// driver, so that every attempt is one drover sent and timed itself.
+///
+/// A TTL is relative to a moment. A write's TTL counts from when a replica applies it, and
+/// drover shortens a source TTL by the time since the row was read each time it sends the
+/// write ([`Write::values_now`](super::copy::Write::values_now)); the driver's own retry would
+/// resend the same TTL later (after a node stopped mid-request, seconds later), and the copy
+/// would outlive its source by that much. A scan's TTLs count from when its coordinator began
+/// the read, and drover takes that as when it sent the request; a retry inside the driver
+/// (a read timeout, 10 s for a range, then the next replica) would be counted from later, and
+/// the copy would expire that much early. drover's retries send both again, timed anew.
+pub(crate) fn no_driver_retry() -> std::sync::Arc<dyn RetryPolicy> {
+    std::sync::Arc::new(scylla::policies::retry::FallthroughRetryPolicy)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use super::rows::{Bound, BoundRow, RawRow};
 use super::schema::TableSchema;
 use super::units::{self, TokenUnit};
 use crate::connectors::seam::{Page, Plan, Scan};
-use crate::savepoints;
+use crate::savepoints::{self, ranges::TokenRange};
 
 /// A table read by token ranges through one prepared select.
 pub struct RangeScan {
@@ -32,6 +32,9 @@ pub struct RangeScan {
 #[derive(Clone)]
 pub struct RangeCursor {
     piece: usize,
+    /// The part of the piece read: the piece cut at the tokens of the ring read, so that one
+    /// replica holds all of it (see [`RangeScan::cursor_at`]).
+    range: TokenRange,
     statement: PreparedStatement,
     paging: PagingState,
 }
@@ -46,8 +49,10 @@ impl RangeScan {
         split_count: usize,
         local_dc: Option<String>,
     ) -> Self {
+        let mut tokens = units::ring_tokens(&session);
+        tokens.sort_unstable();
         Self {
-            tokens: units::ring_tokens(&session),
+            tokens,
             session,
             table,
             select,
@@ -69,17 +74,31 @@ impl RangeScan {
         self.table.partition_key.len()
     }
 
-    fn cursor_at(&self, unit: &TokenUnit, piece: usize) -> RangeCursor {
+    /// The cursor of piece `piece` of `unit` from token `from` (exclusive) on: to the piece's
+    /// end or to the first token of the ring read before it, whichever comes first. Units are
+    /// planned from one ring (the source's); the other side of a validation, or a ring whose
+    /// tokens moved, has other boundaries, and a range across one of them has no replica
+    /// holding all of it: its coordinator would read the part past the boundary from another
+    /// node (measured on the test rings: 49 range reads executed for 37 sent).
+    fn cursor_at(&self, unit: &TokenUnit, piece: usize, from: i64) -> RangeCursor {
+        let range = TokenRange {
+            start: from,
+            end: cut(&self.tokens, from, unit.pieces[piece].end),
+        };
         let mut statement = self.select.clone();
         // Send the scan to a replica of the range, another one when it is down.
         statement.set_load_balancing_policy(Some(Arc::new(super::routing::RangeReplicas::new(
             &self.table.keyspace,
             &self.table.table,
-            unit.pieces[piece].end,
+            range.end,
             self.local_dc.as_deref(),
         ))));
+        // The moment its TTLs count from is when the engine sent the request: no retry
+        // inside the driver may move it (see `no_driver_retry`).
+        statement.set_retry_policy(Some(super::retry::no_driver_retry()));
         RangeCursor {
             piece,
+            range,
             statement,
             paging: PagingState::start(),
         }
@@ -100,7 +119,7 @@ impl Scan for RangeScan {
     }
 
     fn start(&self, unit: &TokenUnit) -> RangeCursor {
-        self.cursor_at(unit, 0)
+        self.cursor_at(unit, 0, unit.pieces[0].start)
     }
 
     async fn page(
@@ -108,12 +127,12 @@ impl Scan for RangeScan {
         unit: &TokenUnit,
         cursor: &RangeCursor,
     ) -> Result<Page<RawRow, RangeCursor>, ExecutionError> {
-        let piece = unit.pieces[cursor.piece];
+        let range = cursor.range;
         let (rows, next) = read_page(
             &self.session,
             &cursor.statement,
-            piece.start,
-            piece.end,
+            range.start,
+            range.end,
             cursor.paging.clone(),
         )
         .await?;
@@ -122,8 +141,12 @@ impl Scan for RangeScan {
                 paging: state,
                 ..cursor.clone()
             }),
+            PagingStateResponse::NoMorePages if range.end < unit.pieces[cursor.piece].end => {
+                Some(self.cursor_at(unit, cursor.piece, range.end))
+            }
             PagingStateResponse::NoMorePages if cursor.piece + 1 < unit.pieces.len() => {
-                Some(self.cursor_at(unit, cursor.piece + 1))
+                let piece = cursor.piece + 1;
+                Some(self.cursor_at(unit, piece, unit.pieces[piece].start))
             }
             PagingStateResponse::NoMorePages => None,
         };
@@ -142,6 +165,15 @@ impl Scan for RangeScan {
     /// Partitions begun: the selects of copies and exports start with the partition key.
     fn measure(&self, rows: &[RawRow]) -> u64 {
         super::estimates::partitions_begun(rows, self.partition_key_len())
+    }
+}
+
+/// Where a read from token `from` (exclusive) towards `end` stops: at the first of the sorted
+/// ring `tokens` after `from` and before `end`, else at `end`.
+fn cut(tokens: &[i64], from: i64, end: i64) -> i64 {
+    match tokens.get(tokens.partition_point(|&t| t <= from)) {
+        Some(&t) if t < end => t,
+        _ => end,
     }
 }
 
@@ -175,4 +207,28 @@ async fn read_page(
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| bad("scan row", &e))?;
     Ok((rows, next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut;
+
+    #[test]
+    fn a_range_is_cut_at_each_ring_token_inside_it_and_nowhere_else() {
+        let ring = [-100, 0, 100];
+        // Tokens inside (from, end) cut it, one at a time.
+        assert_eq!(cut(&ring, -200, 200), -100);
+        assert_eq!(cut(&ring, -100, 200), 0);
+        assert_eq!(cut(&ring, 0, 200), 100);
+        assert_eq!(cut(&ring, 100, 200), 200);
+        // A token at `from` (excluded) or at `end` (the end already) does not.
+        assert_eq!(cut(&ring, -100, 0), 0);
+        assert_eq!(cut(&ring, -1, 0), 0);
+        assert_eq!(cut(&ring, -101, -100), -100);
+        // Between two tokens, or with no ring known, the range is whole.
+        assert_eq!(cut(&ring, 1, 99), 99);
+        assert_eq!(cut(&[], i64::MIN, i64::MAX), i64::MAX);
+        assert_eq!(cut(&ring, i64::MIN, i64::MAX), -100);
+        assert_eq!(cut(&ring, 100, i64::MAX), i64::MAX);
+    }
 }

@@ -70,7 +70,8 @@ fn row(token: i64, p: Option<i32>, c: i32, v: i32) -> RawRow {
 fn stream(side: &'static str, pages: Vec<Vec<RawRow>>) -> Cursor<RawRow> {
     let (tx, rx) = mpsc::channel(pages.len() + 1);
     for page in pages {
-        tx.try_send(Feed::Rows(page)).unwrap();
+        tx.try_send(Feed::Rows(page, std::time::Instant::now()))
+            .unwrap();
     }
     tx.try_send(Feed::End).unwrap();
     Cursor::new(side, rx)
