@@ -53,3 +53,26 @@ pub fn stop(names: &[String]) {
         }
     });
 }
+
+/// The JMX address (`host:port`) of ring node `name` (`src_node(n)` or `dst_node(n)`), as
+/// scripts/testenv places it: 127.0.0.1:751n for the source ring, 752n for the target's.
+pub fn jmx(name: &str) -> String {
+    let n = &name[name.len() - 1..];
+    if name.starts_with("cassandra-ringsrc-") {
+        format!("127.0.0.1:751{n}")
+    } else {
+        format!("127.0.0.1:752{n}")
+    }
+}
+
+/// The data directory of ring node `name`: beside the single-node source's in the test
+/// environment's directory.
+pub fn data_dir(name: &str) -> std::path::PathBuf {
+    let src = std::env::var("DROVER_TEST_CASSANDRA_SRC_DIR")
+        .expect("DROVER_TEST_CASSANDRA_SRC_DIR (source target/testenv/env after scripts/testenv up)");
+    std::path::Path::new(&src)
+        .parent()
+        .expect("the test environment's directory")
+        .join(name)
+        .join("data")
+}
