@@ -62,8 +62,10 @@ async fn keyspace_at(
     rf: usize,
     bulk: bool,
 ) {
+    // Without compaction the bulk tests can compare what each replica holds by its bytes: the
+    // SSTables drover writes are uncompressed and the node's compaction compresses them.
     let ddl = if bulk {
-        DDL.replace(BULK_LEFT_OUT, "")
+        DDL.replace(BULK_LEFT_OUT, "") + " AND compaction = {'class': 'SizeTieredCompactionStrategy', 'enabled': 'false'}"
     } else {
         DDL.to_string()
     };
@@ -502,14 +504,8 @@ async fn every_read_and_write_goes_to_a_replica_of_its_range() {
 /// A daemon beside ring node `name` serving snapshots of its SSTables (the source side of
 /// `bulkRead: snapshot`) and taking SSTable uploads (the target side of `bulkWrite: sstable`).
 async fn sidecar(name: &str) -> Daemon {
-    let nodetool =
-        std::env::var("DROVER_TEST_NODETOOL").expect("DROVER_TEST_NODETOOL (scripts/testenv env)");
-    Daemon::fresh(&format!(
-        "cassandra:\n  jmx_address: {}\n  data_file_directories: [{}]\nsstable_snapshots:\n  enabled: true\n  nodetool: {nodetool}\nsstable_uploads:\n  enabled: true\n  nodetool: {nodetool}\n  min_free_space_percent: 1\n",
-        rings::jmx(name),
-        rings::data_dir(name).display(),
-    ))
-    .await
+    let home = test_support::Home::new();
+    Daemon::start_with(&home, &sidecar_config(&home, name, "127.0.0.1:0")).await
 }
 
 /// The bytes of `ks.t`'s live SSTables on node `name`, as `nodetool tablestats` says.
@@ -539,6 +535,124 @@ fn sidecars(nodes: &[&str], daemons: &[Daemon]) -> String {
     out
 }
 
+/// The config of a daemon beside ring node `name` ([`sidecar`]) listening on `listen`.
+fn sidecar_config(home: &test_support::Home, name: &str, listen: &str) -> std::path::PathBuf {
+    let nodetool =
+        std::env::var("DROVER_TEST_NODETOOL").expect("DROVER_TEST_NODETOOL (scripts/testenv env)");
+    home.write_config_at(
+        listen,
+        &format!(
+            "cassandra:\n  jmx_address: {}\n  data_file_directories: [{}]\nsstable_snapshots:\n  enabled: true\n  nodetool: {nodetool}\nsstable_uploads:\n  enabled: true\n  nodetool: {nodetool}\n  min_free_space_percent: 1\n",
+            rings::jmx(name),
+            rings::data_dir(name).display(),
+        ),
+    )
+}
+
+/// A bulk copy of `ks.t` between the rings through the daemons beside their nodes.
+fn bulk_job(ks: &str, rows_per_second: usize, sources: &[Daemon], targets: &[Daemon]) -> String {
+    let copy = job(ks, rows_per_second);
+    let (source, target) = copy.split_once("target:\n").unwrap();
+    format!(
+        "{source}  bulkRead: snapshot\n{}target:\n{target}  bulkWrite: sstable\n{}",
+        sidecars(&SRC, sources),
+        sidecars(&DST, targets),
+    )
+}
+
+/// Each target node's bytes of `ks.t`, which must be the same on the three (RF 3 on three
+/// nodes puts every partition on each) and more than nothing.
+fn assert_every_replica_holds_the_table(ks: &str) -> Vec<u64> {
+    let held: Vec<u64> = (1..=3).map(|n| node_bytes(&dst_node(n), ks)).collect();
+    let most = *held.iter().max().unwrap();
+    assert!(
+        most > 0 && held.iter().all(|&b| b * 10 >= most * 9),
+        "the replicas hold different amounts of the table: {held:?} bytes"
+    );
+    held
+}
+
+#[tokio::test]
+async fn at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss() {
+    // The daemon beside one target node is killed in the middle of a load. Uploads to it are
+    // retried for a while, then the job fails naming the node; the daemon comes back on its
+    // address and the same job, submitted again, resumes: the units recorded complete are
+    // skipped, the others are loaded again whole (a replica that had them already answers that
+    // they were imported), and every replica ends with the whole table.
+    const ROWS: usize = 6_000;
+    let _one = RINGS.lock().await;
+    rings::up();
+    let (src, dst) = (session(SRC[0]).await, session(DST[0]).await);
+    let ks = "ring_bulk_down";
+    keyspace_at(&src, &dst, ks, 3, true).await;
+    fill(&src, ks, ROWS, true).await;
+    let mut sources = Vec::new();
+    let mut targets = Vec::new();
+    for n in 1..=3 {
+        sources.push(sidecar(&src_node(n)).await);
+        targets.push(sidecar(&dst_node(n)).await);
+    }
+    // The third target daemon on an address it can come back to.
+    let home = test_support::Home::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    targets[2] = Daemon::start_with(&home, &sidecar_config(&home, &dst_node(3), &listen)).await;
+    let d = Daemon::fresh("").await;
+    let started = micros_now();
+    let savepoints = home.path().join("savepoints");
+    let yaml = format!(
+        "{}savepoints:\n  path: {}\n  intervalSeconds: 1\n",
+        bulk_job(ks, 300, &sources, &targets),
+        savepoints.display()
+    );
+    let id = d.submit_job("/api/v1/migrations", &yaml).await;
+    let url = format!("/api/v1/migrations/{id}");
+    // Some units loaded on every replica (and so recorded), others not yet.
+    let before = d
+        .wait_for(&url, WAIT, |j| {
+            j["progress"]["unitsDone"].as_u64().unwrap_or(0) >= 6 || ended(j)
+        })
+        .await;
+    assert_eq!(before["state"], "RUNNING", "{before}");
+    targets[2].kill9();
+    let failed = d.wait_for(&url, WAIT, ended).await;
+    eprintln!(
+        "killed at {} rows written, {} units done; the job ended {} at {} rows: {}",
+        written(&before),
+        before["progress"]["unitsDone"],
+        failed["state"],
+        written(&failed),
+        failed["error"]
+    );
+    assert_eq!(failed["state"], "FAILED", "{failed}");
+    let error = failed["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("127.0.0.23") && error.contains("unreachable"),
+        "{failed}"
+    );
+    targets[2] = Daemon::start_with(&home, &sidecar_config(&home, &dst_node(3), &listen)).await;
+    let again = d.submit_job("/api/v1/migrations", &yaml).await;
+    let done = d
+        .wait_for(&format!("/api/v1/migrations/{again}"), WAIT, ended)
+        .await;
+    eprintln!("resumed: {}", done["progress"]);
+    // The units recorded complete before the failure are skipped; the rest are loaded again.
+    assert_eq!(done["state"], "SUCCEEDED", "{done}\n{}", d.logs());
+    assert!(
+        done["progress"]["unitsSkipped"].as_u64().unwrap_or(0) > 0,
+        "nothing was resumed: {done}"
+    );
+    eprintln!(
+        "target bytes per node: {:?}",
+        assert_every_replica_holds_the_table(ks)
+    );
+    assert_exact(ks, ROWS, started).await;
+}
+
 #[tokio::test]
 async fn at_rf_3_the_bulk_paths_read_snapshots_and_load_sstables_on_every_replica() {
     // The snapshot read takes every replica's SSTables of each range and merges them; the
@@ -560,13 +674,7 @@ async fn at_rf_3_the_bulk_paths_read_snapshots_and_load_sstables_on_every_replic
     }
     let d = Daemon::fresh("").await;
     let started = micros_now();
-    let copy = job(ks, 1_000_000);
-    let (source, target) = copy.split_once("target:\n").unwrap();
-    let yaml = format!(
-        "{source}  bulkRead: snapshot\n{}target:\n{target}  bulkWrite: sstable\n{}",
-        sidecars(&SRC, &sources),
-        sidecars(&DST, &targets),
-    );
+    let yaml = bulk_job(ks, 1_000_000, &sources, &targets);
     let done = d.run_job("/api/v1/migrations", &yaml, WAIT).await;
     eprintln!("bulk copy: {}", done["progress"]);
     assert_eq!(done["progress"]["rowsWritten"], ROWS, "{done}");
@@ -575,17 +683,12 @@ async fn at_rf_3_the_bulk_paths_read_snapshots_and_load_sstables_on_every_replic
     // each. (A read at ALL below merges the replicas, so it would not see one left out.
     // The nodes' partition estimate is 0 for these SSTables: the writer leaves out the
     // cardinality sketch it is made from.)
-    let held: Vec<u64> = (1..=3).map(|n| node_bytes(&dst_node(n), ks)).collect();
+    let held = assert_every_replica_holds_the_table(ks);
     for (n, t) in (1..=3).zip(&targets) {
         let imports = t.logs().matches("SSTables imported").count();
         eprintln!("{}: {imports} imports, {} bytes live", dst_node(n), held[n - 1]);
         assert!(imports > 0, "{} imported nothing:\n{}", dst_node(n), t.logs());
     }
-    let most = *held.iter().max().unwrap();
-    assert!(
-        most > 0 && held.iter().all(|&b| b * 10 >= most * 9),
-        "the replicas hold different amounts of the table: {held:?} bytes"
-    );
     assert_exact(ks, ROWS, started).await;
     let at_all = job(ks, 1_000_000).replace("LOCAL_QUORUM", "ALL");
     let validation = d.run_job("/api/v1/validations", &at_all, WAIT).await;
