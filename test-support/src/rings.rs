@@ -68,8 +68,9 @@ pub fn jmx(name: &str) -> String {
 /// The data directory of ring node `name`: beside the single-node source's in the test
 /// environment's directory.
 pub fn data_dir(name: &str) -> std::path::PathBuf {
-    let src = std::env::var("DROVER_TEST_CASSANDRA_SRC_DIR")
-        .expect("DROVER_TEST_CASSANDRA_SRC_DIR (source target/testenv/env after scripts/testenv up)");
+    let src = std::env::var("DROVER_TEST_CASSANDRA_SRC_DIR").expect(
+        "DROVER_TEST_CASSANDRA_SRC_DIR (source target/testenv/env after scripts/testenv up)",
+    );
     std::path::Path::new(&src)
         .parent()
         .expect("the test environment's directory")

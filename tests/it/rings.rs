@@ -65,7 +65,8 @@ async fn keyspace_at(
     // Without compaction the bulk tests can compare what each replica holds by its bytes: the
     // SSTables drover writes are uncompressed and the node's compaction compresses them.
     let ddl = if bulk {
-        DDL.replace(BULK_LEFT_OUT, "") + " AND compaction = {'class': 'SizeTieredCompactionStrategy', 'enabled': 'false'}"
+        DDL.replace(BULK_LEFT_OUT, "")
+            + " AND compaction = {'class': 'SizeTieredCompactionStrategy', 'enabled': 'false'}"
     } else {
         DDL.to_string()
     };
@@ -515,7 +516,15 @@ fn node_bytes(name: &str, ks: &str) -> u64 {
     let jmx = rings::jmx(name);
     let (host, port) = jmx.rsplit_once(':').unwrap();
     let out = std::process::Command::new(nodetool)
-        .args(["-h", host, "-p", port, "tablestats", "--", &format!("{ks}.t")])
+        .args([
+            "-h",
+            host,
+            "-p",
+            port,
+            "tablestats",
+            "--",
+            &format!("{ks}.t"),
+        ])
         .output()
         .expect("run nodetool");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -686,8 +695,17 @@ async fn at_rf_3_the_bulk_paths_read_snapshots_and_load_sstables_on_every_replic
     let held = assert_every_replica_holds_the_table(ks);
     for (n, t) in (1..=3).zip(&targets) {
         let imports = t.logs().matches("SSTables imported").count();
-        eprintln!("{}: {imports} imports, {} bytes live", dst_node(n), held[n - 1]);
-        assert!(imports > 0, "{} imported nothing:\n{}", dst_node(n), t.logs());
+        eprintln!(
+            "{}: {imports} imports, {} bytes live",
+            dst_node(n),
+            held[n - 1]
+        );
+        assert!(
+            imports > 0,
+            "{} imported nothing:\n{}",
+            dst_node(n),
+            t.logs()
+        );
     }
     assert_exact(ks, ROWS, started).await;
     let at_all = job(ks, 1_000_000).replace("LOCAL_QUORUM", "ALL");
