@@ -17,8 +17,9 @@ where they are not the empty string as {"empty": true}, sets and maps in the ser
 
 Output: {"types": {udt: [[field, type]]}, "columns": [{"name", "kind", "type"}], "rows": [{"key": [...], "cells": {...}, "at"}]},
 rows in the order the server returns them (token, then clustering order); `at` is when the row
-was read (seconds since the epoch), so that TTLs, which count down, can be compared as the
-moments they end.
+was asked for (seconds since the epoch) and `answered` when its page came back: the server
+counted its TTLs at a moment between the two, so that TTLs, which count down, can be compared
+as the moments they end.
 """
 
 import json
@@ -131,6 +132,10 @@ def read_rows(session, statement, keys, reads):
         # that side's TTLs as seconds too long.
         asked = time.time()
         result = session.execute(statement, paging_state=paging_state)
+        # The server's moment lies between the two: a page of a node that just restarted can
+        # wait seconds in its queue before the read begins (8 s seen), so both are given and
+        # the comparison allows for the whole window.
+        answered = time.time()
         for row in result.current_rows:
             row = list(row)
             key = [canon(v) for v in row[: len(keys)]]
@@ -141,7 +146,7 @@ def read_rows(session, statement, keys, reads):
                     cell[what] = canon(v)
                 else:
                     cell.setdefault("fields", {}).setdefault(field, {})[what] = canon(v)
-            rows.append({"key": key, "cells": out, "at": asked})
+            rows.append({"key": key, "cells": out, "at": asked, "answered": answered})
         paging_state = result.paging_state
         if not paging_state:
             return rows

@@ -263,9 +263,17 @@ fn repeated_list_appends(s: &Value, d: &mut Value) -> Vec<String> {
     found
 }
 
+/// How late a TTL may end after nodes were stopped mid-copy (see [`assert_exact`]).
+const LATE_TTL_S: i64 = 60;
+
 /// Both tables read at ALL by the second reader: every row, value, writetime and TTL of the
-/// source is in the target.
-async fn assert_exact(ks: &str, rows: usize, started: i64) {
+/// source is in the target. With `nodes_stopped`, a known limitation is reported, not failed:
+/// TTLs that end up to [`LATE_TTL_S`] after the source's. A write whose coordinator stopped
+/// mid-request has an unknown outcome; drover writes it again (its TTL aged anew), but the
+/// first one may still be applied, seconds later, and Cassandra counts a TTL from when the
+/// coordinator handles the write and keeps, of two cells with the same writetime, the one
+/// that expires last (32 rows 13 s late in one run).
+async fn assert_exact(ks: &str, rows: usize, started: i64, nodes_stopped: bool) {
     let read = |addr: &'static str| async move {
         let (host, port) = crate::fidelity::host_port(addr);
         crate::fidelity::read_with("cql_reader.py", &[host, port, ks, "t", "ALL"]).await
@@ -283,15 +291,32 @@ async fn assert_exact(ks: &str, rows: usize, started: i64) {
     // TTLs within the fidelity matrix's 5 s. (Rows of a partition that spanned two pages,
     // read seconds apart while a node was stopped, once had their TTLs aged from the later
     // page's read, and guarded writes from before the guard's read: 6 to 16 s too long.)
-    let verdicts = compare(&s, &d, Expect::Preserve, started);
-    let wrong: Vec<_> = verdicts
-        .iter()
-        .filter_map(|(col, v)| v.as_ref().err().map(|e| format!("{col}: {e}")))
-        .collect();
+    let wrong = |expect| -> Vec<String> {
+        let mut out: Vec<_> = compare(&s, &d, expect, started)
+            .iter()
+            .filter_map(|(col, v)| v.as_ref().err().map(|e| format!("{col}: {e}")))
+            .collect();
+        out.sort();
+        out
+    };
+    let exact = wrong(Expect::Preserve);
+    if nodes_stopped && !exact.is_empty() {
+        let late = wrong(Expect::PreserveTtlLate { late: LATE_TTL_S });
+        assert!(
+            late.is_empty(),
+            "the copy differs from the source:\n{}",
+            late.join("\n")
+        );
+        eprintln!(
+            "KNOWN LIMITATION (docs/cql-migrations.md, TTLs of writes of unknown outcome): TTLs ending up to {LATE_TTL_S} s late:\n{}",
+            exact.join("\n")
+        );
+        return;
+    }
     assert!(
-        wrong.is_empty(),
+        exact.is_empty(),
         "the copy differs from the source:\n{}",
-        wrong.join("\n")
+        exact.join("\n")
     );
 }
 
@@ -335,7 +360,7 @@ async fn a_copy_at_local_quorum_goes_on_with_a_node_of_each_ring_stopped() {
     assert_eq!(job["state"], "SUCCEEDED", "{job}\n{}", d.logs());
     eprintln!("job: {}", job["progress"]);
     rings::up();
-    assert_exact(ks, ROWS, started).await;
+    assert_exact(ks, ROWS, started, true).await;
 }
 
 #[tokio::test]
@@ -349,7 +374,9 @@ async fn with_two_target_nodes_stopped_a_copy_waits_and_goes_on_when_they_are_ba
     fill(&src, ks, ROWS, false).await;
     let d = Daemon::fresh("").await;
     let started = micros_now();
-    let id = d.submit_job("/api/v1/migrations", &job(ks, 100)).await;
+    // 60 rows/s: 100 s of copying, so that the two nodes are stopped well before its end even
+    // when stopping them takes long on a loaded machine (17-43 s seen, more under load).
+    let id = d.submit_job("/api/v1/migrations", &job(ks, 60)).await;
     let url = format!("/api/v1/migrations/{id}");
     let before = d
         .wait_for(&url, WAIT, |j| written(j) as usize >= ROWS / 20 || ended(j))
@@ -409,7 +436,7 @@ async fn with_two_target_nodes_stopped_a_copy_waits_and_goes_on_when_they_are_ba
     let job = d.wait_for(&url, WAIT, ended).await;
     assert_eq!(job["state"], "SUCCEEDED", "{job}\n{}", d.logs());
     eprintln!("job: {}", job["progress"]);
-    assert_exact(ks, ROWS, started).await;
+    assert_exact(ks, ROWS, started, true).await;
 }
 
 /// Each node's own count of what it coordinated and executed for `ks.t` (see
@@ -659,7 +686,7 @@ async fn at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss() {
         "target bytes per node: {:?}",
         assert_every_replica_holds_the_table(ks)
     );
-    assert_exact(ks, ROWS, started).await;
+    assert_exact(ks, ROWS, started, false).await;
 }
 
 #[tokio::test]
@@ -707,7 +734,7 @@ async fn at_rf_3_the_bulk_paths_read_snapshots_and_load_sstables_on_every_replic
             t.logs()
         );
     }
-    assert_exact(ks, ROWS, started).await;
+    assert_exact(ks, ROWS, started, false).await;
     let at_all = job(ks, 1_000_000).replace("LOCAL_QUORUM", "ALL");
     let validation = d.run_job("/api/v1/validations", &at_all, WAIT).await;
     assert_eq!(
