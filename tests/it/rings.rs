@@ -608,6 +608,21 @@ fn assert_every_replica_holds_the_table(ks: &str) -> Vec<u64> {
     held
 }
 
+/// Keyspace `ks` at RF 3 with the bulk tests' table on both rings, `rows` rows in the source,
+/// and a daemon beside every node: the source ring's, then the target ring's.
+async fn bulk_rings(ks: &str, rows: usize) -> (Vec<Daemon>, Vec<Daemon>) {
+    let (src, dst) = (session(SRC[0]).await, session(DST[0]).await);
+    keyspace_at(&src, &dst, ks, 3, true).await;
+    fill(&src, ks, rows, true).await;
+    let mut sources = Vec::new();
+    let mut targets = Vec::new();
+    for n in 1..=3 {
+        sources.push(sidecar(&src_node(n)).await);
+        targets.push(sidecar(&dst_node(n)).await);
+    }
+    (sources, targets)
+}
+
 #[tokio::test]
 async fn at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss() {
     // The daemon beside one target node is killed in the middle of a load. Uploads to it are
@@ -618,16 +633,8 @@ async fn at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss() {
     const ROWS: usize = 6_000;
     let _one = RINGS.lock().await;
     rings::up();
-    let (src, dst) = (session(SRC[0]).await, session(DST[0]).await);
     let ks = "ring_bulk_down";
-    keyspace_at(&src, &dst, ks, 3, true).await;
-    fill(&src, ks, ROWS, true).await;
-    let mut sources = Vec::new();
-    let mut targets = Vec::new();
-    for n in 1..=3 {
-        sources.push(sidecar(&src_node(n)).await);
-        targets.push(sidecar(&dst_node(n)).await);
-    }
+    let (sources, mut targets) = bulk_rings(ks, ROWS).await;
     // The third target daemon on an address it can come back to.
     let home = test_support::Home::new();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -698,16 +705,8 @@ async fn at_rf_3_the_bulk_paths_read_snapshots_and_load_sstables_on_every_replic
     const ROWS: usize = 6_000;
     let _one = RINGS.lock().await;
     rings::up();
-    let (src, dst) = (session(SRC[0]).await, session(DST[0]).await);
     let ks = "ring_bulk";
-    keyspace_at(&src, &dst, ks, 3, true).await;
-    fill(&src, ks, ROWS, true).await;
-    let mut sources = Vec::new();
-    let mut targets = Vec::new();
-    for n in 1..=3 {
-        sources.push(sidecar(&src_node(n)).await);
-        targets.push(sidecar(&dst_node(n)).await);
-    }
+    let (sources, targets) = bulk_rings(ks, ROWS).await;
     let d = Daemon::fresh("").await;
     let started = micros_now();
     let yaml = bulk_job(ks, 1_000_000, &sources, &targets);
