@@ -36,6 +36,8 @@ const TUNING: &[&str] = &[
     "bulkSidecars",
     "bulkSidecarPort",
     "bulkSkipExtendedVerify",
+    // Which replicas a snapshot read takes, not which rows.
+    "bulkReadConsistency",
 ];
 
 /// Keys whose `false` is what leaving them out means. ScyllaDB Migrator's savepoints spell out

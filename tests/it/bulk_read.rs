@@ -201,6 +201,12 @@ async fn a_snapshot_read_is_refused_where_it_cannot_be_exact() {
             "source.where",
             "cannot be applied to SSTables",
         ),
+        (
+            "plain",
+            "  bulkReadConsistency: LOCAL_QUORUM\n",
+            "source.bulkReadConsistency",
+            "`ONE`, `QUORUM`, `ALL`",
+        ),
     ] {
         let (status, body) = reader
             .post_raw(
@@ -214,6 +220,21 @@ async fn a_snapshot_read_is_refused_where_it_cannot_be_exact() {
         assert!(message.contains(key), "{message}");
         assert!(message.contains(expected), "{message}");
     }
+    // The replicas of a snapshot read mean nothing to a CQL read.
+    let (status, body) = reader
+        .post_raw(
+            "/api/v1/migrations",
+            "application/yaml",
+            job(ks, "plain", "  bulkReadConsistency: ALL\n", "", ""),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("source.bulkReadConsistency")
+            && message.contains("applies to a snapshot read only"),
+        "{message}"
+    );
     // A daemon that serves no snapshots: the job fails with its answer, nothing is written.
     let off = Daemon::fresh("").await;
     let source = format!(

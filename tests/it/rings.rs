@@ -172,20 +172,40 @@ fn row_statements(ks: &str, i: usize, bulk: bool) -> Vec<String> {
 /// Writes `rows` rows into `ks.t` of the ring behind `src`, one unlogged batch per partition
 /// (without the columns of [`BULK_LEFT_OUT`] when `bulk`).
 async fn fill(src: &scylla::client::session::Session, ks: &str, rows: usize, bulk: bool) {
-    futures::stream::iter((0..rows).step_by(PER_PARTITION))
+    fill_at(
+        src,
+        ks,
+        0..rows,
+        bulk,
+        scylla::statement::Consistency::LocalQuorum,
+    )
+    .await;
+}
+
+/// [`fill`] of rows `rows` (which starts at a partition's first row) at `consistency`.
+async fn fill_at(
+    src: &scylla::client::session::Session,
+    ks: &str,
+    rows: std::ops::Range<usize>,
+    bulk: bool,
+    consistency: scylla::statement::Consistency,
+) {
+    let end = rows.end;
+    futures::stream::iter(rows.step_by(PER_PARTITION))
         .for_each_concurrent(8, |first| async move {
             let mut batch =
                 scylla::statement::batch::Batch::new(scylla::statement::batch::BatchType::Unlogged);
+            batch.set_consistency(consistency);
             let mut n = 0;
-            for i in first..(first + PER_PARTITION).min(rows) {
+            for i in first..(first + PER_PARTITION).min(end) {
                 for stmt in row_statements(ks, i, bulk) {
                     batch.append_statement(scylla::statement::unprepared::Statement::new(stmt));
                     n += 1;
                 }
             }
             let values = vec![(); n];
-            // A write at LOCAL_QUORUM (the driver's default) to a busy ring may time out: it
-            // is rewritten whole, with the same writetimes.
+            // A write to a busy ring may time out: it is rewritten whole, with the same
+            // writetimes.
             for attempt in 0.. {
                 match src.batch(&batch, &values).await {
                     Ok(_) => break,
@@ -536,25 +556,29 @@ async fn sidecar(name: &str) -> Daemon {
     Daemon::start_with(&home, &sidecar_config(&home, name, "127.0.0.1:0")).await
 }
 
-/// The bytes of `ks.t`'s live SSTables on node `name`, as `nodetool tablestats` says.
-fn node_bytes(name: &str, ks: &str) -> u64 {
+/// What `nodetool args` says of ring node `name`; it must succeed.
+fn nodetool(name: &str, args: &[&str]) -> String {
     let nodetool =
         std::env::var("DROVER_TEST_NODETOOL").expect("DROVER_TEST_NODETOOL (scripts/testenv env)");
     let jmx = rings::jmx(name);
     let (host, port) = jmx.rsplit_once(':').unwrap();
     let out = std::process::Command::new(nodetool)
-        .args([
-            "-h",
-            host,
-            "-p",
-            port,
-            "tablestats",
-            "--",
-            &format!("{ks}.t"),
-        ])
+        .args(["-h", host, "-p", port])
+        .args(args)
         .output()
         .expect("run nodetool");
-    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "nodetool {args:?} of {name}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The bytes of `ks.t`'s live SSTables on node `name`, as `nodetool tablestats` says.
+fn node_bytes(name: &str, ks: &str) -> u64 {
+    let text = nodetool(name, &["tablestats", "--", &format!("{ks}.t")]);
     text.lines()
         .find_map(|l| l.trim().strip_prefix("Space used (live):"))
         .and_then(|n| n.trim().parse().ok())
@@ -583,6 +607,14 @@ fn sidecar_config(home: &test_support::Home, name: &str, listen: &str) -> std::p
             rings::data_dir(name).display(),
         ),
     )
+}
+
+/// How many snapshots the daemon beside each source node took.
+fn snapshots_taken(sources: &[Daemon]) -> Vec<usize> {
+    sources
+        .iter()
+        .map(|d| d.logs().matches("snapshot taken").count())
+        .collect()
 }
 
 /// A bulk copy of `ks.t` between the rings through the daemons beside their nodes.
@@ -698,10 +730,11 @@ async fn at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss() {
 
 #[tokio::test]
 async fn at_rf_3_the_bulk_paths_read_snapshots_and_load_sstables_on_every_replica() {
-    // The snapshot read takes every replica's SSTables of each range and merges them; the
-    // SSTable writer places each partition on the target ring's three replicas and hands each
-    // replica's SSTables to the daemon beside it, which imports them into its node. Both
-    // tables are then read at ALL by the second reader, and validated at ALL.
+    // At bulkReadConsistency ALL the snapshot read takes every replica's SSTables of each
+    // range and merges them; the SSTable writer places each partition on the target ring's
+    // three replicas and hands each replica's SSTables to the daemon beside it, which imports
+    // them into its node. Both tables are then read at ALL by the second reader, and
+    // validated at ALL.
     const ROWS: usize = 6_000;
     let _one = RINGS.lock().await;
     rings::up();
@@ -709,10 +742,14 @@ async fn at_rf_3_the_bulk_paths_read_snapshots_and_load_sstables_on_every_replic
     let (sources, targets) = bulk_rings(ks, ROWS).await;
     let d = Daemon::fresh("").await;
     let started = micros_now();
-    let yaml = bulk_job(ks, 1_000_000, &sources, &targets);
+    let yaml = bulk_job(ks, 1_000_000, &sources, &targets).replace(
+        "  bulkRead: snapshot\n",
+        "  bulkRead: snapshot\n  bulkReadConsistency: ALL\n",
+    );
     let done = d.run_job("/api/v1/migrations", &yaml, WAIT).await;
     eprintln!("bulk copy: {}", done["progress"]);
     assert_eq!(done["progress"]["rowsWritten"], ROWS, "{done}");
+    assert_eq!(snapshots_taken(&sources), [1, 1, 1], "{}", d.logs());
     // Each replica took SSTables of its own: its daemon imported them, and the node holds as
     // many bytes of the table as the others, as RF 3 on three nodes puts every partition on
     // each. (A read at ALL below merges the replicas, so it would not see one left out.
@@ -741,4 +778,80 @@ async fn at_rf_3_the_bulk_paths_read_snapshots_and_load_sstables_on_every_replic
         "{validation}"
     );
     assert_eq!(validation["result"]["rowsMatched"], ROWS, "{validation}");
+}
+
+#[tokio::test]
+async fn at_rf_3_the_snapshot_read_takes_one_replica_and_never_one_that_lacks_writes() {
+    // At the default bulkReadConsistency (ONE) each range is read from one replica: at RF 3 on
+    // three nodes, one node's snapshot. A replica other nodes hold hints for may lack writes
+    // and is not read alone. Here hints are made to stay: their delivery paused on the third
+    // node, the first two stopped, rows written at ONE (so only the third has them; over
+    // 1 MiB of hints for each, so that some are in closed files, which is what a node lists),
+    // the two started again. The read must take the third node only (the first, in address
+    // order, would be taken if the hints were not looked at), and the copy must hold the rows.
+    const ROWS: usize = 2_000;
+    const LATE: usize = 8_000;
+    let _one = RINGS.lock().await;
+    rings::up();
+    let ks = "ring_bulk_one";
+    let (sources, targets) = bulk_rings(ks, ROWS).await;
+    let third = src_node(3);
+    nodetool(&third, &["pausehandoff"]);
+    // Delivery resumed however the test ends, so that the next tests find the ring as usual.
+    struct Resume(String);
+    impl Drop for Resume {
+        fn drop(&mut self) {
+            let _ = std::panic::catch_unwind(|| nodetool(&self.0, &["resumehandoff"]));
+        }
+    }
+    let resume = Resume(third.clone());
+    rings::stop(&[src_node(1), src_node(2)]);
+    let only = session(SRC[2]).await;
+    fill_at(
+        &only,
+        ks,
+        ROWS..ROWS + LATE,
+        true,
+        scylla::statement::Consistency::One,
+    )
+    .await;
+    let listed = |held: &str| {
+        ["127.0.0.11:", "127.0.0.12:"]
+            .iter()
+            .all(|n| held.contains(n))
+    };
+    let mut held = String::new();
+    for _ in 0..60 {
+        held = nodetool(&third, &["listpendinghints"]);
+        if listed(&held) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    eprintln!("hints held by {third}:\n{held}");
+    assert!(listed(&held), "no hints listed for both nodes:\n{held}");
+    rings::up();
+    // A node started in the last 30 s is passed over too (its hints may not be listed yet):
+    // past that, only the listed hints keep the read off the first two.
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    let d = Daemon::fresh("").await;
+    let started = micros_now();
+    let done = d
+        .run_job(
+            "/api/v1/migrations",
+            &bulk_job(ks, 1_000_000, &sources, &targets),
+            WAIT,
+        )
+        .await;
+    drop(resume);
+    eprintln!("bulk copy: {}", done["progress"]);
+    assert_eq!(done["state"], "SUCCEEDED", "{done}\n{}", d.logs());
+    assert_eq!(snapshots_taken(&sources), [0, 0, 1], "{}", d.logs());
+    assert!(
+        d.logs().contains("holds hints for it"),
+        "the log does not say why the first two were passed over:\n{}",
+        d.logs()
+    );
+    assert_eq!(done["progress"]["rowsWritten"], ROWS + LATE, "{done}");
+    assert_exact(ks, ROWS + LATE, started, false).await;
 }

@@ -101,6 +101,9 @@ pub struct CqlSource {
     /// drover, with `bulkRead: snapshot`: the port of the drover beside each source node not
     /// in `bulkSidecars`. Default 9043.
     pub bulk_sidecar_port: u16,
+    /// drover, with `bulkRead: snapshot`: how many replicas of each token range are read and
+    /// merged (`bulkReadConsistency`).
+    pub bulk_read_consistency: BulkReadConsistency,
 }
 
 /// How a CQL source is read.
@@ -112,6 +115,21 @@ pub enum BulkRead {
     Cql,
     /// A snapshot's SSTables, fetched from the drover beside each node and merged.
     Snapshot,
+}
+
+/// How many replicas of each token range a snapshot read merges, as a CQL read at that level
+/// would consult.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum BulkReadConsistency {
+    /// One replica of each range, one that no node holds hints for (checked when the read
+    /// is planned); a range whose replicas all may lack writes is read from all of them.
+    #[default]
+    One,
+    /// A majority of each range's replicas, merged: every write acknowledged at `QUORUM`.
+    Quorum,
+    /// Every replica of each range, merged; every replica's node must be up.
+    All,
 }
 
 /// The longest TTL Cassandra accepts, in seconds (20 years).
@@ -317,8 +335,16 @@ impl CqlSource {
             bulk_read: s.bulk_read,
             bulk_sidecars: s.bulk_sidecars,
             bulk_sidecar_port: s.bulk_sidecar_port,
+            bulk_read_consistency: s.bulk_read_consistency.unwrap_or_default(),
         };
         source.endpoint.validate(text, "source")?;
+        if source.bulk_read != BulkRead::Snapshot && s.bulk_read_consistency.is_some() {
+            return Err(JobConfigError::at(
+                text,
+                "source.bulkReadConsistency",
+                "applies to a snapshot read only (bulkRead: snapshot); a CQL read's replicas are chosen by consistencyLevel",
+            ));
+        }
         check_sidecars(
             text,
             "source",
@@ -535,6 +561,8 @@ struct RawCqlSource {
     bulk_sidecars: std::collections::BTreeMap<String, String>,
     #[serde(default = "default_sidecar_port")]
     bulk_sidecar_port: u16,
+    #[serde(default)]
+    bulk_read_consistency: Option<BulkReadConsistency>,
 }
 
 #[derive(Deserialize)]

@@ -18,6 +18,7 @@
 
 mod convert;
 mod fetch;
+mod replicas;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -110,12 +111,7 @@ impl SnapshotScan {
                     "the SSTable reader cannot take the table's schema: {e}"
                 ))
             })?;
-        let nodes: Vec<String> = session
-            .get_cluster_state()
-            .get_nodes_info()
-            .iter()
-            .map(|n| n.address.ip().to_string())
-            .collect();
+        let nodes = read_nodes(session, src, &layout.table).await?;
         let spool = std::env::temp_dir().join(format!(
             "drover-bulk-read-{}",
             uuid::Uuid::now_v7().simple()
@@ -185,6 +181,59 @@ impl SnapshotScan {
         tokio::task::spawn_blocking(move || read.run(paths, &schema));
         Feeds { by_key }
     }
+}
+
+/// The nodes whose snapshots are read (`bulkReadConsistency`), said in the log with what the
+/// check of the cluster found.
+async fn read_nodes(
+    session: &Session,
+    src: &CqlSource,
+    table: &(String, String),
+) -> Result<Vec<String>, CqlError> {
+    let survey = replicas::survey(
+        session,
+        &table.0,
+        &table.1,
+        src.endpoint.local_dc.as_deref(),
+    )
+    .await;
+    let choice =
+        replicas::choose(&survey, src.bulk_read_consistency).map_err(|e| CqlError::Request {
+            side: "source".into(),
+            message: format!("bulkRead: snapshot: {e}"),
+        })?;
+    let nodes: Vec<String> = choice
+        .read
+        .iter()
+        .map(|&i| survey.nodes[i].address.clone())
+        .collect();
+    let suspects: Vec<String> = survey
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            n.suspect
+                .as_ref()
+                .map(|why| format!("{} ({why})", n.address))
+        })
+        .collect();
+    tracing::info!(
+        consistency = ?src.bulk_read_consistency,
+        read = %nodes.join(", "),
+        of = survey.nodes.len(),
+        ranges = choice.ranges,
+        "bulk read: the snapshots of these nodes are read"
+    );
+    if choice.fallback_ranges > 0 {
+        tracing::warn!(
+            ranges = choice.fallback_ranges,
+            may_lack_writes = %suspects.join("; "),
+            hints_unseen = survey.hints_unseen.as_deref().unwrap_or(""),
+            "bulk read: ranges whose replicas may each lack writes are read from every replica that answers, merged"
+        );
+    } else if !suspects.is_empty() {
+        tracing::info!(passed_over = %suspects.join("; "), "bulk read: replicas that may lack writes are not read alone");
+    }
+    Ok(nodes)
 }
 
 /// Whether each clustering column of `table` is in descending order.
