@@ -250,7 +250,8 @@ impl Migration {
                     .get_or_insert_with(|| uuid::Uuid::now_v7().to_string())
                     .clone();
                 let (scan, sink, pacing) =
-                    cql::bulk::open_bulk_copy(src, dst, &config.renames, &run).await?;
+                    cql::bulk::open_bulk_copy(src, dst, &config.renames, &run, config.retry_for)
+                        .await?;
                 (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
             }
             (SourceConfig::Cql(src), TargetConfig::Cql(dst)) => {

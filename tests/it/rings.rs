@@ -658,10 +658,11 @@ async fn bulk_rings(ks: &str, rows: usize) -> (Vec<Daemon>, Vec<Daemon>) {
 #[tokio::test]
 async fn at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss() {
     // The daemon beside one target node is killed in the middle of a load. Uploads to it are
-    // retried for a while, then the job fails naming the node; the daemon comes back on its
-    // address and the same job, submitted again, resumes: the units recorded complete are
-    // skipped, the others are loaded again whole (a replica that had them already answers that
-    // they were imported), and every replica ends with the whole table.
+    // retried for `retryForSeconds` (20 here), then the job fails naming the node. The same
+    // job, submitted again while the daemon is still away, resumes: the units recorded
+    // complete are skipped, the others wait for the daemon, which comes back on its address
+    // after a few seconds, and are loaded again whole (a replica that had them already answers
+    // that they were imported); every replica ends with the whole table.
     const ROWS: usize = 6_000;
     let _one = RINGS.lock().await;
     rings::up();
@@ -680,7 +681,7 @@ async fn at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss() {
     let started = micros_now();
     let savepoints = home.path().join("savepoints");
     let yaml = format!(
-        "{}savepoints:\n  path: {}\n  intervalSeconds: 1\n",
+        "{}savepoints:\n  path: {}\n  intervalSeconds: 1\nretryForSeconds: 20\n",
         bulk_job(ks, 300, &sources, &targets),
         savepoints.display()
     );
@@ -709,11 +710,26 @@ async fn at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss() {
         error.contains("127.0.0.23") && error.contains("unreachable"),
         "{failed}"
     );
-    targets[2] = Daemon::start_with(&home, &sidecar_config(&home, &dst_node(3), &listen)).await;
+    let waits = || {
+        d.logs()
+            .matches("bulk write: waiting for the drover beside the node")
+            .count()
+    };
+    let waited_before = waits();
+    assert!(
+        waited_before > 0,
+        "the failed run did not wait:\n{}",
+        d.logs()
+    );
     let again = d.submit_job("/api/v1/migrations", &yaml).await;
-    let done = d
-        .wait_for(&format!("/api/v1/migrations/{again}"), WAIT, ended)
+    let url = format!("/api/v1/migrations/{again}");
+    // The first unit to finish waits for the daemon, and the job with it.
+    let waiting = d
+        .wait_for(&url, WAIT, |j| ended(j) || waits() > waited_before)
         .await;
+    assert_eq!(waiting["state"], "RUNNING", "{waiting}\n{}", d.logs());
+    targets[2] = Daemon::start_with(&home, &sidecar_config(&home, &dst_node(3), &listen)).await;
+    let done = d.wait_for(&url, WAIT, ended).await;
     eprintln!("resumed: {}", done["progress"]);
     // The units recorded complete before the failure are skipped; the rest are loaded again.
     assert_eq!(done["state"], "SUCCEEDED", "{done}\n{}", d.logs());

@@ -89,6 +89,7 @@ pub async fn open_bulk_copy(
     dst: &CqlTarget,
     renames: &[crate::jobfile::Rename],
     run: &str,
+    wait: std::time::Duration,
 ) -> Result<(super::transfer::CopyScan, BulkSink, Pacing), CqlError> {
     let super::Pair {
         source,
@@ -141,6 +142,7 @@ pub async fn open_bulk_copy(
         dst.bulk_sidecars.clone(),
         dst.bulk_sidecar_port,
         !dst.bulk_skip_extended_verify,
+        wait,
     )
     .map_err(|e| refuse(e.to_string()))?;
     let spool = std::env::temp_dir().join(format!("drover-bulk-{}", uuid::Uuid::now_v7()));

@@ -26,6 +26,8 @@ pub struct Sidecars {
     /// The bearer token of `DROVER_PEER_TOKEN`, for drovers whose `auth` gives it the `peer`
     /// (or `operator`) role.
     token: Option<secrecy::SecretString>,
+    /// How long a drover that is unreachable or busy is waited for (`retryForSeconds`).
+    wait: Duration,
 }
 
 /// Whether an answer is worth asking again for (the drover restarting, overloaded).
@@ -41,11 +43,13 @@ async fn message_of(r: reqwest::Response) -> String {
 
 impl Sidecars {
     /// The drover of each node: `by_node[address]`, else the node's address and `port`; its
-    /// imports with or without the node's extended verify.
+    /// imports with or without the node's extended verify; one that is unreachable or busy
+    /// waited for up to `wait`.
     pub fn new(
         by_node: BTreeMap<String, String>,
         port: u16,
         extended_verify: bool,
+        wait: Duration,
     ) -> Result<Self, BulkError> {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
@@ -69,7 +73,33 @@ impl Sidecars {
                 "?extendedVerify=false"
             },
             token,
+            wait,
         })
+    }
+
+    /// `e`, saying how long the drover was waited for when it was.
+    fn gave_up(&self, e: BulkError) -> BulkError {
+        match e {
+            BulkError::Unreachable { node, message } => BulkError::Unreachable {
+                node,
+                message: format!(
+                    "{message} (waited for {}s, retryForSeconds)",
+                    self.wait.as_secs()
+                ),
+            },
+            other => other,
+        }
+    }
+
+    /// Says that the drover beside `node` is being waited for.
+    fn waiting(&self, node: &str, e: &BulkError, after: Duration) {
+        tracing::warn!(
+            node,
+            error = %e,
+            "bulk write: waiting for the drover beside the node (asking again in {:.1}s; for at most {}s, retryForSeconds)",
+            after.as_secs_f64(),
+            self.wait.as_secs()
+        );
     }
 
     /// A PUT with the token, if any.
@@ -118,14 +148,20 @@ impl Sidecars {
         };
         for file in files {
             let retried = (|| upload(file.clone()))
-                .retry(ExponentialBuilder::default().with_max_times(5))
+                .retry(
+                    ExponentialBuilder::default()
+                        .with_max_delay(Duration::from_secs(10))
+                        .without_max_times()
+                        .with_total_delay(Some(self.wait)),
+                )
                 .when(BulkError::is_transient)
+                .notify(|e, after| self.waiting(node, e, after))
                 .await;
             match retried {
                 Ok(true) => {}
                 // Imported already: nothing to upload.
                 Ok(false) => break,
-                Err(e) => return Err(e),
+                Err(e) => return Err(self.gave_up(e)),
             }
         }
         self.import(
@@ -194,27 +230,42 @@ impl Sidecars {
         }
     }
 
-    /// Starts the import and waits for its end.
+    /// Starts the import and waits for its end; a drover unreachable or busy meanwhile is
+    /// waited for up to `wait` at a time.
     async fn import(&self, node: &str, url: &str) -> Result<(), BulkError> {
         let started = std::time::Instant::now();
-        let mut unreachable = 0;
+        // Since when the drover has not answered, and how many times in a row.
+        let mut away: Option<(std::time::Instant, u32)> = None;
         loop {
-            match self.put(url).send().await {
+            let failed = match self.put(url).send().await {
                 Ok(r) if r.status() == reqwest::StatusCode::OK => return Ok(()),
-                Ok(r) if r.status() == reqwest::StatusCode::ACCEPTED => {}
-                Ok(r) if transient(r.status()) && unreachable < 5 => unreachable += 1,
+                Ok(r) if r.status() == reqwest::StatusCode::ACCEPTED => None,
+                Ok(r) if transient(r.status()) => Some(BulkError::Unreachable {
+                    node: node.to_string(),
+                    message: message_of(r).await,
+                }),
                 Ok(r) => {
                     return Err(BulkError::Import {
                         node: node.to_string(),
                         message: message_of(r).await,
                     });
                 }
-                Err(_) if unreachable < 5 => unreachable += 1,
-                Err(e) => {
-                    return Err(BulkError::Unreachable {
-                        node: node.to_string(),
-                        message: e.to_string(),
-                    });
+                Err(e) => Some(BulkError::Unreachable {
+                    node: node.to_string(),
+                    message: e.to_string(),
+                }),
+            };
+            let mut pause = IMPORT_POLL;
+            match failed {
+                None => away = None,
+                Some(e) => {
+                    let (since, times) = away.get_or_insert((std::time::Instant::now(), 0));
+                    *times += 1;
+                    if since.elapsed() > self.wait {
+                        return Err(self.gave_up(e));
+                    }
+                    pause = IMPORT_POLL * (*times).min(20);
+                    self.waiting(node, &e, pause);
                 }
             }
             if started.elapsed() > IMPORT_WAIT {
@@ -223,7 +274,7 @@ impl Sidecars {
                     message: format!("still pending after {}s", IMPORT_WAIT.as_secs()),
                 });
             }
-            tokio::time::sleep(IMPORT_POLL * (1 + unreachable)).await;
+            tokio::time::sleep(pause).await;
         }
     }
 }
