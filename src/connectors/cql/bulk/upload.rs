@@ -30,10 +30,15 @@ pub struct Sidecars {
     wait: Duration,
 }
 
-/// Whether an answer is worth asking again for (the drover restarting, overloaded).
+/// Whether an answer is worth waiting and asking again for (the drover restarting, behind a
+/// proxy that cannot reach it, overloaded). Not a failed import (500) nor a full disk (507):
+/// those fail the unit at once, with their message.
 fn transient(status: reqwest::StatusCode) -> bool {
-    status.is_server_error() && status != reqwest::StatusCode::INTERNAL_SERVER_ERROR
-        || status == reqwest::StatusCode::TOO_MANY_REQUESTS
+    use reqwest::StatusCode as S;
+    matches!(
+        status,
+        S::BAD_GATEWAY | S::SERVICE_UNAVAILABLE | S::GATEWAY_TIMEOUT | S::TOO_MANY_REQUESTS
+    )
 }
 
 async fn message_of(r: reqwest::Response) -> String {
