@@ -11,6 +11,10 @@
 //! A third test counts, from each node's own metrics, that every scan, read and write went to
 //! a replica of its range.
 //!
+//! The bulk tests put a daemon beside every node: the snapshot read at `ALL` (every node
+//! read) and at `ONE` (one node read, never one that other nodes hold hints for), and the
+//! SSTable load on every target replica, with a replica's daemon killed in the middle.
+//!
 //! The tests share the rings and stop their nodes, so they run one at a time (`RINGS`).
 
 use std::time::Duration;
