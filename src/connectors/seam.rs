@@ -232,6 +232,12 @@ pub trait Sink<R>: Send + Sync + 'static {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+    /// What the sink is waiting for now inside a call of its own (a peer it retries in
+    /// [`Sink::finish`]), shown as the job's phase `waiting: <why>` as the engine's own
+    /// retries are.
+    fn waiting(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A source's change stream, applied to the target after the snapshot (DynamoDB's

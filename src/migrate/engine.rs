@@ -69,11 +69,12 @@ pub struct FollowContext {
     pub cancel: CancellationToken,
 }
 
-/// Reads the counters a source and a target keep themselves.
+/// Reads the counters a source and a target keep themselves, and what they wait for.
 #[derive(Default)]
-pub struct ConnectorCounters(Mutex<Vec<ReadCounters>>);
+pub struct ConnectorCounters(Mutex<Vec<ReadCounters>>, Mutex<Vec<ReadWaiting>>);
 
 type ReadCounters = Box<dyn Fn() -> Vec<(&'static str, u64)> + Send + Sync>;
+type ReadWaiting = Box<dyn Fn() -> Option<String> + Send + Sync>;
 
 impl std::fmt::Debug for ConnectorCounters {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -84,6 +85,20 @@ impl std::fmt::Debug for ConnectorCounters {
 impl ConnectorCounters {
     fn add(&self, read: ReadCounters) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).push(read);
+    }
+
+    fn add_waiting(&self, read: ReadWaiting) {
+        self.1.lock().unwrap_or_else(|p| p.into_inner()).push(read);
+    }
+
+    /// What a connector waits for now, outside the engine's retries (a sink waiting for a
+    /// peer inside a request of its own).
+    pub fn waiting(&self) -> Option<String> {
+        self.1
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find_map(|read| read())
     }
 
     /// The counters now (none before the copy starts).
@@ -159,9 +174,10 @@ impl Counters {
         }
     }
 
-    /// Why the job is waiting, while a request is being retried.
+    /// Why the job is waiting, while a request is being retried (by the engine, or by a
+    /// connector inside a request of its own).
     pub fn waiting(&self) -> Option<String> {
-        self.retries.waiting()
+        self.retries.waiting().or_else(|| self.connector.waiting())
     }
 
     /// What the migration is doing now.
@@ -428,11 +444,15 @@ impl<S: Scan, T: Sink<S::Row>> RunCopy for Copy<S, T> {
                 .unwrap_or_else(|p| p.into_inner())
                 .merge(&self.skip);
             let (scan, sink) = (self.scan.clone(), self.sink.clone());
+            let waits = sink.clone();
             counters.connector.add(Box::new(move || {
                 let mut c = scan.counters();
                 c.extend(sink.counters());
                 c
             }));
+            counters
+                .connector
+                .add_waiting(Box::new(move || waits.waiting()));
             if let Err(e) = self.sink.start().await {
                 return Err(EngineError::Failed(format!("target: {e}")));
             }

@@ -727,11 +727,18 @@ async fn at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss() {
     );
     let again = d.submit_job("/api/v1/migrations", &yaml).await;
     let url = format!("/api/v1/migrations/{again}");
-    // The first unit to finish waits for the daemon, and the job with it.
+    // The first unit to finish waits for the daemon, and the job says so in its phase.
     let waiting = d
-        .wait_for(&url, WAIT, |j| ended(j) || waits() > waited_before)
+        .wait_for(&url, WAIT, |j| {
+            ended(j) || phase(j).starts_with("waiting: ")
+        })
         .await;
     assert_eq!(waiting["state"], "RUNNING", "{waiting}\n{}", d.logs());
+    assert!(
+        phase(&waiting).contains("the drover beside node 127.0.0.23 is unreachable or busy"),
+        "{waiting}"
+    );
+    assert!(waits() > waited_before, "{}", d.logs());
     targets[2] = Daemon::start_with(&home, &sidecar_config(&home, &dst_node(3), &listen)).await;
     let done = d.wait_for(&url, WAIT, ended).await;
     eprintln!("resumed: {}", done["progress"]);

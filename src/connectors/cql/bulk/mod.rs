@@ -532,6 +532,10 @@ impl Sink<RawRow> for BulkSink {
     type Error = BulkError;
     type Batcher = BulkBatcher;
 
+    fn waiting(&self) -> Option<String> {
+        self.shared.sidecars.waiting()
+    }
+
     fn begin(&self, unit: &str) -> BulkBatcher {
         let dir = self.shared.spool.join(format!(
             "{:016x}",

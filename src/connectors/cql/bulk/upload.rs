@@ -28,6 +28,8 @@ pub struct Sidecars {
     token: Option<secrecy::SecretString>,
     /// How long a drover that is unreachable or busy is waited for (`retryForSeconds`).
     wait: Duration,
+    /// The drovers being waited for now, by node: why.
+    away: std::sync::Arc<std::sync::Mutex<BTreeMap<String, String>>>,
 }
 
 /// Whether an answer is worth waiting and asking again for (the drover restarting, behind a
@@ -79,7 +81,26 @@ impl Sidecars {
             },
             token,
             wait,
+            away: Default::default(),
         })
+    }
+
+    /// Why the load waits now, when it waits for a drover.
+    pub fn waiting(&self) -> Option<String> {
+        let away = self.away.lock().unwrap_or_else(|p| p.into_inner());
+        let (node, why) = away.iter().next()?;
+        Some(format!(
+            "the drover beside node {node} is unreachable or busy ({} waited for): {why}",
+            away.len()
+        ))
+    }
+
+    /// Records that the drover beside `node` answered, or was given up on.
+    fn back(&self, node: &str) {
+        self.away
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(node);
     }
 
     /// `e`, saying how long the drover was waited for when it was.
@@ -96,8 +117,17 @@ impl Sidecars {
         }
     }
 
-    /// Says that the drover beside `node` is being waited for.
-    fn waiting(&self, node: &str, e: &BulkError, after: Duration) {
+    /// Says that the drover beside `node` is being waited for, in the log and in the job's
+    /// phase.
+    fn waiting_for(&self, node: &str, e: &BulkError, after: Duration) {
+        let why = match e {
+            BulkError::Unreachable { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        self.away
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(node.to_string(), why);
         tracing::warn!(
             node,
             error = %e,
@@ -160,8 +190,9 @@ impl Sidecars {
                         .with_total_delay(Some(self.wait)),
                 )
                 .when(BulkError::is_transient)
-                .notify(|e, after| self.waiting(node, e, after))
+                .notify(|e, after| self.waiting_for(node, e, after))
                 .await;
+            self.back(node);
             match retried {
                 Ok(true) => {}
                 // Imported already: nothing to upload.
@@ -169,14 +200,17 @@ impl Sidecars {
                 Err(e) => return Err(self.gave_up(e)),
             }
         }
-        self.import(
-            node,
-            &format!(
-                "{base}/api/v1/uploads/{upload_id}/keyspaces/{keyspace}/tables/{table}/import{}",
-                self.import_query
-            ),
-        )
-        .await
+        let imported = self
+            .import(
+                node,
+                &format!(
+                    "{base}/api/v1/uploads/{upload_id}/keyspaces/{keyspace}/tables/{table}/import{}",
+                    self.import_query
+                ),
+            )
+            .await;
+        self.back(node);
+        imported
     }
 
     /// PUTs one file with its xxHash32; `false` when the upload id was imported already.
@@ -262,7 +296,10 @@ impl Sidecars {
             };
             let mut pause = IMPORT_POLL;
             match failed {
-                None => away = None,
+                None => {
+                    away = None;
+                    self.back(node);
+                }
                 Some(e) => {
                     let (since, times) = away.get_or_insert((std::time::Instant::now(), 0));
                     *times += 1;
@@ -270,7 +307,7 @@ impl Sidecars {
                         return Err(self.gave_up(e));
                     }
                     pause = IMPORT_POLL * (*times).min(20);
-                    self.waiting(node, &e, pause);
+                    self.waiting_for(node, &e, pause);
                 }
             }
             if started.elapsed() > IMPORT_WAIT {
