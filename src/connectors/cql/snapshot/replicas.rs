@@ -52,10 +52,20 @@ pub struct Survey {
 /// factor equal to the number of nodes `ONE` reads one node.
 pub fn choose(survey: &Survey, consistency: BulkReadConsistency) -> Result<Choice, String> {
     let nodes = &survey.nodes;
+    // Nothing to choose from must not read as nothing to read: the copy would be empty.
+    if survey.ranges.is_empty() {
+        return Err("the driver knows no token ring of the source: no node would be read".into());
+    }
     // For each range: the nodes that may serve it and how many of them are needed.
     let mut wants: Vec<(Vec<usize>, usize)> = Vec::with_capacity(survey.ranges.len());
     let mut fallback_ranges = 0;
     for replicas in &survey.ranges {
+        if replicas.is_empty() {
+            return Err(
+                "a token range has no replica in the keyspace's replication as the driver knows it"
+                    .into(),
+            );
+        }
         let answering: Vec<usize> = replicas
             .iter()
             .copied()
@@ -431,6 +441,17 @@ mod tests {
         assert_eq!(read(&s, BulkReadConsistency::One), vec![0]);
         s.nodes[0].answered = false;
         assert!(choose(&s, BulkReadConsistency::One).is_err());
+    }
+
+    #[test]
+    fn a_ring_or_a_range_without_replicas_is_refused_not_read_as_empty() {
+        let mut s = rf3_on_3(1);
+        s.ranges[1].clear();
+        let e = choose(&s, BulkReadConsistency::One).unwrap_err();
+        assert!(e.contains("no replica"), "{e}");
+        s.ranges.clear();
+        let e = choose(&s, BulkReadConsistency::All).unwrap_err();
+        assert!(e.contains("no token ring"), "{e}");
     }
 
     #[test]
