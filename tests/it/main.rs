@@ -47,6 +47,7 @@ mod parquet;
 mod parquet_migrator;
 mod progress;
 mod resume;
+mod ring_move;
 mod rings;
 mod router;
 mod s3export;

@@ -28,7 +28,7 @@ use test_support::{Daemon, ended};
 use crate::fidelity::{Expect, compare, micros_now};
 
 /// One test at a time stops nodes of the rings.
-static RINGS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static RINGS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A copy, with its waits for nodes, ends well within this.
 const WAIT: Duration = Duration::from_secs(900);
@@ -561,7 +561,7 @@ async fn sidecar(name: &str) -> Daemon {
 }
 
 /// What `nodetool args` says of ring node `name`; it must succeed.
-fn nodetool(name: &str, args: &[&str]) -> String {
+pub(crate) fn nodetool(name: &str, args: &[&str]) -> String {
     let nodetool =
         std::env::var("DROVER_TEST_NODETOOL").expect("DROVER_TEST_NODETOOL (scripts/testenv env)");
     let jmx = rings::jmx(name);
@@ -581,7 +581,7 @@ fn nodetool(name: &str, args: &[&str]) -> String {
 }
 
 /// The bytes of `ks.t`'s live SSTables on node `name`, as `nodetool tablestats` says.
-fn node_bytes(name: &str, ks: &str) -> u64 {
+pub(crate) fn node_bytes(name: &str, ks: &str) -> u64 {
     let text = nodetool(name, &["tablestats", "--", &format!("{ks}.t")]);
     text.lines()
         .find_map(|l| l.trim().strip_prefix("Space used (live):"))

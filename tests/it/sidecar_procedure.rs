@@ -21,7 +21,7 @@ use test_support::cql;
 use test_support::{Daemon, Home};
 
 const WAIT: Duration = Duration::from_secs(180);
-const PREFIX: &str = "/api/v1/live-migration";
+pub(crate) const PREFIX: &str = "/api/v1/live-migration";
 
 /// Who drives the procedure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ fn testenv(args: &[&str]) {
 }
 
 /// The `cassandra` section of a testenv extra node: its address and directories.
-fn testenv_node(run: &Path, name: &str, address: &str) -> String {
+pub(crate) fn testenv_node(run: &Path, name: &str, address: &str) -> String {
     let dir = run.join(name);
     format!(
         "cassandra:\n  native_address: {address}:9042\n  data_file_directories: [{0}/data]\n  commitlog_directory: {0}/commitlog\n  hints_directory: {0}/hints\n  saved_caches_directory: {0}/saved_caches\n  cdc_raw_directory: {0}/cdc_raw\n",
@@ -64,15 +64,15 @@ fn testenv_node(run: &Path, name: &str, address: &str) -> String {
 
 /// A port free on both loopback addresses: the Sidecar reaches its peer on its own port, so
 /// both daemons listen on the same one, each on its node's address.
-fn port_free_on_both() -> u16 {
+pub(crate) fn port_free_on_both(a: &str, b: &str) -> u16 {
     for _ in 0..50 {
-        let a = std::net::TcpListener::bind("127.0.0.3:0").unwrap();
-        let port = a.local_addr().unwrap().port();
-        if std::net::TcpListener::bind(("127.0.0.4", port)).is_ok() {
+        let first = std::net::TcpListener::bind((a, 0)).unwrap();
+        let port = first.local_addr().unwrap().port();
+        if std::net::TcpListener::bind((b, port)).is_ok() {
             return port;
         }
     }
-    panic!("no port free on both 127.0.0.3 and 127.0.0.4");
+    panic!("no port free on both {a} and {b}");
 }
 
 /// The `live_migration` section of the Sidecar's guide, unchanged but for the host names.
@@ -87,7 +87,7 @@ const MAP: &str = "\n    127.0.0.3: 127.0.0.4";
 const NO_MAP: &str = " { }";
 
 /// One side of the migration: its drover daemon (restarted in phase 6 with another config).
-struct Side {
+pub(crate) struct Side {
     home: Home,
     listen: String,
     node: String,
@@ -95,7 +95,7 @@ struct Side {
 }
 
 impl Side {
-    async fn start(run: &Path, node: &str, address: &str, port: u16, map: &str) -> Self {
+    pub(crate) async fn start(run: &Path, node: &str, address: &str, port: u16, map: &str) -> Self {
         let mut side = Self {
             home: Home::new(),
             listen: format!("{address}:{port}"),
@@ -115,7 +115,7 @@ impl Side {
         self.daemon = Some(Daemon::start_with(&self.home, &config).await);
     }
 
-    fn d(&self) -> &Daemon {
+    pub(crate) fn d(&self) -> &Daemon {
         self.daemon.as_ref().expect("started")
     }
 
@@ -137,11 +137,11 @@ impl Side {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
-    async fn get(&self, path: &str) -> (u16, Value) {
+    pub(crate) async fn get(&self, path: &str) -> (u16, Value) {
         self.call(reqwest::Method::GET, path, None).await
     }
 
-    async fn post(&self, path: &str, body: Option<&Value>) -> (u16, Value) {
+    pub(crate) async fn post(&self, path: &str, body: Option<&Value>) -> (u16, Value) {
         self.call(reqwest::Method::POST, path, body).await
     }
 
@@ -154,7 +154,7 @@ impl Side {
     }
 
     /// Polls a task's status URL until `done` holds.
-    async fn poll(&self, url: &str, done: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn poll(&self, url: &str, done: impl Fn(&Value) -> bool) -> Value {
         self.d().wait_for(url, WAIT, done).await
     }
 }
@@ -182,7 +182,7 @@ fn string<'a>(v: &'a Value, key: &str) -> &'a str {
 }
 
 /// The Sidecar's `{taskId, statusUrl}` of a 202.
-fn accepted(status: u16, body: &Value, route: &str) -> (String, String) {
+pub(crate) fn accepted(status: u16, body: &Value, route: &str) -> (String, String) {
     assert_eq!(status, 202, "{body:#}");
     let id = string(body, "taskId").to_string();
     let url = string(body, "statusUrl").to_string();
@@ -202,7 +202,7 @@ const ITERATION_STATES: [&str; 8] = [
 ];
 
 /// The last iteration's state, once it is one a Sidecar client stops polling at.
-fn copy_ended(task: &Value) -> bool {
+pub(crate) fn copy_ended(task: &Value) -> bool {
     task["status"]
         .as_array()
         .and_then(|s| s.last())
@@ -370,7 +370,7 @@ async fn procedure(flavor: Flavor) {
         expected.insert((i % 100, i), format!("row {i}"));
     }
 
-    let port = port_free_on_both();
+    let port = port_free_on_both("127.0.0.3", "127.0.0.4");
     let mut src = Side::start(&run, "cassandra-lmsrc", "127.0.0.3", port, MAP).await;
     let mut dst = Side::start(&run, "cassandra-lmdst", "127.0.0.4", port, MAP).await;
     let copies = format!("{PREFIX}/data-copy-tasks");
