@@ -110,9 +110,8 @@ impl Generator {
                     (s.clone(), insert.clone(), select.clone(), stop.clone());
                 tokio::spawn(async move {
                     let mut seen = Seen::default();
-                    let mut tick = tokio::time::interval(Duration::from_millis(
-                        1000 / PER_WRITER_PER_SECOND,
-                    ));
+                    let mut tick =
+                        tokio::time::interval(Duration::from_millis(1000 / PER_WRITER_PER_SECOND));
                     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
                     for k in 0.. {
                         tokio::select! {
@@ -170,11 +169,7 @@ impl Generator {
 
 /// The rows of the table as one node (`only`) or the cluster at `consistency` answers, read
 /// partition by partition: row → value.
-async fn rows(
-    s: &Session,
-    only: Option<&str>,
-    consistency: Consistency,
-) -> BTreeMap<i32, String> {
+async fn rows(s: &Session, only: Option<&str>, consistency: Consistency) -> BTreeMap<i32, String> {
     let mut st = Statement::new(format!("SELECT c, v FROM {KS}.t WHERE p = ?"));
     st.set_consistency(consistency);
     st.set_page_size(10_000);
@@ -226,7 +221,10 @@ fn identity(name: &str) -> (String, Vec<String>) {
         .unwrap_or_else(|| panic!("no ID in nodetool info of {name}:\n{text}"));
     let mut tokens: Vec<String> = text.lines().filter_map(|l| field(l, "Token")).collect();
     tokens.sort();
-    assert!(!tokens.is_empty(), "no tokens in nodetool info of {name}:\n{text}");
+    assert!(
+        !tokens.is_empty(),
+        "no tokens in nodetool info of {name}:\n{text}"
+    );
     (id, tokens)
 }
 
@@ -395,7 +393,11 @@ async fn move_node(run: &Path, from: Host, to: Host, stop: Stop) -> Instant {
     );
 
     // The node is the same node under another address.
-    assert_eq!(identity(to.name), before, "host id and tokens of the moved node");
+    assert_eq!(
+        identity(to.name),
+        before,
+        "host id and tokens of the moved node"
+    );
     for n in [src_node(1), src_node(2), to.name.to_string()] {
         let status = nodetool(&n, &["status", KS]);
         let up: Vec<&str> = status.lines().filter(|l| l.starts_with("UN ")).collect();
@@ -438,7 +440,11 @@ async fn check_move(to: Host, down: Instant, seen: &Seen) {
         .copied()
         .filter(|(_, at)| *at + SETTLED < down)
         .collect();
-    assert!(settled.len() > 500, "too few writes before the stop: {}", settled.len());
+    assert!(
+        settled.len() > 500,
+        "too few writes before the stop: {}",
+        settled.len()
+    );
     let s = session(SRC[0]).await;
     let own = rows(&s, Some(to.addr), Consistency::One).await;
     let lost = missing(&settled, &own);
