@@ -29,7 +29,7 @@ use test_support::cql::{exec, session};
 use test_support::rings::{self, SRC, src_node};
 use tokio_util::sync::CancellationToken;
 
-use crate::rings::{RINGS, nodetool};
+use crate::rings::nodetool;
 use crate::sidecar_procedure::{PREFIX, Side, accepted, copy_ended, port_free_on_both};
 
 const KS: &str = "moved";
@@ -479,9 +479,7 @@ async fn check_move(to: Host, down: Instant, seen: &Seen) {
     );
 }
 
-#[tokio::test]
-async fn a_ring_node_moves_to_a_new_host_and_back_while_the_cluster_serves_at_quorum() {
-    let _rings = RINGS.lock().await;
+pub(crate) async fn a_ring_node_moves_to_a_new_host_and_back_while_the_cluster_serves_at_quorum() {
     rings::up();
     let run = PathBuf::from(
         std::env::var("DROVER_TESTENV_DIR")

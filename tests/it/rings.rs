@@ -15,20 +15,20 @@
 //! read) and at `ONE` (one node read, never one that other nodes hold hints for), and the
 //! SSTable load on every target replica, with a replica's daemon killed in the middle.
 //!
-//! The tests share the rings and stop their nodes, so they run one at a time (`RINGS`).
+//! The scenarios share the rings and stop their nodes, so they run one after another, in one
+//! test ([`scenarios`], run by `a_three_node_rings` in main.rs), each its own task so that one
+//! failing does not hide the others. `DROVER_TEST_RINGS_ONLY=<part of a name>` runs only the
+//! scenarios whose name contains it.
 
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use test_support::cql::{exec, session};
 use test_support::rings::{self, DC, DST, SRC, dst_node, src_node};
 use test_support::{Daemon, ended};
 
 use crate::fidelity::{Expect, compare, micros_now};
-
-/// One test at a time stops nodes of the rings.
-pub(crate) static RINGS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A copy, with its waits for nodes, ends well within this.
 const WAIT: Duration = Duration::from_secs(900);
@@ -344,10 +344,8 @@ async fn assert_exact(ks: &str, rows: usize, started: i64, nodes_stopped: bool) 
     );
 }
 
-#[tokio::test]
-async fn a_copy_at_local_quorum_goes_on_with_a_node_of_each_ring_stopped() {
+pub(crate) async fn a_copy_at_local_quorum_goes_on_with_a_node_of_each_ring_stopped() {
     const ROWS: usize = 12_000;
-    let _one = RINGS.lock().await;
     rings::up();
     let (src, dst) = (session(SRC[0]).await, session(DST[0]).await);
     let ks = "ring_one_down";
@@ -387,10 +385,8 @@ async fn a_copy_at_local_quorum_goes_on_with_a_node_of_each_ring_stopped() {
     assert_exact(ks, ROWS, started, true).await;
 }
 
-#[tokio::test]
-async fn with_two_target_nodes_stopped_a_copy_waits_and_goes_on_when_they_are_back() {
+pub(crate) async fn with_two_target_nodes_stopped_a_copy_waits_and_goes_on_when_they_are_back() {
     const ROWS: usize = 6_000;
-    let _one = RINGS.lock().await;
     rings::up();
     let (src, dst) = (session(SRC[0]).await, session(DST[0]).await);
     let ks = "ring_two_down";
@@ -490,13 +486,11 @@ fn misrouted(counts: &Value, kind: &str) -> (Vec<String>, u64) {
     (wrong, total)
 }
 
-#[tokio::test]
-async fn every_read_and_write_goes_to_a_replica_of_its_range() {
+pub(crate) async fn every_read_and_write_goes_to_a_replica_of_its_range() {
     // At replication factor 1 a range has one replica: a scan, read or write sent to any other
     // node is coordinated there and executed on the replica, which the nodes' own metrics
     // show. (At RF 3 on three nodes every node is a replica of everything.)
     const ROWS: usize = 3_000;
-    let _one = RINGS.lock().await;
     rings::up();
     let (src, dst) = (session(SRC[0]).await, session(DST[0]).await);
     let ks = "ring_routing";
@@ -659,8 +653,7 @@ async fn bulk_rings(ks: &str, rows: usize) -> (Vec<Daemon>, Vec<Daemon>) {
     (sources, targets)
 }
 
-#[tokio::test]
-async fn at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss() {
+pub(crate) async fn at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss() {
     // The daemon beside one target node is killed in the middle of a load. Uploads to it are
     // retried for `retryForSeconds` (20 here), then the job fails naming the node. The same
     // job, submitted again while the daemon is still away, resumes: the units recorded
@@ -668,7 +661,6 @@ async fn at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss() {
     // after a few seconds, and are loaded again whole (a replica that had them already answers
     // that they were imported); every replica ends with the whole table.
     const ROWS: usize = 6_000;
-    let _one = RINGS.lock().await;
     rings::up();
     let ks = "ring_bulk_down";
     let (sources, mut targets) = bulk_rings(ks, ROWS).await;
@@ -755,15 +747,13 @@ async fn at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss() {
     assert_exact(ks, ROWS, started, false).await;
 }
 
-#[tokio::test]
-async fn at_rf_3_the_bulk_paths_read_snapshots_and_load_sstables_on_every_replica() {
+pub(crate) async fn at_rf_3_the_bulk_paths_read_snapshots_and_load_sstables_on_every_replica() {
     // At bulkReadConsistency ALL the snapshot read takes every replica's SSTables of each
     // range and merges them; the SSTable writer places each partition on the target ring's
     // three replicas and hands each replica's SSTables to the daemon beside it, which imports
     // them into its node. Both tables are then read at ALL by the second reader, and
     // validated at ALL.
     const ROWS: usize = 6_000;
-    let _one = RINGS.lock().await;
     rings::up();
     let ks = "ring_bulk";
     let (sources, targets) = bulk_rings(ks, ROWS).await;
@@ -807,8 +797,7 @@ async fn at_rf_3_the_bulk_paths_read_snapshots_and_load_sstables_on_every_replic
     assert_eq!(validation["result"]["rowsMatched"], ROWS, "{validation}");
 }
 
-#[tokio::test]
-async fn at_rf_3_the_snapshot_read_takes_one_replica_and_never_one_that_lacks_writes() {
+pub(crate) async fn at_rf_3_the_snapshot_read_takes_one_replica_and_never_one_that_lacks_writes() {
     // At the default bulkReadConsistency (ONE) each range is read from one replica: at RF 3 on
     // three nodes, one node's snapshot. A replica other nodes hold hints for may lack writes
     // and is not read alone. Here hints are made to stay: their delivery paused on the third
@@ -818,7 +807,6 @@ async fn at_rf_3_the_snapshot_read_takes_one_replica_and_never_one_that_lacks_wr
     // order, would be taken if the hints were not looked at), and the copy must hold the rows.
     const ROWS: usize = 2_000;
     const LATE: usize = 8_000;
-    let _one = RINGS.lock().await;
     rings::up();
     let ks = "ring_bulk_one";
     let (sources, targets) = bulk_rings(ks, ROWS).await;
@@ -881,4 +869,76 @@ async fn at_rf_3_the_snapshot_read_takes_one_replica_and_never_one_that_lacks_wr
     );
     assert_eq!(done["progress"]["rowsWritten"], ROWS + LATE, "{done}");
     assert_exact(ks, ROWS + LATE, started, false).await;
+}
+
+/// A scenario on the rings, by name.
+type Scenario = (
+    &'static str,
+    fn() -> futures::future::LocalBoxFuture<'static, ()>,
+);
+
+/// Every scenario on the rings, one after another; the moves of a node come last (a move that
+/// fails half-way leaves node 3 on the spare host, where the others do not look for it).
+pub(crate) async fn scenarios() {
+    let all: [Scenario; 7] = [
+        (
+            "a_copy_at_local_quorum_goes_on_with_a_node_of_each_ring_stopped",
+            || Box::pin(a_copy_at_local_quorum_goes_on_with_a_node_of_each_ring_stopped()),
+        ),
+        (
+            "with_two_target_nodes_stopped_a_copy_waits_and_goes_on_when_they_are_back",
+            || {
+                Box::pin(
+                    with_two_target_nodes_stopped_a_copy_waits_and_goes_on_when_they_are_back(),
+                )
+            },
+        ),
+        (
+            "every_read_and_write_goes_to_a_replica_of_its_range",
+            || Box::pin(every_read_and_write_goes_to_a_replica_of_its_range()),
+        ),
+        (
+            "at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss",
+            || Box::pin(at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_without_loss()),
+        ),
+        (
+            "at_rf_3_the_bulk_paths_read_snapshots_and_load_sstables_on_every_replica",
+            || Box::pin(at_rf_3_the_bulk_paths_read_snapshots_and_load_sstables_on_every_replica()),
+        ),
+        (
+            "at_rf_3_the_snapshot_read_takes_one_replica_and_never_one_that_lacks_writes",
+            || {
+                Box::pin(
+                    at_rf_3_the_snapshot_read_takes_one_replica_and_never_one_that_lacks_writes(),
+                )
+            },
+        ),
+        (
+            "ring_move::a_ring_node_moves_to_a_new_host_and_back_while_the_cluster_serves_at_quorum",
+            || {
+                Box::pin(crate::ring_move::a_ring_node_moves_to_a_new_host_and_back_while_the_cluster_serves_at_quorum())
+            },
+        ),
+    ];
+    let only = std::env::var("DROVER_TEST_RINGS_ONLY").unwrap_or_default();
+    let mut failed = Vec::new();
+    for (name, scenario) in all.into_iter().filter(|(name, _)| name.contains(&only)) {
+        eprintln!("rings: {name} ...");
+        let started = std::time::Instant::now();
+        // A panic ends the scenario, not the ones after it (the hook has printed it).
+        match std::panic::AssertUnwindSafe(scenario())
+            .catch_unwind()
+            .await
+        {
+            Ok(()) => eprintln!("rings: {name} ok ({:.0?})", started.elapsed()),
+            Err(_) => {
+                eprintln!("rings: {name} FAILED ({:.0?})", started.elapsed());
+                failed.push(name);
+            }
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "ring scenarios failed (their panics are above): {failed:?}"
+    );
 }
