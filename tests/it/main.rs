@@ -48,6 +48,7 @@ mod parquet_migrator;
 mod progress;
 mod resume;
 mod ring_move;
+mod ring_topology;
 mod rings;
 mod router;
 mod s3export;

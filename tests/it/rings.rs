@@ -31,7 +31,7 @@ use test_support::{Daemon, ended};
 use crate::fidelity::{Expect, compare, micros_now};
 
 /// A copy, with its waits for nodes, ends well within this.
-const WAIT: Duration = Duration::from_secs(900);
+pub(crate) const WAIT: Duration = Duration::from_secs(900);
 
 const DDL: &str = "CREATE TYPE $ks.pt (a int, b text);
 CREATE TABLE $ks.t (p int, c int, st text STATIC, t text, b blob, bi bigint, d decimal, vi varint,
@@ -45,7 +45,7 @@ CREATE TABLE $ks.t (p int, c int, st text STATIC, t text, b blob, bi bigint, d d
 const BULK_LEFT_OUT: &str = " un pt, v vector<float, 3>,";
 
 /// Rows per partition.
-const PER_PARTITION: usize = 4;
+pub(crate) const PER_PARTITION: usize = 4;
 
 /// Makes keyspace `ks` (NetworkTopologyStrategy, RF 3 in the rings' data center) with the
 /// table on both rings, dropping what an earlier run left.
@@ -59,7 +59,7 @@ async fn keyspace(
 
 /// [`keyspace`] at replication factor `rf`, the table without the columns of
 /// [`BULK_LEFT_OUT`] when `bulk`.
-async fn keyspace_at(
+pub(crate) async fn keyspace_at(
     src: &scylla::client::session::Session,
     dst: &scylla::client::session::Session,
     ks: &str,
@@ -175,7 +175,12 @@ fn row_statements(ks: &str, i: usize, bulk: bool) -> Vec<String> {
 
 /// Writes `rows` rows into `ks.t` of the ring behind `src`, one unlogged batch per partition
 /// (without the columns of [`BULK_LEFT_OUT`] when `bulk`).
-async fn fill(src: &scylla::client::session::Session, ks: &str, rows: usize, bulk: bool) {
+pub(crate) async fn fill(
+    src: &scylla::client::session::Session,
+    ks: &str,
+    rows: usize,
+    bulk: bool,
+) {
     fill_at(
         src,
         ks,
@@ -226,7 +231,7 @@ async fn fill_at(
 
 /// A CQL → CQL copy of `ks.t` between the rings at `LOCAL_QUORUM` in their data center, with
 /// writetimes and TTLs, at most `rows_per_second` (so that a node can be stopped mid-copy).
-fn job(ks: &str, rows_per_second: usize) -> String {
+pub(crate) fn job(ks: &str, rows_per_second: usize) -> String {
     let (sh, sp) = SRC[0].rsplit_once(':').unwrap();
     let (dh, dp) = DST[0].rsplit_once(':').unwrap();
     format!(
@@ -235,11 +240,11 @@ fn job(ks: &str, rows_per_second: usize) -> String {
     )
 }
 
-fn phase(job: &Value) -> &str {
+pub(crate) fn phase(job: &Value) -> &str {
     job["phase"].as_str().unwrap_or_default()
 }
 
-fn written(job: &Value) -> u64 {
+pub(crate) fn written(job: &Value) -> u64 {
     job["progress"]["rowsWritten"].as_u64().unwrap_or(0)
 }
 
@@ -297,7 +302,7 @@ const LATE_TTL_S: i64 = 60;
 /// first one may still be applied, seconds later, and Cassandra counts a TTL from when the
 /// coordinator handles the write and keeps, of two cells with the same writetime, the one
 /// that expires last (32 rows 13 s late in one run).
-async fn assert_exact(ks: &str, rows: usize, started: i64, nodes_stopped: bool) {
+pub(crate) async fn assert_exact(ks: &str, rows: usize, started: i64, nodes_stopped: bool) {
     let read = |addr: &'static str| async move {
         let (host, port) = crate::fidelity::host_port(addr);
         crate::fidelity::read_with("cql_reader.py", &[host, port, ks, "t", "ALL"]).await
@@ -549,7 +554,7 @@ pub(crate) async fn every_read_and_write_goes_to_a_replica_of_its_range() {
 
 /// A daemon beside ring node `name` serving snapshots of its SSTables (the source side of
 /// `bulkRead: snapshot`) and taking SSTable uploads (the target side of `bulkWrite: sstable`).
-async fn sidecar(name: &str) -> Daemon {
+pub(crate) async fn sidecar(name: &str) -> Daemon {
     let home = test_support::Home::new();
     Daemon::start_with(&home, &sidecar_config(&home, name, "127.0.0.1:0")).await
 }
@@ -584,7 +589,7 @@ pub(crate) fn node_bytes(name: &str, ks: &str) -> u64 {
 }
 
 /// `bulkSidecars:` of one side: each node's CQL host and the daemon beside it.
-fn sidecars(nodes: &[&str], daemons: &[Daemon]) -> String {
+pub(crate) fn sidecars(nodes: &[&str], daemons: &[Daemon]) -> String {
     let mut out = "  bulkSidecars:\n".to_string();
     for (node, d) in nodes.iter().zip(daemons) {
         let host = node.rsplit_once(':').unwrap().0;
@@ -616,7 +621,12 @@ fn snapshots_taken(sources: &[Daemon]) -> Vec<usize> {
 }
 
 /// A bulk copy of `ks.t` between the rings through the daemons beside their nodes.
-fn bulk_job(ks: &str, rows_per_second: usize, sources: &[Daemon], targets: &[Daemon]) -> String {
+pub(crate) fn bulk_job(
+    ks: &str,
+    rows_per_second: usize,
+    sources: &[Daemon],
+    targets: &[Daemon],
+) -> String {
     let copy = job(ks, rows_per_second);
     let (source, target) = copy.split_once("target:\n").unwrap();
     format!(
@@ -640,7 +650,7 @@ fn assert_every_replica_holds_the_table(ks: &str) -> Vec<u64> {
 
 /// Keyspace `ks` at RF 3 with the bulk tests' table on both rings, `rows` rows in the source,
 /// and a daemon beside every node: the source ring's, then the target ring's.
-async fn bulk_rings(ks: &str, rows: usize) -> (Vec<Daemon>, Vec<Daemon>) {
+pub(crate) async fn bulk_rings(ks: &str, rows: usize) -> (Vec<Daemon>, Vec<Daemon>) {
     let (src, dst) = (session(SRC[0]).await, session(DST[0]).await);
     keyspace_at(&src, &dst, ks, 3, true).await;
     fill(&src, ks, rows, true).await;
@@ -880,7 +890,7 @@ type Scenario = (
 /// Every scenario on the rings, one after another; the moves of a node come last (a move that
 /// fails half-way leaves node 3 on the spare host, where the others do not look for it).
 pub(crate) async fn scenarios() {
-    let all: [Scenario; 7] = [
+    let all: [Scenario; 8] = [
         (
             "a_copy_at_local_quorum_goes_on_with_a_node_of_each_ring_stopped",
             || Box::pin(a_copy_at_local_quorum_goes_on_with_a_node_of_each_ring_stopped()),
@@ -911,6 +921,12 @@ pub(crate) async fn scenarios() {
                 Box::pin(
                     at_rf_3_the_snapshot_read_takes_one_replica_and_never_one_that_lacks_writes(),
                 )
+            },
+        ),
+        (
+            "ring_topology::a_node_joining_the_target_fails_an_sstable_load_at_once_and_one_leaving_does_not_stop_a_cql_copy",
+            || {
+                Box::pin(crate::ring_topology::a_node_joining_the_target_fails_an_sstable_load_at_once_and_one_leaving_does_not_stop_a_cql_copy())
             },
         ),
         (

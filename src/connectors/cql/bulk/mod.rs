@@ -6,6 +6,7 @@
 //! unit, so a unit imported by a run that died before recording it is found imported by the
 //! next (the target drover remembers it), never imported twice.
 
+mod ring;
 mod rows;
 mod upload;
 
@@ -57,6 +58,9 @@ pub enum BulkError {
         /// Its answer.
         message: String,
     },
+    /// A node of the target joined, left or moved around a unit's imports (see `ring`).
+    #[error("{0}")]
+    Topology(String),
 }
 
 impl BulkError {
@@ -103,6 +107,12 @@ pub async fn open_bulk_copy(
         message: format!("sstable: {message}"),
     };
     let create = create_table(&target, &target_schema.keyspace, &target_schema.table).await?;
+    let ring = ring::Ring::plan(&target)
+        .await
+        .map_err(|message| CqlError::Request {
+            side: "target".into(),
+            message,
+        })?;
     if !dst.bulk_skip_extended_verify
         && let Some(rate) = compaction_throughput(&target).await
     {
@@ -154,6 +164,7 @@ pub async fn open_bulk_copy(
         shared: Arc::new(Shared {
             plan,
             target: Arc::new(target),
+            ring,
             sidecars,
             spool,
             job,
@@ -271,6 +282,8 @@ async fn create_table(session: &Session, keyspace: &str, table: &str) -> Result<
 struct Shared {
     plan: RowPlan,
     target: Arc<Session>,
+    /// The target ring the load was planned on, checked around each unit's imports.
+    ring: ring::Ring,
     sidecars: upload::Sidecars,
     spool: PathBuf,
     job: String,
@@ -644,6 +657,16 @@ impl Sink<RawRow> for BulkSink {
                     .map_err(|e| BulkError::Write(e.to_string()))?;
                 dirs.insert(node, sstable_dir(&info));
             }
+            // The unit counts only if the ring was the planned one on both sides of its
+            // imports (a node that joined meanwhile may lack them).
+            let ring = || async {
+                self.shared
+                    .ring
+                    .check(&self.shared.target)
+                    .await
+                    .map_err(BulkError::Topology)
+            };
+            ring().await?;
             for (node, files) in dirs {
                 let id = self.shared.upload_id(&unit.key, &node);
                 self.shared
@@ -651,7 +674,7 @@ impl Sink<RawRow> for BulkSink {
                     .load(&node, &id, (&t.keyspace, &t.table), &files)
                     .await?;
             }
-            Ok(())
+            ring().await
         }
         .await;
         let _ = tokio::fs::remove_dir_all(&dir).await;
