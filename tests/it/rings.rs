@@ -15,6 +15,10 @@
 //! read) and at `ONE` (one node read, never one that other nodes hold hints for), and the
 //! SSTable load on every target replica, with a replica's daemon killed in the middle.
 //!
+//! Two more modules run on the rings: `ring_topology` (a node joining the target during an
+//! SSTable load, leaving it during a CQL copy) and `ring_move` (live migration of a node while
+//! the ring serves).
+//!
 //! The scenarios share the rings and stop their nodes, so they run one after another, in one
 //! test ([`scenarios`], run by `a_three_node_rings` in main.rs), each its own task so that one
 //! failing does not hide the others. `DROVER_TEST_RINGS_ONLY=<part of a name>` runs only the
