@@ -16,6 +16,15 @@ listener_pid() {
   local port=${2:-$PORT}
   ss -Hltnp "sport = :$port" | grep -F " $1:$port " | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2 || true
 }
+# CPU time (user+system, clock ticks) of the processes listening on each host of $1 (one host,
+# or a cluster's nodes separated by spaces) on port ${2:-$PORT}.
+cluster_ticks() {
+  local host t=0
+  for host in $1; do
+    t=$((t + $(cpu_ticks "$(listener_pid "$host" "${2:-$PORT}")")))
+  done
+  echo "$t"
+}
 # CPU time (user+system, clock ticks) of a process.
 cpu_ticks() {
   local stat
@@ -72,14 +81,14 @@ install_python_and_spark() {
 
 # run_timed NAME CMD...: runs CMD under /usr/bin/time -v (stdout NAME.out, stderr NAME.log in
 # $WORK). Sets SECS (wall clock), RC, RSS_MB (peak RSS of the largest process), TOOL_CPU,
-# SRC_CPU and DST_CPU (CPU seconds of the tool and of each Cassandra JVM during the run; with
-# SRC_PORT set, SRC_CPU is that of the process listening on SRC:SRC_PORT).
+# SRC_CPU and DST_CPU (CPU seconds of the tool and of each side's Cassandra JVMs during the run:
+# SRC and DST may each name several nodes; with SRC_PORT set, SRC_CPU is that of the process
+# listening on SRC:SRC_PORT).
 run_timed() {
   local name=$1
   shift
-  local spid dpid s0 d0 b0 t0 t1 load0
-  spid=$(listener_pid "$SRC" "${SRC_PORT:-$PORT}") dpid=$(listener_pid "$DST")
-  s0=$(cpu_ticks "$spid") d0=$(cpu_ticks "$dpid") b0=$(busy_ticks) load0=$(cut -d' ' -f1-3 /proc/loadavg)
+  local s0 d0 b0 t0 t1 load0
+  s0=$(cluster_ticks "$SRC" "${SRC_PORT:-$PORT}") d0=$(cluster_ticks "$DST") b0=$(busy_ticks) load0=$(cut -d' ' -f1-3 /proc/loadavg)
   say "$name: $*"
   t0=$(date +%s.%N)
   set +e
@@ -88,8 +97,8 @@ run_timed() {
   set -e
   t1=$(date +%s.%N)
   SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b - a}')
-  SRC_CPU=$(awk -v a="$s0" -v b="$(cpu_ticks "$spid")" -v t="$CLK_TCK" 'BEGIN{printf "%.1f", (b - a) / t}')
-  DST_CPU=$(awk -v a="$d0" -v b="$(cpu_ticks "$dpid")" -v t="$CLK_TCK" 'BEGIN{printf "%.1f", (b - a) / t}')
+  SRC_CPU=$(awk -v a="$s0" -v b="$(cluster_ticks "$SRC" "${SRC_PORT:-$PORT}")" -v t="$CLK_TCK" 'BEGIN{printf "%.1f", (b - a) / t}')
+  DST_CPU=$(awk -v a="$d0" -v b="$(cluster_ticks "$DST")" -v t="$CLK_TCK" 'BEGIN{printf "%.1f", (b - a) / t}')
   RSS_MB=$(awk -F': ' '/Maximum resident set size/{printf "%.0f", $2 / 1024}' "$WORK/$name.time")
   TOOL_CPU=$(awk -F': ' '/User time/{u=$2} /System time/{s=$2} END{printf "%.1f", u + s}' "$WORK/$name.time")
   BUSY=$(awk -v a="$b0" -v b="$(busy_ticks)" -v t="$CLK_TCK" 'BEGIN{printf "%.1f", (b - a) / t}')

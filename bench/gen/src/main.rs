@@ -3,15 +3,19 @@
 //! ```text
 //! drover-bench-gen <command> --host H [--port 9042] [--keyspace bench] [options]
 //!
-//!   schema               create keyspace KS (SimpleStrategy, RF 1) and tables KS.rows, KS.meta
+//!   schema               create keyspace KS and tables KS.rows, KS.meta
+//!                        [--replication "{'class': 'SimpleStrategy', 'replication_factor': 1}"]
 //!   generate --rows N    fill KS.rows with rows 0..N (deterministic, ~1 KB each); skipped when
 //!                        the marker in KS.meta says the table already holds exactly these N rows
 //!                        [--concurrency 256]
 //!   count                count KS.rows by scanning token ranges in parallel
 //!                        [--splits 1024] [--concurrency 4]
 //!   truncate             TRUNCATE KS.rows
-//!   wait-idle            wait until the node runs no sstable task (compaction) [--timeout-s 900]
+//!   wait-idle            wait until no node of the cluster runs an sstable task (compaction)
+//!                        [--timeout-s 900]
 //!   info                 the node's release_version
+//!
+//!   every command: [--consistency ONE]: ONE, LOCAL_ONE, QUORUM, LOCAL_QUORUM or ALL
 //! ```
 //!
 //! Results are printed on stdout as `key=value` lines; progress goes to stderr.
@@ -57,12 +61,15 @@ struct Args {
     concurrency: Option<usize>,
     splits: u64,
     timeout_s: u64,
+    replication: String,
+    consistency: Consistency,
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: drover-bench-gen schema|generate|count|truncate|wait-idle|info --host H [--port P] \
-         [--keyspace KS] [--rows N] [--concurrency C] [--splits S] [--timeout-s T]"
+         [--keyspace KS] [--rows N] [--concurrency C] [--splits S] [--timeout-s T] \
+         [--replication MAP] [--consistency CL]"
     );
     std::process::exit(2);
 }
@@ -79,6 +86,8 @@ fn parse_args() -> Result<Args> {
         concurrency: None,
         splits: 1024,
         timeout_s: 900,
+        replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
+        consistency: Consistency::One,
     };
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
@@ -90,6 +99,17 @@ fn parse_args() -> Result<Args> {
             "--concurrency" => a.concurrency = Some(value.parse()?),
             "--splits" => a.splits = value.parse()?,
             "--timeout-s" => a.timeout_s = value.parse()?,
+            "--replication" => a.replication = value,
+            "--consistency" => {
+                a.consistency = match value.as_str() {
+                    "ONE" => Consistency::One,
+                    "LOCAL_ONE" => Consistency::LocalOne,
+                    "QUORUM" => Consistency::Quorum,
+                    "LOCAL_QUORUM" => Consistency::LocalQuorum,
+                    "ALL" => Consistency::All,
+                    other => bail!("--consistency {other}: ONE, LOCAL_ONE, QUORUM, LOCAL_QUORUM or ALL"),
+                }
+            }
             _ => usage(),
         }
     }
@@ -108,7 +128,7 @@ async fn run() -> Result<()> {
     let a = parse_args()?;
     let s = connect(&a).await?;
     match a.cmd.as_str() {
-        "schema" => schema(&s, &a.keyspace).await,
+        "schema" => schema(&s, &a.keyspace, &a.replication).await,
         "generate" => generate(&s, &a).await,
         "count" => {
             let started = Instant::now();
@@ -135,7 +155,7 @@ async fn run() -> Result<()> {
 
 async fn connect(a: &Args) -> Result<Session> {
     let profile = ExecutionProfile::builder()
-        .consistency(Consistency::One)
+        .consistency(a.consistency)
         .request_timeout(Some(Duration::from_secs(60)))
         .build();
     let address = format!("{}:{}", a.host, a.port);
@@ -151,12 +171,9 @@ async fn connect(a: &Args) -> Result<Session> {
         .with_context(|| format!("connecting to {address}"))
 }
 
-async fn schema(s: &Session, ks: &str) -> Result<()> {
+async fn schema(s: &Session, ks: &str, replication: &str) -> Result<()> {
     for q in [
-        format!(
-            "CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = \
-             {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-        ),
+        format!("CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {replication}"),
         format!(
             "CREATE TABLE IF NOT EXISTS {ks}.rows (p bigint, c int, t text, n int, d double, \
              ts timestamp, b blob, PRIMARY KEY (p, c))"
@@ -375,17 +392,23 @@ async fn count(s: &Session, a: &Args) -> Result<u64> {
     Ok(total)
 }
 
-/// Waits until `system_views.sstable_tasks` (running compactions and the like) is empty twice
-/// in a row, so a copy does not compete with the compactions of the previous step.
+/// Waits until `system_views.sstable_tasks` (running compactions and the like) of every node is
+/// empty twice in a row, so a copy does not compete with the compactions of the previous step.
 async fn wait_idle(s: &Session, timeout_s: u64) -> Result<()> {
+    use scylla::policies::load_balancing::{NodeIdentifier, SingleTargetLoadBalancingPolicy};
     let started = Instant::now();
     let mut quiet = 0;
     loop {
-        let tasks = s
-            .query_unpaged("SELECT kind FROM system_views.sstable_tasks", ())
-            .await?
-            .into_rows_result()?
-            .rows_num();
+        let mut tasks = 0;
+        // The table is each node's own: ask each.
+        for node in s.get_cluster_state().get_nodes_info() {
+            let mut st = Statement::new("SELECT kind FROM system_views.sstable_tasks");
+            st.set_load_balancing_policy(Some(SingleTargetLoadBalancingPolicy::new(
+                NodeIdentifier::Node(node.clone()),
+                None,
+            )));
+            tasks += s.query_unpaged(st, ()).await?.into_rows_result()?.rows_num();
+        }
         quiet = if tasks == 0 { quiet + 1 } else { 0 };
         if quiet >= 2 {
             break;
