@@ -885,6 +885,40 @@ pub(crate) async fn at_rf_3_the_snapshot_read_takes_one_replica_and_never_one_th
     assert_exact(ks, ROWS + LATE, started, false).await;
 }
 
+pub(crate) async fn at_rf_3_a_snapshot_read_with_a_source_node_down_reads_every_replica_that_answers()
+ {
+    // Source node 2 is stopped (its daemon stays up). It cannot say whether it holds hints for
+    // the other two, so no replica can be read alone: every range is read from the nodes that
+    // answer, merged (1 and 3), and the copy is exact once node 2 is back.
+    const ROWS: usize = 3_000;
+    rings::up();
+    let ks = "ring_bulk_node_down";
+    let (sources, targets) = bulk_rings(ks, ROWS).await;
+    rings::stop(&[src_node(2)]);
+    let d = Daemon::fresh("").await;
+    let started = micros_now();
+    let done = d
+        .run_job(
+            "/api/v1/migrations",
+            &bulk_job(ks, 1_000_000, &sources, &targets),
+            WAIT,
+        )
+        .await;
+    eprintln!("bulk copy with source node 2 down: {}", done["progress"]);
+    assert_eq!(done["state"], "SUCCEEDED", "{done}\n{}", d.logs());
+    assert_eq!(snapshots_taken(&sources), [1, 0, 1], "{}", d.logs());
+    assert!(
+        d.logs().contains(
+            "ranges whose replicas may each lack writes are read from every replica that answers"
+        ),
+        "the log does not say why two replicas were merged:\n{}",
+        d.logs()
+    );
+    assert_eq!(done["progress"]["rowsWritten"], ROWS, "{done}");
+    rings::up();
+    assert_exact(ks, ROWS, started, false).await;
+}
+
 /// A scenario on the rings, by name.
 type Scenario = (
     &'static str,
@@ -894,7 +928,7 @@ type Scenario = (
 /// Every scenario on the rings, one after another; the moves of a node come last (a move that
 /// fails half-way leaves node 3 on the spare host, where the others do not look for it).
 pub(crate) async fn scenarios() {
-    let all: [Scenario; 8] = [
+    let all: [Scenario; 9] = [
         (
             "a_copy_at_local_quorum_goes_on_with_a_node_of_each_ring_stopped",
             || Box::pin(a_copy_at_local_quorum_goes_on_with_a_node_of_each_ring_stopped()),
@@ -925,6 +959,12 @@ pub(crate) async fn scenarios() {
                 Box::pin(
                     at_rf_3_the_snapshot_read_takes_one_replica_and_never_one_that_lacks_writes(),
                 )
+            },
+        ),
+        (
+            "at_rf_3_a_snapshot_read_with_a_source_node_down_reads_every_replica_that_answers",
+            || {
+                Box::pin(at_rf_3_a_snapshot_read_with_a_source_node_down_reads_every_replica_that_answers())
             },
         ),
         (

@@ -297,7 +297,7 @@ async fn generate(s: &Session, a: &Args) -> Result<()> {
             println!("rows={n}\nbytes={b}\ngenerated=0\nseconds=0.0");
             return Ok(());
         }
-        Some((v, r, b)) if v == GEN_VERSION && (r as u64) < n && r as u64 % BLOCK_ROWS == 0 => {
+        Some((v, r, b)) if v == GEN_VERSION && (r as u64) < n && (r as u64).is_multiple_of(BLOCK_ROWS) => {
             eprintln!("drover-bench-gen: {ks}.rows holds rows 0..{r}; adding {r}..{n}");
             (r as u64, b as u64)
         }
