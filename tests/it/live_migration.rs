@@ -210,7 +210,7 @@ fn raw_get(d: &Daemon, path: &str) -> (u16, Value) {
 }
 
 /// A verification report that found every file identical.
-fn assert_all_matched(report: &Value) {
+pub(crate) fn assert_all_matched(report: &Value) {
     assert_eq!(report["state"], "COMPLETED", "{report:#}");
     for k in [
         "filesNotFoundAtSource",
@@ -597,7 +597,7 @@ fn assert_sidecar_verification_order(text: &str) {
 }
 
 /// Whether a verification task has ended (Sidecar's states).
-fn verification_ended(task: &Value) -> bool {
+pub(crate) fn verification_ended(task: &Value) -> bool {
     !["NOT_STARTED", "IN_PROGRESS"].contains(&task["state"].as_str().unwrap_or(""))
 }
 

@@ -29,6 +29,7 @@ use test_support::cql::{exec, session};
 use test_support::rings::{self, SRC, src_node};
 use tokio_util::sync::CancellationToken;
 
+use crate::live_migration::{assert_all_matched, verification_ended};
 use crate::rings::nodetool;
 use crate::sidecar_procedure::{PREFIX, Side, accepted, copy_ended, port_free_on_both};
 
@@ -361,21 +362,7 @@ async fn move_node(run: &Path, from: Host, to: Host, stop: Stop) -> Instant {
         )
         .await;
     let (_, url) = accepted(code, &answer, "files-verification-tasks");
-    let report = dst
-        .poll(&url, |v| {
-            ["COMPLETED", "FAILED", "CANCELLED"].contains(&v["state"].as_str().unwrap_or(""))
-        })
-        .await;
-    assert_eq!(report["state"], "COMPLETED", "{report:#}");
-    for key in [
-        "filesNotFoundAtSource",
-        "filesNotFoundAtDestination",
-        "metadataMismatches",
-        "digestMismatches",
-        "digestVerificationFailures",
-    ] {
-        assert_eq!(report[key], 0, "{key}: {report:#}");
-    }
+    assert_all_matched(&dst.poll(&url, verification_ended).await);
     let verified = verify.elapsed();
     drop((src, dst));
 
