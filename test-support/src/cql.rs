@@ -179,11 +179,66 @@ pub async fn raw_rows(s: &Session, table: &str, select: &str) -> Vec<RawRow> {
         .expect("rows")
 }
 
-/// Asserts that both tables hold the same cells byte for byte, streaming both scans side by
-/// side (memory stays flat for large tables). `ttl_columns` are indexes of TTL expressions in
-/// the selects, compared within 5 s: TTLs count down between the two reads, and a TTL is whole
-/// seconds, read at one second and written at another, each rounded (the fidelity matrix
-/// allows the same). Returns the number of rows compared.
+/// One side of [`assert_same`]: its scan, read a page at a time, and when the page now being
+/// compared was asked for and when it arrived.
+struct Pages<'a> {
+    session: &'a Session,
+    statement: scylla::statement::unprepared::Statement,
+    /// The next page's paging state; `None` once the last page has arrived.
+    next: Option<scylla::response::PagingState>,
+    rows: std::collections::VecDeque<RawRow>,
+    asked: std::time::Instant,
+    arrived: std::time::Instant,
+}
+
+impl<'a> Pages<'a> {
+    fn new(session: &'a Session, table: &str, select: &str) -> Self {
+        let mut statement =
+            scylla::statement::unprepared::Statement::new(format!("SELECT {select} FROM {table}"));
+        statement.set_page_size(5000);
+        let now = std::time::Instant::now();
+        Self {
+            session,
+            statement,
+            next: Some(scylla::response::PagingState::start()),
+            rows: Default::default(),
+            asked: now,
+            arrived: now,
+        }
+    }
+
+    /// Reads pages until one holds a row (or the scan has ended), if no row is left.
+    async fn fill(&mut self) {
+        while self.rows.is_empty() {
+            let Some(state) = self.next.take() else {
+                return;
+            };
+            self.asked = std::time::Instant::now();
+            let (result, response) = self
+                .session
+                .query_single_page(self.statement.clone(), (), state)
+                .await
+                .expect("scan");
+            self.arrived = std::time::Instant::now();
+            let rows = result.into_rows_result().expect("rows");
+            for row in rows.rows::<RawRow>().expect("rows") {
+                self.rows.push_back(row.expect("row"));
+            }
+            self.next = match response.into_paging_control_flow() {
+                std::ops::ControlFlow::Continue(state) => Some(state),
+                std::ops::ControlFlow::Break(()) => None,
+            };
+        }
+    }
+}
+
+/// Asserts that both tables hold the same cells byte for byte, reading both a page at a time
+/// side by side (memory stays flat for large tables). `ttl_columns` are indexes of TTL
+/// expressions in the selects, compared within 5 s (a TTL is whole seconds, read at one second
+/// and written at another, each rounded; the fidelity matrix allows the same) plus the time
+/// that can separate the two reads of the pair: from the earlier of its two pages being asked
+/// for to the later arriving. Both sides' pages are asked for together, so that is one
+/// page's latency, however loaded the machine is. Returns the number of rows compared.
 pub async fn assert_same(
     src: &Session,
     src_table: &str,
@@ -193,36 +248,21 @@ pub async fn assert_same(
     dst_select: &str,
     ttl_columns: &[usize],
 ) -> usize {
-    use futures::StreamExt;
-    let scan = |table: &str, select: &str| {
-        let mut st =
-            scylla::statement::unprepared::Statement::new(format!("SELECT {select} FROM {table}"));
-        st.set_page_size(5000);
-        st
-    };
-    let mut a = src
-        .query_iter(scan(src_table, src_select), ())
-        .await
-        .expect("scan")
-        .rows_stream::<RawRow>()
-        .expect("rows");
-    let mut b = dst
-        .query_iter(scan(dst_table, dst_select), ())
-        .await
-        .expect("scan")
-        .rows_stream::<RawRow>()
-        .expect("rows");
+    let mut a = Pages::new(src, src_table, src_select);
+    let mut b = Pages::new(dst, dst_table, dst_select);
     let mut n = 0;
     loop {
-        let (x, y) = tokio::join!(a.next(), b.next());
-        let (x, y) = match (x, y) {
+        tokio::join!(a.fill(), b.fill());
+        let (x, y) = match (a.rows.pop_front(), b.rows.pop_front()) {
             (None, None) => return n,
-            (Some(x), Some(y)) => (x.expect("source row"), y.expect("target row")),
+            (Some(x), Some(y)) => (x, y),
             (x, _) => panic!(
                 "row counts differ after {n} rows: the {} has more",
                 if x.is_some() { "source" } else { "target" }
             ),
         };
+        let apart = a.arrived.max(b.arrived) - a.asked.min(b.asked);
+        let slack = 5 + apart.as_secs() as i64 + i64::from(apart.subsec_nanos() > 0);
         for (i, (cx, cy)) in x.cells.iter().zip(&y.cells).enumerate() {
             if ttl_columns.contains(&i) {
                 let ttls = |c: &Option<bytes::Bytes>| {
@@ -234,9 +274,10 @@ pub async fn assert_same(
                 assert_eq!(tx.len(), ty.len(), "row {n} column {i}: TTL shapes differ");
                 for (p, q) in tx.iter().zip(&ty) {
                     match (p, q) {
-                        (Some(p), Some(q)) => {
-                            assert!((p - q).abs() <= 5, "row {n} column {i}: TTL {p} vs {q}")
-                        }
+                        (Some(p), Some(q)) => assert!(
+                            (p - q).abs() <= slack,
+                            "row {n} column {i}: TTL {p} vs {q} (allowed {slack} s: the two pages were read within {apart:.1?})"
+                        ),
                         _ => assert_eq!(p, q, "row {n} column {i}: TTL {p:?} vs {q:?}"),
                     }
                 }
