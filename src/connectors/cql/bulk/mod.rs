@@ -157,8 +157,12 @@ pub async fn open_bulk_copy(
     .map_err(|e| refuse(e.to_string()))?;
     let spool = std::env::temp_dir().join(format!("drover-bulk-{}", uuid::Uuid::now_v7()));
     let job = format!(
-        "{run}\n{}.{}>{}.{}",
-        source_schema.keyspace, source_schema.table, target_schema.keyspace, target_schema.table
+        "{run}\n{}.{}>{}.{}\n{}",
+        source_schema.keyspace,
+        source_schema.table,
+        target_schema.keyspace,
+        target_schema.table,
+        ring::digest(&target)
     );
     let sink = BulkSink {
         shared: Arc::new(Shared {
@@ -532,8 +536,9 @@ impl Shared {
     }
 
     /// The upload id of a unit's SSTables on one node: the same in every run of the same load
-    /// (the runs resuming it from its savepoints), so a unit imported by a run that died before
-    /// recording it is found imported; another in a new load of the same tables.
+    /// (the runs resuming it from its savepoints) on the same target ring, so a unit imported
+    /// by a run that died before recording it is found imported; another in a new load of the
+    /// same tables, or on a ring that changed since (see `ring::digest`).
     fn upload_id(&self, unit: &str, node: &str) -> String {
         let h = xxhash_rust::xxh3::xxh3_128(format!("{}\n{unit}\n{node}", self.job).as_bytes());
         uuid::Uuid::from_u128(h).hyphenated().to_string()

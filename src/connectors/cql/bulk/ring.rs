@@ -42,6 +42,20 @@ impl Member {
     }
 }
 
+/// A digest of the token ring the driver places partitions by (each token and its node's
+/// address). It is part of the upload ids: a load resumed on a changed ring uploads its units
+/// anew, instead of being told by a node that it imported a unit already — an import made for
+/// the old ring, which lacks the partitions the node gained since (a node that left hands its
+/// ranges to the others). On the same ring the ids stay the same, so nothing is imported twice.
+pub(super) fn digest(session: &Session) -> String {
+    let state = session.get_cluster_state();
+    let mut text = String::new();
+    for (token, node) in state.replica_locator().ring().iter() {
+        text.push_str(&format!("{} {}\n", token.value(), node.address.ip()));
+    }
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
+}
+
 /// What a gossip status word means, in the operator's words.
 fn doing(word: &str) -> String {
     match word {
