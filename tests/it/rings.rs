@@ -919,6 +919,21 @@ pub(crate) async fn at_rf_3_a_snapshot_read_with_a_source_node_down_reads_every_
     assert_exact(ks, ROWS, started, false).await;
 }
 
+/// The start of a scenario's panic message: the final assertion repeats it, so that a run
+/// whose log keeps only its end still says why each scenario failed.
+fn panic_head(payload: &(dyn std::any::Any + Send)) -> String {
+    let message = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("(a panic without a message)");
+    let mut head: String = message.chars().take(600).collect();
+    if head.len() < message.len() {
+        head.push_str(" …");
+    }
+    head
+}
+
 /// A scenario on the rings, by name.
 type Scenario = (
     &'static str,
@@ -991,14 +1006,15 @@ pub(crate) async fn scenarios() {
             .await
         {
             Ok(()) => eprintln!("rings: {name} ok ({:.0?})", started.elapsed()),
-            Err(_) => {
+            Err(payload) => {
                 eprintln!("rings: {name} FAILED ({:.0?})", started.elapsed());
-                failed.push(name);
+                failed.push(format!("{name}: {}", panic_head(payload.as_ref())));
             }
         }
     }
     assert!(
         failed.is_empty(),
-        "ring scenarios failed (their panics are above): {failed:?}"
+        "ring scenarios failed (their whole panics are above):\n{}",
+        failed.join("\n")
     );
 }
