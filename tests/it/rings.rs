@@ -21,8 +21,10 @@
 //!
 //! The scenarios share the rings and stop their nodes, so they run one after another, in one
 //! test ([`scenarios`], run by `a_three_node_rings` in main.rs), each its own task so that one
-//! failing does not hide the others. `DROVER_TEST_RINGS_ONLY=<part of a name>` runs only the
-//! scenarios whose name contains it.
+//! failing does not hide the others. A scenario that fails runs a second time from rings made
+//! whole again (within a time budget; not the move of a node), because six JVMs on two cores
+//! beside the rest of the suite have stalled for minutes; both attempts' panics are reported.
+//! `DROVER_TEST_RINGS_ONLY=<part of a name>` runs only the scenarios whose name contains it.
 
 use std::time::Duration;
 
@@ -934,6 +936,27 @@ fn panic_head(payload: &(dyn std::any::Any + Send)) -> String {
     head
 }
 
+/// The machine's load average and available memory, for a failure's report: a stall of the
+/// rings is told apart from a defect by them.
+fn machine_load() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("MemAvailable:"))
+        .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_string())
+        .unwrap_or_default();
+    let load: Vec<&str> = load.split_whitespace().take(3).collect();
+    format!(
+        "load average {}, MemAvailable {available} kB",
+        load.join(" ")
+    )
+}
+
+/// A failed scenario runs a second time only while the rings have run less than this (the whole
+/// suite must stay within CI's limit even when every scenario fails).
+const SECOND_ATTEMPT_BUDGET: Duration = Duration::from_secs(25 * 60);
+
 /// A scenario on the rings, by name.
 type Scenario = (
     &'static str,
@@ -996,20 +1019,48 @@ pub(crate) async fn scenarios() {
         ),
     ];
     let only = std::env::var("DROVER_TEST_RINGS_ONLY").unwrap_or_default();
+    let rings_started = std::time::Instant::now();
     let mut failed = Vec::new();
     for (name, scenario) in all.into_iter().filter(|(name, _)| name.contains(&only)) {
-        eprintln!("rings: {name} ...");
-        let started = std::time::Instant::now();
-        // A panic ends the scenario, not the ones after it (the hook has printed it).
-        match std::panic::AssertUnwindSafe(scenario())
-            .catch_unwind()
-            .await
-        {
-            Ok(()) => eprintln!("rings: {name} ok ({:.0?})", started.elapsed()),
-            Err(payload) => {
-                eprintln!("rings: {name} FAILED ({:.0?})", started.elapsed());
-                failed.push(format!("{name}: {}", panic_head(payload.as_ref())));
+        let (mut heads, mut passed) = (Vec::new(), false);
+        for attempt in 1..=2 {
+            eprintln!("rings: {name} (attempt {attempt}) ...");
+            let started = std::time::Instant::now();
+            // A panic ends the attempt, not the scenarios after it (the hook has printed it).
+            match std::panic::AssertUnwindSafe(scenario())
+                .catch_unwind()
+                .await
+            {
+                Ok(()) => {
+                    eprintln!("rings: {name} ok ({:.0?})", started.elapsed());
+                    passed = true;
+                    break;
+                }
+                Err(payload) => {
+                    eprintln!("rings: {name} FAILED ({:.0?})", started.elapsed());
+                    heads.push(format!(
+                        "{} [after {:.0?}; {}]",
+                        panic_head(payload.as_ref()),
+                        started.elapsed(),
+                        machine_load()
+                    ));
+                }
             }
+            // Six JVMs on two cores shared with the rest of the suite have stalled for minutes
+            // at a time: a scenario that failed runs once more, from the rings made whole again,
+            // while the budget allows. A defect fails both attempts; a stall rarely strikes twice.
+            // (Not a move of node 3: one that failed half-way leaves node 3 on the spare host.)
+            if rings_started.elapsed() > SECOND_ATTEMPT_BUDGET || name.starts_with("ring_move") {
+                break;
+            }
+            if std::panic::catch_unwind(rings::up).is_err() {
+                break;
+            }
+        }
+        if !passed {
+            failed.push(format!("{name}: {}", heads.join("\n  then: ")));
+        } else if let Some(first) = heads.first() {
+            eprintln!("rings: {name} passed on its second attempt; the first failed: {first}");
         }
     }
     assert!(
