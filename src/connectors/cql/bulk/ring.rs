@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use scylla::client::session::Session;
+use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 
 /// What the ring's gossip says of a node, reduced to what a load cares about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,14 +85,8 @@ async fn read(session: &Session) -> Result<Option<BTreeMap<String, Member>>, Str
         .await
     {
         Ok(r) => r,
-        Err(e) => {
-            let text = e.to_string();
-            return if text.contains("gossip_info") || text.contains("system_views") {
-                Ok(None)
-            } else {
-                Err(text)
-            };
-        }
+        Err(e) if absent(&e) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
     };
     let rows = rows.into_rows_result().map_err(|e| e.to_string())?;
     let mut out = BTreeMap::new();
@@ -104,6 +99,16 @@ async fn read(session: &Session) -> Result<Option<BTreeMap<String, Member>>, Str
         out.insert(address.to_string(), Member::of(&status));
     }
     Ok(Some(out))
+}
+
+/// Whether the node refused the query as invalid: the query is, on every cluster that has the
+/// table, so the table is not there (the driver's error kind, not its words, which differ
+/// between servers and versions).
+fn absent(e: &ExecutionError) -> bool {
+    matches!(
+        e,
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(DbError::Invalid, _))
+    )
 }
 
 /// What changed between the planned ring and `now`, one phrase per node; empty when nothing
@@ -208,6 +213,19 @@ mod tests {
             .iter()
             .map(|(a, s)| (a.to_string(), Member::of(s)))
             .collect()
+    }
+
+    #[test]
+    fn only_a_query_refused_as_invalid_means_the_cluster_has_no_gossip_table() {
+        let db = |e: DbError| {
+            ExecutionError::LastAttemptError(RequestAttemptError::DbError(e, "text".into()))
+        };
+        assert!(absent(&db(DbError::Invalid)));
+        // A node too busy to answer, or a user the read is not allowed to, is no answer: the
+        // load must not go on blind because of them.
+        assert!(!absent(&db(DbError::Unauthorized)));
+        assert!(!absent(&db(DbError::ServerError)));
+        assert!(!absent(&ExecutionError::EmptyPlan));
     }
 
     #[test]
