@@ -1,6 +1,7 @@
 //! The kinds of job this daemon runs, in one list: the status URL of a job, resume at start
 //! and the sweep of kept job files are loops over it. It sits above the engines that implement
-//! the kinds, so that the job framework (`jobs`) does not depend on them.
+//! the kinds so that the job framework (`jobs`) need not depend on them; `jobs/kind.rs` still
+//! names the migration engine and live migration (issue 45; `tests/layers.rs` lists it).
 
 use std::future::Future;
 use std::marker::PhantomData;

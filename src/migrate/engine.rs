@@ -3,8 +3,9 @@
 //! by each error's own classification, counters, and the record of completed units.
 //!
 //! A unit is recorded complete only after every write of every row in it was acknowledged, so
-//! the record can be trusted by savepoints and resumes. The engine knows no data system: it
-//! drives the traits of [`crate::connectors::seam`].
+//! the record can be trusted by savepoints and resumes. The driving loop knows no data system
+//! (it drives the traits of [`crate::connectors::seam`]), but `Migration::prepare`, in this
+//! file, still names every connector, one arm per pair (issue 45; `tests/layers.rs` lists it).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
