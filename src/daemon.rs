@@ -194,8 +194,8 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
 
     if let Some(path) = &config.jobs.savepoint_filter_key_file {
         // Checked when the config was read; a file gone since fails the jobs that need it.
-        match crate::connectors::cql::savepoints::read_filter_key(path) {
-            Ok(key) => crate::connectors::cql::savepoints::set_filter_key(key),
+        match crate::savepoints::sealed::read_filter_key(path) {
+            Ok(key) => crate::savepoints::sealed::set_filter_key(key),
             Err(e) => tracing::error!("jobs.savepoint_filter_key_file: {e}"),
         }
     }

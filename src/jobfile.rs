@@ -339,6 +339,24 @@ pub fn cap(text: &str) -> std::borrow::Cow<'_, str> {
 /// Marker written in place of every secret in stored configs (savepoints, job records).
 pub const REDACTED: &str = "<redacted>";
 
+/// A location (`s3a://bucket/prefix`, a path) as it may be shown: without credentials
+/// (`user:secret@`), query string (pre-signed URLs carry signatures there) or fragment.
+pub fn location_without_secrets(location: &str) -> String {
+    let location = location.split(['?', '#']).next().unwrap_or_default();
+    match location.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            if path.is_empty() {
+                format!("{scheme}://{host}")
+            } else {
+                format!("{scheme}://{host}/{path}")
+            }
+        }
+        None => location.to_string(),
+    }
+}
+
 /// The job file as JSON with every secret replaced by [`REDACTED`]: what job records, logs and
 /// savepoints may hold. Keys are judged by name, so secrets in keys drover does not know yet
 /// (a new connector's `secretKey`, say) are caught too.

@@ -598,7 +598,7 @@ async fn common_replication(s: &Session) -> Result<Option<HashMap<String, String
     {
         let (name, replication) = r.map_err(query_failed)?;
         let lower = name.to_ascii_lowercase();
-        if crate::connectors::cql::config::SYSTEM_KEYSPACES.contains(&lower.as_str()) {
+        if crate::cassandra::SYSTEM_KEYSPACES.contains(&lower.as_str()) {
             continue;
         }
         let replication = replication.unwrap_or_default();

@@ -14,6 +14,26 @@ use tokio::sync::Mutex;
 
 use crate::config::CassandraConfig;
 
+/// Keyspaces that hold a node's or a cluster's own state, in Apache Cassandra, ScyllaDB and
+/// Amazon Keyspaces. Writing into one rewrites the node itself: a copy of `system.local` once
+/// gave a target node the source's cluster name and host id, and the node would not restart.
+pub const SYSTEM_KEYSPACES: &[&str] = &[
+    "system",
+    "system_schema",
+    "system_auth",
+    "system_distributed",
+    "system_traces",
+    "system_views",
+    "system_virtual_schema",
+    "system_cluster_metadata",
+    "system_accord",
+    "system_distributed_everywhere",
+    "system_replicated_keys",
+    "system_auth_v2",
+    "system_schema_mcs",
+    "system_multiregion_info",
+];
+
 /// Why the local node is not healthy.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {

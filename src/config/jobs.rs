@@ -78,7 +78,7 @@ impl JobsConfig {
     /// Checks what serde cannot; errors name the key.
     pub(crate) fn validate(&self) -> Result<(), (String, String)> {
         if let Some(path) = &self.savepoint_filter_key_file {
-            crate::connectors::cql::savepoints::read_filter_key(path)
+            crate::savepoints::sealed::read_filter_key(path)
                 .map_err(|m| ("jobs.savepoint_filter_key_file".to_string(), m))?;
         }
         if self.keep_finished.count == Some(0) {

@@ -67,24 +67,6 @@ pub fn bounded(text: &str) -> String {
     cut
 }
 
-/// A location (`s3a://bucket/prefix`, a path) as it may be shown: without credentials
-/// (`user:secret@`), query string (pre-signed URLs carry signatures there) or fragment.
-pub fn location_without_secrets(location: &str) -> String {
-    let location = location.split(['?', '#']).next().unwrap_or_default();
-    match location.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-            if path.is_empty() {
-                format!("{scheme}://{host}")
-            } else {
-                format!("{scheme}://{host}/{path}")
-            }
-        }
-        None => location.to_string(),
-    }
-}
-
 /// What lists and pages show of a job beside its state and progress.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
@@ -155,6 +137,7 @@ pub fn short_id(id: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jobfile::location_without_secrets;
 
     #[test]
     fn names_are_bounded_and_single_line() {

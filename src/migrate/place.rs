@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use crate::connectors::TargetConfig;
-use crate::connectors::cql::savepoints::{TableOpener, derived_job_id, seal_filter};
+use crate::connectors::cql::savepoints::TableOpener;
 use crate::jobfile::SavepointsConfig;
 use crate::savepoints::location::TableTarget;
+use crate::savepoints::sealed::{derived_job_id, seal_filter};
 use crate::savepoints::{Location, Lookup, SavepointError, Writer};
 
 use super::EngineError;

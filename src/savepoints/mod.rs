@@ -13,6 +13,7 @@ pub mod location;
 pub mod lock;
 mod object;
 pub mod ranges;
+pub mod sealed;
 pub mod stream;
 mod summary;
 

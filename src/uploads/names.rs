@@ -21,7 +21,7 @@ static COMPONENT: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Keyspaces no upload may touch besides the system keyspaces a job may not write to either
-/// ([`crate::connectors::cql::config::SYSTEM_KEYSPACES`]): the Sidecar's own.
+/// ([`crate::cassandra::SYSTEM_KEYSPACES`]): the Sidecar's own.
 const FORBIDDEN_KEYSPACES: &[&str] = &["sidecar_internal"];
 
 /// An upload id: 36 to 110 hex digits, dashes and colons (a UUID, or a bulk writer's longer
@@ -59,7 +59,7 @@ fn name<'a>(what: &str, raw: &'a str) -> Result<&'a str, UploadError> {
 pub fn keyspace(raw: &str) -> Result<&str, UploadError> {
     let ks = name("keyspace", raw)?;
     let lower = ks.to_ascii_lowercase();
-    if crate::connectors::cql::config::SYSTEM_KEYSPACES.contains(&lower.as_str())
+    if crate::cassandra::SYSTEM_KEYSPACES.contains(&lower.as_str())
         || FORBIDDEN_KEYSPACES.contains(&lower.as_str())
     {
         return Err(UploadError::Forbidden(format!(

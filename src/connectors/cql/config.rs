@@ -232,25 +232,9 @@ pub const MAX_ROWS_PER_SECOND: u64 = 10_000_000;
 /// 32-bit cells, and 4 GiB/s is more than one job can write anyway.
 pub const MAX_BYTES_PER_SECOND: u64 = u32::MAX as u64;
 
-/// Keyspaces that hold a node's or a cluster's own state, in Apache Cassandra, ScyllaDB and
-/// Amazon Keyspaces. Writing into one rewrites the node itself: a copy of `system.local` once
-/// gave a target node the source's cluster name and host id, and the node would not restart.
-pub const SYSTEM_KEYSPACES: &[&str] = &[
-    "system",
-    "system_schema",
-    "system_auth",
-    "system_distributed",
-    "system_traces",
-    "system_views",
-    "system_virtual_schema",
-    "system_cluster_metadata",
-    "system_accord",
-    "system_distributed_everywhere",
-    "system_replicated_keys",
-    "system_auth_v2",
-    "system_schema_mcs",
-    "system_multiregion_info",
-];
+/// Keyspaces that hold a node's or a cluster's own state (a fact of the servers, kept with
+/// the node's own code).
+pub use crate::cassandra::SYSTEM_KEYSPACES;
 
 /// Whether `keyspace`, as written in a job file, names a system keyspace. Case is compared
 /// after CQL's own resolution and then once more without it: `"System"` is not Cassandra's

@@ -366,7 +366,7 @@ impl Location {
     pub fn describe(&self, system: &str) -> String {
         format!(
             "{system}:{}",
-            crate::jobs::identity::location_without_secrets(&self.to_string())
+            crate::jobfile::location_without_secrets(&self.to_string())
         )
     }
 }
