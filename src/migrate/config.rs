@@ -224,7 +224,7 @@ impl JobConfig {
                 .unwrap_or_default(),
             coordination: None,
             retry_for: match raw.retry_for_seconds {
-                None => crate::migrate::retry::RETRY_FOR,
+                None => crate::connectors::seam::retry::RETRY_FOR,
                 Some(s @ 1..=604_800) => std::time::Duration::from_secs(s),
                 Some(s) => {
                     return Err(JobConfigError::at(

@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 use super::EngineError;
 use super::config::{JobConfig, SourceConfig, TargetConfig};
 use super::estimate::Estimator;
-use super::limits::Limits;
-use super::retry::{Retries, read_page, retry};
+use crate::connectors::seam::limits::Limits;
+use crate::connectors::seam::retry::{Retries, read_page, retry};
 use crate::connectors::seam::{
     Changes, Claim, Coordinator, Pacing, Page, Pushed, Request, Scan, Sink, Unit,
 };

@@ -7,9 +7,7 @@ pub mod error;
 pub mod estimate;
 pub mod job;
 pub mod kind;
-pub mod limits;
 pub mod place;
-pub mod retry;
 pub mod saved;
 
 pub use error::EngineError;

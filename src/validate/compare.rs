@@ -9,9 +9,9 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::report::ColumnDifference;
+use crate::connectors::seam::retry::{Retries, retry};
 use crate::connectors::seam::{Pushed, Request, Sink};
 use crate::migrate::EngineError;
-use crate::migrate::retry::{Retries, retry};
 
 /// Which cells of two rows with the same key are compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

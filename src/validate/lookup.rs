@@ -30,11 +30,11 @@ use super::compare::Repair;
 use super::progress::{Progress, State};
 use super::report::{ColumnDifference, Example, ExampleKind, Report};
 use super::run::RunValidation;
+use crate::connectors::seam::limits::Limits;
+use crate::connectors::seam::retry::retry;
 use crate::connectors::seam::{Pacing, Page, RequestError, Scan, Unit};
 use crate::migrate::EngineError;
 use crate::migrate::engine::drive_units;
-use crate::migrate::limits::Limits;
-use crate::migrate::retry::retry;
 
 /// Lookups of one page sent at once: a page of 1 000 rows is 10 requests of 100 keys, so a
 /// few at a time overlap their round trips without holding more than the page.

@@ -14,13 +14,13 @@ use tokio_util::sync::CancellationToken;
 use super::compare::{Cells, Comparator, Repair};
 use super::progress::Progress;
 use super::report::{ColumnDifference, ExampleKind, Report};
+use crate::connectors::seam::limits::Limits;
 use crate::migrate::EngineError;
-use crate::migrate::limits::Limits;
 
 /// What a scan task sends: pages of rows, then the end, or why it stopped.
 pub(crate) enum Feed<R> {
     /// The next rows, in order, and the moment their TTLs count from (see
-    /// [`read_page`](crate::migrate::retry::read_page)): a repair ages them from it.
+    /// [`read_page`](crate::connectors::seam::retry::read_page)): a repair ages them from it.
     Rows(Vec<R>, Instant),
     /// The range is complete.
     End,

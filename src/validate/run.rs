@@ -15,11 +15,11 @@ use super::lookup::{Lookup, LookupSides};
 use super::merge::{Cursor, Feed, Merge};
 use super::progress::{Progress, State};
 use super::report::Report;
+use crate::connectors::seam::limits::Limits;
+use crate::connectors::seam::retry::read_page;
 use crate::connectors::seam::{Pacing, Page, Scan, Unit};
 use crate::migrate::EngineError;
 use crate::migrate::engine::drive_units;
-use crate::migrate::limits::Limits;
-use crate::migrate::retry::read_page;
 
 /// Both tables of a validation, read alike, with what compares their rows.
 pub(crate) struct Sides<C: Comparator, S: Scan<Row = C::Row>> {

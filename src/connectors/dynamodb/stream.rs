@@ -39,10 +39,10 @@ use super::retry::DynamoError;
 use super::table::Described;
 use super::transfer::{BATCH_ITEMS, write_batch};
 use crate::connectors::seam::Changes;
+use crate::connectors::seam::limits::Limits;
+use crate::connectors::seam::retry::retry;
 use crate::migrate::EngineError;
 use crate::migrate::engine::FollowContext;
-use crate::migrate::limits::Limits;
-use crate::migrate::retry::retry;
 use crate::savepoints::StreamPositions;
 
 /// How long DynamoDB keeps stream records.

@@ -389,7 +389,7 @@ impl Repair<RawRow> for CqlRepair {
         &'a self,
         row: &'a RawRow,
         read_at: std::time::Instant,
-        retries: &'a crate::migrate::retry::Retries,
+        retries: &'a crate::connectors::seam::retry::Retries,
         cancel: &'a tokio_util::sync::CancellationToken,
     ) -> futures::future::BoxFuture<'a, Result<(), crate::migrate::EngineError>> {
         match &self.differing {
@@ -402,7 +402,7 @@ impl Repair<RawRow> for CqlRepair {
         &'a self,
         row: &'a RawRow,
         read_at: std::time::Instant,
-        retries: &'a crate::migrate::retry::Retries,
+        retries: &'a crate::connectors::seam::retry::Retries,
         cancel: &'a tokio_util::sync::CancellationToken,
     ) -> futures::future::BoxFuture<'a, Result<(), crate::migrate::EngineError>> {
         match &self.missing {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use backon::BackoffBuilder;
 use tokio_util::sync::CancellationToken;
 
-use crate::connectors::seam::{Page, RequestError, Retry, Scan};
+use super::{Page, RequestError, Retry, Scan};
 
 /// How long a request is retried before the job gives up on it, unless the job says
 /// otherwise (`retryForSeconds`).

@@ -10,6 +10,9 @@
 //!
 //! The validator uses the same [`Scan`] on both sides of a job, with the same unit driver.
 
+pub mod limits;
+pub mod retry;
+
 use std::fmt::Display;
 use std::future::Future;
 use std::time::Instant;
