@@ -68,7 +68,7 @@ const DEBTS: &[(&str, &str, usize)] = &[
     ("config", "livemigration", 1),
     ("config", "savepoints", 1),
     ("connectors", "livemigration", 2),
-    ("connectors", "migrate", 18),
+    ("connectors", "migrate", 16),
     ("connectors", "validate", 13),
     ("jobs", "livemigration", 1),
     ("jobs", "migrate", 7),

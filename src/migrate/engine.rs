@@ -22,7 +22,7 @@ use super::estimate::Estimator;
 use crate::connectors::seam::limits::Limits;
 use crate::connectors::seam::retry::{Retries, read_page, retry};
 use crate::connectors::seam::{
-    Changes, Claim, Coordinator, Pacing, Page, Pushed, Request, Scan, Sink, Unit,
+    Changes, Claim, Coordinator, FollowContext, Pacing, Page, Pushed, Request, Scan, Sink, Unit,
 };
 use crate::connectors::{cql, dynamodb, mysql, parquet, s3export};
 use crate::jobs::running::Sample;
@@ -49,25 +49,14 @@ pub struct Counters {
     pub bytes_written: AtomicU64,
     /// Write statements (or items) acknowledged.
     pub statements: AtomicU64,
-    /// Requests retried, and why the job waits while one is.
-    pub retries: Retries,
+    /// Requests retried, and why the job waits while one is (shared with a change stream).
+    pub retries: Arc<Retries>,
     /// The connectors' own counters, read when sampled.
     pub connector: ConnectorCounters,
     /// The rows and bytes the copy will have handled, estimated once it is planned.
     pub estimate: OnceLock<Estimator>,
     /// What the migration is doing: `copying`, then `streaming` for a replication.
     phase: Mutex<&'static str>,
-}
-
-/// What a source's change stream needs from the engine while it is applied.
-#[derive(Clone)]
-pub struct FollowContext {
-    /// The job's counters; retries are counted and shown as waiting there.
-    pub counters: Arc<Counters>,
-    /// The completed work, whose stream positions the replication moves forward.
-    pub done: Arc<Mutex<savepoints::Progress>>,
-    /// Stops the replication (the job's stop, or the failure of one of its shards).
-    pub cancel: CancellationToken,
 }
 
 /// Reads the counters a source and a target keep themselves, and what they wait for.
@@ -388,7 +377,7 @@ impl Migration {
         counters.set_phase("streaming");
         changes
             .follow(FollowContext {
-                counters,
+                retries: counters.retries.clone(),
                 done,
                 cancel: cancel.child_token(),
             })

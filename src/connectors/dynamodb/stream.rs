@@ -39,10 +39,10 @@ use super::retry::DynamoError;
 use super::table::Described;
 use super::transfer::{BATCH_ITEMS, write_batch};
 use crate::connectors::seam::Changes;
+use crate::connectors::seam::FollowContext;
 use crate::connectors::seam::limits::Limits;
 use crate::connectors::seam::retry::retry;
 use crate::migrate::EngineError;
-use crate::migrate::engine::FollowContext;
 use crate::savepoints::StreamPositions;
 
 /// How long DynamoDB keeps stream records.
@@ -284,7 +284,7 @@ impl Replication {
         mut after: Option<String>,
         ctx: &FollowContext,
     ) -> Result<(), EngineError> {
-        let retries = &ctx.counters.retries;
+        let retries = &ctx.retries;
         let what = format!("reading shard {shard} of the source's stream");
         let mut iterator = Some(
             retry(retries, &ctx.cancel, &what, true, || {
@@ -463,7 +463,7 @@ impl Replication {
                     return Err(EngineError::Stopped);
                 }
                 let units = retry(
-                    &ctx.counters.retries,
+                    &ctx.retries,
                     &ctx.cancel,
                     "applying the stream to the target",
                     true,
@@ -520,7 +520,7 @@ impl Replication {
                 break Err(EngineError::Stopped);
             }
             let shards = match retry(
-                &ctx.counters.retries,
+                &ctx.retries,
                 &ctx.cancel,
                 "listing the shards of the source's stream",
                 true,

@@ -243,6 +243,17 @@ pub trait Sink<R>: Send + Sync + 'static {
     }
 }
 
+/// What a source's change stream needs from the engine while it is applied.
+#[derive(Clone)]
+pub struct FollowContext {
+    /// The job's retries: counted, and shown as what the job waits for while one runs.
+    pub retries: std::sync::Arc<retry::Retries>,
+    /// The completed work, whose stream positions the replication moves forward.
+    pub done: std::sync::Arc<std::sync::Mutex<crate::savepoints::Progress>>,
+    /// Stops the replication (the job's stop, or the failure of one of its shards).
+    pub cancel: tokio_util::sync::CancellationToken,
+}
+
 /// A source's change stream, applied to the target after the snapshot (DynamoDB's
 /// `streamChanges`). It runs until the job is stopped, recording in the progress's stream
 /// positions each change it applied, so that a savepoint lets a restart continue after it.
@@ -251,7 +262,7 @@ pub trait Changes: Send + Sync + 'static {
     /// or the error that ended it (a gap in the stream among them).
     fn follow(
         self: std::sync::Arc<Self>,
-        ctx: crate::migrate::engine::FollowContext,
+        ctx: FollowContext,
     ) -> futures::future::BoxFuture<'static, Result<(), crate::migrate::EngineError>>;
     /// Counters (records applied, lag, ...), by their name in job status.
     fn counters(&self) -> Vec<(&'static str, u64)>;
