@@ -67,7 +67,6 @@ const DEBTS: &[(&str, &str, usize)] = &[
     ("config", "jobs", 1),
     ("config", "livemigration", 1),
     ("config", "savepoints", 1),
-    ("connectors", "livemigration", 2),
     ("connectors", "migrate", 16),
     ("connectors", "validate", 13),
     ("jobs", "livemigration", 1),

@@ -12,6 +12,7 @@
 pub struct ClientCertNames(pub Vec<String>);
 
 pub mod jwt;
+pub mod peer;
 pub mod rate;
 mod watched;
 

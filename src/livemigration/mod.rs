@@ -165,8 +165,11 @@ impl LiveMigration {
             }
         };
         let peer_token = match &lm.peer_token_file {
-            Some(path) => Some(read_token(path)?),
-            None => token_from_env()?,
+            Some(path) => Some(
+                crate::auth::peer::read_file(path, "live_migration.peer_token_file")
+                    .map_err(LiveMigrationError::Config)?,
+            ),
+            None => crate::auth::peer::from_env().map_err(LiveMigrationError::Config)?,
         };
         let peer_tls = lm
             .peer_tls
@@ -397,53 +400,6 @@ fn until_ms(until: Option<DateTime<Utc>>) -> i64 {
     until.map_or(i64::MAX, |u| u.timestamp_millis())
 }
 
-/// The variable a destination takes its token from when `live_migration.peer_token_file` is
-/// not set: for deployments that hand secrets over in the environment (systemd credentials,
-/// Kubernetes secrets).
-pub const PEER_TOKEN_ENV: &str = "DROVER_PEER_TOKEN";
-
-/// The token of `live_migration.peer_token_file`, trimmed.
-fn read_token(path: &std::path::Path) -> Result<secrecy::SecretString, LiveMigrationError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        LiveMigrationError::Config(format!(
-            "live_migration.peer_token_file: cannot read {}: {e}",
-            path.display()
-        ))
-    })?;
-    checked_token(
-        &text,
-        &format!("live_migration.peer_token_file: {}", path.display()),
-    )
-}
-
-/// The token of `DROVER_PEER_TOKEN`, if it is set.
-pub(crate) fn token_from_env() -> Result<Option<secrecy::SecretString>, LiveMigrationError> {
-    match std::env::var(PEER_TOKEN_ENV) {
-        Ok(text) => checked_token(&text, PEER_TOKEN_ENV).map(Some),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => Err(LiveMigrationError::Config(format!(
-            "{PEER_TOKEN_ENV} holds characters a bearer token cannot have (expected visible ASCII)"
-        ))),
-    }
-}
-
-/// A token as given, trimmed; an empty one is refused, since it would send no credentials
-/// while the operator believes it does. The token itself is never in a message.
-fn checked_token(text: &str, origin: &str) -> Result<secrecy::SecretString, LiveMigrationError> {
-    let token = text.trim();
-    if token.is_empty() {
-        return Err(LiveMigrationError::Config(format!(
-            "{origin} is empty, expected a token"
-        )));
-    }
-    if !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(LiveMigrationError::Config(format!(
-            "{origin} holds characters a bearer token cannot have \
-             (expected visible ASCII, no spaces)"
-        )));
-    }
-    Ok(secrecy::SecretString::from(token.to_string()))
-}
 
 #[cfg(test)]
 mod tests {

@@ -66,9 +66,9 @@ impl Sidecars {
                 node: String::new(),
                 message: format!("cannot build an HTTP client: {e}"),
             })?;
-        let token = crate::livemigration::token_from_env().map_err(|e| BulkError::Upload {
+        let token = crate::auth::peer::from_env().map_err(|message| BulkError::Upload {
             node: String::new(),
-            message: e.to_string(),
+            message,
         })?;
         Ok(Self {
             client,

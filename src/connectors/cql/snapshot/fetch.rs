@@ -124,7 +124,7 @@ pub async fn fetch_all(
             .map_err(|e| format!("cannot build an HTTP client: {e}"))?,
         by_node: src.bulk_sidecars.clone(),
         port: src.bulk_sidecar_port,
-        token: crate::livemigration::token_from_env().map_err(|e| e.to_string())?,
+        token: crate::auth::peer::from_env()?,
     };
     let name = format!("drover-{}", uuid::Uuid::now_v7().simple());
     let mut data = Vec::new();
