@@ -7,6 +7,22 @@
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
+/// The longest text echoed back whole in an error message.
+pub const MAX_ECHO: usize = 1000;
+
+/// `text` cut to [`MAX_ECHO`] bytes (on a character boundary) with the full size said: errors
+/// quote what they refuse, and a 5 MB keyspace name made a 5 MB response.
+pub fn cap(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= MAX_ECHO {
+        return text.into();
+    }
+    let mut end = MAX_ECHO;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len()).into()
+}
+
 /// How much of an error answer's body is read.
 pub const ERROR_BODY_READ: usize = 4096;
 

@@ -107,7 +107,7 @@ pub fn snapshot_name(raw: &str) -> Result<&str, SnapshotError> {
     } else {
         Err(SnapshotError::Invalid(format!(
             "Invalid characters in snapshot name: {} (expected letters, digits, '_', '-' and '.', at most 128)",
-            crate::jobfile::cap(raw)
+            crate::answer::cap(raw)
         )))
     }
 }
@@ -259,7 +259,7 @@ impl Snapshots {
         {
             return Err(SnapshotError::Invalid(format!(
                 "Invalid ttl: {} (expected a number and a unit, d, h, m or s: 2h)",
-                crate::jobfile::cap(ttl)
+                crate::answer::cap(ttl)
             )));
         }
         // Concurrent requests for one snapshot share one nodetool run and its answer: a bulk
@@ -499,7 +499,7 @@ impl Snapshots {
         if found.is_empty() {
             return Err(SnapshotError::NotFound(format!(
                 "Snapshot '{}' not found",
-                crate::jobfile::cap(snapshot_name_shown)
+                crate::answer::cap(snapshot_name_shown)
             )));
         }
         Ok(found)

@@ -37,7 +37,7 @@ impl ApiError {
     /// An error with any status.
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
         let message = message.into();
-        let message = match crate::jobfile::cap(&message) {
+        let message = match crate::answer::cap(&message) {
             std::borrow::Cow::Borrowed(_) => message,
             std::borrow::Cow::Owned(capped) => capped,
         };

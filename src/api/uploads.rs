@@ -143,7 +143,7 @@ pub async fn upload(
             v.parse::<u64>().map_err(|_| {
                 ApiError::bad_request(format!(
                     "header content-length: {:?} is not a number",
-                    crate::jobfile::cap(v)
+                    crate::answer::cap(v)
                 ))
             })
         })
@@ -202,7 +202,7 @@ impl ImportQuery {
             Some(s) if s.eq_ignore_ascii_case("false") => Ok(false),
             Some(s) => Err(ApiError::bad_request(format!(
                 "{name}: {:?} is not true or false",
-                crate::jobfile::cap(s)
+                crate::answer::cap(s)
             ))),
         };
         Ok(ImportOptions {

@@ -211,7 +211,7 @@ pub fn keyspace_name(raw: &str) -> Result<String, MetadataError> {
     } else {
         Err(MetadataError::Invalid(format!(
             "Invalid characters in keyspace: {}",
-            crate::jobfile::cap(raw)
+            crate::answer::cap(raw)
         )))
     }
 }

@@ -59,6 +59,6 @@ where
         .join("; ");
     Err(Failure::Failed(
         output.status,
-        crate::jobfile::cap(&said).into_owned(),
+        crate::answer::cap(&said).into_owned(),
     ))
 }

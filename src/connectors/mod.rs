@@ -210,7 +210,7 @@ pub fn check_pair(
 }
 
 fn unsupported(text: &str, key: &str, value: &str, migrator: &[&str]) -> JobConfigError {
-    let value = crate::jobfile::cap(value);
+    let value = crate::answer::cap(value);
     let expected = migrator.join(", ");
     if key == "target.type" && MIGRATOR_SOURCES.contains(&value.as_ref()) {
         JobConfigError::at(

@@ -400,7 +400,6 @@ fn until_ms(until: Option<DateTime<Utc>>) -> i64 {
     until.map_or(i64::MAX, |u| u.timestamp_millis())
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

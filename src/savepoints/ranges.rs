@@ -118,7 +118,7 @@ fn kind(v: &serde_json::Value) -> String {
         serde_json::Value::Null => "null".into(),
         serde_json::Value::Bool(b) => format!("{b}"),
         serde_json::Value::Number(n) => format!("{n}"),
-        serde_json::Value::String(s) => format!("{:?}", crate::jobfile::cap(s)),
+        serde_json::Value::String(s) => format!("{:?}", crate::answer::cap(s)),
         serde_json::Value::Array(_) => "a list".into(),
         serde_json::Value::Object(_) => "a mapping".into(),
     }

@@ -402,7 +402,7 @@ async fn call(jmx: &super::jmx::JmxImporter, commands: &[&Command]) -> Result<()
             c.keyspace,
             c.table,
             jmx.address(),
-            crate::jobfile::cap(&said)
+            crate::answer::cap(&said)
         ))
     };
     match jmx

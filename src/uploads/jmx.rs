@@ -34,7 +34,7 @@ type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>>;
 /// What the helper wrote on its standard error, on one line.
 fn said(kept: &Mutex<String>) -> String {
     let k = kept.lock().unwrap_or_else(|p| p.into_inner());
-    crate::jobfile::cap(&k.split_whitespace().collect::<Vec<_>>().join(" ")).into_owned()
+    crate::answer::cap(&k.split_whitespace().collect::<Vec<_>>().join(" ")).into_owned()
 }
 
 /// A running helper.

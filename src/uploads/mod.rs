@@ -175,7 +175,7 @@ impl Expected {
                     .ok_or_else(|| {
                         UploadError::Invalid(format!(
                             "cassandra-content-xxhash32-seed: {:?} is not a hexadecimal number",
-                            crate::jobfile::cap(s)
+                            crate::answer::cap(s)
                         ))
                     })?,
             };
@@ -235,7 +235,7 @@ impl Hasher {
             Ok(())
         } else {
             Err(UploadError::DigestMismatch {
-                expected: crate::jobfile::cap(announced).into_owned(),
+                expected: crate::answer::cap(announced).into_owned(),
                 algorithm,
             })
         }

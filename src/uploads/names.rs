@@ -32,7 +32,7 @@ pub fn upload_id(id: &str) -> Result<&str, UploadError> {
     } else {
         Err(UploadError::Invalid(format!(
             "Invalid upload id is supplied, uploadId={}: expected 36 to 110 characters of hex digits, '-' and ':'",
-            crate::jobfile::cap(id)
+            crate::answer::cap(id)
         )))
     }
 }
@@ -48,7 +48,7 @@ fn name<'a>(what: &str, raw: &'a str) -> Result<&'a str, UploadError> {
     if !ok {
         return Err(UploadError::Invalid(format!(
             "Invalid characters in {what}: {}",
-            crate::jobfile::cap(raw)
+            crate::answer::cap(raw)
         )));
     }
     Ok(if quoted { &raw[1..raw.len() - 1] } else { raw })
@@ -81,7 +81,7 @@ pub fn component(raw: &str) -> Result<&str, UploadError> {
     } else {
         Err(UploadError::Invalid(format!(
             "Invalid component name: {}",
-            crate::jobfile::cap(raw)
+            crate::answer::cap(raw)
         )))
     }
 }

@@ -284,8 +284,8 @@ fn check_sidecars(
                 &format!("{side}.bulkSidecars"),
                 format!(
                     "{}: {:?} is not host:port of a drover",
-                    crate::jobfile::cap(node),
-                    crate::jobfile::cap(sidecar)
+                    crate::answer::cap(node),
+                    crate::answer::cap(sidecar)
                 ),
             ));
         }
@@ -348,7 +348,7 @@ impl CqlSource {
                 "source.keyspace",
                 format!(
                     "{} is a system keyspace (a node's own state); reading it needs source.allowSystemKeyspace: true",
-                    crate::jobfile::cap(&source.endpoint.keyspace)
+                    crate::answer::cap(&source.endpoint.keyspace)
                 ),
             ));
         }
@@ -420,7 +420,7 @@ impl CqlTarget {
                 "target.keyspace",
                 format!(
                     "{} is a system keyspace (a node's own state): drover never writes to one",
-                    crate::jobfile::cap(&target.endpoint.keyspace)
+                    crate::answer::cap(&target.endpoint.keyspace)
                 ),
             ));
         }

@@ -361,7 +361,7 @@ fn describe_holder(holder: Option<&str>) -> String {
             "process {} on host {}, since {} (epoch seconds)",
             h.pid, h.host, h.since
         ),
-        Some((text, Err(_))) => crate::jobfile::cap(text).into_owned(),
+        Some((text, Err(_))) => crate::answer::cap(text).into_owned(),
         None => "another run".into(),
     }
 }

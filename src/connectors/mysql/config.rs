@@ -482,7 +482,7 @@ impl MysqlSource {
                     "source.zeroDateTimeBehavior",
                     format!(
                         "must be one of EXCEPTION, CONVERT_TO_NULL, ROUND, got {:?}",
-                        crate::jobfile::cap(s.zero_date_time_behavior.as_deref().unwrap_or(""))
+                        crate::answer::cap(s.zero_date_time_behavior.as_deref().unwrap_or(""))
                     ),
                 ));
             }
@@ -617,7 +617,7 @@ fn tls(text: &str, mode: Option<String>, ssl: Option<SslOptions>) -> Result<Tls,
                 key,
                 format!(
                     "must be DISABLED, PREFERRED, REQUIRED, VERIFY_CA or VERIFY_IDENTITY, got {:?}",
-                    crate::jobfile::cap(other)
+                    crate::answer::cap(other)
                 ),
             ));
         }

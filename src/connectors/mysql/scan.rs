@@ -86,7 +86,7 @@ impl Reader {
         self.key
             .iter()
             .zip(values)
-            .map(|((_, name), v)| format!("{name}={}", crate::jobfile::cap(&v.as_sql(true))))
+            .map(|((_, name), v)| format!("{name}={}", crate::answer::cap(&v.as_sql(true))))
             .collect::<Vec<_>>()
             .join(", ")
     }
