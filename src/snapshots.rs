@@ -6,7 +6,7 @@
 //!
 //! Below each data directory nothing is reached through a symbolic link: every directory is
 //! opened from its parent's handle without following links (see
-//! [`crate::livemigration::beneath`]), and a keyspace, table or snapshot directory that is a
+//! [`crate::fsutil::beneath`]), and a keyspace, table or snapshot directory that is a
 //! link is refused (403), as the live-migration routes refuse it — else a link in the data
 //! directory would serve, or delete, files from anywhere the daemon can read.
 
@@ -19,7 +19,7 @@ use regex::Regex;
 use tokio::sync::Semaphore;
 
 use crate::config::SstableSnapshotsConfig;
-use crate::livemigration::beneath::{self, BeneathError};
+use crate::fsutil::beneath::{self, BeneathError};
 use crate::uploads::{UploadError, names};
 
 /// Why a snapshot request was refused or failed. Each message is a complete sentence for the

@@ -76,7 +76,6 @@ const DEBTS: &[(&str, &str, usize)] = &[
     ("migrate", "connectors::parquet", 6),
     ("migrate", "connectors::s3export", 4),
     ("s3", "connectors::dynamodb", 1),
-    ("snapshots", "livemigration", 1),
     ("snapshots", "uploads", 2),
     ("validate", "connectors::cql", 1),
     ("validate", "connectors::dynamodb", 1),

@@ -10,9 +10,9 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::LiveMigrationError;
-use super::beneath::{self, BeneathError};
 use super::exclusions::Exclusions;
 pub use super::roots::{DirType, Roots};
+use crate::fsutil::beneath::{self, BeneathError};
 
 /// Suffix of a download in progress on a destination (next to its final path, so the rename
 /// stays on one file system). Never listed, never served.
@@ -192,7 +192,7 @@ pub enum PathError {
 }
 
 /// The file a request names, opened: a regular file inside its directory reached through no
-/// symbolic link (see [`super::beneath`]: the open is the check, so swapping a directory
+/// symbolic link (see [`crate::fsutil::beneath`]: the open is the check, so swapping a directory
 /// for a link meanwhile cannot redirect it), not excluded. Blocking.
 pub fn resolve(
     roots: &Roots,

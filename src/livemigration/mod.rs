@@ -13,7 +13,6 @@
 //! - [`error`]: the one error type.
 
 pub mod batch;
-pub mod beneath;
 pub mod copy;
 pub mod digest;
 pub mod error;

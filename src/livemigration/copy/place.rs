@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 
+use crate::fsutil::beneath::{self, BeneathError};
 use crate::livemigration::LiveMigrationError;
-use crate::livemigration::beneath::{self, BeneathError};
 use crate::livemigration::files::Roots;
 
 /// The most a downloaded file's mode may be: read and write for the owner, read for the rest.

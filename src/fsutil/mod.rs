@@ -1,5 +1,7 @@
 //! Small filesystem helpers shared by every subsystem that persists state.
 
+pub mod beneath;
+
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
