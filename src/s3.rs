@@ -6,17 +6,22 @@ use std::time::Duration;
 
 use object_store::RetryConfig;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
-use secrecy::ExposeSecret;
 
-use crate::connectors::dynamodb::config::{AwsCredentials, Endpoint};
+/// An access key pair, exposed only to be handed to the client.
+pub struct Keys<'a> {
+    /// Access key id.
+    pub access_key: &'a str,
+    /// Secret access key.
+    pub secret_key: &'a str,
+}
 
 /// A client of `bucket`. `region` unset: `AWS_REGION`, else `us-east-1`; `credentials` unset:
 /// the AWS environment (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`, …).
 pub fn client(
     bucket: &str,
     region: Option<&str>,
-    endpoint: Option<&Endpoint>,
-    credentials: Option<&AwsCredentials>,
+    endpoint_url: Option<&str>,
+    keys: Option<Keys<'_>>,
 ) -> Result<AmazonS3, object_store::Error> {
     let mut b = AmazonS3Builder::from_env()
         .with_bucket_name(bucket)
@@ -32,17 +37,16 @@ pub fn client(
                 .or_else(|| std::env::var("AWS_REGION").ok())
                 .unwrap_or_else(|| "us-east-1".into()),
         );
-    if let Some(e) = endpoint {
-        let url = e.url();
+    if let Some(url) = endpoint_url {
         b = b
             .with_allow_http(url.starts_with("http://"))
             .with_endpoint(url)
             .with_virtual_hosted_style_request(false);
     }
-    if let Some(c) = credentials {
+    if let Some(k) = keys {
         b = b
-            .with_access_key_id(c.access_key.expose_secret())
-            .with_secret_access_key(c.secret_key.expose_secret());
+            .with_access_key_id(k.access_key)
+            .with_secret_access_key(k.secret_key);
     }
     b.build()
 }

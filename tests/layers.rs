@@ -75,7 +75,6 @@ const DEBTS: &[(&str, &str, usize)] = &[
     ("migrate", "connectors::mysql", 6),
     ("migrate", "connectors::parquet", 6),
     ("migrate", "connectors::s3export", 4),
-    ("s3", "connectors::dynamodb", 1),
     ("snapshots", "uploads", 2),
     ("validate", "connectors::cql", 1),
     ("validate", "connectors::dynamodb", 1),

@@ -116,6 +116,16 @@ pub struct AwsCredentials {
     pub assume_role: Option<AssumeRole>,
 }
 
+impl AwsCredentials {
+    /// The key pair, for an S3 client.
+    pub fn keys(&self) -> crate::s3::Keys<'_> {
+        crate::s3::Keys {
+            access_key: secrecy::ExposeSecret::expose_secret(&self.access_key),
+            secret_key: secrecy::ExposeSecret::expose_secret(&self.secret_key),
+        }
+    }
+}
+
 /// `credentials.assumeRole`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

@@ -71,8 +71,8 @@ impl Store {
                 let inner = crate::s3::client(
                     bucket,
                     s3.region.as_deref(),
-                    s3.endpoint.as_ref(),
-                    s3.credentials.as_ref(),
+                    s3.endpoint.as_ref().map(|e| e.url()).as_deref(),
+                    s3.credentials.as_ref().map(|c| c.keys()),
                 )
                 .map_err(|e| ParquetError::Invalid {
                     key: side.to_string(),

@@ -169,8 +169,8 @@ fn s3(text: &str, keys: S3Target) -> Result<Location, JobConfigError> {
     let store = crate::s3::client(
         bucket,
         keys.region.as_deref(),
-        keys.endpoint.as_ref(),
-        keys.credentials.as_ref(),
+        keys.endpoint.as_ref().map(|e| e.url()).as_deref(),
+        keys.credentials.as_ref().map(|c| c.keys()),
     )
     .map_err(|e| JobConfigError::at(text, KEY, format!("cannot use S3 bucket {bucket:?}: {e}")))?;
     Ok(Location::Objects(Arc::new(S3Blobs::new(
