@@ -392,7 +392,7 @@ async fn uploads_to_system_keyspaces_are_refused() {
     .map(|s| s.to_string())
     .collect();
     keyspaces.extend(
-        drover::connectors::cql::config::SYSTEM_KEYSPACES
+        drover::cassandra::SYSTEM_KEYSPACES
             .iter()
             .map(|s| s.to_string()),
     );

@@ -232,16 +232,13 @@ pub const MAX_ROWS_PER_SECOND: u64 = 10_000_000;
 /// 32-bit cells, and 4 GiB/s is more than one job can write anyway.
 pub const MAX_BYTES_PER_SECOND: u64 = u32::MAX as u64;
 
-/// Keyspaces that hold a node's or a cluster's own state (a fact of the servers, kept with
-/// the node's own code).
-pub use crate::cassandra::SYSTEM_KEYSPACES;
 
 /// Whether `keyspace`, as written in a job file, names a system keyspace. Case is compared
 /// after CQL's own resolution and then once more without it: `"System"` is not Cassandra's
 /// `system`, but nothing good comes from copying into a keyspace named like it either.
 pub fn is_system_keyspace(keyspace: &str) -> bool {
     let name = super::schema::resolve_name(keyspace).to_ascii_lowercase();
-    SYSTEM_KEYSPACES.contains(&name.as_str())
+    crate::cassandra::SYSTEM_KEYSPACES.contains(&name.as_str())
 }
 
 /// `cloud.secureBundlePath` (a DataStax Astra secure connect bundle) is refused by name: the
