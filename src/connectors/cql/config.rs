@@ -232,7 +232,6 @@ pub const MAX_ROWS_PER_SECOND: u64 = 10_000_000;
 /// 32-bit cells, and 4 GiB/s is more than one job can write anyway.
 pub const MAX_BYTES_PER_SECOND: u64 = u32::MAX as u64;
 
-
 /// Whether `keyspace`, as written in a job file, names a system keyspace. Case is compared
 /// after CQL's own resolution and then once more without it: `"System"` is not Cassandra's
 /// `system`, but nothing good comes from copying into a keyspace named like it either.
