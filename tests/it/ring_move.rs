@@ -274,9 +274,15 @@ fn bytes_in(line: &str) -> u64 {
         .iter()
         .rposition(|w| *w == "bytes")
         .unwrap_or_else(|| panic!("no byte count in {line:?}"));
+    // The unit stands apart (`12.5 KiB bytes`) or against the number (`324.531KiB bytes`,
+    // as Cassandra 5.0 prints it), or there is none (`3 bytes`).
     let (number, unit) = match words[at - 1] {
         u @ ("KiB" | "MiB" | "GiB" | "B") => (words[at - 2], u),
-        n => (n, "B"),
+        w => {
+            let split = w.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(w.len());
+            let unit = if split == w.len() { "B" } else { &w[split..] };
+            (&w[..split], unit)
+        }
     };
     let n: f64 = number
         .parse()
@@ -499,4 +505,13 @@ pub(crate) async fn a_ring_node_moves_to_a_new_host_and_back_while_the_cluster_s
         let seen = generator.stop().await;
         check_move(to, down, &seen).await;
     }
+}
+
+#[test]
+fn preview_byte_counts_are_read_in_every_form() {
+    let line = |b: &str| format!("Total estimated streaming: 5 ranges, 6 sstables, {b} bytes");
+    assert_eq!(bytes_in(&line("324.531KiB")), 332_319);
+    assert_eq!(bytes_in(&line("12.5 KiB")), 12_800);
+    assert_eq!(bytes_in(&line("2MiB")), 2 << 20);
+    assert_eq!(bytes_in(&line("3")), 3);
 }
