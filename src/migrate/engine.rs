@@ -382,6 +382,7 @@ impl Migration {
                 cancel: cancel.child_token(),
             })
             .await
+            .map_err(EngineError::from)
     }
 }
 

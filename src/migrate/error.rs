@@ -1,6 +1,6 @@
 //! The one error type of the engine, shared by migrations and validations.
 
-use crate::connectors::cql::CqlError;
+use crate::connectors::seam::{ConnectorError, SeamError};
 use crate::jobfile::JobConfigError;
 
 /// Errors of a migration or a validation: both are the engine driving connectors over units.
@@ -9,21 +9,10 @@ pub enum EngineError {
     /// The job file is invalid.
     #[error(transparent)]
     Config(#[from] JobConfigError),
-    /// The databases refused the job (missing table, incompatible schema, unreachable).
+    /// A data system refused the job (missing table, incompatible schema, unreachable) or
+    /// failed it, in its connector's words.
     #[error(transparent)]
-    Cql(#[from] CqlError),
-    /// A DynamoDB-API server refused the job (missing table, different key, unreachable).
-    #[error(transparent)]
-    Dynamo(#[from] crate::connectors::dynamodb::DynamoError),
-    /// Parquet files could not be read or written, or do not fit the job.
-    #[error(transparent)]
-    Parquet(#[from] crate::connectors::parquet::ParquetError),
-    /// A MySQL table could not be read, or does not fit the job.
-    #[error(transparent)]
-    Mysql(#[from] crate::connectors::mysql::MysqlError),
-    /// A DynamoDB S3 export could not be read or written, or does not fit the job.
-    #[error(transparent)]
-    Export(#[from] crate::connectors::s3export::ExportError),
+    Connector(Box<dyn ConnectorError>),
     /// A read or write failed for good (after retries, where retrying is safe).
     #[error("{0}")]
     Failed(String),
@@ -66,33 +55,34 @@ impl EngineError {
     /// True when a target table cannot take the source's rows: the message lists every
     /// problem with the CQL that fixes it, and is told whole.
     pub fn is_schema_mismatch(&self) -> bool {
-        matches!(
-            self,
-            Self::Cql(CqlError::Mismatch(_))
-                | Self::Mysql(crate::connectors::mysql::MysqlError::Mismatch(_))
-                | Self::Parquet(crate::connectors::parquet::ParquetError::Mismatch(_))
-        )
+        matches!(self, Self::Connector(e) if e.is_schema_mismatch())
     }
 
     /// True for problems in the job config or schemas (what a client must fix), false for
     /// databases that could not be reached or failed.
     pub fn is_config_problem(&self) -> bool {
-        matches!(
-            self,
-            Self::Config(_)
-                | Self::Cql(
-                    CqlError::Invalid { .. } | CqlError::Tls { .. } | CqlError::Mismatch(_)
-                )
-                | Self::Savepoints(crate::savepoints::SavepointError::Config(_))
-        ) || matches!(self, Self::Dynamo(e) if e.invalid)
-            || matches!(
-                self,
-                Self::Parquet(
-                    crate::connectors::parquet::ParquetError::Invalid { .. }
-                        | crate::connectors::parquet::ParquetError::Mismatch(_)
-                ) | Self::Mysql(crate::connectors::mysql::MysqlError::Invalid { .. })
-                    | Self::Mysql(crate::connectors::mysql::MysqlError::Mismatch(_))
-                    | Self::Export(crate::connectors::s3export::ExportError::Invalid { .. })
-            )
+        match self {
+            Self::Config(_) => true,
+            Self::Connector(e) => e.is_config_problem(),
+            Self::Savepoints(e) => matches!(e, crate::savepoints::SavepointError::Config(_)),
+            _ => false,
+        }
+    }
+}
+
+impl<E: ConnectorError> From<E> for EngineError {
+    fn from(e: E) -> Self {
+        Self::Connector(Box::new(e))
+    }
+}
+
+impl From<SeamError> for EngineError {
+    fn from(e: SeamError) -> Self {
+        match e {
+            SeamError::Config(e) => Self::Config(e),
+            SeamError::Connector(e) => Self::Connector(e),
+            SeamError::Failed(why) => Self::Failed(why),
+            SeamError::Stopped => Self::Stopped,
+        }
     }
 }

@@ -16,8 +16,6 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
-use std::hash::Hash;
 use std::sync::atomic::Ordering as AtomicOrdering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -26,13 +24,13 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::compare::Repair;
 use super::progress::{Progress, State};
 use super::report::{ColumnDifference, Example, ExampleKind, Report};
 use super::run::RunValidation;
+use crate::connectors::seam::compare::{Lookup, LookupSides, Repair, Side};
 use crate::connectors::seam::limits::Limits;
 use crate::connectors::seam::retry::retry;
-use crate::connectors::seam::{Pacing, Page, RequestError, Scan, Unit};
+use crate::connectors::seam::{Page, Scan, Unit};
 use crate::migrate::EngineError;
 use crate::migrate::engine::drive_units;
 
@@ -40,86 +38,8 @@ use crate::migrate::engine::drive_units;
 /// few at a time overlap their round trips without holding more than the page.
 const LOOKUPS_AT_ONCE: usize = 4;
 
-/// One table of a validation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    /// The migration's source.
-    Source,
-    /// The migration's target.
-    Target,
-}
-
-impl Side {
-    /// The other table.
-    pub fn other(self) -> Self {
-        match self {
-            Side::Source => Side::Target,
-            Side::Target => Side::Source,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Side::Source => "source",
-            Side::Target => "target",
-        }
-    }
-}
-
-/// What the validator asks of a connector whose tables are compared by looking rows up by key.
-pub trait Lookup: Send + Sync + 'static {
-    /// A row of either table.
-    type Row: Send + Sync + 'static;
-    /// A row's key: equal for a source row and the target row it was copied to.
-    type Key: Eq + Hash + Send + Sync + 'static;
-    /// Why a lookup failed.
-    type Error: RequestError;
-
-    /// The key of a row read from `side`.
-    fn key(&self, side: Side, row: &Self::Row) -> Self::Key;
-
-    /// Keys one [`Self::fetch`] takes at most.
-    fn batch(&self) -> usize;
-
-    /// Reads the rows of `keys` from `side`: those that exist, in any order. With `whole`
-    /// false, enough of each row to know it exists. Changes nothing, so it may be retried.
-    fn fetch(
-        &self,
-        side: Side,
-        keys: &[Self::Key],
-        whole: bool,
-    ) -> impl Future<Output = Result<Vec<Self::Row>, Self::Error>> + Send;
-
-    /// Whether a row read from `side` is left out of the comparison, as a migration leaves it
-    /// out (a DynamoDB item whose TTL has passed): neither compared nor missing nor extra.
-    fn left_out(&self, side: Side, row: &Self::Row) -> bool;
-
-    /// The differing attributes of a source row and the target row with its key.
-    fn differences(&self, source: &Self::Row, target: &Self::Row) -> Vec<ColumnDifference>;
-
-    /// The key as a condition an operator can paste into a query.
-    fn render_key(&self, key: &Self::Key) -> String;
-
-    /// Bytes the row holds, for progress and rate limits.
-    fn size(&self, row: &Self::Row) -> usize;
-}
-
 /// Rows of one page looked up together, with their keys.
 type Chunk<L> = (Vec<<L as Lookup>::Key>, Vec<<L as Lookup>::Row>);
-
-/// Both tables of a lookup validation, with what keys and compares their rows.
-pub(crate) struct LookupSides<L: Lookup, S: Scan<Row = L::Row>> {
-    /// The source's scan: its units are the first pass.
-    pub source: S,
-    /// The target's scan: its units are the second pass.
-    pub target: S,
-    /// Keys, fetches and compares rows.
-    pub lookup: L,
-    /// `copyMissingRows`, when set: writes the rows missing from the target.
-    pub repair: Option<Box<dyn Repair<L::Row>>>,
-    /// Units at once and rate limits.
-    pub pacing: Pacing,
-}
 
 /// A unit of one of the two passes.
 #[derive(Debug, Clone)]

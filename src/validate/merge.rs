@@ -11,9 +11,9 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::compare::{Cells, Comparator, Repair};
 use super::progress::Progress;
 use super::report::{ColumnDifference, ExampleKind, Report};
+use crate::connectors::seam::compare::{Cells, Comparator, Repair};
 use crate::connectors::seam::limits::Limits;
 use crate::migrate::EngineError;
 

@@ -5,13 +5,12 @@
 //! It takes the migration's job file; its `validation` section tunes the comparison. The
 //! validator knows no database: a connector reads both tables through the seam's
 //! [`Scan`](crate::connectors::seam::Scan) and orders and compares their rows through
-//! [`compare::Comparator`]; the validator runs the source's units with the engine's unit
+//! [`Comparator`](crate::connectors::seam::compare::Comparator); the validator runs the source's units with the engine's unit
 //! driver, merges the two scans of each (`merge`), and repairs through the target's
 //! [`Sink`](crate::connectors::seam::Sink). A connector whose scans are not in key order
 //! (DynamoDB) implements [`lookup::Lookup`] instead: each page of one table is looked up by key
 //! in the other, the source's units first, then the target's (`lookup`).
 
-pub mod compare;
 pub mod job;
 pub mod kind;
 pub mod lookup;

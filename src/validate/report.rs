@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+pub use crate::connectors::seam::compare::{ColumnDifference, ColumnDifferenceKind};
+
 /// The result of a validation (so far, while it runs; a resumed validation continues the
 /// counts of the run it resumes).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -103,39 +105,6 @@ pub enum ExampleKind {
     ExtraRow,
     /// On both sides, with different cells.
     DifferentRow,
-}
-
-/// One cell that differs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ColumnDifference {
-    /// Source column name.
-    pub column: String,
-    /// Target column name, when `renames` changes it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target_column: Option<String>,
-    /// What differs.
-    pub difference: ColumnDifferenceKind,
-    /// The source's value (a CQL literal; writetimes in microseconds, TTLs in seconds).
-    pub source: String,
-    /// The target's value.
-    pub target: String,
-}
-
-/// What differs in a cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum ColumnDifferenceKind {
-    /// Both set, different values.
-    Value,
-    /// Set in the source, null in the target.
-    MissingOnTarget,
-    /// Null in the source, set in the target.
-    ExtraOnTarget,
-    /// Writetimes differ beyond the tolerance.
-    Writetime,
-    /// TTLs differ beyond the tolerance.
-    Ttl,
 }
 
 impl Report {

@@ -10,30 +10,16 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::compare::{Comparator, Repair};
-use super::lookup::{Lookup, LookupSides};
 use super::merge::{Cursor, Feed, Merge};
 use super::progress::{Progress, State};
 use super::report::Report;
+use crate::connectors::seam::compare::{Comparator, Repair, Sides};
+use crate::connectors::seam::compare::{Lookup, LookupSides};
 use crate::connectors::seam::limits::Limits;
 use crate::connectors::seam::retry::read_page;
-use crate::connectors::seam::{Pacing, Page, Scan, Unit};
+use crate::connectors::seam::{Page, Scan, Unit};
 use crate::migrate::EngineError;
 use crate::migrate::engine::drive_units;
-
-/// Both tables of a validation, read alike, with what compares their rows.
-pub(crate) struct Sides<C: Comparator, S: Scan<Row = C::Row>> {
-    /// The source's scan; its plan gives the units.
-    pub source: S,
-    /// The target's scan, over the same units.
-    pub target: S,
-    /// Orders and compares rows.
-    pub comparator: C,
-    /// `copyMissingRows`, when set.
-    pub repair: Option<Box<dyn Repair<C::Row>>>,
-    /// Units at once and rate limits.
-    pub pacing: Pacing,
-}
 
 /// What every unit of one run shares.
 struct Context<C: Comparator, S: Scan<Row = C::Row>> {

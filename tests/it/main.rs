@@ -67,8 +67,9 @@ mod validations;
 /// The scenarios on the three-node rings (`rings`, `ring_move`), one after another in one test.
 /// They stop and move the rings' nodes, so they cannot overlap; as separate tests, the ones
 /// waiting their turn held test threads (as many as the machine has cores, two here) that the
-/// rest of the suite could have used. libtest starts tests in the order of their names: this
-/// name sorts first, so the longest test starts first, beside the others, not last.
+/// rest of the suite could have used. `scripts/test` runs this test on its own after the
+/// others (`--skip a_three_node_rings`, then `--exact a_three_node_rings`): the rings' six
+/// JVMs beside the rest of the suite starved both on two cores.
 #[tokio::test]
 async fn a_three_node_rings() {
     rings::scenarios().await;

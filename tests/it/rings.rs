@@ -643,8 +643,13 @@ pub(crate) fn bulk_job(
 }
 
 /// Each target node's bytes of `ks.t`, which must be the same on the three (RF 3 on three
-/// nodes puts every partition on each) and more than nothing.
+/// nodes puts every partition on each) and more than nothing. Each node compacts the table
+/// first: a unit loaded again after a failure is imported twice by a replica that had it, and
+/// its copies merge only then.
 fn assert_every_replica_holds_the_table(ks: &str) -> Vec<u64> {
+    for n in 1..=3 {
+        nodetool(&dst_node(n), &["compact", "--", ks, "t"]);
+    }
     let held: Vec<u64> = (1..=3).map(|n| node_bytes(&dst_node(n), ks)).collect();
     let most = *held.iter().max().unwrap();
     assert!(
@@ -735,17 +740,15 @@ pub(crate) async fn at_rf_3_a_bulk_load_whose_replica_daemon_died_resumes_withou
     );
     let again = d.submit_job("/api/v1/migrations", &yaml).await;
     let url = format!("/api/v1/migrations/{again}");
-    // The first unit to finish waits for the daemon, and the job says so in its phase.
+    // The first unit to finish waits for the daemon, and the job says so in its phase. (A
+    // busy drover beside another node may be waited for too, and named first.)
     let waiting = d
         .wait_for(&url, WAIT, |j| {
-            ended(j) || phase(j).starts_with("waiting: ")
+            ended(j) || (phase(j).starts_with("waiting: ") && phase(j).contains("127.0.0.23"))
         })
         .await;
     assert_eq!(waiting["state"], "RUNNING", "{waiting}\n{}", d.logs());
-    assert!(
-        phase(&waiting).contains("the drover beside node 127.0.0.23 is unreachable or busy"),
-        "{waiting}"
-    );
+    assert!(phase(&waiting).contains("unreachable or busy"), "{waiting}");
     assert!(waits() > waited_before, "{}", d.logs());
     targets[2] = Daemon::start_with(&home, &sidecar_config(&home, &dst_node(3), &listen)).await;
     let done = d.wait_for(&url, WAIT, ended).await;

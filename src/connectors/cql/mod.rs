@@ -83,6 +83,19 @@ pub enum CqlError {
     },
 }
 
+impl crate::connectors::seam::ConnectorError for CqlError {
+    fn is_config_problem(&self) -> bool {
+        matches!(
+            self,
+            Self::Invalid { .. } | Self::Tls { .. } | Self::Mismatch(_)
+        )
+    }
+
+    fn is_schema_mismatch(&self) -> bool {
+        matches!(self, Self::Mismatch(_))
+    }
+}
+
 /// Opens a session to one side of a job. `side` is `source` or `target`, for messages.
 pub async fn connect(side: &str, e: &CqlEndpoint) -> Result<Session, CqlError> {
     let address = if e.host.contains(':') && !e.host.starts_with('[') {

@@ -22,6 +22,12 @@ pub struct DynamoError {
     pub timed_out: bool,
 }
 
+impl crate::connectors::seam::ConnectorError for DynamoError {
+    fn is_config_problem(&self) -> bool {
+        self.invalid
+    }
+}
+
 impl RequestError for DynamoError {
     fn retry(&self) -> Retry {
         self.retry

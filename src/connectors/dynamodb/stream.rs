@@ -40,9 +40,9 @@ use super::table::Described;
 use super::transfer::{BATCH_ITEMS, write_batch};
 use crate::connectors::seam::Changes;
 use crate::connectors::seam::FollowContext;
+use crate::connectors::seam::SeamError;
 use crate::connectors::seam::limits::Limits;
 use crate::connectors::seam::retry::retry;
-use crate::migrate::EngineError;
 use crate::savepoints::StreamPositions;
 
 /// How long DynamoDB keeps stream records.
@@ -226,7 +226,7 @@ impl Replication {
         }
     }
 
-    fn gap(&self, why: String) -> EngineError {
+    fn gap(&self, why: String) -> SeamError {
         gap(&self.stream, why)
     }
 
@@ -283,7 +283,7 @@ impl Replication {
         shard: &str,
         mut after: Option<String>,
         ctx: &FollowContext,
-    ) -> Result<(), EngineError> {
+    ) -> Result<(), SeamError> {
         let retries = &ctx.retries;
         let what = format!("reading shard {shard} of the source's stream");
         let mut iterator = Some(
@@ -295,7 +295,7 @@ impl Replication {
         );
         while let Some(it) = iterator.take() {
             if ctx.cancel.is_cancelled() {
-                return Err(EngineError::Stopped);
+                return Err(SeamError::Stopped);
             }
             let page = retry(retries, &ctx.cancel, &what, true, || async {
                 self.streams
@@ -330,7 +330,7 @@ impl Replication {
                     .as_ref()
                     .and_then(|d| d.sequence_number.clone())
                     .ok_or_else(|| {
-                        EngineError::Failed(format!(
+                        SeamError::Failed(format!(
                             "a record of shard {shard} has no sequence number"
                         ))
                     })?;
@@ -352,7 +352,7 @@ impl Replication {
             if iterator.is_some() && records.is_empty() {
                 tokio::select! {
                     _ = tokio::time::sleep(POLL) => {}
-                    _ = ctx.cancel.cancelled() => return Err(EngineError::Stopped),
+                    _ = ctx.cancel.cancelled() => return Err(SeamError::Stopped),
                 }
             }
         }
@@ -365,9 +365,9 @@ impl Replication {
         Ok(())
     }
 
-    fn read_error(&self, ctx: &FollowContext, shard: &str, e: DynamoError) -> EngineError {
+    fn read_error(&self, ctx: &FollowContext, shard: &str, e: DynamoError) -> SeamError {
         if ctx.cancel.is_cancelled() {
-            return EngineError::Stopped;
+            return SeamError::Stopped;
         }
         if e.code.as_deref() == Some("TrimmedDataAccessException") {
             return self.gap(format!(
@@ -375,7 +375,7 @@ impl Replication {
                  than the stream's 24 h retention) before they could be applied"
             ));
         }
-        EngineError::Failed(format!("source: {e}"))
+        SeamError::Failed(format!("source: {e}"))
     }
 
     fn set_lag(&self, shard: &str, ms: u64) {
@@ -387,7 +387,7 @@ impl Replication {
     }
 
     /// Applies one page of records: each key ends at its last record of the page.
-    async fn apply(&self, records: &[Record], ctx: &FollowContext) -> Result<(), EngineError> {
+    async fn apply(&self, records: &[Record], ctx: &FollowContext) -> Result<(), SeamError> {
         let now = chrono::Utc::now().timestamp();
         let mut last: HashMap<String, WriteRequest> = HashMap::new();
         let (mut puts, mut deletes) = (0u64, 0u64);
@@ -405,7 +405,7 @@ impl Replication {
                         (!expired(&item, self.ttl_attribute.as_deref(), now)).then_some(item)
                     }
                     None => {
-                        return Err(EngineError::Failed(format!(
+                        return Err(SeamError::Failed(format!(
                             "a {} record of the source's stream has no new image (the stream's \
                              view type must be NEW_IMAGE or NEW_AND_OLD_IMAGES)",
                             record.event_name.as_ref().map_or("change", |e| e.as_str())
@@ -460,7 +460,7 @@ impl Replication {
                     .wait(chunk.len() as u64, bytes, &ctx.cancel)
                     .await
                 {
-                    return Err(EngineError::Stopped);
+                    return Err(SeamError::Stopped);
                 }
                 let units = retry(
                     &ctx.retries,
@@ -479,9 +479,9 @@ impl Replication {
                 .await
                 .map_err(|e| {
                     if ctx.cancel.is_cancelled() {
-                        EngineError::Stopped
+                        SeamError::Stopped
                     } else {
-                        EngineError::Failed(format!("target: {e}"))
+                        SeamError::Failed(format!("target: {e}"))
                     }
                 })?;
                 self.counters
@@ -490,10 +490,10 @@ impl Replication {
                 Ok(())
             })
             .buffer_unordered(BATCHES_AT_ONCE)
-            .collect::<Vec<Result<(), EngineError>>>()
+            .collect::<Vec<Result<(), SeamError>>>()
             .await;
         // Every chunk ended (none left half-sent behind an error) before the page counts.
-        sent.into_iter().collect::<Result<(), EngineError>>()?;
+        sent.into_iter().collect::<Result<(), SeamError>>()?;
         self.counters
             .records
             .fetch_add(records.len() as u64, Ordering::Relaxed);
@@ -512,12 +512,12 @@ impl Replication {
     }
 
     /// Follows every shard until the job is stopped or a shard fails.
-    async fn run(self: Arc<Self>, ctx: FollowContext) -> Result<(), EngineError> {
-        let mut running: JoinSet<(String, Result<(), EngineError>)> = JoinSet::new();
+    async fn run(self: Arc<Self>, ctx: FollowContext) -> Result<(), SeamError> {
+        let mut running: JoinSet<(String, Result<(), SeamError>)> = JoinSet::new();
         let mut active: HashSet<String> = HashSet::new();
         let result = loop {
             if ctx.cancel.is_cancelled() {
-                break Err(EngineError::Stopped);
+                break Err(SeamError::Stopped);
             }
             let shards = match retry(
                 &ctx.retries,
@@ -529,8 +529,8 @@ impl Replication {
             .await
             {
                 Ok(s) => s,
-                Err(_) if ctx.cancel.is_cancelled() => break Err(EngineError::Stopped),
-                Err(e) => break Err(EngineError::Failed(format!("source: {e}"))),
+                Err(_) if ctx.cancel.is_cancelled() => break Err(SeamError::Stopped),
+                Err(e) => break Err(SeamError::Failed(format!("source: {e}"))),
             };
             let positions = ctx
                 .done
@@ -569,7 +569,7 @@ impl Replication {
             };
             if let Some(joined) = ended {
                 let (shard, r) = joined
-                    .map_err(|e| EngineError::Failed(format!("a stream shard task failed: {e}")))?;
+                    .map_err(|e| SeamError::Failed(format!("a stream shard task failed: {e}")))?;
                 active.remove(&shard);
                 match r {
                     Ok(()) => {
@@ -602,7 +602,7 @@ fn startable(
     positions: &StreamPositions,
     active: &HashSet<String>,
     now_ms: i64,
-) -> Result<Vec<(String, Option<String>)>, EngineError> {
+) -> Result<Vec<(String, Option<String>)>, SeamError> {
     let listed: HashSet<&str> = shards.iter().filter_map(|s| s.shard_id()).collect();
     if let Some((shard, seq)) = positions
         .shards
@@ -660,8 +660,8 @@ fn update_positions(ctx: &FollowContext, update: impl FnOnce(&mut StreamPosition
 }
 
 /// A gap: changes of the source that can no longer be applied.
-fn gap(stream: &str, why: String) -> EngineError {
-    EngineError::Failed(format!(
+fn gap(stream: &str, why: String) -> SeamError {
+    SeamError::Failed(format!(
         "gap in the stream replication of {stream}: {why}; changes of the source may be missing \
          from the target. Copy a new snapshot (start the migration again with new \
          savepoints) to be sure of the target"
@@ -669,7 +669,7 @@ fn gap(stream: &str, why: String) -> EngineError {
 }
 
 impl Changes for Replication {
-    fn follow(self: Arc<Self>, ctx: FollowContext) -> BoxFuture<'static, Result<(), EngineError>> {
+    fn follow(self: Arc<Self>, ctx: FollowContext) -> BoxFuture<'static, Result<(), SeamError>> {
         Box::pin(self.run(ctx))
     }
 
@@ -720,11 +720,11 @@ pub fn convert(v: &StreamValue) -> Option<AttributeValue> {
 }
 
 /// The attributes of a record's keys or image, converted.
-fn convert_item(map: &HashMap<String, StreamValue>, record: &Record) -> Result<Item, EngineError> {
+fn convert_item(map: &HashMap<String, StreamValue>, record: &Record) -> Result<Item, SeamError> {
     map.iter()
         .map(|(k, v)| {
             convert(v).map(|v| (k.clone(), v)).ok_or_else(|| {
-                EngineError::Failed(format!(
+                SeamError::Failed(format!(
                     "stream record {}: attribute {k:?} has a type this version of drover does                      not know; it cannot be copied exactly",
                     record.event_id.as_deref().unwrap_or("?")
                 ))

@@ -15,9 +15,9 @@ use super::retry::DynamoError;
 use super::scan::SegmentScan;
 use super::stream::{self, Replication, ReplicationSetup};
 use super::table::{self, Described};
+use crate::connectors::seam::SeamError;
 use crate::connectors::seam::{Pacing, Pushed, Refused, Request, Retry, Sink};
 use crate::jobfile::{JobConfigError, Rename};
-use crate::migrate::EngineError;
 use crate::savepoints;
 
 /// Items per `BatchWriteItem`, DynamoDB's limit.
@@ -54,7 +54,7 @@ pub async fn open_copy(
     dst: &DynamoTarget,
     renames: &[Rename],
     complete: &mut savepoints::Progress,
-) -> Result<OpenedCopy, EngineError> {
+) -> Result<OpenedCopy, SeamError> {
     let (source, target) = open_tables(src, dst, renames).await?;
     let segments = src.scan_segments.unwrap_or(DEFAULT_SEGMENTS);
     let read_units = rate(
@@ -151,7 +151,7 @@ pub async fn open_tables(
     src: &DynamoSource,
     dst: &DynamoTarget,
     renames: &[Rename],
-) -> Result<(Opened, Opened), EngineError> {
+) -> Result<(Opened, Opened), SeamError> {
     let source_client = super::client(&src.connection).await;
     let target_client = super::client(&dst.connection).await;
     let source = table::source(&source_client, &src.connection)
@@ -174,10 +174,10 @@ pub async fn open_tables(
 }
 
 /// Refuses `renames` of a key attribute of the source: items are matched by their key.
-pub fn key_not_renamed(source: &Described, renames: &[Rename]) -> Result<(), EngineError> {
+pub fn key_not_renamed(source: &Described, renames: &[Rename]) -> Result<(), SeamError> {
     let key = source.key_names();
     if let Some(r) = renames.iter().find(|r| key.contains(&r.from)) {
-        return Err(EngineError::Config(JobConfigError {
+        return Err(SeamError::Config(JobConfigError {
             message: format!(
                 "renames: {:?} is a key attribute of the source table; key attributes cannot be renamed",
                 r.from

@@ -33,13 +33,13 @@ use crate::connectors::cql::scan::{RangeCursor, RangeScan};
 use crate::connectors::cql::schema::{Column, quote as cql_quote};
 use crate::connectors::cql::transfer::CopySink;
 use crate::connectors::cql::units::TokenUnit;
+use crate::connectors::seam::SeamError;
+use crate::connectors::seam::compare::{ColumnDifference, ColumnDifferenceKind};
+use crate::connectors::seam::compare::{Lookup, LookupSides, Side};
+use crate::connectors::seam::compare::{Repair, SinkRepair};
 use crate::connectors::seam::{Pacing, Page, Plan, RequestError, Retry, Scan, Unit};
 use crate::jobfile::{Rename, ValidationConfig};
-use crate::migrate::EngineError;
 use crate::savepoints;
-use crate::validate::compare::{Repair, SinkRepair};
-use crate::validate::lookup::{Lookup, LookupSides, Side};
-use crate::validate::report::{ColumnDifference, ColumnDifferenceKind};
 
 /// Keys looked up per request batch.
 const BATCH_KEYS: usize = 100;
@@ -450,7 +450,7 @@ pub(crate) async fn prepare(
     dst: &CqlTarget,
     renames: &[Rename],
     v: &ValidationConfig,
-) -> Result<LookupSides<MysqlLookup, EitherScan>, EngineError> {
+) -> Result<LookupSides<MysqlLookup, EitherScan>, SeamError> {
     if v.compare_timestamps == Some(true) {
         tracing::warn!(
             key = "validation.compareTimestamps",
@@ -505,7 +505,7 @@ pub(crate) async fn prepare(
             })?;
             st.set_consistency(consistency);
             st.set_is_idempotent(true);
-            Ok::<_, EngineError>(st)
+            Ok::<_, SeamError>(st)
         }
     };
     let by_key = prepare(format!(

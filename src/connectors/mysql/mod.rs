@@ -74,6 +74,16 @@ pub enum MysqlError {
     },
 }
 
+impl crate::connectors::seam::ConnectorError for MysqlError {
+    fn is_config_problem(&self) -> bool {
+        matches!(self, Self::Invalid { .. } | Self::Mismatch(_))
+    }
+
+    fn is_schema_mismatch(&self) -> bool {
+        matches!(self, Self::Mismatch(_))
+    }
+}
+
 impl RequestError for MysqlError {
     fn retry(&self) -> Retry {
         match self {

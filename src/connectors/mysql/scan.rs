@@ -20,10 +20,10 @@ use crate::connectors::cql::rows::RawRow;
 use crate::connectors::cql::schema::{self as cql_schema, Column, Mismatch, Problem, TableSchema};
 use crate::connectors::cql::transfer::CopySink;
 use crate::connectors::cql::{self, CqlTarget};
+use crate::connectors::seam::SeamError;
 use crate::connectors::seam::{Pacing, Page, Plan, Scan};
 use crate::connectors::streamed::Streams;
 use crate::jobfile::Rename;
-use crate::migrate::EngineError;
 use crate::savepoints;
 
 /// One slot of the rows handed to the CQL writer: a source column and its conversion.
@@ -313,7 +313,7 @@ pub async fn open_load(
     src: &MysqlSource,
     dst: &CqlTarget,
     renames: &[Rename],
-) -> Result<(MysqlScan, CopySink, Pacing), EngineError> {
+) -> Result<(MysqlScan, CopySink, Pacing), SeamError> {
     let Prepared {
         scan,
         session,
@@ -336,7 +336,7 @@ pub(crate) async fn prepare(
     src: &MysqlSource,
     dst: &CqlTarget,
     renames: &[Rename],
-) -> Result<Prepared, EngineError> {
+) -> Result<Prepared, SeamError> {
     let pool = mysql_async::Pool::new(super::options(src)?);
     let mut conn = connect(&pool, src).await?;
     let table = schema::load(&mut conn, src).await?;
@@ -418,7 +418,7 @@ pub(crate) async fn prepare(
     conn.exec_drop(probe.as_str(), ())
         .await
         .map_err(|e| match e {
-            mysql_async::Error::Server(s) => EngineError::from(MysqlError::Invalid {
+            mysql_async::Error::Server(s) => SeamError::from(MysqlError::Invalid {
                 key: "source.where".into(),
                 message: format!("the server refused the query: {}", s.message),
             }),

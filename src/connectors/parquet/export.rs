@@ -32,9 +32,9 @@ use crate::connectors::cql::rows::RawRow;
 use crate::connectors::cql::scan::RangeScan;
 use crate::connectors::cql::schema::{self, Column};
 use crate::connectors::cql::{self, CqlSource, units};
+use crate::connectors::seam::SeamError;
 use crate::connectors::seam::{Pacing, Pushed, Refused, Request, Sink};
 use crate::jobfile::Rename;
-use crate::migrate::EngineError;
 use crate::savepoints;
 
 /// Rows per write request (one Arrow batch appended to the unit's file).
@@ -60,7 +60,7 @@ pub async fn open_export(
     dst: &ParquetTarget,
     renames: &[Rename],
     done: &savepoints::Progress,
-) -> Result<Opened, EngineError> {
+) -> Result<Opened, SeamError> {
     let session = cql::connect("source", &src.endpoint).await?;
     cql::check_local_dc(&session, "source", src.endpoint.local_dc.as_deref())?;
     let table = schema::load(

@@ -34,9 +34,9 @@ use crate::connectors::cql::rows::RawRow;
 use crate::connectors::cql::schema::{self, Column, TableSchema};
 use crate::connectors::cql::transfer::CopySink;
 use crate::connectors::cql::{self, CqlTarget};
+use crate::connectors::seam::SeamError;
 use crate::connectors::seam::{Pacing, Page, Plan, Retry, Scan, Unit};
 use crate::jobfile::{Rename, SavepointsConfig};
-use crate::migrate::EngineError;
 use crate::savepoints;
 
 /// Footers read at once while planning.
@@ -138,7 +138,7 @@ pub async fn open_load(
     dst: &CqlTarget,
     renames: &[Rename],
     savepoints: Option<&SavepointsConfig>,
-) -> Result<(ParquetScan, CopySink, Pacing), EngineError> {
+) -> Result<(ParquetScan, CopySink, Pacing), SeamError> {
     let tracking = savepoints
         .and_then(|s| s.enable_parquet_file_tracking)
         .unwrap_or(true);

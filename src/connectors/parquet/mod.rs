@@ -68,6 +68,16 @@ pub enum ParquetError {
     },
 }
 
+impl crate::connectors::seam::ConnectorError for ParquetError {
+    fn is_config_problem(&self) -> bool {
+        matches!(self, Self::Invalid { .. } | Self::Mismatch(_))
+    }
+
+    fn is_schema_mismatch(&self) -> bool {
+        matches!(self, Self::Mismatch(_))
+    }
+}
+
 impl RequestError for ParquetError {
     fn retry(&self) -> Retry {
         match self {

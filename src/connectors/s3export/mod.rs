@@ -49,6 +49,12 @@ pub enum ExportError {
     },
 }
 
+impl crate::connectors::seam::ConnectorError for ExportError {
+    fn is_config_problem(&self) -> bool {
+        matches!(self, Self::Invalid { .. })
+    }
+}
+
 impl RequestError for ExportError {
     fn retry(&self) -> Retry {
         match self {

@@ -24,10 +24,10 @@ use crate::connectors::dynamodb::table::{self, Described};
 use crate::connectors::dynamodb::transfer::{self, BatchSink};
 use crate::connectors::parquet::config::Location;
 use crate::connectors::parquet::store::Store;
+use crate::connectors::seam::SeamError;
 use crate::connectors::seam::{Pacing, Page, Plan, Retry, Scan, Unit};
 use crate::connectors::streamed::Streams;
 use crate::jobfile::Rename;
-use crate::migrate::EngineError;
 use crate::savepoints;
 
 /// Items per page handed to the engine.
@@ -264,14 +264,14 @@ pub async fn open_load(
     src: &ExportSource,
     dst: &DynamoTarget,
     renames: &[Rename],
-) -> Result<(ExportScan, BatchSink, Pacing), EngineError> {
+) -> Result<(ExportScan, BatchSink, Pacing), SeamError> {
     let location = Location::S3 {
         scheme: "s3".into(),
         bucket: src.bucket.clone(),
         prefix: String::new(),
     };
     let store = Store::open("source", &location, &src.s3)
-        .map_err(|e| EngineError::from(invalid("source", e.to_string())))?;
+        .map_err(|e| SeamError::from(invalid("source", e.to_string())))?;
     let manifest = read_manifest(store.inner.as_ref(), src).await?;
     let source = described(src);
     transfer::key_not_renamed(&source, renames)?;

@@ -29,9 +29,9 @@ use crate::connectors::dynamodb::scan::SegmentScan;
 use crate::connectors::dynamodb::table::{self, Described};
 use crate::connectors::dynamodb::transfer::{self, DEFAULT_PARALLEL_SEGMENTS, DEFAULT_SEGMENTS};
 use crate::connectors::parquet::store::Store;
+use crate::connectors::seam::SeamError;
 use crate::connectors::seam::{Pacing, Pushed, Refused, Request, Sink};
 use crate::jobfile::Rename;
-use crate::migrate::EngineError;
 use crate::savepoints;
 
 /// Items per write request (lines appended to the segment's file).
@@ -260,13 +260,13 @@ pub async fn open_export(
     dst: &ExportTarget,
     renames: &[Rename],
     done: &savepoints::Progress,
-) -> Result<(SegmentScan, ExportSink, Pacing), EngineError> {
+) -> Result<(SegmentScan, ExportSink, Pacing), SeamError> {
     let invalid = |message: String| ExportError::Invalid {
         key: "target.path".into(),
         message,
     };
     let store = Store::open("target", &dst.location, &dst.s3)
-        .map_err(|e| EngineError::from(invalid(e.to_string())))?;
+        .map_err(|e| SeamError::from(invalid(e.to_string())))?;
     if let Some(root) = &store.local_root
         && root.is_file()
     {
@@ -279,7 +279,7 @@ pub async fn open_export(
     let existing = store
         .list_all()
         .await
-        .map_err(|e| EngineError::from(invalid(e.to_string())))?;
+        .map_err(|e| SeamError::from(invalid(e.to_string())))?;
     if done.segments.is_empty() && !existing.is_empty() {
         return Err(invalid(format!(
             "{} already holds {} files ({} first); an export is written to an empty place: delete them or choose another path",
@@ -317,7 +317,7 @@ pub async fn open_export(
     } else {
         let dir = std::env::temp_dir().join("drover-export-spool");
         std::fs::create_dir_all(&dir).map_err(|e| {
-            EngineError::from(ExportError::Write {
+            SeamError::from(ExportError::Write {
                 file: dir.display().to_string(),
                 message: format!("cannot create the spool directory: {e}"),
             })

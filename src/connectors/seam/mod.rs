@@ -10,8 +10,12 @@
 //!
 //! The validator uses the same [`Scan`] on both sides of a job, with the same unit driver.
 
+pub mod compare;
+mod error;
 pub mod limits;
 pub mod retry;
+
+pub use error::{ConnectorError, SeamError};
 
 use std::fmt::Display;
 use std::future::Future;
@@ -263,7 +267,7 @@ pub trait Changes: Send + Sync + 'static {
     fn follow(
         self: std::sync::Arc<Self>,
         ctx: FollowContext,
-    ) -> futures::future::BoxFuture<'static, Result<(), crate::migrate::EngineError>>;
+    ) -> futures::future::BoxFuture<'static, Result<(), SeamError>>;
     /// Counters (records applied, lag, ...), by their name in job status.
     fn counters(&self) -> Vec<(&'static str, u64)>;
 }

@@ -89,10 +89,27 @@ impl Sidecars {
     pub fn waiting(&self) -> Option<String> {
         let away = self.away.lock().unwrap_or_else(|p| p.into_inner());
         let (node, why) = away.iter().next()?;
-        Some(format!(
-            "the drover beside node {node} is unreachable or busy ({} waited for): {why}",
-            away.len()
-        ))
+        // The nodes waited for are named (up to `NAMED`), the first with its reason, so an
+        // operator looking for the node that went away finds it even when another is slow.
+        const NAMED: usize = 8;
+        let others: Vec<&str> = away
+            .keys()
+            .skip(1)
+            .take(NAMED - 1)
+            .map(String::as_str)
+            .collect();
+        let more = match away.len().saturating_sub(NAMED) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        Some(match others.as_slice() {
+            [] => format!("the drover beside node {node} is unreachable or busy: {why}"),
+            _ => format!(
+                "the drovers beside nodes {node}, {}{more} are unreachable or busy ({} waited for); {node}: {why}",
+                others.join(", "),
+                away.len()
+            ),
+        })
     }
 
     /// Records that the drover beside `node` answered, or was given up on.
@@ -256,7 +273,7 @@ impl Sidecars {
             .await
             .map_err(|e| BulkError::Unreachable {
                 node: node.to_string(),
-                message: e.to_string(),
+                message: crate::answer::request_error_text(&e),
             })?;
         match r.status() {
             s if s.is_success() => Ok(true),
@@ -291,7 +308,7 @@ impl Sidecars {
                 }
                 Err(e) => Some(BulkError::Unreachable {
                     node: node.to_string(),
-                    message: e.to_string(),
+                    message: crate::answer::request_error_text(&e),
                 }),
             };
             let mut pause = IMPORT_POLL;

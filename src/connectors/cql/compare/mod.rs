@@ -18,8 +18,8 @@ pub use plan::rename_where;
 use super::codec::{read_i32, read_i64, read_int_list};
 use super::rows::RawRow;
 use super::schema::{Column, TableSchema, quote};
-use crate::validate::compare::{Cells, Comparator};
-use crate::validate::report::{ColumnDifference, ColumnDifferenceKind};
+use crate::connectors::seam::compare::{Cells, Comparator};
+use crate::connectors::seam::compare::{ColumnDifference, ColumnDifferenceKind};
 
 /// How the rows of both scans are laid out and compared. Rows hold the primary key, statics,
 /// regular columns, then (with timestamps) WRITETIME and TTL of each static and regular

@@ -15,9 +15,9 @@ use crate::connectors::cql::schema::{Column, clustering_order, quote};
 use crate::connectors::cql::transfer::{CopySink, DEFAULT_SPLIT_COUNT, DEFAULT_UNITS_AT_ONCE};
 use crate::connectors::cql::{self, CqlError, CqlSource, CqlTarget};
 use crate::connectors::seam::Pacing;
+use crate::connectors::seam::compare::Sides;
+use crate::connectors::seam::compare::{Repair, SinkRepair};
 use crate::jobfile::{Rename, RepairWritetimeStrategy, ValidationConfig};
-use crate::validate::compare::{Repair, SinkRepair};
-use crate::validate::run::Sides;
 
 /// Both tables of a CQL validation, each read through its own select.
 pub(crate) type CqlSides = Sides<CqlComparator, RangeScan>;
@@ -391,7 +391,7 @@ impl Repair<RawRow> for CqlRepair {
         read_at: std::time::Instant,
         retries: &'a crate::connectors::seam::retry::Retries,
         cancel: &'a tokio_util::sync::CancellationToken,
-    ) -> futures::future::BoxFuture<'a, Result<(), crate::migrate::EngineError>> {
+    ) -> futures::future::BoxFuture<'a, Result<(), crate::connectors::seam::SeamError>> {
         match &self.differing {
             Some(d) => d.copy(row, read_at, retries, cancel),
             None => Box::pin(async { Ok(()) }),
@@ -404,7 +404,7 @@ impl Repair<RawRow> for CqlRepair {
         read_at: std::time::Instant,
         retries: &'a crate::connectors::seam::retry::Retries,
         cancel: &'a tokio_util::sync::CancellationToken,
-    ) -> futures::future::BoxFuture<'a, Result<(), crate::migrate::EngineError>> {
+    ) -> futures::future::BoxFuture<'a, Result<(), crate::connectors::seam::SeamError>> {
         match &self.missing {
             Some(m) => m.copy(row, read_at, retries, cancel),
             None => Box::pin(async { Ok(()) }),

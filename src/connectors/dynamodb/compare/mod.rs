@@ -31,12 +31,12 @@ use super::table;
 use super::transfer::{
     BatchSink, DEFAULT_PARALLEL_SEGMENTS, DEFAULT_SEGMENTS, key_not_renamed, rate,
 };
+use crate::connectors::seam::SeamError;
+use crate::connectors::seam::compare::{ColumnDifference, ColumnDifferenceKind};
+use crate::connectors::seam::compare::{Lookup, LookupSides, Side};
+use crate::connectors::seam::compare::{Repair, SinkRepair};
 use crate::connectors::seam::{Pacing, Retry};
 use crate::jobfile::{Rename, ValidationConfig};
-use crate::migrate::EngineError;
-use crate::validate::compare::{Repair, SinkRepair};
-use crate::validate::lookup::{Lookup, LookupSides, Side};
-use crate::validate::report::{ColumnDifference, ColumnDifferenceKind};
 use value::{Number, Tolerance};
 
 /// Keys per `BatchGetItem`, DynamoDB's limit.
@@ -366,7 +366,7 @@ pub(crate) async fn prepare(
     dst: &DynamoTarget,
     renames: &[Rename],
     v: &ValidationConfig,
-) -> Result<DynamoSides, EngineError> {
+) -> Result<DynamoSides, SeamError> {
     warn_ignored(v);
     let source_client = super::client(&src.connection).await;
     let target_client = super::client(&dst.connection).await;

@@ -1,17 +1,20 @@
 //! What the validator asks of a connector to compare its rows: their order, which cells
-//! differ, and how to name a row in a report. The merge (`merge.rs`) is written against these
+//! differ, and how to name a row in a report. The validator's merge is written against these
 //! traits only, so a connector that can scan gets validation by implementing [`Comparator`].
 
 use std::cmp::Ordering;
+use std::future::Future;
+use std::hash::Hash;
 use std::time::Instant;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::report::ColumnDifference;
-use crate::connectors::seam::retry::{Retries, retry};
-use crate::connectors::seam::{Pushed, Request, Sink};
-use crate::migrate::EngineError;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::retry::{Retries, retry};
+use super::{Pacing, Pushed, Request, RequestError, Scan, SeamError, Sink};
 
 /// Which cells of two rows with the same key are compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +84,7 @@ pub trait Repair<Row>: Send + Sync {
         read_at: Instant,
         retries: &'a Retries,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<(), EngineError>> {
+    ) -> BoxFuture<'a, Result<(), SeamError>> {
         self.copy(row, read_at, retries, cancel)
     }
 
@@ -93,7 +96,7 @@ pub trait Repair<Row>: Send + Sync {
         read_at: Instant,
         retries: &'a Retries,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<(), EngineError>>;
+    ) -> BoxFuture<'a, Result<(), SeamError>>;
 
     /// Writes `rows`, read at `read_at`, to the target; returns how many were written (the
     /// target's writer may leave some out on purpose, as a copy would). One by one unless the
@@ -104,7 +107,7 @@ pub trait Repair<Row>: Send + Sync {
         read_at: Instant,
         retries: &'a Retries,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<u64, EngineError>>
+    ) -> BoxFuture<'a, Result<u64, SeamError>>
     where
         Row: Sync,
     {
@@ -128,7 +131,7 @@ impl<R: Sync, T: Sink<R>> Repair<R> for SinkRepair<T> {
         read_at: Instant,
         retries: &'a Retries,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<(), EngineError>> {
+    ) -> BoxFuture<'a, Result<(), SeamError>> {
         Box::pin(async move {
             self.write(std::slice::from_ref(row), read_at, retries, cancel)
                 .await
@@ -142,7 +145,7 @@ impl<R: Sync, T: Sink<R>> Repair<R> for SinkRepair<T> {
         read_at: Instant,
         retries: &'a Retries,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<u64, EngineError>>
+    ) -> BoxFuture<'a, Result<u64, SeamError>>
     where
         R: Sync,
     {
@@ -159,15 +162,15 @@ impl<T> SinkRepair<T> {
         read_at: Instant,
         retries: &Retries,
         cancel: &CancellationToken,
-    ) -> Result<u64, EngineError>
+    ) -> Result<u64, SeamError>
     where
         T: Sink<R>,
     {
         let failed = |e: &dyn std::fmt::Display| {
             if cancel.is_cancelled() {
-                EngineError::Stopped
+                SeamError::Stopped
             } else {
-                EngineError::Failed(format!("target: copying a row: {e}"))
+                SeamError::Failed(format!("target: copying a row: {e}"))
             }
         };
         let sink = &self.0;
@@ -197,4 +200,130 @@ impl<T> SinkRepair<T> {
         }
         Ok(written)
     }
+}
+
+/// One cell that differs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ColumnDifference {
+    /// Source column name.
+    pub column: String,
+    /// Target column name, when `renames` changes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_column: Option<String>,
+    /// What differs.
+    pub difference: ColumnDifferenceKind,
+    /// The source's value (a CQL literal; writetimes in microseconds, TTLs in seconds).
+    pub source: String,
+    /// The target's value.
+    pub target: String,
+}
+
+/// What differs in a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ColumnDifferenceKind {
+    /// Both set, different values.
+    Value,
+    /// Set in the source, null in the target.
+    MissingOnTarget,
+    /// Null in the source, set in the target.
+    ExtraOnTarget,
+    /// Writetimes differ beyond the tolerance.
+    Writetime,
+    /// TTLs differ beyond the tolerance.
+    Ttl,
+}
+
+/// Both tables of a validation, read alike, with what compares their rows.
+pub(crate) struct Sides<C: Comparator, S: Scan<Row = C::Row>> {
+    /// The source's scan; its plan gives the units.
+    pub source: S,
+    /// The target's scan, over the same units.
+    pub target: S,
+    /// Orders and compares rows.
+    pub comparator: C,
+    /// `copyMissingRows`, when set.
+    pub repair: Option<Box<dyn Repair<C::Row>>>,
+    /// Units at once and rate limits.
+    pub pacing: Pacing,
+}
+
+/// One table of a validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The migration's source.
+    Source,
+    /// The migration's target.
+    Target,
+}
+
+impl Side {
+    /// The other table.
+    pub fn other(self) -> Self {
+        match self {
+            Side::Source => Side::Target,
+            Side::Target => Side::Source,
+        }
+    }
+
+    /// `source` or `target`, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Source => "source",
+            Side::Target => "target",
+        }
+    }
+}
+
+/// What the validator asks of a connector whose tables are compared by looking rows up by key.
+pub trait Lookup: Send + Sync + 'static {
+    /// A row of either table.
+    type Row: Send + Sync + 'static;
+    /// A row's key: equal for a source row and the target row it was copied to.
+    type Key: Eq + Hash + Send + Sync + 'static;
+    /// Why a lookup failed.
+    type Error: RequestError;
+
+    /// The key of a row read from `side`.
+    fn key(&self, side: Side, row: &Self::Row) -> Self::Key;
+
+    /// Keys one [`Self::fetch`] takes at most.
+    fn batch(&self) -> usize;
+
+    /// Reads the rows of `keys` from `side`: those that exist, in any order. With `whole`
+    /// false, enough of each row to know it exists. Changes nothing, so it may be retried.
+    fn fetch(
+        &self,
+        side: Side,
+        keys: &[Self::Key],
+        whole: bool,
+    ) -> impl Future<Output = Result<Vec<Self::Row>, Self::Error>> + Send;
+
+    /// Whether a row read from `side` is left out of the comparison, as a migration leaves it
+    /// out (a DynamoDB item whose TTL has passed): neither compared nor missing nor extra.
+    fn left_out(&self, side: Side, row: &Self::Row) -> bool;
+
+    /// The differing attributes of a source row and the target row with its key.
+    fn differences(&self, source: &Self::Row, target: &Self::Row) -> Vec<ColumnDifference>;
+
+    /// The key as a condition an operator can paste into a query.
+    fn render_key(&self, key: &Self::Key) -> String;
+
+    /// Bytes the row holds, for progress and rate limits.
+    fn size(&self, row: &Self::Row) -> usize;
+}
+
+/// Both tables of a lookup validation, with what keys and compares their rows.
+pub(crate) struct LookupSides<L: Lookup, S: Scan<Row = L::Row>> {
+    /// The source's scan: its units are the first pass.
+    pub source: S,
+    /// The target's scan: its units are the second pass.
+    pub target: S,
+    /// Keys, fetches and compares rows.
+    pub lookup: L,
+    /// `copyMissingRows`, when set: writes the rows missing from the target.
+    pub repair: Option<Box<dyn Repair<L::Row>>>,
+    /// Units at once and rate limits.
+    pub pacing: Pacing,
 }
