@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::EngineError;
+use crate::engine::driver::Counters;
 use crate::jobs::running::{Sample, Window};
-use crate::migrate::EngineError;
-use crate::migrate::engine::Counters;
 
 // The codes are the client's, one table for every command (`crate::client::EXIT_CODES`).
 use crate::client::{EXIT_DIFFERENCES, EXIT_FAILED, EXIT_OK};
@@ -49,7 +49,7 @@ pub async fn migrate(path: &Path) -> u8 {
     };
     // A new run, as a submission to the daemon is: a savepoint that already covers everything
     // is refused (exit 2, naming it) rather than run to a 0-row success.
-    let launch = match crate::migrate::job::launch(&text, crate::migrate::job::Start::New).await {
+    let launch = match crate::migrate::job::launch(&text, crate::engine::Start::New).await {
         Ok(l) => l,
         Err(e) => return refused_launch(path, &e),
     };
@@ -263,7 +263,7 @@ pub async fn validate(path: &Path, json: bool) -> u8 {
             );
             EXIT_DIFFERENCES
         }
-        Err(crate::migrate::EngineError::Stopped) => {
+        Err(crate::engine::EngineError::Stopped) => {
             crate::errln!(
                 "drover: validation stopped after {took} (the report covers what was compared)"
             );

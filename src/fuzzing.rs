@@ -9,19 +9,19 @@ use crate::livemigration::files::DirType;
 use crate::livemigration::peer::{self, RemoteFile};
 
 /// A job body as `POST /api/v1/migrations` and `/validations` take it: redacted for the job's
-/// record and parsed and checked ([`crate::migrate::config::JobConfig::parse`]). Returns the
+/// record and parsed and checked ([`crate::engine::config::JobConfig::parse`]). Returns the
 /// message a refusal answers, as the API shows it (`ApiError` caps it).
 pub fn job_file(text: &str) -> Result<(), String> {
-    // As `migrate::job::parsed` does: both are paid for every body.
-    let _record = crate::migrate::config::redacted_json(text);
-    crate::migrate::config::JobConfig::parse(text)
+    // As `engine::config::parsed` does: both are paid for every body.
+    let _record = crate::engine::config::redacted_json(text);
+    crate::engine::config::JobConfig::parse(text)
         .map(drop)
         .map_err(|e| crate::api::error::ApiError::bad_request(e.to_string()).message)
 }
 
 /// The redacted form of a job body (what records and savepoints keep).
 pub fn job_record(text: &str) -> serde_json::Value {
-    crate::migrate::config::redacted_json(text)
+    crate::engine::config::redacted_json(text)
 }
 
 /// A source's listing body as a destination reads it: the entries, each with the local place

@@ -37,6 +37,7 @@ pub mod config;
 pub mod connectors;
 pub mod daemon;
 pub mod diagnostics;
+pub mod engine;
 pub mod fsutil;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -54,7 +54,9 @@ pub struct LiveMigrationConfig {
     pub peer_connect_timeout: Duration,
     /// On a destination: the longest wait for the next bytes from the source (answer
     /// headers, a listing, a file's body). A source that stops sending fails the download
-    /// (retried within its bounds) instead of holding the task. Default 30s.
+    /// (retried within its bounds) instead of holding the task. A file's digest, which the
+    /// source sends only once it has read the whole file, is given this plus a second per
+    /// 4 MiB of the file. Default 30s.
     #[serde(with = "humantime_serde")]
     pub peer_read_timeout: Duration,
     /// On a destination: the largest file listing read from the source; a longer one fails

@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 
 use super::kept::{forget_job_file, keep_job_file, read_job_file};
 use super::{Identity, JobError, JobHandle, JobRecord, JobRegistry, JobResult, JobState};
-use crate::migrate::EngineError;
-use crate::migrate::job::Start;
+use crate::engine::EngineError;
+use crate::engine::Start;
 
 /// What the daemon lends a kind to resume its jobs.
 #[derive(Clone)]
@@ -111,9 +111,9 @@ pub trait FileJobKind: JobKind<Spec = serde_json::Value> {
     ) -> impl Future<Output = Result<Self::Launch, EngineError>> + Send;
 
     /// What a job file's job is called and moves: its `name`, or `source → target` in words
-    /// (see [`JobConfig::identity`](crate::migrate::config::JobConfig::identity)).
+    /// (see [`JobConfig::identity`](crate::engine::config::JobConfig::identity)).
     fn identity_of(text: &str) -> Identity {
-        crate::migrate::config::JobConfig::parse(text)
+        crate::engine::config::JobConfig::parse(text)
             .map(|c| c.identity())
             .unwrap_or_else(|_| Identity::named(Self::NOUN))
     }
@@ -143,7 +143,7 @@ pub async fn submit_job_file<K: FileJobKind>(
     let id = JobRegistry::new_id();
     // Kept before the job starts, so that it exists for as long as the job can be resumed.
     keep_job_file(state_dir, &id, text).map_err(JobError::KeepJobFile)?;
-    let spec = crate::migrate::config::redacted_json(text);
+    let spec = crate::engine::config::redacted_json(text);
     // Parsed again, off the async workers as the launch parsed it (a request body's worth of
     // text is CPU work); names come from the typed config, not the redacted document.
     let owned = text.to_string();

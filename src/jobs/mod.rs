@@ -110,16 +110,16 @@ pub enum JobError {
     },
     /// A submitted job file was refused by the engine (invalid, or a database unreachable).
     #[error("{prefix}{0}", prefix = launch_prefix(.0))]
-    Launch(#[source] crate::migrate::EngineError),
+    Launch(#[source] crate::engine::EngineError),
     /// An interrupted job could not be launched again from its kept job file.
     #[error(transparent)]
-    Relaunch(crate::migrate::EngineError),
+    Relaunch(crate::engine::EngineError),
 }
 
 /// Says whether the operator must change the job file (`job config: `) or the job could not
 /// start for another reason, such as a database that did not answer: the job file is right
 /// then, and blaming it sent operators looking in the wrong place.
-fn launch_prefix(err: &crate::migrate::EngineError) -> &'static str {
+fn launch_prefix(err: &crate::engine::EngineError) -> &'static str {
     if err.is_config_problem() || err.is_already_done() {
         "job config: "
     } else {

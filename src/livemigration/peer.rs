@@ -14,6 +14,10 @@ use super::digest::Algorithm;
 /// digest drover knows (SHA-256, 64 hex characters) takes a fraction of it.
 pub const DIGEST_ANSWER_READ: u64 = 4096;
 
+/// The slowest a source is expected to read a file for its digest, in bytes per second: a disk
+/// shared by the node and by as many digests as the task runs at once (`maxConcurrency`).
+pub const DIGEST_RATE_FLOOR: u64 = 4 << 20;
+
 /// An error with its causes: reqwest's own message says only that a request failed, while
 /// the reason (a refused connection, a certificate not valid for the source's name) is in
 /// the chain below it.
@@ -224,6 +228,9 @@ pub fn read_block_digests(body: &[u8]) -> Result<BlockDigests, String> {
 #[derive(Clone)]
 pub struct PeerClient {
     http: reqwest::Client,
+    /// The same client without the per-read timeout: a source sends nothing while it reads a
+    /// whole file for its digest, so a digest request gets an allowance by the file's size.
+    digests: reqwest::Client,
     base: String,
     limits: Arc<PeerLimits>,
 }
@@ -257,20 +264,24 @@ impl PeerClient {
         // Always a config of ours, so that building the client never depends on a crypto
         // provider installed for the whole process.
         let tls = tls.map_or_else(crate::tls::plain_client_config, |c| (*c).clone());
-        Self {
-            http: reqwest::Client::builder()
-                .use_preconfigured_tls(tls)
-                .default_headers(headers)
+        let builder = || {
+            reqwest::Client::builder()
+                .use_preconfigured_tls(tls.clone())
+                .default_headers(headers.clone())
                 .connect_timeout(limits.connect_timeout)
                 .pool_idle_timeout(crate::config::CLIENT_POOL_IDLE)
-                // Per read, not per request: a large file may take hours, but a source that
-                // stops sending (headers or body) must not hold a task, nor its job slot.
-                .read_timeout(limits.read_timeout)
                 // A source answers from its own routes; a redirect could point the
                 // destination's requests anywhere, so a 3xx is an error like any other.
                 .redirect(reqwest::redirect::Policy::none())
+        };
+        Self {
+            http: builder()
+                // Per read, not per request: a large file may take hours, but a source that
+                // stops sending (headers or body) must not hold a task, nor its job slot.
+                .read_timeout(limits.read_timeout)
                 .build()
                 .expect("an HTTP client builds"),
+            digests: builder().build().expect("an HTTP client builds"),
             base: format!("{scheme}://{address}"),
             limits: Arc::new(limits),
         }
@@ -380,9 +391,35 @@ impl PeerClient {
             })
     }
 
-    /// The digest of one source file; [`LiveMigrationError::Gone`] when the source no longer
-    /// has it.
+    /// How long a source may take to answer the digest of a file of `size` bytes: it reads the
+    /// whole file before it sends anything, so `live_migration.peer_read_timeout` plus a second
+    /// for every [`DIGEST_RATE_FLOOR`] bytes (a 1 GiB file: 256 s more; SSTables of hundreds of
+    /// GiB are hashed for hours, which no fixed timeout would allow).
+    pub fn digest_allowance(&self, size: u64) -> Duration {
+        self.limits.read_timeout + Duration::from_secs(size / DIGEST_RATE_FLOOR)
+    }
+
+    /// The digest of one source file of `size` bytes (as listed); [`LiveMigrationError::Gone`]
+    /// when the source no longer has it. The source has [`Self::digest_allowance`] to answer.
     pub async fn digest(
+        &self,
+        file_url: &str,
+        algorithm: Algorithm,
+        size: u64,
+    ) -> Result<String, LiveMigrationError> {
+        let allowance = self.digest_allowance(size);
+        match tokio::time::timeout(allowance, self.digest_within(file_url, algorithm)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(LiveMigrationError::Peer(format!(
+                "digest of {file_url}: no answer within {} for a file of {size} bytes \
+                 (live_migration.peer_read_timeout, plus a second per {} MiB of the file)",
+                humantime::format_duration(allowance),
+                DIGEST_RATE_FLOOR >> 20
+            ))),
+        }
+    }
+
+    async fn digest_within(
         &self,
         file_url: &str,
         algorithm: Algorithm,
@@ -395,7 +432,7 @@ impl PeerClient {
         let failed = |e: reqwest::Error| {
             LiveMigrationError::Peer(format!("digest of {file_url}: {}", self.describe(&e)))
         };
-        let response = self.http.get(&url).send().await.map_err(failed)?;
+        let response = self.digests.get(&url).send().await.map_err(failed)?;
         if response.status() == reqwest::StatusCode::NOT_FOUND {
             return Err(LiveMigrationError::Gone(format!(
                 "{file_url} is gone at the source"
@@ -523,6 +560,30 @@ impl PeerClient {
 mod tests {
     use super::*;
     use crate::answer::{ERROR_BODY_READ, ERROR_MESSAGE_CHARS};
+
+    /// A digest waits for the read timeout, and a second more per 4 MiB of the file: at the
+    /// bound, not before.
+    #[test]
+    fn a_digest_is_allowed_time_by_the_files_size() {
+        let limits = PeerLimits {
+            read_timeout: Duration::from_secs(30),
+            ..PeerLimits::default()
+        };
+        let peer = PeerClient::new("127.0.0.1:1", None, None, limits);
+        assert_eq!(peer.digest_allowance(0), Duration::from_secs(30));
+        assert_eq!(
+            peer.digest_allowance(DIGEST_RATE_FLOOR - 1),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            peer.digest_allowance(DIGEST_RATE_FLOOR),
+            Duration::from_secs(31)
+        );
+        assert_eq!(
+            peer.digest_allowance(1 << 30),
+            Duration::from_secs(30 + 256)
+        );
+    }
 
     /// Listings give directories `size` -1 (Sidecar's and drover's); a file with a negative
     /// size is refused.

@@ -132,13 +132,13 @@ impl VerifyReport {
 
 /// Compares both lists by URL, as the Sidecar does: an entry on both sides matches when both
 /// are directories (their times are not compared), or both are files of the same size and
-/// modification time (milliseconds). Returns the report and the URLs of the files whose
-/// digests are to be compared.
+/// modification time (milliseconds). Returns the report and the URLs (with sizes) of the
+/// files whose digests are to be compared.
 pub fn compare(
     mine: &[files::Entry],
     theirs: &[RemoteFile],
     report: &mut VerifyReport,
-) -> Vec<String> {
+) -> Vec<(String, u64)> {
     let mine: HashMap<String, &files::Entry> = mine.iter().map(|e| (e.url(), e)).collect();
     let theirs_by_url: HashMap<&str, &RemoteFile> =
         theirs.iter().map(|f| (f.file_url.as_str(), f)).collect();
@@ -165,7 +165,7 @@ pub fn compare(
             report.metadata_matched += 1;
         } else if same_file {
             report.metadata_matched += 1;
-            to_hash.push(f.file_url.clone());
+            to_hash.push((f.file_url.clone(), f.size));
         } else {
             report.metadata_mismatches += 1;
             report.note(format!(
@@ -219,12 +219,12 @@ pub async fn run(
         return Err(LiveMigrationError::FilesListMismatch);
     }
     let mut results = futures::stream::iter(to_hash)
-        .map(|url| {
+        .map(|(url, size)| {
             let local = local.clone();
             async move {
                 let path = local.path_of(&url)?;
                 let (theirs, mine) = tokio::join!(
-                    peer.digest(&url, algorithm),
+                    peer.digest(&url, algorithm, size),
                     tokio::task::spawn_blocking(move || digest::of_file(&path, algorithm))
                 );
                 let mine = mine.expect("hashing does not panic");
@@ -309,7 +309,14 @@ mod tests {
         // Directories count as matched metadata, and are not hashed.
         assert_eq!(report.metadata_matched, 3);
         assert_eq!(to_hash.len(), 2, "{to_hash:?}");
-        assert!(to_hash.iter().all(|u| !u.ends_with("/ks")), "{to_hash:?}");
+        assert!(
+            to_hash.iter().all(|(u, _)| !u.ends_with("/ks")),
+            "{to_hash:?}"
+        );
+        // Each with its listed size, which bounds how long its digest may take.
+        let mut sizes: Vec<u64> = to_hash.iter().map(|(_, size)| *size).collect();
+        sizes.sort();
+        assert_eq!(sizes, [0, 3]);
         assert!(!report.lists_differ());
         assert!(report.differences.is_empty());
     }

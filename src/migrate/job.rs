@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::EngineError;
-use super::config::{JobConfig, redacted_json};
-use super::engine::{Counters, Migration};
-use super::place::Place;
+use crate::engine::EngineError;
+use crate::engine::Start;
+use crate::engine::config::parsed;
+use crate::engine::driver::{Counters, Migration};
+use crate::engine::place::Place;
 use crate::jobs::kept::forget_job_file;
 use crate::jobs::running::{Ending, Periodic, Window, end, publish, publish_end};
 use crate::jobs::{JobHandle, JobResult};
@@ -81,31 +82,6 @@ impl Savepoints {
     }
 }
 
-/// The job file `text` parsed, and as a redacted JSON document (what savepoints and records
-/// keep). Parsing is CPU work on up to a request body's worth of text, so it runs off the async
-/// workers: the daemon keeps answering meanwhile, and `server.request_timeout` can end the
-/// request.
-pub async fn parsed(text: &str) -> Result<(JobConfig, serde_json::Value), EngineError> {
-    let owned = text.to_string();
-    let (config, base) =
-        tokio::task::spawn_blocking(move || (JobConfig::parse(&owned), redacted_json(&owned)))
-            .await
-            .map_err(|e| EngineError::Failed(format!("parsing the job: {e}")))?;
-    Ok((config?, base))
-}
-
-/// Why a job file is launched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Start {
-    /// A new submission, to the daemon or the foreground `drover migrate`: refused when its
-    /// savepoint already covers everything ([`EngineError::AlreadyDone`]), since it would copy
-    /// nothing and still succeed.
-    New,
-    /// A resume of a job that was interrupted or cancelled: whatever is left is done, nothing
-    /// when its last run had finished the copy.
-    Resume,
-}
-
 /// Parses, checks and plans a job; with `savepoints.autoResume` (the default), merges the
 /// progress of the newest savepoint of the same migration. Nothing is written to the target,
 /// and nothing to `savepoints.path` until the job is accepted: a job refused for its config or
@@ -161,7 +137,7 @@ pub async fn launch(text: &str, start: Start) -> Result<Launch, EngineError> {
     }
     let mut migration = Migration::prepare(&config, complete).await?;
     if let Some(coordination) = &config.coordination {
-        migration.coordinate(super::place::coordinator(&config, coordination, text).await?);
+        migration.coordinate(crate::engine::place::coordinator(&config, coordination, text).await?);
     }
     if start == Start::New
         && let (Some(savepoint), Some((place, ..))) = (&resumed_from, &pending)

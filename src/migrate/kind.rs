@@ -3,8 +3,9 @@
 
 use std::path::PathBuf;
 
-use super::EngineError;
-use super::job::{self, Launch, Start};
+use super::job::{self, Launch};
+use crate::engine::EngineError;
+use crate::engine::Start;
 use crate::jobs::kind::{FileJobKind, JobKind, Services, relaunch_from_job_file};
 use crate::jobs::{JobError, JobHandle, JobRecord, JobResult};
 

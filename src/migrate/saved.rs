@@ -4,8 +4,8 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::config::JobConfig;
-use super::place::Place;
+use crate::engine::config::JobConfig;
+use crate::engine::place::Place;
 use crate::savepoints::ranges::TokenRange;
 use crate::savepoints::{Progress, SavepointError, identity};
 
@@ -70,7 +70,7 @@ pub async fn list(
         .filter(|p| !p.contains("://"));
     let (place, wanted) = match (dir, job_file) {
         (Some(dir), _) => (
-            Place::directory(super::config::local_path(dir)),
+            Place::directory(crate::engine::config::local_path(dir)),
             identity(spec),
         ),
         (None, Some(text)) => {

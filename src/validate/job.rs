@@ -12,11 +12,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::report::Report;
 use super::{Progress, State, Validation};
+use crate::engine::EngineError;
+use crate::engine::place::Place;
 use crate::jobs::kept::forget_job_file;
 use crate::jobs::running::{Ending, Periodic, Window, end, publish, publish_end};
 use crate::jobs::{JobHandle, JobResult};
-use crate::migrate::EngineError;
-use crate::migrate::place::Place;
 use crate::savepoints::{self, Writer};
 
 /// Key of a validation savepoint holding the findings of the ranges it records.
@@ -109,7 +109,7 @@ fn same_validation(base: &serde_json::Value, doc: &serde_json::Value) -> Result<
 /// continues an unfinished validation of the same job. Nothing is written, and nothing created
 /// under `savepoints.path` until the validation is accepted.
 pub async fn launch(text: &str) -> Result<Launch, EngineError> {
-    let (config, mut base) = crate::migrate::job::parsed(text).await?;
+    let (config, mut base) = crate::engine::config::parsed(text).await?;
     // The job file's skipTokenRanges say what a migration copied, not what was validated.
     if let Some(map) = base.as_object_mut() {
         map.remove("skipTokenRanges");

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 
 use super::job::{self, Launch};
 use super::report::Report;
+use crate::engine::EngineError;
+use crate::engine::Start;
 use crate::jobs::kind::{FileJobKind, JobKind, Services, relaunch_from_job_file};
 use crate::jobs::{JobError, JobHandle, JobRecord, JobResult};
-use crate::migrate::EngineError;
-use crate::migrate::job::Start;
 
 /// The validation kind.
 pub struct ValidationJob;

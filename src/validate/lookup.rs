@@ -31,8 +31,8 @@ use crate::connectors::seam::compare::{Lookup, LookupSides, Repair, Side};
 use crate::connectors::seam::limits::Limits;
 use crate::connectors::seam::retry::retry;
 use crate::connectors::seam::{Page, Scan, Unit};
-use crate::migrate::EngineError;
-use crate::migrate::engine::drive_units;
+use crate::engine::EngineError;
+use crate::engine::driver::drive_units;
 
 /// Lookups of one page sent at once: a page of 1 000 rows is 10 requests of 100 keys, so a
 /// few at a time overlap their round trips without holding more than the page.

@@ -15,7 +15,7 @@ use super::progress::Progress;
 use super::report::{ColumnDifference, ExampleKind, Report};
 use crate::connectors::seam::compare::{Cells, Comparator, Repair};
 use crate::connectors::seam::limits::Limits;
-use crate::migrate::EngineError;
+use crate::engine::EngineError;
 
 /// What a scan task sends: pages of rows, then the end, or why it stopped.
 pub(crate) enum Feed<R> {

@@ -4,8 +4,8 @@
 
 use super::run::Validation;
 use crate::connectors::{cql, dynamodb, mysql};
-use crate::migrate::EngineError;
-use crate::migrate::config::{JobConfig, SourceConfig, TargetConfig};
+use crate::engine::EngineError;
+use crate::engine::config::{JobConfig, SourceConfig, TargetConfig};
 
 impl Validation {
     /// Connects to both sides, checks the schemas as a migration would, and prepares both

@@ -4,8 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use super::report::Report;
+use crate::engine::driver::Counters as ScanProgress;
 use crate::jobs::running::Sample;
-use crate::migrate::engine::Counters as ScanProgress;
 use crate::savepoints;
 
 /// Live counters of a running validation.

@@ -18,8 +18,8 @@ use crate::connectors::seam::compare::{Lookup, LookupSides};
 use crate::connectors::seam::limits::Limits;
 use crate::connectors::seam::retry::read_page;
 use crate::connectors::seam::{Page, Scan, Unit};
-use crate::migrate::EngineError;
-use crate::migrate::engine::drive_units;
+use crate::engine::EngineError;
+use crate::engine::driver::drive_units;
 
 /// What every unit of one run shares.
 struct Context<C: Comparator, S: Scan<Row = C::Row>> {

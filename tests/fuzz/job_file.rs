@@ -1,5 +1,5 @@
 //! The job-file parser: job bodies in YAML or JSON (`POST /api/v1/migrations`,
-//! `/validations`), as `migrate::job::parsed` reads them.
+//! `/validations`), as `engine::config::parsed` reads them.
 
 use proptest::prelude::*;
 

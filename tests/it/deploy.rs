@@ -91,7 +91,7 @@ fn the_drover_files_in_the_manifests_are_read_by_drover() {
         .find(|d| d["kind"] == "Secret" && d["stringData"]["job.yaml"].is_string())
         .expect("the shared job's Secret");
     let job =
-        drover::migrate::config::JobConfig::parse(job["stringData"]["job.yaml"].as_str().unwrap())
+        drover::engine::config::JobConfig::parse(job["stringData"]["job.yaml"].as_str().unwrap())
             .unwrap();
     let coordination = job.coordination.expect("a shared job");
     assert_eq!(coordination.job_id.as_deref(), Some("orders-2026-12"));
@@ -362,7 +362,7 @@ async fn the_dashboard_loads_and_queries_what_the_daemon_exports() {
 
     // The job counters they select by name are counters jobs publish.
     let sources = [
-        "src/migrate/engine.rs",
+        "src/engine",
         "src/validate/progress.rs",
         "src/livemigration/tasks/jobs.rs",
         "src/jobs/running.rs",

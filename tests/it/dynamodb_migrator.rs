@@ -16,7 +16,7 @@ use aws_sdk_dynamodb::types::{
     ProjectionType, ProvisionedThroughput, ScalarAttributeType, TimeToLiveSpecification,
 };
 use drover::connectors::{SourceConfig, TargetConfig};
-use drover::migrate::config::JobConfig;
+use drover::engine::config::JobConfig;
 use test_support::drover_bin;
 use test_support::dynamodb::{
     Item, Server, attr, count, drop_table, key, put_all, scan_all, table_name, wait_active,

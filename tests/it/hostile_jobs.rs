@@ -260,7 +260,7 @@ async fn every_count_size_and_rate_is_bounded_with_its_key_and_range() {
     }
     // The examples themselves are within every bound: only what reaches the clusters fails.
     for example in [CQL_EXAMPLE, DYNAMO_EXAMPLE] {
-        drover::migrate::config::JobConfig::parse(example).expect("the example parses");
+        drover::engine::config::JobConfig::parse(example).expect("the example parses");
     }
     let (status, _) = app.get("/api/v1/__health").await;
     assert_eq!(status, 200);

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use drover::migrate::config::JobConfig;
+use drover::engine::config::JobConfig;
 use drover::savepoints::ranges::{TokenRange, plan_units};
 use serde_json::Value;
 use test_support::cql::{Fixture, exec, job, raw_rows};

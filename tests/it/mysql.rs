@@ -10,7 +10,7 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
-use drover::migrate::config::JobConfig;
+use drover::engine::config::JobConfig;
 use test_support::cql::{Fixture, exec, write_job};
 use test_support::{Daemon, drover_bin};
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use drover::connectors::{SourceConfig, TargetConfig};
-use drover::migrate::config::JobConfig;
+use drover::engine::config::JobConfig;
 use test_support::cql::{clusters, dst_addr, exec, fresh_keyspace, raw_rows, src_addr};
 use test_support::{Daemon, Home};
 

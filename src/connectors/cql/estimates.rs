@@ -5,7 +5,7 @@
 //!
 //! The estimates count partitions, not rows: the copy counts the partitions it reads too
 //! ([`partitions_begun`]) and learns the rows per partition from its first page (see
-//! `migrate::estimate`).
+//! `engine::estimate`).
 
 use std::collections::HashMap;
 use std::time::Duration;

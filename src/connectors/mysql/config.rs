@@ -659,7 +659,7 @@ impl MysqlSource {
 #[cfg(test)]
 mod tests {
     use crate::connectors::SourceConfig;
-    use crate::migrate::config::JobConfig;
+    use crate::engine::config::JobConfig;
 
     use super::*;
 

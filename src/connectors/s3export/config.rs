@@ -284,7 +284,7 @@ impl ExportSource {
 #[cfg(test)]
 mod tests {
     use crate::connectors::{SourceConfig, TargetConfig};
-    use crate::migrate::config::JobConfig;
+    use crate::engine::config::JobConfig;
 
     #[test]
     fn the_example_job_files_show_every_key() {

@@ -114,7 +114,7 @@ pub trait Scan: Send + Sync + 'static {
     /// What the source's statistics say each unit of `work` holds, in order, asked once when
     /// the copy starts; `None` for a unit they say nothing about. Counted in the measure of
     /// [`Scan::measure`]. The engine refines these with what it reads (see
-    /// `migrate::estimate`), so statistics that are stale or count something else than rows
+    /// `engine::estimate`), so statistics that are stale or count something else than rows
     /// (partitions) still give a right total once a few units are read.
     fn expect(&self, work: &[Self::Unit]) -> impl Future<Output = Vec<Option<Expected>>> + Send {
         std::future::ready(vec![None; work.len()])

@@ -382,7 +382,7 @@ impl Downloader<'_> {
                         .map_err(local(staging))?
                 }
             };
-            let theirs = self.peer.digest(&file.file_url, a).await?;
+            let theirs = self.peer.digest(&file.file_url, a, file.size).await?;
             if mine != theirs {
                 let _ = place.remove(staging_name);
                 return Err(LiveMigrationError::Digest(format!(

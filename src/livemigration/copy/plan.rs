@@ -316,7 +316,7 @@ pub async fn differing(
         .map(|(file, path)| async move {
             let here = path.clone();
             let (theirs, mine) = tokio::join!(
-                peer.digest(&file.file_url, algorithm),
+                peer.digest(&file.file_url, algorithm, file.size),
                 tokio::task::spawn_blocking(move || digest::of_file(&here, algorithm))
             );
             (file, path, theirs, mine.expect("hashing does not panic"))

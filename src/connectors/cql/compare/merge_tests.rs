@@ -8,8 +8,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::migrate::EngineError;
 use crate::connectors::seam::limits::Limits;
+use crate::engine::EngineError;
 use crate::validate::merge::{Cursor, Feed, Merge};
 use crate::validate::progress::Progress;
 use crate::validate::report::Report;

@@ -1,4 +1,4 @@
-use crate::migrate::config::JobConfig;
+use crate::engine::config::JobConfig;
 
 /// A DynamoDB to Alternator job with `source` and `target` lines added.
 fn job(source: &str, target: &str) -> String {

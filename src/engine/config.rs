@@ -443,3 +443,18 @@ pub use savepoints::table_name;
 mod proptests;
 #[cfg(test)]
 mod tests;
+
+/// The job file `text` parsed, and as a redacted JSON document (what savepoints and records
+/// keep). Parsing is CPU work on up to a request body's worth of text, so it runs off the async
+/// workers: the daemon keeps answering meanwhile, and `server.request_timeout` can end the
+/// request.
+pub async fn parsed(
+    text: &str,
+) -> Result<(JobConfig, serde_json::Value), crate::engine::EngineError> {
+    let owned = text.to_string();
+    let (config, base) =
+        tokio::task::spawn_blocking(move || (JobConfig::parse(&owned), redacted_json(&owned)))
+            .await
+            .map_err(|e| crate::engine::EngineError::Failed(format!("parsing the job: {e}")))?;
+    Ok((config?, base))
+}
