@@ -74,7 +74,6 @@ const DEBTS: &[(&str, &str, usize)] = &[
     ("engine", "connectors::mysql", 2),
     ("engine", "connectors::parquet", 2),
     ("engine", "connectors::s3export", 2),
-    ("jobs", "engine", 7),
     ("jobs", "livemigration", 1),
     ("snapshots", "uploads", 2),
     ("validate", "connectors::cql", 1),

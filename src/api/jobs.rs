@@ -11,7 +11,8 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use crate::jobs::kind::{FileJobKind, JobKind, submit_job_file};
+use crate::engine::job_file::{FileJobKind, submit_job_file};
+use crate::jobs::kind::JobKind;
 use crate::jobs::{JobRecord, JobState};
 
 /// A job as the API shows it.

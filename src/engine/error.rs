@@ -86,3 +86,21 @@ impl From<SeamError> for EngineError {
         }
     }
 }
+
+impl crate::jobs::LaunchError for EngineError {
+    fn is_config_problem(&self) -> bool {
+        EngineError::is_config_problem(self)
+    }
+
+    fn is_already_done(&self) -> bool {
+        EngineError::is_already_done(self)
+    }
+
+    fn is_in_use(&self) -> bool {
+        EngineError::is_in_use(self)
+    }
+
+    fn is_schema_mismatch(&self) -> bool {
+        EngineError::is_schema_mismatch(self)
+    }
+}

@@ -8,6 +8,7 @@ pub mod config;
 pub mod driver;
 pub mod error;
 pub mod estimate;
+pub mod job_file;
 pub mod place;
 
 pub use error::EngineError;

@@ -9,10 +9,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::kept::{forget_job_file, keep_job_file, read_job_file};
 use super::{Identity, JobError, JobHandle, JobRecord, JobRegistry, JobResult, JobState};
-use crate::engine::EngineError;
-use crate::engine::Start;
 
 /// What the daemon lends a kind to resume its jobs.
 #[derive(Clone)]
@@ -95,69 +92,6 @@ pub trait JobKind: Send + Sync + 'static {
                     }
                 }
             }
-        }
-    }
-}
-
-/// A kind whose jobs are a job file (ScyllaDB Migrator format). The file is kept, with its
-/// secrets, for as long as the job can be resumed; the record holds its redacted form.
-pub trait FileJobKind: JobKind<Spec = serde_json::Value> {
-    /// Parses, checks and plans a job file. `state_dir` is where the daemon keeps job files
-    /// (`None` in the foreground). `start` says whether it is a new submission or a resume.
-    fn launch(
-        text: &str,
-        state_dir: Option<PathBuf>,
-        start: Start,
-    ) -> impl Future<Output = Result<Self::Launch, EngineError>> + Send;
-
-    /// What a job file's job is called and moves: its `name`, or `source → target` in words
-    /// (see [`JobConfig::identity`](crate::engine::config::JobConfig::identity)).
-    fn identity_of(text: &str) -> Identity {
-        crate::engine::config::JobConfig::parse(text)
-            .map(|c| c.identity())
-            .unwrap_or_else(|_| Identity::named(Self::NOUN))
-    }
-}
-
-/// [`JobKind::relaunch`] of a [`FileJobKind`]: its job file, launched again.
-pub async fn relaunch_from_job_file<K: FileJobKind>(
-    services: &Services,
-    record: &JobRecord,
-) -> Result<K::Launch, JobError> {
-    let text = read_job_file(&services.state_dir, &record.id)?;
-    K::launch(&text, Some(services.state_dir.clone()), Start::Resume)
-        .await
-        .map_err(JobError::Relaunch)
-}
-
-/// Submits a job file of kind `K`: checked completely first, kept (with its credentials) in the
-/// state directory before the job starts, recorded in its redacted form.
-pub async fn submit_job_file<K: FileJobKind>(
-    jobs: &JobRegistry,
-    state_dir: &std::path::Path,
-    text: &str,
-) -> Result<JobRecord, JobError> {
-    let launch = K::launch(text, Some(state_dir.to_path_buf()), Start::New)
-        .await
-        .map_err(JobError::Launch)?;
-    let id = JobRegistry::new_id();
-    // Kept before the job starts, so that it exists for as long as the job can be resumed.
-    keep_job_file(state_dir, &id, text).map_err(JobError::KeepJobFile)?;
-    let spec = crate::engine::config::redacted_json(text);
-    // Parsed again, off the async workers as the launch parsed it (a request body's worth of
-    // text is CPU work); names come from the typed config, not the redacted document.
-    let owned = text.to_string();
-    let identity = tokio::task::spawn_blocking(move || K::identity_of(&owned))
-        .await
-        .unwrap_or_else(|_| Identity::named(K::NOUN));
-    let submitted = jobs
-        .submit_identified::<K>(Some(id.clone()), identity, &spec, launch)
-        .await;
-    match submitted {
-        Ok(record) => Ok(record),
-        Err(e) => {
-            forget_job_file(state_dir, &id);
-            Err(e)
         }
     }
 }

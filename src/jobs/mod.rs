@@ -109,17 +109,37 @@ pub enum JobError {
         kind: &'static str,
     },
     /// A submitted job file was refused by the engine (invalid, or a database unreachable).
-    #[error("{prefix}{0}", prefix = launch_prefix(.0))]
-    Launch(#[source] crate::engine::EngineError),
+    #[error("{prefix}{0}", prefix = launch_prefix(.0.as_ref()))]
+    Launch(#[source] Box<dyn LaunchError>),
     /// An interrupted job could not be launched again from its kept job file.
     #[error(transparent)]
-    Relaunch(crate::engine::EngineError),
+    Relaunch(Box<dyn LaunchError>),
+}
+
+/// Why a kind refused to launch a job, as the registry and the HTTP edge need to tell it: the
+/// kind's own error (the engine's, for job files), kept boxed so the framework names no kind.
+pub trait LaunchError: std::error::Error + Send + Sync + 'static {
+    /// The job file or a schema is wrong: the operator must change the job.
+    fn is_config_problem(&self) -> bool;
+    /// A new submission whose savepoint already records everything as done.
+    fn is_already_done(&self) -> bool;
+    /// Another run of the job holds what it needs (its savepoint directory).
+    fn is_in_use(&self) -> bool;
+    /// A target table cannot take the source's rows: the message is told whole.
+    fn is_schema_mismatch(&self) -> bool;
+}
+
+// A boxed launch error is an error itself, with the causes of the kind's error.
+impl std::error::Error for Box<dyn LaunchError> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        (**self).source()
+    }
 }
 
 /// Says whether the operator must change the job file (`job config: `) or the job could not
 /// start for another reason, such as a database that did not answer: the job file is right
 /// then, and blaming it sent operators looking in the wrong place.
-fn launch_prefix(err: &crate::engine::EngineError) -> &'static str {
+fn launch_prefix(err: &dyn LaunchError) -> &'static str {
     if err.is_config_problem() || err.is_already_done() {
         "job config: "
     } else {

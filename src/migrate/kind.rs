@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use super::job::{self, Launch};
 use crate::engine::EngineError;
 use crate::engine::Start;
-use crate::jobs::kind::{FileJobKind, JobKind, Services, relaunch_from_job_file};
+use crate::engine::job_file::{FileJobKind, relaunch_from_job_file};
+use crate::jobs::kind::{JobKind, Services};
 use crate::jobs::{JobError, JobHandle, JobRecord, JobResult};
 
 /// The migration kind.
