@@ -30,6 +30,7 @@
 pub mod answer;
 pub mod api;
 pub mod auth;
+pub mod aws;
 pub mod cassandra;
 pub mod cli;
 pub mod client;

@@ -139,9 +139,96 @@ impl SourceConfig {
             Self::S3Export(s) => s.describe(),
         }
     }
+
+    /// Why this source cannot be read by several daemons sharing the job (`coordination`),
+    /// when it cannot.
+    pub fn unshareable(&self) -> Option<&'static str> {
+        match self {
+            Self::Cql(s) if s.bulk_read == cql::config::BulkRead::Snapshot => Some(
+                "cannot share a job read from a snapshot (source.bulkRead: snapshot) between daemons: each would read the whole snapshot; run it in one daemon, or read with CQL",
+            ),
+            _ => None,
+        }
+    }
 }
 
+/// The table a shared job's units are kept in by default (`coordination.table`).
+pub use cql::coordination::DEFAULT_TABLE as COORDINATION_TABLE;
+
 impl TargetConfig {
+    /// The keyspace a target keeps drover's own tables in by default (target-table
+    /// savepoints, coordination): the job's keyspace, as the target's statements resolve its
+    /// name. `None` for a target that keeps no tables of drover's.
+    pub fn own_tables_keyspace(&self) -> Option<String> {
+        match self {
+            Self::Cql(t) => Some(cql::schema::resolve_name(&t.endpoint.keyspace)),
+            _ => None,
+        }
+    }
+
+    /// The target's table of savepoints `t` for `job_id`, through a session of its own;
+    /// `Ok(None)` for a target that keeps no savepoints (refused by the job's parser).
+    pub async fn savepoint_table(
+        &self,
+        t: &crate::savepoints::location::TableTarget,
+        job_id: &str,
+    ) -> Result<Option<Box<dyn seam::SavepointTable>>, String> {
+        match self {
+            Self::Cql(target) => {
+                let session = cql::connect("target", &target.endpoint)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(Some(Box::new(cql::savepoints::TableOpener::new(
+                    std::sync::Arc::new(session),
+                    t,
+                    job_id,
+                ))))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The coordinator of a job shared by several daemons, on table `keyspace.table` of the
+    /// target, for `job_id`, with leases of `lease`. A table that cannot serve is a
+    /// [`SeamError::Config`](seam::SeamError::Config) naming its `coordination.` key, or
+    /// [`SeamError::Failed`](seam::SeamError::Failed).
+    pub async fn coordinator(
+        &self,
+        keyspace: &str,
+        table: &str,
+        job_id: &str,
+        lease: std::time::Duration,
+    ) -> Result<std::sync::Arc<dyn seam::Coordinator>, seam::SeamError> {
+        let Self::Cql(target) = self else {
+            return Err(seam::SeamError::Config(crate::jobfile::JobConfigError {
+                message: format!(
+                    "coordination: a {} target cannot share a job between daemons",
+                    self.kind()
+                ),
+                line: None,
+            }));
+        };
+        let session = cql::connect("target", &target.endpoint).await?;
+        let opened = cql::coordination::TableCoordinator::open(
+            std::sync::Arc::new(session),
+            keyspace,
+            table,
+            job_id,
+            lease,
+        )
+        .await;
+        match opened {
+            Ok(c) => Ok(std::sync::Arc::new(c)),
+            Err(message) if message.starts_with("coordination.") => {
+                Err(seam::SeamError::Config(crate::jobfile::JobConfigError {
+                    message,
+                    line: None,
+                }))
+            }
+            Err(message) => Err(seam::SeamError::Failed(message)),
+        }
+    }
+
     /// Where the job writes, in words for job names and lists (see
     /// [`SourceConfig::describe`]).
     pub fn describe(&self) -> String {

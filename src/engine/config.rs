@@ -237,14 +237,8 @@ impl JobConfig {
         };
         config.validate(text)?;
         if let Some(c) = raw.coordination.filter(|v| !v.is_null()) {
-            if let SourceConfig::Cql(src) = &config.source
-                && src.bulk_read == crate::connectors::cql::config::BulkRead::Snapshot
-            {
-                return Err(JobConfigError::at(
-                    text,
-                    "coordination",
-                    "cannot share a job read from a snapshot (source.bulkRead: snapshot) between daemons: each would read the whole snapshot; run it in one daemon, or read with CQL",
-                ));
+            if let Some(why) = config.source.unshareable() {
+                return Err(JobConfigError::at(text, "coordination", why));
             }
             config.coordination = Some(coordination::parse(
                 text,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::connectors::TargetConfig;
-use crate::connectors::cql::savepoints::TableOpener;
+use crate::connectors::seam::{SavepointTable, SeamError};
 use crate::jobfile::SavepointsConfig;
 use crate::savepoints::location::TableTarget;
 use crate::savepoints::sealed::{derived_job_id, seal_filter};
@@ -15,8 +15,8 @@ use super::EngineError;
 /// Where one run's savepoints are.
 pub struct Place {
     location: Location,
-    /// For a target table: the job id its rows are under, and how to reach the target.
-    table: Option<(TableTarget, String, crate::connectors::cql::CqlEndpoint)>,
+    /// For a target table: the job id its rows are under, and the target that keeps it.
+    table: Option<(TableTarget, String, TargetConfig)>,
 }
 
 impl Place {
@@ -33,18 +33,18 @@ impl Place {
         if let Some(child) = child {
             location = location.child(child);
         }
-        let table = match (&location, target) {
-            (Location::Table(t), TargetConfig::Cql(cql)) => {
-                seal_filter(base)?;
-                let job_id = t.job_id.clone().unwrap_or_else(|| derived_job_id(base));
-                Some((t.clone(), job_id, cql.endpoint.clone()))
-            }
-            (Location::Table(_), _) => {
+        let table = match &location {
+            Location::Table(_) if target.own_tables_keyspace().is_none() => {
                 return Err(SavepointError::Config(
                     "savepoints.target: type target-table needs a Cassandra or ScyllaDB target"
                         .into(),
                 )
                 .into());
+            }
+            Location::Table(t) => {
+                seal_filter(base)?;
+                let job_id = t.job_id.clone().unwrap_or_else(|| derived_job_id(base));
+                Some((t.clone(), job_id, target.clone()))
             }
             _ => None,
         };
@@ -70,17 +70,17 @@ impl Place {
         }
     }
 
-    async fn opener(&self) -> Result<Option<TableOpener>, SavepointError> {
-        let Some((t, job_id, endpoint)) = &self.table else {
+    async fn opener(&self) -> Result<Option<Box<dyn SavepointTable>>, SavepointError> {
+        let Some((t, job_id, target)) = &self.table else {
             return Ok(None);
         };
-        let session = crate::connectors::cql::connect("target", endpoint)
+        target
+            .savepoint_table(t, job_id)
             .await
-            .map_err(|e| SavepointError::Remote {
+            .map_err(|message| SavepointError::Remote {
                 location: self.describe(),
-                message: e.to_string(),
-            })?;
-        Ok(Some(TableOpener::new(Arc::new(session), t, job_id)))
+                message,
+            })
     }
 
     /// The newest savepoint `accept` takes. A target table that cannot be read is warned
@@ -120,7 +120,7 @@ impl Place {
         &self,
     ) -> Result<Option<Arc<dyn crate::savepoints::SavepointStore>>, SavepointError> {
         match self.opener().await? {
-            Some(opener) => Ok(opener.reader().await?.map(|s| Arc::new(s) as _)),
+            Some(opener) => opener.reader().await,
             None => self.location.reader().await,
         }
     }
@@ -141,9 +141,6 @@ pub async fn coordinator(
     coordination: &super::config::CoordinationConfig,
     text: &str,
 ) -> Result<Arc<dyn crate::connectors::seam::Coordinator>, EngineError> {
-    let TargetConfig::Cql(target) = &config.target else {
-        unreachable!("checked by the parser: coordination needs a CQL target");
-    };
     let job_id = match &coordination.job_id {
         Some(id) => id.clone(),
         None => {
@@ -156,28 +153,23 @@ pub async fn coordinator(
         "coordination table {}.{} (job {job_id})",
         coordination.keyspace, coordination.table
     );
-    let session = crate::connectors::cql::connect("target", &target.endpoint).await?;
-    let opened = crate::connectors::cql::coordination::TableCoordinator::open(
-        Arc::new(session),
-        &coordination.keyspace,
-        &coordination.table,
-        &job_id,
-        std::time::Duration::from_secs(coordination.lease_seconds),
-    )
-    .await;
+    let opened = config
+        .target
+        .coordinator(
+            &coordination.keyspace,
+            &coordination.table,
+            &job_id,
+            std::time::Duration::from_secs(coordination.lease_seconds),
+        )
+        .await;
     match opened {
         Ok(c) => {
             tracing::info!(
                 "units shared with the other daemons running this job, through the {place}"
             );
-            Ok(Arc::new(c))
+            Ok(c)
         }
-        Err(message) if message.starts_with("coordination.") => {
-            Err(EngineError::Config(crate::jobfile::JobConfigError {
-                message,
-                line: None,
-            }))
-        }
-        Err(message) => Err(EngineError::Failed(format!("{place}: {message}"))),
+        Err(SeamError::Failed(message)) => Err(EngineError::Failed(format!("{place}: {message}"))),
+        Err(e) => Err(e.into()),
     }
 }

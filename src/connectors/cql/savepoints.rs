@@ -732,3 +732,21 @@ impl SavepointStore for TableSavepoints {
         })
     }
 }
+
+impl crate::connectors::seam::SavepointTable for TableOpener {
+    fn reader(
+        &self,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<Option<Arc<dyn crate::savepoints::SavepointStore>>, SavepointError>,
+    > {
+        Box::pin(async move { Ok(TableOpener::reader(self).await?.map(|s| Arc::new(s) as _)) })
+    }
+
+    fn writer(
+        &self,
+        keep: usize,
+    ) -> futures::future::BoxFuture<'_, Result<Writer, SavepointError>> {
+        Box::pin(TableOpener::writer(self, keep))
+    }
+}

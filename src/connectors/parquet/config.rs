@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-use crate::connectors::dynamodb::config::{AwsCredentials, Endpoint};
+use crate::aws::{AwsCredentials, Endpoint};
 use crate::jobfile::{JobConfigError, section};
 
 /// Rows per page read from a Parquet file when the job does not say (`source.batchSize`).

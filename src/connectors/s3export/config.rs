@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use crate::connectors::dynamodb::config::{AwsCredentials, Endpoint};
+use crate::aws::{AwsCredentials, Endpoint};
 use crate::connectors::parquet::config::{Location, S3Access};
 use crate::jobfile::{JobConfigError, section};
 

@@ -332,3 +332,22 @@ pub trait Coordinator: Send + Sync + 'static {
         Vec::new()
     }
 }
+
+/// A target database that keeps a job's savepoints in a table of its own
+/// (`savepoints.type: target-table`), opened for one job through a session of its own.
+pub trait SavepointTable: Send + Sync {
+    /// The store for reading; `None` when nothing was ever written there.
+    fn reader(
+        &self,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<Option<std::sync::Arc<dyn savepoints::SavepointStore>>, savepoints::SavepointError>,
+    >;
+
+    /// The table opened for this run's writes (created when missing), with the run's lease;
+    /// `keep` savepoints are kept.
+    fn writer(
+        &self,
+        keep: usize,
+    ) -> futures::future::BoxFuture<'_, Result<savepoints::Writer, savepoints::SavepointError>>;
+}

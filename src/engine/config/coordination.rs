@@ -53,7 +53,7 @@ pub(super) fn parse(
             ),
         ));
     }
-    let TargetConfig::Cql(t) = target else {
+    let Some(own_keyspace) = target.own_tables_keyspace() else {
         return Err(JobConfigError::at(
             text,
             "coordination",
@@ -69,11 +69,11 @@ pub(super) fn parse(
     }
     let keyspace = match raw.keyspace.filter(|k| !k.trim().is_empty()) {
         Some(k) => table_name(text, "coordination.keyspace", &k)?,
-        None => crate::connectors::cql::schema::resolve_name(&t.endpoint.keyspace),
+        None => own_keyspace,
     };
     let table = match raw.table.filter(|k| !k.trim().is_empty()) {
         Some(k) => table_name(text, "coordination.table", &k)?,
-        None => crate::connectors::cql::coordination::DEFAULT_TABLE.into(),
+        None => crate::connectors::COORDINATION_TABLE.into(),
     };
     if table.len() > 41 {
         return Err(JobConfigError::at(

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::aws::{AwsCredentials, Endpoint};
 use crate::connectors::TargetConfig;
-use crate::connectors::dynamodb::config::{AwsCredentials, Endpoint};
 use crate::jobfile::{self, JobConfigError};
 use crate::savepoints::Location;
 use crate::savepoints::blobs::{GcsAuth, GcsBlobs, S3Blobs};
@@ -305,7 +305,7 @@ fn table(
     keys: TableTargetKeys,
     target: &TargetConfig,
 ) -> Result<Location, JobConfigError> {
-    let TargetConfig::Cql(t) = target else {
+    let Some(own_keyspace) = target.own_tables_keyspace() else {
         return Err(JobConfigError::at(
             text,
             KEY,
@@ -315,7 +315,7 @@ fn table(
     let keyspace = match keys.keyspace.filter(|k| !k.trim().is_empty()) {
         Some(k) => table_name(text, "savepoints.target.keyspace", &k)?,
         // The exact case of target.keyspace: the name as the target's statements resolve it.
-        None => crate::connectors::cql::schema::resolve_name(&t.endpoint.keyspace),
+        None => own_keyspace,
     };
     let table = match keys.table.filter(|k| !k.trim().is_empty()) {
         Some(k) => table_name(text, "savepoints.target.table", &k)?,
