@@ -70,16 +70,13 @@ const DEBTS: &[(&str, &str, usize)] = &[
     ("config", "savepoints", 1),
     ("connectors", "engine", 4),
     ("connectors", "validate", 3),
-    ("engine", "connectors::cql", 2),
-    ("engine", "connectors::dynamodb", 2),
-    ("engine", "connectors::mysql", 2),
-    ("engine", "connectors::parquet", 2),
-    ("engine", "connectors::s3export", 2),
+    ("engine", "connectors::cql", 1),
+    ("engine", "connectors::dynamodb", 1),
+    ("engine", "connectors::mysql", 1),
+    ("engine", "connectors::parquet", 1),
+    ("engine", "connectors::s3export", 1),
     ("jobs", "livemigration", 1),
     ("snapshots", "uploads", 2),
-    ("validate", "connectors::cql", 1),
-    ("validate", "connectors::dynamodb", 1),
-    ("validate", "connectors::mysql", 1),
 ];
 
 /// The module of `src/` a file belongs to (`src/jobs/kind.rs` → `jobs`, `src/kinds.rs` →

@@ -334,3 +334,150 @@ fn side_type(text: &str, side: &str, value: &yaml_serde::Value) -> Result<String
         )),
     }
 }
+
+/// What a migration asks of the registry besides its two sides.
+pub struct CopyRequest<'a> {
+    /// Column renames, source name to target name.
+    pub renames: &'a [crate::jobfile::Rename],
+    /// The job's savepoints, when it has them.
+    pub savepoints: Option<&'a crate::jobfile::SavepointsConfig>,
+    /// How long one request is retried (`retryForSeconds`).
+    pub retry_for: std::time::Duration,
+    /// The work already complete (the job's skip lists and the savepoint resumed from); a
+    /// connector may record in it what a resume must know (a bulk load's id, stream
+    /// positions).
+    pub done: &'a mut crate::savepoints::Progress,
+}
+
+/// Opens both sides of a migration from `source` to `target`, checks their schemas and
+/// prepares its writes, and hands the scan and the sink to `maker`: each source/target pair a
+/// connector supports is one arm here, the only place that knows which pairs exist. Nothing is
+/// written to the target's rows.
+pub async fn open_copy<M: seam::CopyMaker>(
+    source: &SourceConfig,
+    target: &TargetConfig,
+    request: CopyRequest<'_>,
+    maker: &M,
+) -> Result<seam::OpenedCopy<M::Copy>, seam::SeamError> {
+    let CopyRequest {
+        renames,
+        savepoints,
+        retry_for,
+        done,
+    } = request;
+    let copy = |copy| seam::OpenedCopy {
+        copy: Some(copy),
+        changes: None,
+    };
+    Ok(match (source, target) {
+        (SourceConfig::Cql(src), TargetConfig::Cql(dst))
+            if dst.bulk_write == cql::config::BulkWrite::Sstable =>
+        {
+            // The load this run belongs to: the resumed savepoint's, else a new one,
+            // recorded from the first savepoint on.
+            let run = done
+                .bulk_run
+                .get_or_insert_with(|| uuid::Uuid::now_v7().to_string())
+                .clone();
+            let (scan, sink, pacing) =
+                cql::bulk::open_bulk_copy(src, dst, renames, &run, retry_for).await?;
+            copy(maker.make(scan, sink, pacing, done))
+        }
+        (SourceConfig::Cql(src), TargetConfig::Cql(dst)) => {
+            let (scan, sink, pacing) = cql::transfer::open_copy(src, dst, renames).await?;
+            copy(maker.make(scan, sink, pacing, done))
+        }
+        (SourceConfig::Dynamo(src), TargetConfig::Dynamo(dst)) => {
+            let opened = dynamodb::transfer::open_copy(src, dst, renames, done).await?;
+            let changes = opened
+                .replication
+                .map(|r| std::sync::Arc::new(r) as std::sync::Arc<dyn seam::Changes>);
+            if dst.skip_initial_snapshot_transfer {
+                tracing::info!(
+                    "skipInitialSnapshotTransfer: the table is not copied, only its changes are applied"
+                );
+                return Ok(seam::OpenedCopy {
+                    copy: None,
+                    changes,
+                });
+            }
+            seam::OpenedCopy {
+                copy: Some(maker.make(opened.scan, opened.sink, opened.pacing, done)),
+                changes,
+            }
+        }
+        (SourceConfig::Parquet(src), TargetConfig::Cql(dst)) => {
+            let (scan, sink, pacing) =
+                parquet::load::open_load(src, dst, renames, savepoints).await?;
+            copy(maker.make(scan, sink, pacing, done))
+        }
+        (SourceConfig::Mysql(src), TargetConfig::Cql(dst)) => {
+            let (scan, sink, pacing) = mysql::scan::open_load(src, dst, renames).await?;
+            copy(maker.make(scan, sink, pacing, done))
+        }
+        (SourceConfig::S3Export(src), TargetConfig::Dynamo(dst)) => {
+            let (scan, sink, pacing) = s3export::read::open_load(src, dst, renames).await?;
+            copy(maker.make(scan, sink, pacing, done))
+        }
+        (SourceConfig::Dynamo(src), TargetConfig::S3Export(dst)) => {
+            let (scan, sink, pacing) =
+                s3export::write::open_export(src, dst, renames, done).await?;
+            copy(maker.make(scan, sink, pacing, done))
+        }
+        (SourceConfig::Cql(src), TargetConfig::Parquet(dst)) => {
+            match parquet::export::open_export(src, dst, renames, done).await? {
+                parquet::export::Opened::Copy(opened) => {
+                    let (scan, sink, pacing) = *opened;
+                    copy(maker.make(scan, sink, pacing, done))
+                }
+                parquet::export::Opened::Ignore => seam::OpenedCopy {
+                    copy: None,
+                    changes: None,
+                },
+            }
+        }
+        (source, target) => {
+            return Err(seam::SeamError::Config(JobConfigError {
+                message: format!(
+                    "copying from a {} source to a {} target is not supported",
+                    source.kind(),
+                    target.kind()
+                ),
+                line: None,
+            }));
+        }
+    })
+}
+
+/// Opens both tables of a validation of a copy from `source` to `target`, checks their schemas
+/// as a migration would, and hands the comparison of their rows to `maker`: one arm per pair a
+/// connector can compare. Nothing is written.
+pub async fn open_comparison<M: seam::compare::ComparisonMaker>(
+    source: &SourceConfig,
+    target: &TargetConfig,
+    renames: &[crate::jobfile::Rename],
+    validation: &crate::jobfile::ValidationConfig,
+    maker: &M,
+) -> Result<M::Comparison, seam::SeamError> {
+    Ok(match (source, target) {
+        (SourceConfig::Cql(src), TargetConfig::Cql(dst)) => {
+            maker.merged(cql::compare::prepare(src, dst, renames, validation).await?)
+        }
+        (SourceConfig::Dynamo(src), TargetConfig::Dynamo(dst)) => {
+            maker.looked_up(dynamodb::compare::prepare(src, dst, renames, validation).await?)
+        }
+        (SourceConfig::Mysql(src), TargetConfig::Cql(dst)) => {
+            maker.looked_up(mysql::compare::prepare(src, dst, renames, validation).await?)
+        }
+        (source, target) => {
+            return Err(seam::SeamError::Config(JobConfigError {
+                message: format!(
+                    "validating a copy from a {} source to a {} target is not supported yet",
+                    source.kind(),
+                    target.kind()
+                ),
+                line: None,
+            }));
+        }
+    })
+}

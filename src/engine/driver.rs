@@ -3,9 +3,9 @@
 //! by each error's own classification, counters, and the record of completed units.
 //!
 //! A unit is recorded complete only after every write of every row in it was acknowledged, so
-//! the record can be trusted by savepoints and resumes. The driving loop knows no data system
-//! (it drives the traits of [`crate::connectors::seam`]), but `Migration::prepare`, in this
-//! file, still names every connector, one arm per pair (issue 45; `tests/layers.rs` lists it).
+//! the record can be trusted by savepoints and resumes. It knows no data system: it drives the
+//! traits of [`crate::connectors::seam`], and `Migration::prepare` has the connectors' registry
+//! (`connectors::open_copy`, one arm per source/target pair) open both sides.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -17,14 +17,14 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::EngineError;
-use super::config::{JobConfig, SourceConfig, TargetConfig};
+use super::config::JobConfig;
 use super::estimate::Estimator;
 use crate::connectors::seam::limits::Limits;
 use crate::connectors::seam::retry::{Retries, read_page, retry};
 use crate::connectors::seam::{
-    Changes, Claim, Coordinator, FollowContext, Pacing, Page, Pushed, Request, Scan, Sink, Unit,
+    Changes, Claim, Coordinator, CopyMaker, FollowContext, Pacing, Page, Pushed, Request, Scan,
+    Sink, Unit,
 };
-use crate::connectors::{cql, dynamodb, mysql, parquet, s3export};
 use crate::jobs::running::Sample;
 use crate::savepoints;
 
@@ -241,99 +241,21 @@ impl Migration {
         complete: savepoints::Progress,
     ) -> Result<Self, EngineError> {
         let mut skip = complete;
-        // Each source/target pair a connector supports: one arm per pair.
-        let (copy, changes): (Box<dyn RunCopy>, Option<Arc<dyn Changes>>) = match (
+        let opened = crate::connectors::open_copy(
             &config.source,
             &config.target,
-        ) {
-            (SourceConfig::Cql(src), TargetConfig::Cql(dst))
-                if dst.bulk_write == cql::config::BulkWrite::Sstable =>
-            {
-                // The load this run belongs to: the resumed savepoint's, else a new one,
-                // recorded from the first savepoint on.
-                let run = skip
-                    .bulk_run
-                    .get_or_insert_with(|| uuid::Uuid::now_v7().to_string())
-                    .clone();
-                let (scan, sink, pacing) =
-                    cql::bulk::open_bulk_copy(src, dst, &config.renames, &run, config.retry_for)
-                        .await?;
-                (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
-            }
-            (SourceConfig::Cql(src), TargetConfig::Cql(dst)) => {
-                let (scan, sink, pacing) =
-                    cql::transfer::open_copy(src, dst, &config.renames).await?;
-                (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
-            }
-            (SourceConfig::Dynamo(src), TargetConfig::Dynamo(dst)) => {
-                let opened =
-                    dynamodb::transfer::open_copy(src, dst, &config.renames, &mut skip).await?;
-                let changes = opened.replication.map(|r| Arc::new(r) as Arc<dyn Changes>);
-                let copy = Copy::new(opened.scan, opened.sink, opened.pacing, skip.clone());
-                if dst.skip_initial_snapshot_transfer {
-                    tracing::info!(
-                        "skipInitialSnapshotTransfer: the table is not copied, only its changes are applied"
-                    );
-                    return Ok(Self {
-                        copy: None,
-                        changes,
-                        skip,
-                        coordinator: None,
-                    });
-                }
-                (Box::new(copy), changes)
-            }
-            (SourceConfig::Parquet(src), TargetConfig::Cql(dst)) => {
-                let (scan, sink, pacing) =
-                    parquet::load::open_load(src, dst, &config.renames, config.savepoints.as_ref())
-                        .await?;
-                (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
-            }
-            (SourceConfig::Mysql(src), TargetConfig::Cql(dst)) => {
-                let (scan, sink, pacing) =
-                    mysql::scan::open_load(src, dst, &config.renames).await?;
-                (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
-            }
-            (SourceConfig::S3Export(src), TargetConfig::Dynamo(dst)) => {
-                let (scan, sink, pacing) =
-                    s3export::read::open_load(src, dst, &config.renames).await?;
-                (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
-            }
-            (SourceConfig::Dynamo(src), TargetConfig::S3Export(dst)) => {
-                let (scan, sink, pacing) =
-                    s3export::write::open_export(src, dst, &config.renames, &skip).await?;
-                (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
-            }
-            (SourceConfig::Cql(src), TargetConfig::Parquet(dst)) => {
-                match parquet::export::open_export(src, dst, &config.renames, &skip).await? {
-                    parquet::export::Opened::Copy(opened) => {
-                        let (scan, sink, pacing) = *opened;
-                        (Box::new(Copy::new(scan, sink, pacing, skip.clone())), None)
-                    }
-                    parquet::export::Opened::Ignore => {
-                        return Ok(Self {
-                            copy: None,
-                            changes: None,
-                            skip,
-                            coordinator: None,
-                        });
-                    }
-                }
-            }
-            (source, target) => {
-                return Err(EngineError::Config(crate::jobfile::JobConfigError {
-                    message: format!(
-                        "copying from a {} source to a {} target is not supported",
-                        source.kind(),
-                        target.kind()
-                    ),
-                    line: None,
-                }));
-            }
-        };
+            crate::connectors::CopyRequest {
+                renames: &config.renames,
+                savepoints: config.savepoints.as_ref(),
+                retry_for: config.retry_for,
+                done: &mut skip,
+            },
+            &Erase,
+        )
+        .await?;
         Ok(Self {
-            copy: Some(copy),
-            changes,
+            copy: opened.copy,
+            changes: opened.changes,
             skip,
             coordinator: None,
         })
@@ -383,6 +305,23 @@ impl Migration {
             })
             .await
             .map_err(EngineError::from)
+    }
+}
+
+/// Erases the types of the scan and sink a connector pair opened into a [`RunCopy`].
+struct Erase;
+
+impl CopyMaker for Erase {
+    type Copy = Box<dyn RunCopy>;
+
+    fn make<S: Scan, T: Sink<S::Row>>(
+        &self,
+        scan: S,
+        sink: T,
+        pacing: Pacing,
+        done: &savepoints::Progress,
+    ) -> Box<dyn RunCopy> {
+        Box::new(Copy::new(scan, sink, pacing, done.clone()))
     }
 }
 

@@ -1,42 +1,55 @@
-//! Planning a validation: the connectors of the job open both tables and the comparator of
-//! their rows (CQL: merged scans) or their lookups (DynamoDB); the scans plan the units when
-//! the validation runs.
+//! Planning a validation: the connectors' registry opens both tables and the comparator of
+//! their rows (CQL: merged scans) or their lookups (DynamoDB, MySQL); the scans plan the units
+//! when the validation runs.
 
 use super::run::Validation;
-use crate::connectors::{cql, dynamodb, mysql};
+use crate::connectors::seam::Scan;
+use crate::connectors::seam::compare::{Comparator, ComparisonMaker, Lookup, LookupSides, Sides};
 use crate::engine::EngineError;
-use crate::engine::config::{JobConfig, SourceConfig, TargetConfig};
+use crate::engine::config::JobConfig;
 
 impl Validation {
     /// Connects to both sides, checks the schemas as a migration would, and prepares both
     /// scans. Nothing is written.
     pub async fn prepare(config: &JobConfig) -> Result<Self, EngineError> {
         let v = &config.validation;
-        // Each source/target pair a connector can compare: one arm per pair.
-        let validation = match (&config.source, &config.target) {
-            (SourceConfig::Cql(src), TargetConfig::Cql(dst)) => {
-                let sides = cql::compare::prepare(src, dst, &config.renames, v).await?;
-                Self::new(sides, v.failures_to_fetch)
-            }
-            (SourceConfig::Dynamo(src), TargetConfig::Dynamo(dst)) => {
-                let sides = dynamodb::compare::prepare(src, dst, &config.renames, v).await?;
-                Self::lookup(sides, v.failures_to_fetch)
-            }
-            (SourceConfig::Mysql(src), TargetConfig::Cql(dst)) => {
-                let sides = mysql::compare::prepare(src, dst, &config.renames, v).await?;
-                Self::lookup(sides, v.failures_to_fetch)
-            }
-            (source, target) => {
-                return Err(EngineError::Config(crate::jobfile::JobConfigError {
-                    message: format!(
-                        "validating a copy from a {} source to a {} target is not supported yet",
-                        source.kind(),
-                        target.kind()
-                    ),
-                    line: None,
-                }));
-            }
+        let maker = Erase {
+            max_examples: v.failures_to_fetch,
         };
-        Ok(validation)
+        Ok(crate::connectors::open_comparison(
+            &config.source,
+            &config.target,
+            &config.renames,
+            v,
+            &maker,
+        )
+        .await?)
+    }
+}
+
+/// Erases the types of the sides a connector opened into a [`Validation`].
+struct Erase {
+    /// `failuresToFetch`: the examples a report keeps.
+    max_examples: usize,
+}
+
+impl ComparisonMaker for Erase {
+    type Comparison = Validation;
+
+    fn merged<C, S>(&self, sides: Sides<C, S>) -> Validation
+    where
+        C: Comparator,
+        S: Scan<Row = C::Row>,
+        S::Row: Clone,
+    {
+        Validation::new(sides, self.max_examples)
+    }
+
+    fn looked_up<L, S>(&self, sides: LookupSides<L, S>) -> Validation
+    where
+        L: Lookup,
+        S: Scan<Row = L::Row>,
+    {
+        Validation::lookup(sides, self.max_examples)
     }
 }

@@ -236,7 +236,7 @@ pub enum ColumnDifferenceKind {
 }
 
 /// Both tables of a validation, read alike, with what compares their rows.
-pub(crate) struct Sides<C: Comparator, S: Scan<Row = C::Row>> {
+pub struct Sides<C: Comparator, S: Scan<Row = C::Row>> {
     /// The source's scan; its plan gives the units.
     pub source: S,
     /// The target's scan, over the same units.
@@ -315,7 +315,7 @@ pub trait Lookup: Send + Sync + 'static {
 }
 
 /// Both tables of a lookup validation, with what keys and compares their rows.
-pub(crate) struct LookupSides<L: Lookup, S: Scan<Row = L::Row>> {
+pub struct LookupSides<L: Lookup, S: Scan<Row = L::Row>> {
     /// The source's scan: its units are the first pass.
     pub source: S,
     /// The target's scan: its units are the second pass.
@@ -326,4 +326,23 @@ pub(crate) struct LookupSides<L: Lookup, S: Scan<Row = L::Row>> {
     pub repair: Option<Box<dyn Repair<L::Row>>>,
     /// Units at once and rate limits.
     pub pacing: Pacing,
+}
+
+/// Turns the two sides a connector opened for a validation into the validator's run, whatever
+/// their types: the registry (`connectors::open_comparison`) calls it, the validator erases
+/// the types.
+pub trait ComparisonMaker {
+    /// The validator's run.
+    type Comparison;
+    /// Both sides scanned in key order and merged.
+    fn merged<C, S>(&self, sides: Sides<C, S>) -> Self::Comparison
+    where
+        C: Comparator,
+        S: Scan<Row = C::Row>,
+        S::Row: Clone;
+    /// Each side's pages looked up by key in the other.
+    fn looked_up<L, S>(&self, sides: LookupSides<L, S>) -> Self::Comparison
+    where
+        L: Lookup,
+        S: Scan<Row = L::Row>;
 }

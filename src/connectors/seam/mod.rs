@@ -351,3 +351,27 @@ pub trait SavepointTable: Send + Sync {
         keep: usize,
     ) -> futures::future::BoxFuture<'_, Result<savepoints::Writer, savepoints::SavepointError>>;
 }
+
+/// Turns the scan and sink a connector pair opened into the engine's copy, whatever their
+/// types: the registry (`connectors::open_copy`) calls it, the engine erases the types.
+pub trait CopyMaker {
+    /// The engine's copy.
+    type Copy;
+    /// The copy of `scan` into `sink` under `pacing`, the work in `done` not done again.
+    fn make<S: Scan, T: Sink<S::Row>>(
+        &self,
+        scan: S,
+        sink: T,
+        pacing: Pacing,
+        done: &savepoints::Progress,
+    ) -> Self::Copy;
+}
+
+/// What a connector pair opened for a migration.
+pub struct OpenedCopy<C> {
+    /// The copy of the table; `None` when there is nothing to copy (a replication that skips
+    /// the snapshot, an export whose savepoint says it is written).
+    pub copy: Option<C>,
+    /// The source's changes, applied after the copy.
+    pub changes: Option<std::sync::Arc<dyn Changes>>,
+}
