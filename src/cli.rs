@@ -24,7 +24,7 @@ pub const EXIT_INTERRUPTED: u8 = crate::client::EXIT_STOPPED;
 fn load_filter_key() -> Result<(), String> {
     match std::env::var_os("DROVER_SAVEPOINT_FILTER_KEY_FILE") {
         Some(path) if !path.is_empty() => {
-            let key = crate::savepoints::sealed::read_filter_key(Path::new(&path))
+            let key = crate::config::read_filter_key(Path::new(&path))
                 .map_err(|e| format!("DROVER_SAVEPOINT_FILTER_KEY_FILE: {e}"))?;
             crate::savepoints::sealed::set_filter_key(key);
             Ok(())

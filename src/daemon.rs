@@ -140,7 +140,7 @@ pub async fn open_jobs(config: &DaemonConfig) -> Result<JobRegistry, DaemonError
         RegistryOptions {
             max_running: config.jobs.max_running.get(),
             flush_interval: config.jobs.progress_flush_interval,
-            keep_finished: config.jobs.keep_finished.retention(),
+            keep_finished: crate::jobs::Retention::from(&config.jobs.keep_finished),
         },
     )
     .await?)
@@ -194,7 +194,7 @@ pub async fn serve_until(config: DaemonConfig, stop: CancellationToken) -> Resul
 
     if let Some(path) = &config.jobs.savepoint_filter_key_file {
         // Checked when the config was read; a file gone since fails the jobs that need it.
-        match crate::savepoints::sealed::read_filter_key(path) {
+        match crate::config::read_filter_key(path) {
             Ok(key) => crate::savepoints::sealed::set_filter_key(key),
             Err(e) => tracing::error!("jobs.savepoint_filter_key_file: {e}"),
         }

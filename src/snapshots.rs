@@ -18,9 +18,9 @@ use std::time::Duration;
 use regex::Regex;
 use tokio::sync::Semaphore;
 
+use crate::cassandra::names::{self, NameError};
 use crate::config::SstableSnapshotsConfig;
 use crate::fsutil::beneath::{self, BeneathError};
-use crate::uploads::{UploadError, names};
 
 /// Why a snapshot request was refused or failed. Each message is a complete sentence for the
 /// caller; the API maps variants to statuses.
@@ -82,11 +82,11 @@ type Pending = std::collections::HashMap<
     Arc<tokio::sync::OnceCell<Result<(), SnapshotError>>>,
 >;
 
-impl From<UploadError> for SnapshotError {
-    fn from(e: UploadError) -> Self {
+impl From<NameError> for SnapshotError {
+    fn from(e: NameError) -> Self {
         match e {
-            UploadError::Forbidden(m) => Self::Forbidden(m),
-            other => Self::Invalid(other.to_string()),
+            NameError::Forbidden(m) => Self::Forbidden(m),
+            NameError::Invalid(m) => Self::Invalid(m),
         }
     }
 }

@@ -30,9 +30,9 @@ impl From<MetadataError> for ApiError {
 /// The keyspace of a path, as the Sidecar checks it: its characters (400), not a system
 /// keyspace (403), folded to lower case unless quoted.
 fn keyspace(raw: &str) -> Result<String, ApiError> {
-    crate::uploads::names::keyspace(raw).map_err(|e| {
+    crate::cassandra::names::keyspace(raw).map_err(|e| {
         let status = match e {
-            crate::uploads::UploadError::Forbidden(_) => StatusCode::FORBIDDEN,
+            crate::cassandra::names::NameError::Forbidden(_) => StatusCode::FORBIDDEN,
             _ => StatusCode::BAD_REQUEST,
         };
         ApiError::new(status, e.to_string())

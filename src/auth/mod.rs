@@ -18,46 +18,13 @@ mod watched;
 
 use std::path::Path;
 
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::config::{AuthConfig, TokenConfig};
 use watched::Watched;
 
-/// What a caller may do. Roles do not imply one another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Reads status, lists, reports, savepoints and metrics.
-    Reader,
-    /// Starts, cancels, resumes and deletes work: migrations, validations, jobs, diagnostics,
-    /// live-migration data copies and file verifications.
-    Operator,
-    /// A destination drover reading its source's files, lists and digests.
-    Peer,
-    /// Switches live migration and changes its status.
-    Admin,
-}
-
-impl Role {
-    /// The name used in the config and in error messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Reader => "reader",
-            Role::Operator => "operator",
-            Role::Peer => "peer",
-            Role::Admin => "admin",
-        }
-    }
-
-    /// The role of a name as the config writes it.
-    pub fn from_name(name: &str) -> Option<Self> {
-        [Role::Reader, Role::Operator, Role::Peer, Role::Admin]
-            .into_iter()
-            .find(|r| r.name() == name)
-    }
-}
+pub use crate::config::auth::Role;
 
 /// An authenticated caller, attached to the request's extensions for handlers and logs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,6 +2,7 @@
 //! itself, its ring and its schema ([`metadata`])?
 
 pub mod metadata;
+pub mod names;
 pub mod nodetool;
 
 use std::sync::Arc;

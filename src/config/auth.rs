@@ -9,8 +9,6 @@ use std::time::Duration;
 use globset::{GlobBuilder, GlobMatcher};
 use serde::Deserialize;
 
-use crate::auth::Role;
-
 /// Authentication and authorization of the HTTP API. Off (every caller may do everything, as
 /// before this section existed) unless tokens, a tokens file, JWTs or certificate mappings are
 /// configured.
@@ -417,5 +415,38 @@ impl TryFrom<String> for IdentityPattern {
 impl<'de> Deserialize<'de> for IdentityPattern {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Self::try_from(String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+/// What a caller may do. Roles do not imply one another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Reads status, lists, reports, savepoints and metrics.
+    Reader,
+    /// Starts, cancels, resumes and deletes work: migrations, validations, jobs, diagnostics,
+    /// live-migration data copies and file verifications.
+    Operator,
+    /// A destination drover reading its source's files, lists and digests.
+    Peer,
+    /// Switches live migration and changes its status.
+    Admin,
+}
+
+impl Role {
+    /// The name used in the config and in error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Reader => "reader",
+            Role::Operator => "operator",
+            Role::Peer => "peer",
+            Role::Admin => "admin",
+        }
+    }
+
+    /// The role of a name as the config writes it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Role::Reader, Role::Operator, Role::Peer, Role::Admin]
+            .into_iter()
+            .find(|r| r.name() == name)
     }
 }

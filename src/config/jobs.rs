@@ -4,8 +4,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::jobs::Retention;
-
 /// Job execution settings.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -64,22 +62,11 @@ impl Default for KeepFinished {
     }
 }
 
-impl KeepFinished {
-    /// The registry's retention.
-    pub fn retention(&self) -> Retention {
-        Retention {
-            count: self.count,
-            age: self.age,
-        }
-    }
-}
-
 impl JobsConfig {
     /// Checks what serde cannot; errors name the key.
     pub(crate) fn validate(&self) -> Result<(), (String, String)> {
         if let Some(path) = &self.savepoint_filter_key_file {
-            crate::savepoints::sealed::read_filter_key(path)
-                .map_err(|m| ("jobs.savepoint_filter_key_file".to_string(), m))?;
+            read_filter_key(path).map_err(|m| ("jobs.savepoint_filter_key_file".to_string(), m))?;
         }
         if self.keep_finished.count == Some(0) {
             return Err((
@@ -95,4 +82,28 @@ impl JobsConfig {
         }
         Ok(())
     }
+}
+/// Reads a filter key file (`jobs.savepoint_filter_key_file`, `DROVER_SAVEPOINT_FILTER_KEY_FILE`):
+/// its bytes, 16 to 4096 of them (trailing newline excluded).
+pub fn read_filter_key(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.len() > 4097 {
+        return Err(format!(
+            "{}: {} bytes; a key is 16 to 4096 bytes",
+            path.display(),
+            meta.len()
+        ));
+    }
+    let mut key = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if key.last() == Some(&b'\n') {
+        key.pop();
+    }
+    if key.len() < 16 {
+        return Err(format!(
+            "{}: {} bytes; a key is at least 16 bytes (head -c 32 /dev/urandom > FILE makes one)",
+            path.display(),
+            key.len()
+        ));
+    }
+    Ok(key)
 }

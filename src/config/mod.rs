@@ -5,7 +5,7 @@
 //! deployment without editing the file; they are read through an injectable lookup so tests do
 //! not touch the process environment.
 
-mod auth;
+pub mod auth;
 mod cassandra;
 mod jobs;
 pub mod live_migration;
@@ -24,7 +24,7 @@ pub use auth::{
     TokenConfig, TokenHash,
 };
 pub use cassandra::{CassandraConfig, DEFAULT_NATIVE_ADDRESS};
-pub use jobs::JobsConfig;
+pub use jobs::{JobsConfig, KeepFinished, read_filter_key};
 pub use live_migration::{LiveMigrationConfig, PeerTlsConfig, Role};
 pub use logging::{LogFormat, LoggingConfig};
 pub use server::{CLIENT_POOL_IDLE, ClientAuth, ConsoleConfig, ServerConfig, TlsConfig};

@@ -215,6 +215,15 @@ pub struct Retention {
     pub age: Option<Duration>,
 }
 
+impl From<&crate::config::KeepFinished> for Retention {
+    fn from(k: &crate::config::KeepFinished) -> Self {
+        Self {
+            count: k.count,
+            age: k.age,
+        }
+    }
+}
+
 impl Retention {
     /// The ids to drop among finished jobs given as (id, end time), at `now`.
     fn expired(

@@ -42,30 +42,6 @@ pub fn seal_filter(document: &mut serde_json::Value) -> Result<(), SavepointErro
     Ok(())
 }
 
-/// Reads a filter key file: its bytes, 16 to 4096 of them (trailing newline excluded).
-pub fn read_filter_key(path: &std::path::Path) -> Result<Vec<u8>, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if meta.len() > 4097 {
-        return Err(format!(
-            "{}: {} bytes; a key is 16 to 4096 bytes",
-            path.display(),
-            meta.len()
-        ));
-    }
-    let mut key = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if key.last() == Some(&b'\n') {
-        key.pop();
-    }
-    if key.len() < 16 {
-        return Err(format!(
-            "{}: {} bytes; a key is at least 16 bytes (head -c 32 /dev/urandom > FILE makes one)",
-            path.display(),
-            key.len()
-        ));
-    }
-    Ok(key)
-}
-
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -9,7 +9,6 @@
 
 mod import;
 mod jmx;
-pub mod names;
 mod space;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +21,7 @@ use md5::Digest as _;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Semaphore;
 
+use crate::cassandra::names::{self, NameError};
 use crate::config::SstableUploadsConfig;
 pub use import::{ImportOptions, ImportStatus};
 
@@ -133,6 +133,15 @@ pub enum UploadError {
         /// Why.
         source: std::io::Error,
     },
+}
+
+impl From<NameError> for UploadError {
+    fn from(e: NameError) -> Self {
+        match e {
+            NameError::Invalid(m) => Self::Invalid(m),
+            NameError::Forbidden(m) => Self::Forbidden(m),
+        }
+    }
 }
 
 fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> UploadError + '_ {

@@ -1,12 +1,21 @@
-//! The names a request puts in an upload's path, checked as Cassandra Sidecar checks them:
-//! only these ever become parts of a path on disk, so none can climb out of the staging
-//! directory.
+//! The names a request puts in a path (an upload's, a snapshot's), checked as Cassandra
+//! Sidecar checks them: only these ever become parts of a path on disk, so none can climb out
+//! of the directory it is meant for.
 
 use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::UploadError;
+/// A name a path may not hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// Malformed (HTTP 400).
+    #[error("{0}")]
+    Invalid(String),
+    /// A keyspace no upload or snapshot may touch (HTTP 403).
+    #[error("{0}")]
+    Forbidden(String),
+}
 
 static UPLOAD_ID: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[0-9a-fA-F:-]{36,110}$").expect("a valid pattern"));
@@ -21,16 +30,16 @@ static COMPONENT: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Keyspaces no upload may touch besides the system keyspaces a job may not write to either
-/// ([`crate::cassandra::SYSTEM_KEYSPACES`]): the Sidecar's own.
+/// ([`super::SYSTEM_KEYSPACES`]): the Sidecar's own.
 const FORBIDDEN_KEYSPACES: &[&str] = &["sidecar_internal"];
 
 /// An upload id: 36 to 110 hex digits, dashes and colons (a UUID, or a bulk writer's longer
 /// composite id).
-pub fn upload_id(id: &str) -> Result<&str, UploadError> {
+pub fn upload_id(id: &str) -> Result<&str, NameError> {
     if UPLOAD_ID.is_match(id) {
         Ok(id)
     } else {
-        Err(UploadError::Invalid(format!(
+        Err(NameError::Invalid(format!(
             "Invalid upload id is supplied, uploadId={}: expected 36 to 110 characters of hex digits, '-' and ':'",
             crate::answer::cap(id)
         )))
@@ -38,7 +47,7 @@ pub fn upload_id(id: &str) -> Result<&str, UploadError> {
 }
 
 /// A keyspace or table name, without the double quotes a client may put around it.
-fn name<'a>(what: &str, raw: &'a str) -> Result<&'a str, UploadError> {
+fn name<'a>(what: &str, raw: &'a str) -> Result<&'a str, NameError> {
     let quoted = raw.len() >= 2 && raw.starts_with('"') && raw.ends_with('"');
     let ok = if quoted {
         QUOTED.is_match(&raw[1..raw.len() - 1])
@@ -46,7 +55,7 @@ fn name<'a>(what: &str, raw: &'a str) -> Result<&'a str, UploadError> {
         UNQUOTED.is_match(raw)
     };
     if !ok {
-        return Err(UploadError::Invalid(format!(
+        return Err(NameError::Invalid(format!(
             "Invalid characters in {what}: {}",
             crate::answer::cap(raw)
         )));
@@ -56,13 +65,13 @@ fn name<'a>(what: &str, raw: &'a str) -> Result<&'a str, UploadError> {
 
 /// A keyspace name that uploads may write to: not a system keyspace, decided as for a job's
 /// target (a list of its own let `system_cluster_metadata` through), in any case.
-pub fn keyspace(raw: &str) -> Result<&str, UploadError> {
+pub fn keyspace(raw: &str) -> Result<&str, NameError> {
     let ks = name("keyspace", raw)?;
     let lower = ks.to_ascii_lowercase();
     if crate::cassandra::SYSTEM_KEYSPACES.contains(&lower.as_str())
         || FORBIDDEN_KEYSPACES.contains(&lower.as_str())
     {
-        return Err(UploadError::Forbidden(format!(
+        return Err(NameError::Forbidden(format!(
             "Forbidden keyspace: {ks} (a system keyspace: uploads may not write to it)"
         )));
     }
@@ -70,16 +79,16 @@ pub fn keyspace(raw: &str) -> Result<&str, UploadError> {
 }
 
 /// A table name.
-pub fn table(raw: &str) -> Result<&str, UploadError> {
+pub fn table(raw: &str) -> Result<&str, NameError> {
     name("table name", raw)
 }
 
 /// A component's file name (`nb-1-big-Data.db`, `nb-1-big-TOC.txt`, ...).
-pub fn component(raw: &str) -> Result<&str, UploadError> {
+pub fn component(raw: &str) -> Result<&str, NameError> {
     if COMPONENT.is_match(raw) {
         Ok(raw)
     } else {
-        Err(UploadError::Invalid(format!(
+        Err(NameError::Invalid(format!(
             "Invalid component name: {}",
             crate::answer::cap(raw)
         )))
@@ -98,20 +107,17 @@ mod tests {
         assert!(upload_id("../../../../../../../../../../../../etc/passwd").is_err());
         assert_eq!(keyspace("ks_1").unwrap(), "ks_1");
         assert_eq!(keyspace("\"Ks\"").unwrap(), "Ks");
-        assert!(matches!(keyspace("system"), Err(UploadError::Forbidden(_))));
+        assert!(matches!(keyspace("system"), Err(NameError::Forbidden(_))));
         assert!(matches!(
             keyspace("System_Schema"),
-            Err(UploadError::Forbidden(_))
+            Err(NameError::Forbidden(_))
         ));
         for ks in [
             "system_cluster_metadata",
             "\"System_Auth\"",
             "sidecar_internal",
         ] {
-            assert!(
-                matches!(keyspace(ks), Err(UploadError::Forbidden(_))),
-                "{ks}"
-            );
+            assert!(matches!(keyspace(ks), Err(NameError::Forbidden(_))), "{ks}");
         }
         assert!(keyspace("1ks").is_err());
         assert!(table("t/..").is_err());
