@@ -5,7 +5,7 @@
 //! submission happen under one lock, so two requests at once cannot both find none.
 
 use super::jobs::{run_copy, run_verify};
-use super::{DataCopyTask, active_task, noun_of};
+use super::{DataCopyTask, active_task, active_task_settled, noun_of};
 use crate::cassandra::LocalNode;
 use crate::jobs::kind::JobKind;
 use crate::jobs::{JobRecord, JobRegistry, JobState};
@@ -56,7 +56,7 @@ pub async fn start_copy(
         return Err(LiveMigrationError::NodeRunning { address });
     }
     let _admitting = live.task_admission.lock().await;
-    if let Some(active) = active_task(jobs) {
+    if let Some(active) = active_task_settled(jobs).await {
         return Err(LiveMigrationError::CopyTaskActive {
             noun: noun_of(&active),
             id: active.id,
@@ -99,7 +99,7 @@ pub async fn start_verification(
     let local = live.local_files();
     let spec = serde_json::to_value(&request).expect("a request serializes");
     let _admitting = live.task_admission.lock().await;
-    if let Some(active) = active_task(jobs) {
+    if let Some(active) = active_task_settled(jobs).await {
         return Err(LiveMigrationError::VerificationTaskActive {
             noun: noun_of(&active),
             id: active.id,

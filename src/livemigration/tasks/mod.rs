@@ -116,6 +116,40 @@ pub fn active_task(jobs: &JobRegistry) -> Option<JobRecord> {
         .find(|r| is_task(r) && r.state.is_active())
 }
 
+/// Whether a data-copy task has published its final iteration state (`SUCCESS`, `FAILED` or
+/// `CANCELLED`) and is only ending: removing its staging files and recording its end. A
+/// Sidecar client that saw that state asks for the next task at once.
+fn ending(r: &JobRecord) -> bool {
+    r.kind == DataCopyKind::NAME
+        && r.result
+            .as_ref()
+            .and_then(|v| serde_json::from_value::<CopyReport>(v.clone()).ok())
+            .and_then(|report| report.status.last().map(|i| i.state))
+            .is_some_and(|s| {
+                matches!(
+                    s,
+                    IterationState::Success | IterationState::Failed | IterationState::Cancelled
+                )
+            })
+}
+
+/// How long admission waits for a task that is only ending ([`ending`]) to end.
+const ENDING_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// [`active_task`], once a task that is only ending has ended (waited for up to
+/// [`ENDING_WAIT`]): the next task of a client that saw the last one's final state is
+/// admitted, not refused for a task whose work is over.
+pub async fn active_task_settled(jobs: &JobRegistry) -> Option<JobRecord> {
+    let deadline = tokio::time::Instant::now() + ENDING_WAIT;
+    loop {
+        let active = active_task(jobs)?;
+        if !ending(&active) || tokio::time::Instant::now() >= deadline {
+            return Some(active);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// The most recent live-migration task of either kind — the Sidecar's one task slot of a
 /// node: the task that has not ended if there is one (a resumed task may be older than one
 /// that ended since), else the one submitted last.
