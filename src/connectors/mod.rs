@@ -3,7 +3,8 @@
 //! The engine (`migrate`) and the validator drive them through the traits of [`seam`].
 //!
 //! Registering a connector is one variant in [`SourceConfig`] and/or [`TargetConfig`] (with
-//! its `type` names in their `parse`) and one arm where the engine opens a pair.
+//! its `type` names in their `parse`), one arm where the engine opens a pair, and its savepoint
+//! keys in [`PROGRESS_KEYS`].
 
 pub mod cql;
 pub mod dynamodb;
@@ -15,6 +16,20 @@ pub mod streamed;
 
 use crate::config::yaml;
 use crate::jobfile::JobConfigError;
+use crate::savepoints::Key;
+
+/// Every key under which a connector records completed work in job files and savepoints
+/// (each declared in its connector's folder).
+pub static PROGRESS_KEYS: &[&Key] = &[
+    &crate::savepoints::TOKEN_RANGES,
+    &cql::BULK_RUN,
+    &dynamodb::SEGMENTS,
+    &dynamodb::STREAM,
+    &parquet::FILES,
+    &parquet::VERSIONS,
+    &mysql::RANGES,
+    &s3export::FILES,
+];
 
 /// The source of a job.
 // One per job: the size of its variants does not matter.
@@ -137,6 +152,35 @@ impl SourceConfig {
             Self::Parquet(s) => s.location.describe("parquet"),
             Self::Mysql(s) => s.describe(),
             Self::S3Export(s) => s.describe(),
+        }
+    }
+
+    /// The progress keys a job file may give for this source: the work it says is complete.
+    pub fn progress_keys(&self) -> &'static [&'static Key] {
+        use crate::savepoints::TOKEN_RANGES;
+        static CQL: &[&Key] = &[&TOKEN_RANGES];
+        static DYNAMO: &[&Key] = &[&TOKEN_RANGES, &dynamodb::SEGMENTS];
+        static PARQUET: &[&Key] = &[&TOKEN_RANGES, &parquet::FILES];
+        static MYSQL: &[&Key] = &[&TOKEN_RANGES, &mysql::RANGES];
+        static EXPORT: &[&Key] = &[&TOKEN_RANGES, &s3export::FILES];
+        match self {
+            Self::Cql(_) => CQL,
+            Self::Dynamo(_) => DYNAMO,
+            Self::Parquet(_) => PARQUET,
+            Self::Mysql(_) => MYSQL,
+            Self::S3Export(_) => EXPORT,
+        }
+    }
+
+    /// Refuses work a job file says is complete that this source cannot have done.
+    pub fn check_progress(
+        &self,
+        text: &str,
+        done: &crate::savepoints::Progress,
+    ) -> Result<(), JobConfigError> {
+        match self {
+            Self::Dynamo(s) => s.check_progress(text, done),
+            _ => Ok(()),
         }
     }
 
@@ -375,10 +419,7 @@ pub async fn open_copy<M: seam::CopyMaker>(
         {
             // The load this run belongs to: the resumed savepoint's, else a new one,
             // recorded from the first savepoint on.
-            let run = done
-                .bulk_run
-                .get_or_insert_with(|| uuid::Uuid::now_v7().to_string())
-                .clone();
+            let run = done.id_or_insert_with(&cql::BULK_RUN, || uuid::Uuid::now_v7().to_string());
             let (scan, sink, pacing) =
                 cql::bulk::open_bulk_copy(src, dst, renames, &run, retry_for).await?;
             copy(maker.make(scan, sink, pacing, done))

@@ -29,19 +29,11 @@ pub struct JobConfig {
     pub target: TargetConfig,
     /// Column renames, source name to target name.
     pub renames: Vec<Rename>,
-    /// Token ranges `(start, end]` already copied; skipped by this run.
-    pub skip_token_ranges: Vec<(i64, i64)>,
-    /// DynamoDB scan segments already copied; skipped by this run.
-    pub skip_segments: Vec<u32>,
-    /// Parquet files already loaded (as recorded: `file:/path`, `s3a://bucket/key`); skipped
-    /// by this run unless file tracking is off.
-    pub skip_parquet_files: Vec<String>,
-    /// drover: MySQL ranges already copied (as recorded: the condition of each); skipped by
-    /// this run.
-    pub skip_mysql_ranges: Vec<String>,
-    /// drover: data files of a DynamoDB S3 export already loaded (as recorded:
-    /// `s3://bucket/key`); skipped by this run.
-    pub skip_export_data_files: Vec<String>,
+    /// The work the job file says is complete, skipped by this run: its source's keys
+    /// (`skipTokenRanges`, `skipSegments`, `skipParquetFiles`, ...; each connector declares
+    /// its own). The keys of other sources are accepted and ignored, as ScyllaDB Migrator
+    /// writes `skipSegments: []` into every savepoint.
+    pub skip: crate::savepoints::Progress,
     /// Savepoint settings.
     pub savepoints: Option<SavepointsConfig>,
     /// Validator settings (`drover validate`, `/api/v1/validations`); migrations ignore them.
@@ -57,8 +49,22 @@ pub struct JobConfig {
 
 // ---- raw shapes, as written in the file ----
 
+/// The top-level keys of a job file, besides the connectors' progress keys.
+// Unknown keys are refused by hand, after the progress keys are taken out: serde's
+// `deny_unknown_fields` cannot know the connectors' keys.
+const JOB_KEYS: &[&str] = &[
+    "name",
+    "source",
+    "target",
+    "renames",
+    "savepoints",
+    "validation",
+    "coordination",
+    "retryForSeconds",
+];
+
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 struct RawJob {
     #[serde(default)]
     name: Option<yaml_serde::Value>,
@@ -68,19 +74,9 @@ struct RawJob {
     #[serde(default)]
     renames: Option<Vec<Rename>>,
     #[serde(default)]
-    skip_token_ranges: Option<yaml_serde::Value>,
-    #[serde(default)]
     savepoints: Option<yaml_serde::Value>,
     #[serde(default)]
     validation: Option<yaml_serde::Value>,
-    #[serde(default)]
-    skip_segments: Option<yaml_serde::Value>,
-    #[serde(default)]
-    skip_parquet_files: Option<yaml_serde::Value>,
-    #[serde(default, rename = "skipMySqlRanges")]
-    skip_mysql_ranges: Option<yaml_serde::Value>,
-    #[serde(default)]
-    skip_export_data_files: Option<yaml_serde::Value>,
     #[serde(default)]
     coordination: Option<yaml_serde::Value>,
     #[serde(default)]
@@ -110,86 +106,7 @@ impl JobConfig {
         let source = SourceConfig::parse(text, raw.source)?;
         let target = TargetConfig::parse(text, raw.target)?;
         crate::connectors::check_pair(text, &source, &target)?;
-        let skip_segments = match (&source, raw.skip_segments) {
-            (SourceConfig::Dynamo(s), Some(v)) if !v.is_null() => {
-                let segments: Vec<u32> = yaml_serde::from_value(v).map_err(|e| {
-                    JobConfigError::at(
-                        text,
-                        "skipSegments",
-                        format!("expected a list of segment numbers: {e}"),
-                    )
-                })?;
-                if !segments.is_empty() {
-                    let Some(total) = s.scan_segments else {
-                        return Err(JobConfigError::at(
-                            text,
-                            "skipSegments",
-                            "needs source.scanSegments: segment numbers only mean something for the number of segments they were made with",
-                        ));
-                    };
-                    if let Some(bad) = segments.iter().find(|&&i| i >= total) {
-                        return Err(JobConfigError::at(
-                            text,
-                            "skipSegments",
-                            format!(
-                                "segment {bad} does not exist: source.scanSegments is {total} (segments 0 to {})",
-                                total - 1
-                            ),
-                        ));
-                    }
-                }
-                segments
-            }
-            // Meaningless for other sources (Migrator writes `skipSegments: []` everywhere).
-            _ => Vec::new(),
-        };
-        let skip_parquet_files = match (&source, raw.skip_parquet_files) {
-            (SourceConfig::Parquet(_), Some(v)) if !v.is_null() => {
-                yaml_serde::from_value::<Vec<String>>(v).map_err(|e| {
-                    JobConfigError::at(
-                        text,
-                        "skipParquetFiles",
-                        format!("expected a list of file names: {e}"),
-                    )
-                })?
-            }
-            _ => Vec::new(),
-        };
-        let skip_mysql_ranges = match (&source, raw.skip_mysql_ranges) {
-            (SourceConfig::Mysql(_), Some(v)) if !v.is_null() => {
-                yaml_serde::from_value::<Vec<String>>(v).map_err(|e| {
-                    JobConfigError::at(
-                        text,
-                        "skipMySqlRanges",
-                        format!("expected a list of range conditions: {e}"),
-                    )
-                })?
-            }
-            _ => Vec::new(),
-        };
-        let skip_export_data_files = match (&source, raw.skip_export_data_files) {
-            (SourceConfig::S3Export(_), Some(v)) if !v.is_null() => {
-                yaml_serde::from_value::<Vec<String>>(v).map_err(|e| {
-                    JobConfigError::at(
-                        text,
-                        "skipExportDataFiles",
-                        format!("expected a list of data files (s3://bucket/key): {e}"),
-                    )
-                })?
-            }
-            _ => Vec::new(),
-        };
-        let skip_token_ranges = match raw.skip_token_ranges.filter(|v| !v.is_null()) {
-            None => Vec::new(),
-            Some(v) => {
-                let json = serde_json::to_value(&v).unwrap_or(serde_json::Value::Null);
-                crate::savepoints::ranges::parse_skip_ranges(&json)
-                    .map_err(|m| JobConfigError::at(text, "skipTokenRanges", m))?
-                    .into_iter()
-                    .map(|r| (r.start, r.end))
-                    .collect()
-            }
-        };
+        let skip = skip_progress(text, &source)?;
         let name = match raw.name.filter(|v| !v.is_null()) {
             None => None,
             Some(yaml_serde::Value::String(name)) => Some(parse_name(text, &name)?),
@@ -206,11 +123,7 @@ impl JobConfig {
             source,
             target,
             renames: raw.renames.unwrap_or_default(),
-            skip_token_ranges,
-            skip_segments,
-            skip_parquet_files,
-            skip_mysql_ranges,
-            skip_export_data_files,
+            skip,
             savepoints: raw
                 .savepoints
                 .filter(|v| !v.is_null())
@@ -359,22 +272,6 @@ impl JobConfig {
         Ok(())
     }
 
-    /// The work the job file says is complete (its skip lists), in the savepoint model.
-    pub fn skip_progress(&self) -> crate::savepoints::Progress {
-        crate::savepoints::Progress {
-            token_ranges: crate::savepoints::ranges::RangeSet::from_ranges(
-                self.skip_token_ranges
-                    .iter()
-                    .filter_map(|&(a, b)| crate::savepoints::ranges::TokenRange::new(a, b)),
-            ),
-            segments: self.skip_segments.iter().copied().collect(),
-            parquet_files: self.skip_parquet_files.iter().cloned().collect(),
-            mysql_ranges: self.skip_mysql_ranges.iter().cloned().collect(),
-            export_files: self.skip_export_data_files.iter().cloned().collect(),
-            ..Default::default()
-        }
-    }
-
     /// What the job is called and moves: its `name`, or `source → target` in words.
     pub fn identity(&self) -> crate::jobs::Identity {
         crate::jobs::Identity::moving(
@@ -391,6 +288,54 @@ impl JobConfig {
             .find(|r| r.from == source_column)
             .map_or(source_column, |r| r.to.as_str())
     }
+}
+
+/// The work the job file says is complete: the progress keys of its source, each checked
+/// (numbers are numbers, ranges are ranges) and then checked against the source's settings;
+/// a top-level key that is neither a job key nor a connector's progress key is refused.
+fn skip_progress(
+    text: &str,
+    source: &SourceConfig,
+) -> Result<crate::savepoints::Progress, JobConfigError> {
+    let top: yaml_serde::Value = yaml::from_str(text).map_err(|e| {
+        let (message, line) = yaml::describe_error(&e);
+        JobConfigError { message, line }
+    })?;
+    let Some(top) = top.as_mapping() else {
+        return Ok(Default::default());
+    };
+    let progress_keys = crate::connectors::PROGRESS_KEYS;
+    for key in top.keys() {
+        let name = key.as_str().unwrap_or_default();
+        if !JOB_KEYS.contains(&name) && !progress_keys.iter().any(|k| k.name == name) {
+            let expected: Vec<String> = JOB_KEYS
+                .iter()
+                .copied()
+                .chain(progress_keys.iter().map(|k| k.name))
+                .map(|k| format!("`{k}`"))
+                .collect();
+            return Err(JobConfigError {
+                message: format!(
+                    "unknown field `{}`, expected one of {}",
+                    jobfile::cap(name),
+                    expected.join(", ")
+                ),
+                line: yaml::line_of(text, name),
+            });
+        }
+    }
+    let mut skip = crate::savepoints::Progress::default();
+    for &key in source.progress_keys() {
+        let Some(value) = top.get(key.name).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let json = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+        let done = crate::savepoints::Done::parse(key.shape, &json)
+            .map_err(|m| JobConfigError::at(text, key.name, m))?;
+        skip.insert(key, done);
+    }
+    source.check_progress(text, &skip)?;
+    Ok(skip)
 }
 
 /// A given `name`: not blank, at most [`MAX_NAME`](crate::jobs::identity::MAX_NAME)

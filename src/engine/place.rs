@@ -102,9 +102,11 @@ impl Place {
             return Ok(Lookup::default());
         };
         let table = self.table.is_some();
-        let result = tokio::task::spawn_blocking(move || store.newest_matching(&accept))
-            .await
-            .expect("reading savepoints does not panic");
+        let result = tokio::task::spawn_blocking(move || {
+            store.newest_matching(crate::connectors::PROGRESS_KEYS, &accept)
+        })
+        .await
+        .expect("reading savepoints does not panic");
         match result {
             Ok(found) => Ok(found),
             Err(e) if table => {

@@ -54,7 +54,7 @@ impl Savepoints {
         let mut progress = self.initial.clone();
         progress.merge(done);
         let mut doc = self.base.clone();
-        progress.into_document(&mut doc);
+        progress.into_document(&mut doc, crate::connectors::PROGRESS_KEYS);
         let store = self.writer.store.clone();
         let info = tokio::task::spawn_blocking(move || store.write(&doc))
             .await
@@ -89,17 +89,11 @@ impl Savepoints {
 pub async fn launch(text: &str, start: Start) -> Result<Launch, EngineError> {
     let (config, mut base) = parsed(text).await?;
     let mut pending = None;
-    let mut complete = config.skip_progress();
+    let mut complete = config.skip.clone();
     let mut resumed_from = None;
     if let Some(sp) = &config.savepoints {
         let place = Place::new(sp, &config.target, &mut base, None)?;
-        let mut initial = savepoints::Progress::from_document(&base).unwrap_or_else(|e| {
-            // JobConfig::parse checked skipTokenRanges; only the skip lists of other
-            // connectors, which do not apply to this job, can be unreadable here. They must
-            // not take the job's own finished ranges with them.
-            tracing::warn!("{e}: ignored");
-            config.skip_progress()
-        });
+        let mut initial = config.skip.clone();
         if sp.auto_resume {
             let identity = savepoints::identity(&base);
             let savepoints::Lookup { found, warnings } = place
@@ -182,8 +176,7 @@ pub async fn execute(
         let complete = launch.migration.complete();
         // A new bulk load is recorded before any of its units is imported: a run killed before
         // the first periodic savepoint is resumed under the same load, and finds its imports.
-        if complete.bulk_run.is_some()
-            && complete.bulk_run != sp.initial.bulk_run
+        if complete.has_new_id_since(&sp.initial)
             && let Err(e) = sp.write(complete, "the start of a bulk load").await
         {
             tracing::error!(error = %e, "cannot write a savepoint");

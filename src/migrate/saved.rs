@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 use crate::engine::config::JobConfig;
 use crate::engine::place::Place;
 use crate::savepoints::ranges::TokenRange;
-use crate::savepoints::{Progress, SavepointError, identity};
+use crate::savepoints::{Done, Progress, SavepointError, Shape, TOKEN_RANGES, identity};
 
 /// A savepoint of a migration, with a summary of its progress.
 #[derive(Debug, Serialize, ToSchema)]
@@ -21,9 +21,9 @@ pub struct SavepointView {
     pub token_ranges: usize,
     /// Share of the token ring recorded complete, 0 to 1.
     pub ring_fraction: f64,
-    /// Completed DynamoDB segments recorded in it.
+    /// Completed numbered units recorded in it (DynamoDB scan segments).
     pub segments: usize,
-    /// Completed Parquet files recorded in it.
+    /// Completed files recorded in it whose names the log lists (Parquet files).
     pub parquet_files: usize,
 }
 
@@ -117,16 +117,28 @@ pub async fn list(
             if identity(&sp.document) != wanted {
                 continue;
             }
-            let Ok(p) = Progress::from_document(&sp.document) else {
+            let Ok(p) = Progress::from_document(&sp.document, crate::connectors::PROGRESS_KEYS)
+            else {
                 continue;
             };
+            let ranges = p.ranges(&TOKEN_RANGES);
+            let (mut segments, mut parquet_files) = (0, 0);
+            for (key, done) in p.entries() {
+                match done {
+                    Done::Numbers(n) => segments += n.len(),
+                    Done::Names(n) if key.shape == (Shape::Names { listed: true }) => {
+                        parquet_files += n.len();
+                    }
+                    _ => {}
+                }
+            }
             out.push(SavepointView {
                 name: info.name,
                 epoch_millis: info.epoch_millis,
-                token_ranges: p.token_ranges.ranges().len(),
-                ring_fraction: p.token_ranges.width() as f64 / TokenRange::FULL.width() as f64,
-                segments: p.segments.len(),
-                parquet_files: p.parquet_files.len(),
+                token_ranges: ranges.ranges().len(),
+                ring_fraction: ranges.width() as f64 / TokenRange::FULL.width() as f64,
+                segments,
+                parquet_files,
             });
         }
         Ok(out)

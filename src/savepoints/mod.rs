@@ -1,8 +1,8 @@
 //! Savepoints: the progress of a migration written next to its redacted configuration, so an
 //! interrupted job continues where it left off (ScyllaDB Migrator's format and naming).
 //!
-//! The progress model is shared by every connector: completed token ranges (CQL), completed
-//! scan segments (DynamoDB) and completed files (Parquet). A store is anything that can write
+//! The progress model ([`Progress`]) records each kind of completed work under its key; the
+//! connectors declare their keys (token ranges, scan segments, files, ...). A store is anything that can write
 //! a savepoint and list the existing ones; files are the first backend, a table in the target
 //! database can be the second behind the same trait.
 
@@ -12,12 +12,11 @@ mod identity;
 pub mod location;
 pub mod lock;
 mod object;
+mod progress;
 pub mod ranges;
 pub mod sealed;
 pub mod stream;
 mod summary;
-
-use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -25,9 +24,8 @@ pub use file::{FileStore, parse_document, parse_name, render_document};
 pub use identity::identity;
 pub use location::{Location, Writer};
 pub use object::{ObjectLease, ObjectStoreSavepoints};
+pub use progress::{Done, Key, Progress, Shape, TOKEN_RANGES};
 pub use stream::StreamPositions;
-
-use ranges::RangeSet;
 
 /// Errors of the savepoint subsystem.
 #[derive(Debug, thiserror::Error)]
@@ -70,190 +68,6 @@ pub enum SavepointError {
         /// What is wrong.
         message: String,
     },
-}
-
-/// The savepoint key of [`Progress::parquet_versions`].
-pub const VERSIONS_KEY: &str = "parquetFileVersions";
-
-/// The savepoint key of [`StreamPositions`].
-pub const STREAM_KEY: &str = "streamPositions";
-/// drover's key for the completed ranges of a MySQL source.
-pub const MYSQL_KEY: &str = "skipMySqlRanges";
-/// drover's key for the completed data files of a DynamoDB S3 export source.
-pub const EXPORT_KEY: &str = "skipExportDataFiles";
-/// drover's key for the load a `target.bulkWrite: sstable` copy belongs to.
-pub const BULK_RUN_KEY: &str = "bulkWriteRun";
-
-/// What is already done, in the job file's terms.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Progress {
-    /// Completed token ranges, merged.
-    pub token_ranges: RangeSet,
-    /// Completed DynamoDB scan segments.
-    pub segments: BTreeSet<u32>,
-    /// Completed Parquet files.
-    pub parquet_files: BTreeSet<String>,
-    /// drover: what each completed Parquet file was when it was loaded (size, modification
-    /// time, ETag), so that a file changed since is read again instead of skipped. Kept under
-    /// its own key: ScyllaDB Migrator reads `skipParquetFiles` as plain names and ignores it.
-    pub parquet_versions: BTreeMap<String, String>,
-    /// Where the replication of the source's change stream stands (`streamChanges`).
-    pub stream: Option<StreamPositions>,
-    /// drover: completed ranges of a MySQL table, each as the condition that selects it
-    /// (ScyllaDB Migrator keeps no progress for MySQL; the key is drover's own).
-    pub mysql_ranges: BTreeSet<String>,
-    /// drover: completed data files of a DynamoDB S3 export (`s3://bucket/key`; ScyllaDB
-    /// Migrator keeps no progress for exports; the key is drover's own).
-    pub export_files: BTreeSet<String>,
-    /// drover: the load a `target.bulkWrite: sstable` copy belongs to. Its SSTable uploads
-    /// are named after it, so a resumed run finds the imports of the run it continues, and a
-    /// new load (no savepoint resumed) is never taken for an earlier one.
-    pub bulk_run: Option<String>,
-}
-
-impl Progress {
-    /// Adds everything of `other`.
-    pub fn merge(&mut self, other: &Progress) {
-        for r in other.token_ranges.recorded() {
-            self.token_ranges.insert(*r);
-        }
-        self.segments.extend(other.segments.iter().copied());
-        self.parquet_files
-            .extend(other.parquet_files.iter().cloned());
-        self.parquet_versions.extend(
-            other
-                .parquet_versions
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone())),
-        );
-        self.mysql_ranges.extend(other.mysql_ranges.iter().cloned());
-        self.export_files.extend(other.export_files.iter().cloned());
-        if self.bulk_run.is_none() {
-            self.bulk_run.clone_from(&other.bulk_run);
-        }
-        match (&mut self.stream, &other.stream) {
-            (Some(mine), Some(theirs)) => mine.merge(theirs),
-            (None, Some(theirs)) => self.stream = Some(theirs.clone()),
-            (_, None) => {}
-        }
-    }
-
-    /// Whether nothing is recorded.
-    pub fn is_empty(&self) -> bool {
-        self.token_ranges.ranges().is_empty()
-            && self.segments.is_empty()
-            && self.parquet_files.is_empty()
-            && self.mysql_ranges.is_empty()
-            && self.export_files.is_empty()
-            && self.stream.is_none()
-    }
-
-    /// Reads the progress keys of a job or savepoint document.
-    pub fn from_document(doc: &serde_json::Value) -> Result<Self, String> {
-        let mut progress = Progress::default();
-        if let Some(ranges) = doc.get("skipTokenRanges").filter(|v| !v.is_null()) {
-            for r in ranges::parse_skip_ranges(ranges)? {
-                progress.token_ranges.insert(r);
-            }
-        }
-        if let Some(s) = doc.get("skipSegments").filter(|v| !v.is_null()) {
-            progress.segments =
-                serde_json::from_value(s.clone()).map_err(|e| format!("skipSegments: {e}"))?;
-        }
-        if let Some(f) = doc.get("skipParquetFiles").filter(|v| !v.is_null()) {
-            progress.parquet_files =
-                serde_json::from_value(f.clone()).map_err(|e| format!("skipParquetFiles: {e}"))?;
-        }
-        if let Some(f) = doc.get(VERSIONS_KEY).filter(|v| !v.is_null()) {
-            progress.parquet_versions =
-                serde_json::from_value(f.clone()).map_err(|e| format!("{VERSIONS_KEY}: {e}"))?;
-        }
-        if let Some(f) = doc.get(MYSQL_KEY).filter(|v| !v.is_null()) {
-            progress.mysql_ranges =
-                serde_json::from_value(f.clone()).map_err(|e| format!("{MYSQL_KEY}: {e}"))?;
-        }
-        if let Some(f) = doc.get(EXPORT_KEY).filter(|v| !v.is_null()) {
-            progress.export_files =
-                serde_json::from_value(f.clone()).map_err(|e| format!("{EXPORT_KEY}: {e}"))?;
-        }
-        if let Some(r) = doc.get(BULK_RUN_KEY).filter(|v| !v.is_null()) {
-            progress.bulk_run = Some(
-                r.as_str()
-                    .filter(|r| !r.is_empty() && r.len() <= 64)
-                    .ok_or_else(|| format!("{BULK_RUN_KEY}: expected an id of 1 to 64 characters"))?
-                    .to_string(),
-            );
-        }
-        if let Some(p) = doc.get(STREAM_KEY).filter(|v| !v.is_null()) {
-            progress.stream =
-                Some(serde_json::from_value(p.clone()).map_err(|e| format!("{STREAM_KEY}: {e}"))?);
-        }
-        Ok(progress)
-    }
-
-    /// Writes the progress keys into a document, replacing what was there.
-    pub fn into_document(&self, doc: &mut serde_json::Value) {
-        let Some(map) = doc.as_object_mut() else {
-            return;
-        };
-        // Each range as recorded, not merged: ScyllaDB Migrator resumes only ranges whose
-        // exact pair it finds (merged past ranges::MAX_PAIRS).
-        map.insert(
-            "skipTokenRanges".into(),
-            ranges::encode_skip_ranges(self.token_ranges.recorded()),
-        );
-        map.insert(
-            "skipSegments".into(),
-            serde_json::to_value(&self.segments).expect("set serializes"),
-        );
-        map.insert(
-            "skipParquetFiles".into(),
-            serde_json::to_value(&self.parquet_files).expect("set serializes"),
-        );
-        if self.parquet_versions.is_empty() {
-            map.remove(VERSIONS_KEY);
-        } else {
-            map.insert(
-                VERSIONS_KEY.into(),
-                serde_json::to_value(&self.parquet_versions).expect("map serializes"),
-            );
-        }
-        if self.mysql_ranges.is_empty() {
-            map.remove(MYSQL_KEY);
-        } else {
-            map.insert(
-                MYSQL_KEY.into(),
-                serde_json::to_value(&self.mysql_ranges).expect("set serializes"),
-            );
-        }
-        if self.export_files.is_empty() {
-            map.remove(EXPORT_KEY);
-        } else {
-            map.insert(
-                EXPORT_KEY.into(),
-                serde_json::to_value(&self.export_files).expect("set serializes"),
-            );
-        }
-        match &self.bulk_run {
-            Some(r) => {
-                map.insert(BULK_RUN_KEY.into(), r.clone().into());
-            }
-            None => {
-                map.remove(BULK_RUN_KEY);
-            }
-        }
-        match &self.stream {
-            Some(p) => {
-                map.insert(
-                    STREAM_KEY.into(),
-                    serde_json::to_value(p).expect("positions serialize"),
-                );
-            }
-            None => {
-                map.remove(STREAM_KEY);
-            }
-        }
-    }
 }
 
 /// One stored savepoint, as listed.
@@ -299,8 +113,12 @@ pub trait SavepointStore: Send + Sync {
 
     /// The newest savepoint that parses and belongs to the migration `identity`. Unusable
     /// ones are skipped with a warning each (returned as well, for the caller to report).
-    fn newest_usable(&self, identity: &serde_json::Value) -> Result<Lookup, SavepointError> {
-        self.newest_matching(&|document| {
+    fn newest_usable(
+        &self,
+        identity: &serde_json::Value,
+        keys: &[&'static Key],
+    ) -> Result<Lookup, SavepointError> {
+        self.newest_matching(keys, &|document| {
             if &identity::identity(document) == identity {
                 Ok(())
             } else {
@@ -309,9 +127,11 @@ pub trait SavepointStore: Send + Sync {
         })
     }
 
-    /// The newest savepoint that parses and that `accept` takes (it says why not otherwise).
+    /// The newest savepoint whose progress (the keys of `keys`) parses and that `accept`
+    /// takes (it says why not otherwise).
     fn newest_matching(
         &self,
+        keys: &[&'static Key],
         accept: &dyn Fn(&serde_json::Value) -> Result<(), String>,
     ) -> Result<Lookup, SavepointError> {
         let mut warnings = Vec::new();
@@ -327,7 +147,7 @@ pub trait SavepointStore: Send + Sync {
                 warnings.push(format!("savepoint {}: {why}; ignored", info.name));
                 continue;
             }
-            match Progress::from_document(&savepoint.document) {
+            match Progress::from_document(&savepoint.document, keys) {
                 Ok(progress) => {
                     return Ok(Lookup {
                         found: Some((savepoint, progress)),

@@ -234,8 +234,12 @@ pub const MAX_PAIRS: usize = 16_384;
 
 impl RangeSet {
     /// The empty set.
-    pub fn new() -> Self {
-        Self::default()
+    pub const fn new() -> Self {
+        Self {
+            ranges: Vec::new(),
+            exact: std::collections::BTreeSet::new(),
+            merged_only: false,
+        }
     }
 
     /// A set of the given ranges.

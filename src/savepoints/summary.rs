@@ -4,114 +4,73 @@
 
 use std::fmt;
 
-use super::Progress;
+use super::progress::{Done, Progress, Shape};
 use super::ranges::TokenRange;
 
 /// Runs (or file names) listed at most; the rest is counted.
 const MAX_LISTED: usize = 12;
-
-impl Progress {
-    /// What `self` records that `earlier` does not: the work finished between two savepoints
-    /// of a run (`self` the later).
-    pub fn added_since(&self, earlier: &Progress) -> Progress {
-        let mut added = Progress::default();
-        for r in self.token_ranges.ranges() {
-            for part in earlier.token_ranges.missing(*r) {
-                added.token_ranges.insert(part);
-            }
-        }
-        added.segments = self
-            .segments
-            .difference(&earlier.segments)
-            .copied()
-            .collect();
-        added.parquet_files = self
-            .parquet_files
-            .difference(&earlier.parquet_files)
-            .cloned()
-            .collect();
-        added.export_files = self
-            .export_files
-            .difference(&earlier.export_files)
-            .cloned()
-            .collect();
-        added.mysql_ranges = self
-            .mysql_ranges
-            .difference(&earlier.mysql_ranges)
-            .cloned()
-            .collect();
-        added.stream = match (&self.stream, &earlier.stream) {
-            (Some(now), Some(then)) if now == then => None,
-            (now, _) => now.clone(),
-        };
-        added
-    }
-}
 
 /// `none`, or each kind of work recorded: `segments [0-1, 5] (3)`, `token ranges: 41.7% of
 /// the ring in 3 intervals`, `Parquet files [a.parquet, b.parquet] (2)`, separated by `; `.
 impl fmt::Display for Progress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts = Vec::new();
-        if !self.segments.is_empty() {
-            parts.push(format!(
-                "segments [{}] ({})",
-                runs(self.segments.iter().copied()),
-                self.segments.len()
-            ));
-        }
-        if !self.token_ranges.ranges().is_empty() {
-            let share = self.token_ranges.width() as f64 / TokenRange::FULL.width() as f64 * 100.0;
-            let n = self.token_ranges.ranges().len();
-            parts.push(format!(
-                "token ranges: {share:.1}% of the ring in {n} interval{}",
-                if n == 1 { "" } else { "s" }
-            ));
-        }
-        if !self.parquet_files.is_empty() {
-            let mut names: Vec<&str> = self
-                .parquet_files
-                .iter()
-                .take(MAX_LISTED)
-                .map(String::as_str)
-                .collect();
-            let more = self.parquet_files.len().saturating_sub(MAX_LISTED);
-            let listed_more = format!("{more} more");
-            if more > 0 {
-                names.push(&listed_more);
+        for (key, done) in self.entries() {
+            let label = key.label;
+            match done {
+                Done::Numbers(n) if !n.is_empty() => {
+                    parts.push(format!(
+                        "{label} [{}] ({})",
+                        runs(n.iter().copied()),
+                        n.len()
+                    ));
+                }
+                Done::Ranges(r) if !r.ranges().is_empty() => {
+                    let share = r.width() as f64 / TokenRange::FULL.width() as f64 * 100.0;
+                    let n = r.ranges().len();
+                    parts.push(format!(
+                        "{label}: {share:.1}% of the ring in {n} interval{}",
+                        if n == 1 { "" } else { "s" }
+                    ));
+                }
+                Done::Names(names) if !names.is_empty() => {
+                    if key.shape == (Shape::Names { listed: true }) {
+                        let mut listed: Vec<&str> =
+                            names.iter().take(MAX_LISTED).map(String::as_str).collect();
+                        let more = names.len().saturating_sub(MAX_LISTED);
+                        let listed_more = format!("{more} more");
+                        if more > 0 {
+                            listed.push(&listed_more);
+                        }
+                        parts.push(format!("{label} [{}] ({})", listed.join(", "), names.len()));
+                    } else {
+                        parts.push(format!("{label} ({})", names.len()));
+                    }
+                }
+                Done::Stream(s) => {
+                    let mut at: Vec<String> = s
+                        .shards
+                        .iter()
+                        .take(MAX_LISTED)
+                        .map(|(shard, seq)| format!("{shard} after {seq}"))
+                        .collect();
+                    if s.shards.len() > MAX_LISTED {
+                        at.push(format!("{} more", s.shards.len() - MAX_LISTED));
+                    }
+                    parts.push(format!(
+                        "{label}: {} shard{} applied to its end, positions [{}]",
+                        s.finished_shards.len(),
+                        if s.finished_shards.len() == 1 {
+                            ""
+                        } else {
+                            "s"
+                        },
+                        at.join(", ")
+                    ));
+                }
+                // Empty, or the detail of other work (versions, a run's id).
+                _ => {}
             }
-            parts.push(format!(
-                "Parquet files [{}] ({})",
-                names.join(", "),
-                self.parquet_files.len()
-            ));
-        }
-        if !self.export_files.is_empty() {
-            parts.push(format!("export data files ({})", self.export_files.len()));
-        }
-        if !self.mysql_ranges.is_empty() {
-            parts.push(format!("MySQL ranges ({})", self.mysql_ranges.len()));
-        }
-        if let Some(s) = &self.stream {
-            let mut at: Vec<String> = s
-                .shards
-                .iter()
-                .take(MAX_LISTED)
-                .map(|(shard, seq)| format!("{shard} after {seq}"))
-                .collect();
-            if s.shards.len() > MAX_LISTED {
-                at.push(format!("{} more", s.shards.len() - MAX_LISTED));
-            }
-            parts.push(format!(
-                "stream: {} shard{} applied to its end, positions [{}]",
-                s.finished_shards.len(),
-                if s.finished_shards.len() == 1 {
-                    ""
-                } else {
-                    "s"
-                },
-                at.join(", ")
-            ));
         }
         if parts.is_empty() {
             f.write_str("none")
@@ -157,12 +116,39 @@ fn runs(sorted: impl Iterator<Item = u32>) -> String {
 mod tests {
     use super::*;
     use crate::savepoints::ranges::RangeSet;
+    use crate::savepoints::{Key, TOKEN_RANGES};
+
+    static SEGMENTS: Key = Key {
+        name: "skipSegments",
+        shape: Shape::Numbers,
+        label: "segments",
+        always: true,
+    };
+    static FILES: Key = Key {
+        name: "skipParquetFiles",
+        shape: Shape::Names { listed: true },
+        label: "Parquet files",
+        always: true,
+    };
+    static STREAM: Key = Key {
+        name: "streamPositions",
+        shape: Shape::Stream,
+        label: "stream",
+        always: false,
+    };
 
     fn segments(s: &[u32]) -> Progress {
-        Progress {
-            segments: s.iter().copied().collect(),
-            ..Default::default()
+        let mut p = Progress::default();
+        if !s.is_empty() {
+            p.insert(&SEGMENTS, Done::Numbers(s.iter().copied().collect()));
         }
+        p
+    }
+
+    fn ranges(r: impl IntoIterator<Item = TokenRange>) -> Progress {
+        let mut p = Progress::default();
+        p.insert(&TOKEN_RANGES, Done::Ranges(RangeSet::from_ranges(r)));
+        p
     }
 
     #[test]
@@ -182,10 +168,11 @@ mod tests {
         let line = segments(&many).to_string();
         assert!(line.ends_with(", 488 more] (500)"), "{line}");
         assert!(line.len() < 100, "{line}");
-        let files = Progress {
-            parquet_files: (0..40).map(|i| format!("part-{i:02}.parquet")).collect(),
-            ..Default::default()
-        };
+        let mut files = Progress::default();
+        files.insert(
+            &FILES,
+            Done::Names((0..40).map(|i| format!("part-{i:02}.parquet")).collect()),
+        );
         let line = files.to_string();
         assert!(line.ends_with("part-11.parquet, 28 more] (40)"), "{line}");
     }
@@ -195,18 +182,12 @@ mod tests {
         // Hundreds of units of a CQL job, merged or not: one share of the ring.
         let full = TokenRange::FULL;
         let units = full.split(256);
-        let done = Progress {
-            token_ranges: RangeSet::from_ranges(units.iter().step_by(2).copied()),
-            ..Default::default()
-        };
+        let done = ranges(units.iter().step_by(2).copied());
         assert_eq!(
             done.to_string(),
             "token ranges: 50.0% of the ring in 128 intervals"
         );
-        let whole = Progress {
-            token_ranges: RangeSet::from_ranges([full]),
-            ..Default::default()
-        };
+        let whole = ranges([full]);
         assert_eq!(
             whole.to_string(),
             "token ranges: 100.0% of the ring in 1 interval"
@@ -222,29 +203,30 @@ mod tests {
         assert!(!after.added_since(&before).is_empty());
         assert!(!before.is_empty() && Progress::default().is_empty());
         let units = TokenRange::FULL.split(4);
-        let earlier = Progress {
-            token_ranges: RangeSet::from_ranges([units[0]]),
-            ..Default::default()
-        };
-        let later = Progress {
-            token_ranges: RangeSet::from_ranges([units[0], units[1], units[3]]),
-            ..Default::default()
-        };
+        let earlier = ranges([units[0]]);
+        let later = ranges([units[0], units[1], units[3]]);
         assert_eq!(
-            later.added_since(&earlier).token_ranges,
-            RangeSet::from_ranges([units[1], units[3]])
+            later.added_since(&earlier).ranges(&TOKEN_RANGES),
+            &RangeSet::from_ranges([units[1], units[3]])
         );
         // A stream's positions are added when they moved, and only then.
-        let at = |seq: &str| Progress {
-            stream: Some(crate::savepoints::StreamPositions {
-                stream: "arn:stream".into(),
-                since: 1,
-                shards: [("shard-1".to_string(), seq.to_string())].into(),
-                finished_shards: Default::default(),
-            }),
-            ..Default::default()
+        let at = |seq: &str| {
+            let mut p = Progress::default();
+            p.set_stream(
+                &STREAM,
+                crate::savepoints::StreamPositions {
+                    stream: "arn:stream".into(),
+                    since: 1,
+                    shards: [("shard-1".to_string(), seq.to_string())].into(),
+                    finished_shards: Default::default(),
+                },
+            );
+            p
         };
-        assert_eq!(at("5").added_since(&at("5")).stream, None);
-        assert_eq!(at("9").added_since(&at("5")).stream, at("9").stream);
+        assert_eq!(at("5").added_since(&at("5")).stream(&STREAM), None);
+        assert_eq!(
+            at("9").added_since(&at("5")).stream(&STREAM),
+            at("9").stream(&STREAM)
+        );
     }
 }

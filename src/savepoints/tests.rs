@@ -1,7 +1,40 @@
-use crate::savepoints::ranges::TokenRange;
+use crate::savepoints::ranges::{RangeSet, TokenRange};
 use serde_json::json;
 
 use super::*;
+
+// Keys of each shape, as connectors declare theirs (this layer names no connector).
+static NUMBERS: Key = Key {
+    name: "skipSegments",
+    shape: Shape::Numbers,
+    label: "segments",
+    always: true,
+};
+static FILES: Key = Key {
+    name: "skipParquetFiles",
+    shape: Shape::Names { listed: true },
+    label: "Parquet files",
+    always: true,
+};
+static CONDITIONS: Key = Key {
+    name: "skipMySqlRanges",
+    shape: Shape::Names { listed: false },
+    label: "MySQL ranges",
+    always: false,
+};
+static STREAM: Key = Key {
+    name: "streamPositions",
+    shape: Shape::Stream,
+    label: "stream",
+    always: false,
+};
+static RUN: Key = Key {
+    name: "bulkWriteRun",
+    shape: Shape::Id,
+    label: "bulk load",
+    always: false,
+};
+static KEYS: &[&Key] = &[&TOKEN_RANGES, &NUMBERS, &FILES, &CONDITIONS, &STREAM, &RUN];
 
 fn doc(table: &str, ranges: &[(i64, i64)]) -> serde_json::Value {
     let mut d = json!({
@@ -10,13 +43,14 @@ fn doc(table: &str, ranges: &[(i64, i64)]) -> serde_json::Value {
         "target": {"type": "scylla", "host": "127.0.0.2", "keyspace": "ks", "table": table},
         "renames": [],
     });
-    let progress = Progress {
-        token_ranges: RangeSet::from_ranges(
+    let mut progress = Progress::default();
+    progress.insert(
+        &TOKEN_RANGES,
+        Done::Ranges(RangeSet::from_ranges(
             ranges.iter().map(|(a, b)| TokenRange::new(*a, *b).unwrap()),
-        ),
-        ..Default::default()
-    };
-    progress.into_document(&mut d);
+        )),
+    );
+    progress.into_document(&mut d, KEYS);
     d
 }
 
@@ -90,10 +124,10 @@ fn resume_skips_corrupt_and_foreign_savepoints() {
     // Credentials and tuning keys are not part of the identity.
     launch["source"]["credentials"]["password"] = json!("real-secret");
     launch["source"]["splitCount"] = json!(512);
-    let Lookup { found, warnings } = store.newest_usable(&identity(&launch)).unwrap();
+    let Lookup { found, warnings } = store.newest_usable(&identity(&launch), KEYS).unwrap();
     let (savepoint, progress) = found.expect("the oldest current savepoint of this migration");
     assert_eq!(
-        progress.token_ranges.ranges(),
+        progress.ranges(&TOKEN_RANGES).ranges(),
         &[TokenRange::new(0, 10).unwrap()]
     );
     assert!(savepoint.info.counter > 0);
@@ -103,7 +137,7 @@ fn resume_skips_corrupt_and_foreign_savepoints() {
 
     // Another table: only the legacy... no: nothing of that identity but "other".
     let found = store
-        .newest_usable(&identity(&doc("third", &[])))
+        .newest_usable(&identity(&doc("third", &[])), KEYS)
         .unwrap()
         .found;
     assert!(found.is_none());
@@ -112,16 +146,28 @@ fn resume_skips_corrupt_and_foreign_savepoints() {
 #[test]
 fn progress_round_trips_through_a_document() {
     let mut p = Progress::default();
-    p.token_ranges.insert(TokenRange::new(-10, 0).unwrap());
-    p.token_ranges.insert(TokenRange::new(0, 7).unwrap());
-    p.segments.insert(3);
-    p.parquet_files.insert("s3://b/f.parquet".into());
+    p.ranges_mut(&TOKEN_RANGES)
+        .insert(TokenRange::new(-10, 0).unwrap());
+    p.ranges_mut(&TOKEN_RANGES)
+        .insert(TokenRange::new(0, 7).unwrap());
+    p.numbers_mut(&NUMBERS).insert(3);
+    p.names_mut(&FILES).insert("s3://b/f.parquet".into());
     let mut stream = super::StreamPositions::start("arn:s", 42);
     stream.applied("shard-1", "400000000000000000000000000000000000001");
     stream.finished("shard-0");
-    p.stream = Some(stream);
-    let mut d = json!({});
-    p.into_document(&mut d);
+    p.set_stream(&STREAM, stream);
+    let mut d = json!({"skipMySqlRanges": ["stale"]});
+    p.into_document(&mut d, KEYS);
+    // Migrator's keys are written even when empty; drover's are removed when empty.
+    assert_eq!(d["skipSegments"], json!([3]));
+    assert!(d.get("skipMySqlRanges").is_none(), "{d}");
+    assert!(d.get("bulkWriteRun").is_none(), "{d}");
+    let mut empty = json!({});
+    Progress::default().into_document(&mut empty, KEYS);
+    assert_eq!(
+        empty,
+        json!({"skipTokenRanges": [], "skipSegments": [], "skipParquetFiles": []})
+    );
     // Each range as recorded, in ScyllaDB Migrator's typed encoding.
     assert_eq!(
         d["skipTokenRanges"],
@@ -134,13 +180,25 @@ fn progress_round_trips_through_a_document() {
         d["streamPositions"],
         json!({"stream": "arn:s", "since": 42, "shards": {"shard-1": "400000000000000000000000000000000000001"}, "finishedShards": ["shard-0"]})
     );
-    assert_eq!(Progress::from_document(&d).unwrap(), p);
+    assert_eq!(Progress::from_document(&d, KEYS).unwrap(), p);
     let line = p.to_string();
     assert!(
         line.contains("stream: 1 shard applied to its end, positions [shard-1 after 4000"),
         "{line}"
     );
-    assert!(Progress::from_document(&json!({"skipTokenRanges": [[5, 1]]})).is_err());
+    let e = Progress::from_document(&json!({"skipTokenRanges": [[5, 1]]}), KEYS).unwrap_err();
+    assert!(e.starts_with("skipTokenRanges: "), "{e}");
+    let e = Progress::from_document(&json!({"skipSegments": ["a"]}), KEYS).unwrap_err();
+    assert!(
+        e.starts_with("skipSegments: expected a list of unit numbers"),
+        "{e}"
+    );
+    // Keys the list does not name are not read.
+    assert!(
+        Progress::from_document(&json!({"skipSegments": ["a"]}), &[&TOKEN_RANGES])
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// 100k completed units, finished in any order: the savepoint stays a few kilobytes (merged
@@ -166,16 +224,19 @@ fn a_hundred_thousand_units_keep_a_savepoint_small() {
             // Every thousandth unit is still running when the savepoint is taken.
             continue;
         }
-        progress.token_ranges.insert(unit(*i));
+        progress.ranges_mut(&TOKEN_RANGES).insert(unit(*i));
     }
     let mut d = json!({"source": {}, "target": {}});
-    progress.into_document(&mut d);
+    progress.into_document(&mut d, KEYS);
     let text = super::render_document(&d);
     assert!(text.len() < 64 * 1024, "{} bytes", text.len());
-    let back = Progress::from_document(&super::parse_document("x", &text).unwrap()).unwrap();
-    assert_eq!(back.token_ranges.ranges(), progress.token_ranges.ranges());
+    let back = Progress::from_document(&super::parse_document("x", &text).unwrap(), KEYS).unwrap();
     assert_eq!(
-        back.token_ranges.ranges().len(),
+        back.ranges(&TOKEN_RANGES).ranges(),
+        progress.ranges(&TOKEN_RANGES).ranges()
+    );
+    assert_eq!(
+        back.ranges(&TOKEN_RANGES).ranges().len(),
         101,
         "100 gaps: 101 intervals"
     );
@@ -184,31 +245,50 @@ fn a_hundred_thousand_units_keep_a_savepoint_small() {
 #[test]
 fn a_bulk_load_id_survives_a_round_trip_and_the_first_one_recorded_wins() {
     let mut d = doc("t", &[(0, 10)]);
-    let mut progress = Progress::from_document(&d).unwrap();
-    assert_eq!(progress.bulk_run, None);
+    let mut progress = Progress::from_document(&d, KEYS).unwrap();
+    assert_eq!(progress.id(&RUN), None);
     assert!(
-        d.get(BULK_RUN_KEY).is_none(),
+        d.get(RUN.name).is_none(),
         "absent unless a bulk load set it"
     );
-    progress.bulk_run = Some("load-1".into());
-    progress.into_document(&mut d);
-    let read = Progress::from_document(&d).unwrap();
-    assert_eq!(read.bulk_run.as_deref(), Some("load-1"));
+    let before = progress.clone();
+    assert_eq!(
+        progress.id_or_insert_with(&RUN, || "load-1".into()),
+        "load-1"
+    );
+    assert!(progress.has_new_id_since(&before));
+    assert!(!progress.has_new_id_since(&progress.clone()));
+    assert!(!progress.is_empty(), "the token ranges are work");
+    progress.into_document(&mut d, KEYS);
+    let read = Progress::from_document(&d, KEYS).unwrap();
+    assert_eq!(read.id(&RUN), Some("load-1"));
 
     // A resumed run keeps the load it resumes; a later id never replaces it.
     let mut resumed = read.clone();
-    resumed.merge(&Progress {
-        bulk_run: Some("load-2".into()),
-        ..Default::default()
-    });
-    assert_eq!(resumed.bulk_run.as_deref(), Some("load-1"));
+    let mut later = Progress::default();
+    later.insert(&RUN, Done::Id("load-2".into()));
+    assert!(later.is_empty(), "an id is not work of its own");
+    resumed.merge(&later);
+    assert_eq!(resumed.id(&RUN), Some("load-1"));
     let mut fresh = Progress::default();
     fresh.merge(&read);
-    assert_eq!(fresh.bulk_run.as_deref(), Some("load-1"));
+    assert_eq!(fresh.id(&RUN), Some("load-1"));
 
     for bad in [json!(""), json!(7), json!("x".repeat(65))] {
-        d[BULK_RUN_KEY] = bad;
-        let e = Progress::from_document(&d).unwrap_err();
+        d[RUN.name] = bad;
+        let e = Progress::from_document(&d, KEYS).unwrap_err();
         assert!(e.contains("bulkWriteRun"), "{e}");
     }
+    // 64 characters is the longest id.
+    d[RUN.name] = json!("x".repeat(64));
+    assert_eq!(
+        Progress::from_document(&d, KEYS).unwrap().id(&RUN),
+        Some("x".repeat(64).as_str())
+    );
+}
+
+#[test]
+#[should_panic(expected = "savepoint key skipSegments is declared Numbers, used as names")]
+fn a_key_used_with_another_shape_is_a_bug_that_says_so() {
+    Progress::default().names(&NUMBERS);
 }

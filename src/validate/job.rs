@@ -56,7 +56,9 @@ pub struct Savepoints {
 impl Savepoints {
     async fn write(&self, state: &State, complete: bool, why: &str) -> Result<(), EngineError> {
         let mut doc = self.base.clone();
-        state.done.into_document(&mut doc);
+        state
+            .done
+            .into_document(&mut doc, crate::connectors::PROGRESS_KEYS);
         if let Some(map) = doc.as_object_mut() {
             map.insert(
                 REPORT_KEY.into(),
@@ -65,7 +67,9 @@ impl Savepoints {
             map.insert(COMPLETE_KEY.into(), complete.into());
             if !state.reverse.is_empty() {
                 let mut reverse = serde_json::json!({});
-                state.reverse.into_document(&mut reverse);
+                state
+                    .reverse
+                    .into_document(&mut reverse, crate::connectors::PROGRESS_KEYS);
                 map.insert(REVERSE_KEY.into(), reverse);
             }
         }
@@ -149,8 +153,10 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
                     .map_err(|e| format!("unreadable validation report ({e})"));
                 let reverse = match savepoint.document.get(REVERSE_KEY) {
                     None => Ok(savepoints::Progress::default()),
-                    Some(doc) => savepoints::Progress::from_document(doc)
-                        .map_err(|e| format!("unreadable {REVERSE_KEY} ({e})")),
+                    Some(doc) => {
+                        savepoints::Progress::from_document(doc, crate::connectors::PROGRESS_KEYS)
+                            .map_err(|e| format!("unreadable {REVERSE_KEY} ({e})"))
+                    }
                 };
                 match report.and_then(|r| reverse.map(|rev| (r, rev))) {
                     Ok((report, reverse)) => {

@@ -84,10 +84,18 @@ fn migrator_job_files_mean_what_migrator_reads_in_them() {
         JobConfig {
             source: SourceConfig::Dynamo(s),
             target: TargetConfig::Dynamo(t),
-            skip_segments,
+            skip,
             renames,
             ..
-        } => (s, t, skip_segments, renames),
+        } => (
+            s,
+            t,
+            skip.numbers(&drover::connectors::dynamodb::SEGMENTS)
+                .iter()
+                .copied()
+                .collect::<Vec<u32>>(),
+            renames,
+        ),
         _ => unreachable!(),
     };
     let (s, t, skip, _) = dynamo("dynamodb-to-alternator-part1.yaml");

@@ -371,9 +371,10 @@ fn migrators_own_savepoints_are_read_and_written_back_pair_for_pair() {
     ] {
         let doc: Value = yaml_serde::from_str(&real(name)).unwrap();
         assert_eq!(identity(&doc), identity(&job), "{name} is of the job");
-        let progress = Progress::from_document(&doc).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let progress = Progress::from_document(&doc, drover::connectors::PROGRESS_KEYS)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut written = serde_json::json!({});
-        progress.into_document(&mut written);
+        progress.into_document(&mut written, drover::connectors::PROGRESS_KEYS);
         let set = |v: &Value| -> BTreeSet<String> {
             v.as_array()
                 .unwrap()
@@ -388,13 +389,17 @@ fn migrators_own_savepoints_are_read_and_written_back_pair_for_pair() {
         );
     }
     let partial: Value = yaml_serde::from_str(&real("partial-savepoint-8ranges.yaml")).unwrap();
-    let done = Progress::from_document(&partial).unwrap();
+    let done = Progress::from_document(&partial, drover::connectors::PROGRESS_KEYS).unwrap();
     let tokens: Vec<i64> = real("source-node-tokens.txt")
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| l.trim().parse().unwrap())
         .collect();
     // Resumed by drover with the job's splitCount, exactly the 8 recorded units are skipped.
-    let plan = drover::connectors::cql::units::plan(&tokens, 8, &done.token_ranges);
+    let plan = drover::connectors::cql::units::plan(
+        &tokens,
+        8,
+        done.ranges(&drover::savepoints::TOKEN_RANGES),
+    );
     assert_eq!((plan.total, plan.skipped), (16, 8));
 }

@@ -32,6 +32,16 @@ use secrecy::ExposeSecret;
 
 pub use config::{CqlEndpoint, CqlSource, CqlTarget};
 
+/// drover: the load a `target.bulkWrite: sstable` copy belongs to. Its SSTable uploads are
+/// named after it, so a resumed run finds the imports of the run it continues, and a new load
+/// (no savepoint resumed) is never taken for an earlier one.
+pub static BULK_RUN: crate::savepoints::Key = crate::savepoints::Key {
+    name: "bulkWriteRun",
+    shape: crate::savepoints::Shape::Id,
+    label: "bulk load",
+    always: false,
+};
+
 /// Errors of the CQL connector.
 #[derive(Debug, thiserror::Error)]
 pub enum CqlError {

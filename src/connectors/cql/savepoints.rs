@@ -695,6 +695,7 @@ impl SavepointStore for TableSavepoints {
     /// Newest to oldest in small pages, each row read once, until a usable one.
     fn newest_matching(
         &self,
+        keys: &[&'static crate::savepoints::Key],
         accept: &dyn Fn(&serde_json::Value) -> Result<(), String>,
     ) -> Result<crate::savepoints::Lookup, SavepointError> {
         self.runtime.block_on(async {
@@ -713,7 +714,7 @@ impl SavepointStore for TableSavepoints {
                     warnings.push(format!("savepoint {}: {why}; ignored", info.name));
                     return false;
                 }
-                match crate::savepoints::Progress::from_document(&savepoint.document) {
+                match crate::savepoints::Progress::from_document(&savepoint.document, keys) {
                     Ok(progress) => {
                         found = Some((savepoint, progress));
                         true

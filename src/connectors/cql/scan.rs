@@ -115,7 +115,11 @@ impl Scan for RangeScan {
     const TTLS_COUNTED_AT_REQUEST: bool = true;
 
     fn plan(&self, done: &savepoints::Progress) -> Plan<TokenUnit> {
-        units::plan(&self.tokens, self.split_count, &done.token_ranges)
+        units::plan(
+            &self.tokens,
+            self.split_count,
+            done.ranges(&crate::savepoints::TOKEN_RANGES),
+        )
     }
 
     fn start(&self, unit: &TokenUnit) -> RangeCursor {

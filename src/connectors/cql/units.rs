@@ -26,7 +26,7 @@ impl std::fmt::Display for TokenUnit {
 impl Unit for TokenUnit {
     fn record(&self, done: &mut savepoints::Progress) {
         for p in &self.pieces {
-            done.token_ranges.insert(*p);
+            done.ranges_mut(&savepoints::TOKEN_RANGES).insert(*p);
         }
     }
 

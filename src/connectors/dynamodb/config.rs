@@ -370,6 +370,37 @@ fn strict(
 }
 
 impl DynamoSource {
+    /// Refuses `skipSegments` that are not segments of this source: numbers only mean
+    /// something for the number of segments they were made with.
+    pub fn check_progress(
+        &self,
+        text: &str,
+        done: &crate::savepoints::Progress,
+    ) -> Result<(), JobConfigError> {
+        let segments = done.numbers(&super::SEGMENTS);
+        if segments.is_empty() {
+            return Ok(());
+        }
+        let Some(total) = self.scan_segments else {
+            return Err(JobConfigError::at(
+                text,
+                "skipSegments",
+                "needs source.scanSegments: segment numbers only mean something for the number of segments they were made with",
+            ));
+        };
+        match segments.iter().find(|&&i| i >= total) {
+            Some(bad) => Err(JobConfigError::at(
+                text,
+                "skipSegments",
+                format!(
+                    "segment {bad} does not exist: source.scanSegments is {total} (segments 0 to {})",
+                    total - 1
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Reads and checks a `source` section.
     pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
         let alternator = value.get("type").and_then(|t| t.as_str()) == Some("alternator");

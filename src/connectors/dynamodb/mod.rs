@@ -27,6 +27,23 @@ use secrecy::ExposeSecret;
 pub use config::{Connection, DynamoSource, DynamoTarget};
 pub use retry::DynamoError;
 
+/// The scan segments already copied (ScyllaDB Migrator's key).
+pub static SEGMENTS: crate::savepoints::Key = crate::savepoints::Key {
+    name: "skipSegments",
+    shape: crate::savepoints::Shape::Numbers,
+    label: "segments",
+    always: true,
+};
+
+/// drover: where the replication of the source's stream stands (`streamChanges`;
+/// [`StreamPositions`](crate::savepoints::StreamPositions)).
+pub static STREAM: crate::savepoints::Key = crate::savepoints::Key {
+    name: "streamPositions",
+    shape: crate::savepoints::Shape::Stream,
+    label: "stream",
+    always: false,
+};
+
 /// Region used when a job names none (test servers and Alternator ignore it, the signature
 /// needs one).
 const DEFAULT_REGION: &str = "us-east-1";

@@ -31,7 +31,7 @@ impl fmt::Display for Segment {
 
 impl Unit for Segment {
     fn record(&self, done: &mut savepoints::Progress) {
-        done.segments.insert(self.index);
+        done.numbers_mut(&super::SEGMENTS).insert(self.index);
     }
 }
 
@@ -176,7 +176,7 @@ impl Scan for SegmentScan {
     fn plan(&self, done: &savepoints::Progress) -> Plan<Segment> {
         let total = self.segments;
         let work: Vec<Segment> = (0..total)
-            .filter(|i| !done.segments.contains(i))
+            .filter(|i| !done.numbers(&super::SEGMENTS).contains(i))
             .map(|index| Segment { index, total })
             .collect();
         Plan {

@@ -536,8 +536,8 @@ impl Replication {
                 .done
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .stream
-                .clone()
+                .stream(&super::STREAM)
+                .cloned()
                 .expect("positions set when the migration was prepared");
             let now_ms = chrono::Utc::now().timestamp_millis();
             match startable(&self.stream, &shards, &positions, &active, now_ms) {
@@ -652,8 +652,7 @@ fn update_positions(ctx: &FollowContext, update: impl FnOnce(&mut StreamPosition
         .done
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .stream
-        .as_mut()
+        .stream_mut(&super::STREAM)
     {
         update(p);
     }

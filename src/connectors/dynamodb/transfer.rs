@@ -74,7 +74,8 @@ pub async fn open_copy(
         let arn = stream::enable(&source.client, &src.connection, &source.described)
             .await
             .map_err(|e| e.on("source"))?;
-        complete.stream = Some(stream::positions(&arn, complete.stream.as_ref())?);
+        let positions = stream::positions(&arn, complete.stream(&super::STREAM))?;
+        complete.set_stream(&super::STREAM, positions);
         Some(Replication::new(
             super::streams_client(&src.connection).await,
             target.client.clone(),

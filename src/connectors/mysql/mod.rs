@@ -29,6 +29,15 @@ use secrecy::ExposeSecret;
 
 use crate::connectors::seam::{RequestError, Retry};
 
+/// drover: the ranges of a MySQL table already copied, each as the condition that selects it
+/// (ScyllaDB Migrator keeps no progress for MySQL).
+pub static RANGES: crate::savepoints::Key = crate::savepoints::Key {
+    name: "skipMySqlRanges",
+    shape: crate::savepoints::Shape::Names { listed: false },
+    label: "MySQL ranges",
+    always: false,
+};
+
 /// Errors of the MySQL connector.
 #[derive(Debug, thiserror::Error)]
 pub enum MysqlError {

@@ -33,7 +33,8 @@ impl std::fmt::Display for RangeUnit {
 
 impl Unit for RangeUnit {
     fn record(&self, done: &mut savepoints::Progress) {
-        done.mysql_ranges.insert(self.condition.to_string());
+        done.names_mut(&super::RANGES)
+            .insert(self.condition.to_string());
     }
 
     fn key(&self) -> String {
@@ -248,7 +249,7 @@ pub async fn by_key(
 pub fn plan(conditions: Vec<String>, done: &savepoints::Progress) -> Plan<RangeUnit> {
     let total = conditions.len() as u64;
     let unknown: Vec<&String> = done
-        .mysql_ranges
+        .names(&super::RANGES)
         .iter()
         .filter(|d| !conditions.contains(d))
         .collect();
@@ -261,7 +262,7 @@ pub fn plan(conditions: Vec<String>, done: &savepoints::Progress) -> Plan<RangeU
     }
     let work: Vec<RangeUnit> = conditions
         .into_iter()
-        .filter(|c| !done.mysql_ranges.contains(c))
+        .filter(|c| !done.names(&super::RANGES).contains(c))
         .map(|c| RangeUnit {
             condition: c.into(),
         })
@@ -317,9 +318,9 @@ mod tests {
     #[test]
     fn recorded_ranges_are_skipped_and_others_read() {
         let mut done = savepoints::Progress::default();
-        done.mysql_ranges
-            .insert("`id` >= 250 AND `id` < 500".into());
-        done.mysql_ranges.insert("`other` < 3".into());
+        let ranges = done.names_mut(&super::super::RANGES);
+        ranges.insert("`id` >= 250 AND `id` < 500".into());
+        ranges.insert("`other` < 3".into());
         let p = plan(
             conditions("id", Scale::Integer, &spark_cuts(0, 1000, 4), true),
             &done,

@@ -223,7 +223,11 @@ async fn plan_target(
         .map(|m| &m.location)
         .filter(|p| is_data_file(p))
         .collect();
-    if !done.token_ranges.ranges().is_empty() {
+    if !done
+        .ranges(&crate::savepoints::TOKEN_RANGES)
+        .ranges()
+        .is_empty()
+    {
         // A resume: keep the files of recorded units, delete the rest of ours (written by a
         // run that stopped before recording them; their rows are exported again).
         let mut deletes: Vec<ObjPath> = existing
@@ -245,7 +249,11 @@ async fn plan_target(
                     let key = kv.iter().find(|k| k.key == RANGES_KEY)?.value.clone()?;
                     units::parse_key(&key)
                 })
-                .is_some_and(|pieces| pieces.iter().all(|p| done.token_ranges.covers(*p)));
+                .is_some_and(|pieces| {
+                    pieces
+                        .iter()
+                        .all(|p| done.ranges(&crate::savepoints::TOKEN_RANGES).covers(*p))
+                });
             if !covered {
                 deletes.push(m.location.clone());
             }

@@ -84,8 +84,8 @@ impl Unit for FileUnit {
         // ScyllaDB Migrator's legacy mode: files are not tracked, a re-run reads them all.
         if self.tracking {
             let e = &self.file.entry;
-            done.parquet_files.insert(e.id.clone());
-            done.parquet_versions
+            done.names_mut(&super::FILES).insert(e.id.clone());
+            done.versions_mut(&super::VERSIONS)
                 .insert(e.id.clone(), e.version.clone());
         }
     }
@@ -831,10 +831,13 @@ impl Scan for ParquetScan {
     type Error = ParquetError;
 
     fn plan(&self, done: &savepoints::Progress) -> Plan<FileUnit> {
-        let finished: HashSet<String> =
-            done.parquet_files.iter().map(|f| normalize_id(f)).collect();
+        let finished: HashSet<String> = done
+            .names(&super::FILES)
+            .iter()
+            .map(|f| normalize_id(f))
+            .collect();
         let versions: HashMap<String, &String> = done
-            .parquet_versions
+            .versions(&super::VERSIONS)
             .iter()
             .map(|(k, v)| (normalize_id(k), v))
             .collect();

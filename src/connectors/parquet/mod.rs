@@ -13,6 +13,25 @@ pub use config::{ParquetSource, ParquetTarget};
 
 use crate::connectors::seam::{RequestError, Retry};
 
+/// The Parquet files already loaded, as recorded (`file:/path`, `s3a://bucket/key`; ScyllaDB
+/// Migrator's key).
+pub static FILES: crate::savepoints::Key = crate::savepoints::Key {
+    name: "skipParquetFiles",
+    shape: crate::savepoints::Shape::Names { listed: true },
+    label: "Parquet files",
+    always: true,
+};
+
+/// drover: what each loaded Parquet file was when it was loaded (size, modification time,
+/// ETag), so that a file changed since is read again instead of skipped. A key of its own:
+/// ScyllaDB Migrator reads `skipParquetFiles` as plain names and ignores this one.
+pub static VERSIONS: crate::savepoints::Key = crate::savepoints::Key {
+    name: "parquetFileVersions",
+    shape: crate::savepoints::Shape::Versions,
+    label: "Parquet file versions",
+    always: false,
+};
+
 /// Column name prefix ScyllaDB Migrator gives the writetime and TTL columns it writes beside
 /// each regular column (`__migrator_meta_<column>_writetime`, `…_ttl`).
 pub const META_PREFIX: &str = "__migrator_meta_";

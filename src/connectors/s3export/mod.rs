@@ -17,6 +17,15 @@ pub use config::{ExportSource, ExportTarget};
 
 use crate::connectors::seam::{RequestError, Retry};
 
+/// drover: the data files of a DynamoDB S3 export already loaded (`s3://bucket/key`; ScyllaDB
+/// Migrator keeps no progress for exports).
+pub static FILES: crate::savepoints::Key = crate::savepoints::Key {
+    name: "skipExportDataFiles",
+    shape: crate::savepoints::Shape::Names { listed: false },
+    label: "export data files",
+    always: false,
+};
+
 /// Errors of the S3-export connector.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {

@@ -61,7 +61,7 @@ impl fmt::Display for FileUnit {
 
 impl Unit for FileUnit {
     fn record(&self, done: &mut savepoints::Progress) {
-        done.export_files.insert(self.id.clone());
+        done.names_mut(&super::FILES).insert(self.id.clone());
     }
 }
 
@@ -318,7 +318,7 @@ impl Scan for ExportScan {
         let work: Vec<FileUnit> = self
             .files
             .iter()
-            .filter(|f| !done.export_files.contains(&f.id))
+            .filter(|f| !done.names(&super::FILES).contains(&f.id))
             .cloned()
             .collect();
         Plan {

@@ -280,7 +280,7 @@ pub async fn open_export(
         .list_all()
         .await
         .map_err(|e| SeamError::from(invalid(e.to_string())))?;
-    if done.segments.is_empty() && !existing.is_empty() {
+    if done.is_empty() && !existing.is_empty() {
         return Err(invalid(format!(
             "{} already holds {} files ({} first); an export is written to an empty place: delete them or choose another path",
             dst.location,

@@ -59,7 +59,7 @@ fn a_scylla_migrator_file_parses() {
     assert_eq!(t.max_in_flight, 256);
     assert_eq!(job.target_name("a"), "b");
     assert_eq!(job.target_name("c"), "c");
-    assert_eq!(job.skip_token_ranges, vec![(-100, 0)]);
+    assert_eq!(skipped_ranges(&job), vec![(-100, 0)]);
 }
 
 #[test]
@@ -251,6 +251,16 @@ fn null_is_absent_wherever_migrator_accepts_it() {
     );
 }
 
+/// The token ranges a job file says are done, as `(start, end)` pairs.
+fn skipped_ranges(job: &JobConfig) -> Vec<(i64, i64)> {
+    job.skip
+        .ranges(&crate::savepoints::TOKEN_RANGES)
+        .ranges()
+        .iter()
+        .map(|r| (r.start, r.end))
+        .collect()
+}
+
 #[test]
 fn skip_token_ranges_in_migrators_typed_form_are_read() {
     let job = JobConfig::parse(&GOOD.replace(
@@ -260,7 +270,7 @@ fn skip_token_ranges_in_migrators_typed_form_are_read() {
     ))
     .unwrap();
     assert_eq!(
-        job.skip_token_ranges,
+        skipped_ranges(&job),
         vec![(i64::MIN, -4611686018427387904), (7, i64::MAX)]
     );
     let e = err(&GOOD.replace(
@@ -515,4 +525,23 @@ fn names_are_derived_from_names_only() {
             eprintln!("{file}: {name}");
         }
     }
+}
+
+#[test]
+fn progress_keys_of_other_sources_are_accepted_and_ignored_and_unknown_keys_refused() {
+    // ScyllaDB Migrator writes `skipSegments: []` and `skipParquetFiles: []` into every
+    // savepoint; drover's savepoints may hold a bulk load's id or stream positions. A CQL job
+    // reads only its token ranges from them.
+    let job = JobConfig::parse(&format!(
+        "{GOOD}skipSegments: [1, 2]\nskipParquetFiles: [file:/a.parquet]\nbulkWriteRun: run-1\n"
+    ))
+    .unwrap();
+    assert_eq!(skipped_ranges(&job), vec![(-100, 0)]);
+    let keys: Vec<&str> = job.skip.entries().map(|(k, _)| k.name).collect();
+    assert_eq!(keys, ["skipTokenRanges"]);
+    // A key that is neither a job key nor any connector's progress key, with its line.
+    let e = err(&format!("{GOOD}skipSegmentz: []\n"));
+    assert!(e.starts_with("unknown field `skipSegmentz`, expected one of `name`"), "{e}");
+    assert!(e.contains("`skipSegments`") && e.contains("`skipMySqlRanges`"), "{e}");
+    assert!(e.ends_with("(line 36)"), "{e}");
 }

@@ -289,7 +289,11 @@ impl Scan for SnapshotScan {
     type Error = SnapshotReadError;
 
     fn plan(&self, done: &savepoints::Progress) -> Plan<TokenUnit> {
-        let mut plan = units::plan(&self.tokens, self.split_count, &done.token_ranges);
+        let mut plan = units::plan(
+            &self.tokens,
+            self.split_count,
+            done.ranges(&crate::savepoints::TOKEN_RANGES),
+        );
         // In the order the merged read reaches them.
         plan.work
             .sort_by_key(|u| u.pieces.iter().map(|p| p.start).min().unwrap_or(i64::MIN));
