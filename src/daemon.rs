@@ -16,6 +16,13 @@ use crate::jobs::{JobError, JobRegistry, RegistryOptions};
 use crate::metrics::Metrics;
 
 /// Name of the file, in the state dir, holding the address the API listens on.
+/// The subsystems' checks of their own config sections, run when the daemon's config is
+/// loaded ([`crate::config::SectionCheck`]).
+pub const SECTION_CHECKS: &[crate::config::SectionCheck] = &[
+    crate::auth::check_config,
+    crate::livemigration::exclusions::check_config,
+];
+
 pub const LISTEN_ADDR_FILE: &str = "listen-addr";
 
 /// Why the daemon could not start or stopped with an error.
@@ -522,5 +529,48 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The daemon's config load runs each subsystem's check of its section, and the error
+    /// names the key, the file and the line, as the config's own checks do.
+    #[test]
+    fn the_daemons_config_load_checks_auth_and_live_migration_sections() {
+        let dir = tempfile::tempdir().unwrap();
+        let parse = |text: &str| {
+            DaemonConfig::parse("drover.yaml", text, dir.path(), |_| None, SECTION_CHECKS)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let e =
+            parse("server:\n  insecure: true\nauth:\n  tokens_file: missing.yaml\n").unwrap_err();
+        assert!(
+            e.starts_with("drover.yaml: auth.tokens_file: cannot read ") && e.ends_with("(line 4)"),
+            "{e}"
+        );
+        let e =
+            parse("live_migration:\n  files_to_exclude:\n    - glob:*.tmp\n    - glob:[unclosed\n")
+                .unwrap_err();
+        assert!(
+            e.starts_with("drover.yaml: live_migration.files_to_exclude[1]: ")
+                && e.contains("invalid glob"),
+            "{e}"
+        );
+        // The same files without the checks: the sections alone are well formed.
+        assert!(
+            DaemonConfig::parse(
+                "drover.yaml",
+                "live_migration:\n  files_to_exclude:\n    - glob:[unclosed\n",
+                dir.path(),
+                |_| None,
+                &[],
+            )
+            .is_ok()
+        );
+        parse("live_migration:\n  files_to_exclude:\n    - glob:*.tmp\n").unwrap();
     }
 }

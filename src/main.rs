@@ -305,7 +305,12 @@ enum AuthCommand {
 const EXIT_CONFIG: u8 = drover::client::EXIT_ERROR;
 
 fn load_config(path: Option<&std::path::Path>) -> Result<DaemonConfig, ExitCode> {
-    DaemonConfig::load(path, |name| std::env::var(name).ok()).map_err(|e| {
+    DaemonConfig::load(
+        path,
+        |name| std::env::var(name).ok(),
+        drover::daemon::SECTION_CHECKS,
+    )
+    .map_err(|e| {
         drover::errln!("drover: invalid configuration: {e}");
         ExitCode::from(EXIT_CONFIG)
     })

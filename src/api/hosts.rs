@@ -171,6 +171,7 @@ mod tests {
             &format!("server:\n  listen: 10.1.2.3:9043\n  insecure: true\n{extra}"),
             std::path::Path::new("."),
             |_| None,
+            &[],
         )
         .unwrap();
         HostPolicy::new(&config)

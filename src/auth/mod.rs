@@ -98,6 +98,26 @@ fn identify_token_among(
     found.map(|entry| Identity::new(config, token_identity(&entry.id), entry.roles.clone()))
 }
 
+/// The daemon config's check of its `auth` section ([`crate::config::SectionCheck`]): the
+/// tokens file and the JWT keys are read once, so that a missing key or an unreadable file
+/// stops the daemon at start rather than refusing every caller later.
+pub fn check_config(config: &crate::config::DaemonConfig) -> Result<(), (String, String)> {
+    if let Some(path) = &config.auth.tokens_file {
+        read_tokens_file(path).map_err(|e| ("auth.tokens_file".into(), e))?;
+    }
+    if let Some(jwt) = &config.auth.jwt {
+        jwt::KeySet::load(jwt).map_err(|e| {
+            let which = if jwt.jwks_file.is_some() {
+                "jwks_file"
+            } else {
+                "public_key_file"
+            };
+            (format!("auth.jwt.{which}"), e)
+        })?;
+    }
+    Ok(())
+}
+
 /// Reads an `auth.tokens_file`: a YAML list of entries shaped as `auth.tokens` ones (an empty
 /// file holds none).
 pub fn read_tokens_file(path: &Path) -> Result<Vec<TokenConfig>, String> {

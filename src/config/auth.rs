@@ -118,13 +118,13 @@ impl AuthConfig {
         Ok(())
     }
 
-    /// Makes the section's file paths absolute from `base` (the config file's directory) and
-    /// reads each file once, so a missing key or an unreadable tokens file stops the daemon at
-    /// start rather than refusing every caller later. Errors name the key.
+    /// Makes the section's file paths absolute from `base` (the config file's directory).
+    /// The files themselves are read by `auth::check_config` when the daemon's config is
+    /// loaded, so a missing key or an unreadable tokens file stops the daemon at start rather
+    /// than refusing every caller later. Errors name the key.
     pub fn resolve(&mut self, base: &Path) -> Result<(), (String, String)> {
         if let Some(path) = &mut self.tokens_file {
             *path = base.join(&*path);
-            crate::auth::read_tokens_file(path).map_err(|e| ("auth.tokens_file".into(), e))?;
         }
         if let Some(jwt) = &mut self.jwt {
             jwt.resolve(base)?;
@@ -226,14 +226,6 @@ impl JwtConfig {
                 return Err((key(name), "must not be empty".into()));
             }
         }
-        crate::auth::jwt::KeySet::load(self).map_err(|e| {
-            let which = if self.jwks_file.is_some() {
-                "jwks_file"
-            } else {
-                "public_key_file"
-            };
-            (key(which), e)
-        })?;
         Ok(())
     }
 }

@@ -309,15 +309,6 @@ impl LiveMigrationConfig {
                 "must be at most 5m".into(),
             ));
         }
-        for (key, patterns) in [
-            ("live_migration.files_to_exclude", &self.files_to_exclude),
-            ("live_migration.dirs_to_exclude", &self.dirs_to_exclude),
-        ] {
-            for (i, p) in patterns.iter().enumerate() {
-                crate::livemigration::exclusions::check_pattern(p)
-                    .map_err(|e| (format!("{key}[{i}]"), e.to_string()))?;
-            }
-        }
         if let Some(tls) = &self.peer_tls
             && tls.cert.is_some() != tls.key.is_some()
         {

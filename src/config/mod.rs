@@ -106,12 +106,20 @@ pub enum ConfigError {
     },
 }
 
+/// A subsystem's check of its own section, run once the whole config is parsed: what needs
+/// the subsystem's own parsers (a tokens file, JWT keys, exclusion patterns). It names the key
+/// (`auth.tokens_file`, `live_migration.files_to_exclude[2]`) and what is wrong; the loader
+/// adds the file and the line. The daemon passes its subsystems' checks
+/// (`daemon::SECTION_CHECKS`), so this layer names none of them.
+pub type SectionCheck = fn(&DaemonConfig) -> Result<(), (String, String)>;
+
 impl DaemonConfig {
     /// Loads the file at `path` (or the embedded default), applies environment overrides read
-    /// through `env`, and validates the result.
+    /// through `env`, and validates the result, with `checks` of the subsystems' sections.
     pub fn load(
         path: Option<&Path>,
         env: impl Fn(&str) -> Option<String>,
+        checks: &[SectionCheck],
     ) -> Result<Self, ConfigError> {
         let (origin, text, base) = match path {
             Some(path) => {
@@ -128,16 +136,17 @@ impl DaemonConfig {
                 PathBuf::from("."),
             ),
         };
-        Self::parse(&origin, &text, &base, env)
+        Self::parse(&origin, &text, &base, env, checks)
     }
 
     /// Parses config text; `origin` names it in errors, `base` resolves relative file paths in
-    /// it (such as `cassandra.cassandra_yaml`).
+    /// it (such as `cassandra.cassandra_yaml`); `checks` check the subsystems' sections.
     pub fn parse(
         origin: &str,
         text: &str,
         base: &Path,
         env: impl Fn(&str) -> Option<String>,
+        checks: &[SectionCheck],
     ) -> Result<Self, ConfigError> {
         // An empty file is a valid config that takes every default.
         let mut config: DaemonConfig = if text.trim().is_empty() {
@@ -165,6 +174,9 @@ impl DaemonConfig {
             .map_err(invalid)?;
         config.auth.resolve(base).map_err(invalid)?;
         config.validate().map_err(invalid)?;
+        for check in checks {
+            check(&config).map_err(invalid)?;
+        }
         Ok(config)
     }
 
@@ -246,12 +258,12 @@ mod tests {
     }
 
     fn parse(text: &str) -> Result<DaemonConfig, ConfigError> {
-        DaemonConfig::parse("test.yaml", text, Path::new("."), no_env)
+        DaemonConfig::parse("test.yaml", text, Path::new("."), no_env, &[])
     }
 
     #[test]
     fn embedded_default_parses() {
-        let config = DaemonConfig::load(None, no_env).unwrap();
+        let config = DaemonConfig::load(None, no_env, &[]).unwrap();
         assert_eq!(config.server.listen.to_string(), "127.0.0.1:9043");
         assert_eq!(config.state_dir, PathBuf::from("./drover-state"));
     }
@@ -265,7 +277,7 @@ mod tests {
             let name = path.file_name().unwrap().to_string_lossy().to_string();
             // Daemon configs are named drover*.yaml; job files (later issues) have their own test.
             if name.starts_with("drover") && name.ends_with(".yaml") {
-                DaemonConfig::load(Some(&path), no_env)
+                DaemonConfig::load(Some(&path), no_env, &[])
                     .unwrap_or_else(|e| panic!("{name} does not parse: {e}"));
                 seen += 1;
             }
@@ -350,7 +362,7 @@ mod tests {
         parse("server:\n  listen: 0.0.0.0:1\n  insecure: true\n").unwrap();
         // The environment's address is checked too.
         let env = |k: &str| (k == "DROVER_LISTEN").then(|| "0.0.0.0:9043".to_string());
-        assert!(DaemonConfig::parse("t", "", Path::new("."), env).is_err());
+        assert!(DaemonConfig::parse("t", "", Path::new("."), env, &[]).is_err());
     }
 
     #[test]
@@ -416,15 +428,20 @@ mod tests {
             "DROVER_LOG_FORMAT" => Some("json".to_string()),
             _ => None,
         };
-        let config =
-            DaemonConfig::parse("t", "server:\n  listen: 127.0.0.1:5\n", Path::new("."), env)
-                .unwrap();
+        let config = DaemonConfig::parse(
+            "t",
+            "server:\n  listen: 127.0.0.1:5\n",
+            Path::new("."),
+            env,
+            &[],
+        )
+        .unwrap();
         assert_eq!(config.server.listen.port(), 0);
         assert_eq!(config.state_dir, PathBuf::from("/var/lib/drover"));
         assert_eq!(config.logging.format, LogFormat::Json);
 
         let env = |k: &str| (k == "DROVER_LOG_FORMAT").then(|| "xml".to_string());
-        let err = DaemonConfig::parse("t", "", Path::new("."), env).unwrap_err();
+        let err = DaemonConfig::parse("t", "", Path::new("."), env, &[]).unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("environment variable DROVER_LOG_FORMAT: unknown log format \"xml\""),
@@ -441,7 +458,7 @@ mod tests {
         )
         .unwrap();
         let text = "cassandra:\n  cassandra_yaml: cassandra.yaml\n  hints_directory: /mine\n";
-        let config = DaemonConfig::parse("t", text, dir.path(), no_env).unwrap();
+        let config = DaemonConfig::parse("t", text, dir.path(), no_env, &[]).unwrap();
         let c = &config.cassandra;
         assert_eq!(
             c.data_file_directories,

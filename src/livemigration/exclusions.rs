@@ -13,6 +13,21 @@ use super::roots::{DirType, Roots};
 static DATA_DIR_N: LazyLock<regex::Regex> =
     LazyLock::new(|| regex::Regex::new(r"\$\{DATA_FILE_DIR_([0-9]+)\}").expect("a valid regex"));
 
+/// The daemon config's check of the exclusion patterns of its `live_migration` section
+/// ([`crate::config::SectionCheck`]): each names its key and index.
+pub fn check_config(config: &crate::config::DaemonConfig) -> Result<(), (String, String)> {
+    let section = &config.live_migration;
+    for (key, patterns) in [
+        ("live_migration.files_to_exclude", &section.files_to_exclude),
+        ("live_migration.dirs_to_exclude", &section.dirs_to_exclude),
+    ] {
+        for (i, p) in patterns.iter().enumerate() {
+            check_pattern(p).map_err(|e| (format!("{key}[{i}]"), e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Checks the syntax of an exclusion pattern (`glob:...` or `regex:...`).
 pub fn check_pattern(pattern: &str) -> Result<(), LiveMigrationError> {
     // Placeholders are checked with a stand-in directory.

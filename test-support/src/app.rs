@@ -32,7 +32,8 @@ impl App {
 
     /// The application of the config file at `path`, its state kept in `home`.
     pub async fn with_config(home: &Home, path: &std::path::Path) -> Self {
-        let config = DaemonConfig::load(Some(path), |_| None).expect("test config");
+        let config = DaemonConfig::load(Some(path), |_| None, drover::daemon::SECTION_CHECKS)
+            .expect("test config");
         // Wired as `drover serve` wires it, less the listener: nothing is resumed at start.
         let jobs = drover::daemon::open_jobs(&config)
             .await

@@ -720,7 +720,9 @@ async fn numbered_data_directory_placeholders() {
         "{}live_migration:\n  migration_map:\n    localhost: dest-host.invalid\n  files_to_exclude: [\"glob:/x\", \"glob:${{DATA_FILE_DIR_2}}/**\"]\n",
         node_dirs(home.path())
     ));
-    let config = drover::config::DaemonConfig::load(Some(&config), |_| None).unwrap();
+    let config =
+        drover::config::DaemonConfig::load(Some(&config), |_| None, drover::daemon::SECTION_CHECKS)
+            .unwrap();
     let e = drover::livemigration::LiveMigration::open(&config, "127.0.0.1:9043".parse().unwrap())
         .err()
         .expect("refused")

@@ -336,9 +336,15 @@ async fn a_config_with_unusable_jwt_keys_is_refused_at_start() {
     ];
     for (keys, expected) in cases {
         let text = format!("auth:\n  jwt:\n    {keys}\n    issuer: i\n    audience: a\n");
-        let err = drover::config::DaemonConfig::parse("t.yaml", &text, home.path(), |_| None)
-            .expect_err(expected)
-            .to_string();
+        let err = drover::config::DaemonConfig::parse(
+            "t.yaml",
+            &text,
+            home.path(),
+            |_| None,
+            drover::daemon::SECTION_CHECKS,
+        )
+        .expect_err(expected)
+        .to_string();
         assert!(err.contains("auth.jwt.") && err.contains(expected), "{err}");
     }
 }

@@ -541,7 +541,13 @@ fn progress_keys_of_other_sources_are_accepted_and_ignored_and_unknown_keys_refu
     assert_eq!(keys, ["skipTokenRanges"]);
     // A key that is neither a job key nor any connector's progress key, with its line.
     let e = err(&format!("{GOOD}skipSegmentz: []\n"));
-    assert!(e.starts_with("unknown field `skipSegmentz`, expected one of `name`"), "{e}");
-    assert!(e.contains("`skipSegments`") && e.contains("`skipMySqlRanges`"), "{e}");
+    assert!(
+        e.starts_with("unknown field `skipSegmentz`, expected one of `name`"),
+        "{e}"
+    );
+    assert!(
+        e.contains("`skipSegments`") && e.contains("`skipMySqlRanges`"),
+        "{e}"
+    );
     assert!(e.ends_with("(line 36)"), "{e}");
 }

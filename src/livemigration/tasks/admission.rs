@@ -197,7 +197,7 @@ mod tests {
             state_dir.display()
         );
         let config =
-            crate::config::DaemonConfig::parse("test", &text, state_dir, |_| None).unwrap();
+            crate::config::DaemonConfig::parse("test", &text, state_dir, |_| None, &[]).unwrap();
         let live = LiveMigration::open(&config, "127.0.0.1:2".parse().unwrap()).unwrap();
         (
             Arc::new(live),
