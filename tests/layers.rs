@@ -66,11 +66,6 @@ const CONNECTORS: &[&str] = &["cql", "dynamodb", "parquet", "mysql", "s3export"]
 const DEBTS: &[(&str, &str, usize)] = &[
     ("connectors", "engine", 4),
     ("connectors", "validate", 3),
-    ("engine", "connectors::cql", 1),
-    ("engine", "connectors::dynamodb", 1),
-    ("engine", "connectors::mysql", 1),
-    ("engine", "connectors::parquet", 1),
-    ("engine", "connectors::s3export", 1),
     ("jobs", "livemigration", 1),
 ];
 

@@ -379,8 +379,6 @@ pub(crate) use savepoints::local_path;
 pub use savepoints::table_name;
 
 #[cfg(test)]
-mod proptests;
-#[cfg(test)]
 mod tests;
 
 /// The job file `text` parsed, and as a redacted JSON document (what savepoints and records

@@ -2,26 +2,30 @@
 //! value at any known key, nested aliases — `JobConfig::parse` answers `Ok` or a short `Err`,
 //! never panics, never builds an alias expansion past its bound, and what it accepts is
 //! within every bound the engine relies on.
+//!
+//! A test crate of its own: it draws on every connector's bounds and the engine's job file, so
+//! it sits above the layers of `src/` (tests/layers.rs).
 
+use drover::engine::config::{JobConfig, JobConfigError, SourceConfig, TargetConfig};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use super::*;
-use crate::config::yaml::MAX_NODES;
-use crate::connectors::cql::config::{
+use drover::config::yaml::MAX_NODES;
+use drover::connectors::cql::config::{
     MAX_BYTES_PER_SECOND, MAX_CONCURRENCY, MAX_CONNECTIONS, MAX_FETCH_SIZE, MAX_IN_FLIGHT,
     MAX_ROWS_PER_SECOND, MAX_SPLIT_COUNT, is_system_keyspace,
 };
-use crate::connectors::dynamodb::config::{MAX_MAP_TASKS, MAX_SCAN_SEGMENTS, MAX_THROUGHPUT};
+use drover::connectors::dynamodb::config::{MAX_MAP_TASKS, MAX_SCAN_SEGMENTS, MAX_THROUGHPUT};
+use drover::jobfile;
 
 const EXAMPLES: [&str; 7] = [
-    include_str!("../../../config/job-cql.yaml"),
-    include_str!("../../../config/job-dynamodb.yaml"),
-    include_str!("../../../config/job-parquet.yaml"),
-    include_str!("../../../config/job-export-parquet.yaml"),
-    include_str!("../../../config/job-mysql.yaml"),
-    include_str!("../../../config/job-s3export-load.yaml"),
-    include_str!("../../../config/job-s3export-write.yaml"),
+    include_str!("../config/job-cql.yaml"),
+    include_str!("../config/job-dynamodb.yaml"),
+    include_str!("../config/job-parquet.yaml"),
+    include_str!("../config/job-export-parquet.yaml"),
+    include_str!("../config/job-mysql.yaml"),
+    include_str!("../config/job-s3export-load.yaml"),
+    include_str!("../config/job-s3export-write.yaml"),
 ];
 
 /// Text an editor (or an attacker) might splice into a job file: YAML's own punctuation,
@@ -238,12 +242,12 @@ fn check_accepted(job: &JobConfig) -> Result<(), TestCaseError> {
             ));
         }
         SourceConfig::Parquet(s) => {
-            use crate::connectors::parquet::config::{MAX_BATCH_SIZE, MAX_FILES_AT_ONCE};
+            use drover::connectors::parquet::config::{MAX_BATCH_SIZE, MAX_FILES_AT_ONCE};
             prop_assert!(within(Some(n(s.batch_size)), MAX_BATCH_SIZE));
             prop_assert!(within(Some(n(s.max_concurrent_files)), MAX_FILES_AT_ONCE));
         }
         SourceConfig::Mysql(s) => {
-            use crate::connectors::mysql::config::{MAX_FETCH_SIZE, MAX_PARTITIONS};
+            use drover::connectors::mysql::config::{MAX_FETCH_SIZE, MAX_PARTITIONS};
             prop_assert!(within(Some(n(s.fetch_size)), MAX_FETCH_SIZE));
             prop_assert!(within(
                 s.partitioning.as_ref().map(|p| p.count),
@@ -252,7 +256,7 @@ fn check_accepted(job: &JobConfig) -> Result<(), TestCaseError> {
             prop_assert!(within(Some(n(s.ranges_at_once)), 256));
         }
         SourceConfig::S3Export(s) => {
-            use crate::connectors::s3export::config::MAX_FILES_AT_ONCE;
+            use drover::connectors::s3export::config::MAX_FILES_AT_ONCE;
             prop_assert!(within(Some(n(s.files_at_once)), MAX_FILES_AT_ONCE));
         }
     }
