@@ -13,6 +13,7 @@ pub mod parquet;
 pub mod s3export;
 pub mod seam;
 pub mod streamed;
+pub mod unit_files;
 
 use crate::config::yaml;
 use crate::jobfile::JobConfigError;

@@ -10,7 +10,6 @@
 //! savepoint recorded. With `preserveTimestamps`, each static and regular column's writetime
 //! and TTL go into ScyllaDB Migrator's `__migrator_meta_<column>_writetime`/`_ttl` columns.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -33,7 +32,10 @@ use crate::connectors::cql::scan::RangeScan;
 use crate::connectors::cql::schema::{self, Column};
 use crate::connectors::cql::{self, CqlSource, units};
 use crate::connectors::seam::SeamError;
-use crate::connectors::seam::{Pacing, Pushed, Refused, Request, Sink};
+use crate::connectors::seam::{Pacing, Pushed, Refused, Sink};
+use crate::connectors::unit_files::{
+    FileError, FileFormat, UnitBatch, UnitFiles, UnitInfo, UnitRequest,
+};
 use crate::jobfile::Rename;
 use crate::savepoints;
 
@@ -42,8 +44,6 @@ const ROWS_PER_REQUEST: usize = 4096;
 /// A row group is closed once its encoded pages take this much memory: with `units_at_once`
 /// files open, an export holds at most that many times this, whatever the table's size.
 const ROW_GROUP_BYTES: usize = 8 * 1024 * 1024;
-/// Parts of an S3 upload.
-const PART_BYTES: usize = 16 * 1024 * 1024;
 
 /// What the checks of an export decided.
 pub enum Opened {
@@ -162,20 +162,22 @@ pub async fn open_export(
         Some(dir)
     };
     let sink = ParquetSink {
-        files: Arc::new(Files {
+        files: Arc::new(UnitFiles {
             store,
-            schema: Arc::new(Schema::new(fields)),
-            types,
-            props,
-            tag,
-            extension: match dst.compression {
-                Compression::None => "",
-                Compression::Snappy => ".snappy",
-                Compression::Gzip => ".gz",
-                Compression::Lz4 => ".lz4raw",
-                Compression::Zstd => ".zstd",
-            },
             spool,
+            format: ParquetFiles {
+                schema: Arc::new(Schema::new(fields)),
+                types,
+                props,
+                tag,
+                extension: match dst.compression {
+                    Compression::None => "",
+                    Compression::Snappy => ".snappy",
+                    Compression::Gzip => ".gz",
+                    Compression::Lz4 => ".lz4raw",
+                    Compression::Zstd => ".zstd",
+                },
+            },
         }),
         deletes: Mutex::new(deletes),
     };
@@ -316,84 +318,21 @@ async fn plan_target(
 
 /// Writes rows of a CQL scan to Parquet files, one per unit.
 pub struct ParquetSink {
-    files: Arc<Files>,
+    files: Arc<UnitFiles<ParquetFiles>>,
     deletes: Mutex<Vec<ObjPath>>,
 }
 
-/// How the files of an export are named, laid out and encoded (shared with the blocking
-/// tasks that write them).
-struct Files {
-    store: Store,
+/// How the files of an export are named and encoded (shared with the blocking tasks that
+/// write them).
+pub struct ParquetFiles {
     schema: SchemaRef,
     types: Vec<ColumnType<'static>>,
     props: parquet::file::properties::WriterPropertiesBuilder,
     tag: String,
     extension: &'static str,
-    /// Where files bound for S3 are written before their upload.
-    spool: Option<PathBuf>,
 }
 
-/// The file of a unit being written.
-struct UnitFile {
-    /// Taken when the file is closed.
-    writer: Option<ArrowWriter<std::fs::File>>,
-    temp: PathBuf,
-}
-
-type Shared = Arc<Mutex<Option<UnitFile>>>;
-
-/// A unit's rows waiting to be written, and its file.
-#[derive(Default)]
-pub struct ExportBatcher {
-    key: String,
-    rows: Vec<RawRow>,
-    file: Shared,
-    read_at_millis: i64,
-}
-
-/// Rows appended to a unit's file.
-pub struct ExportRequest {
-    rows: Vec<RawRow>,
-    bytes: u64,
-    file: Shared,
-    key: String,
-    read_at_millis: i64,
-}
-
-impl Request for ExportRequest {
-    fn rows(&self) -> u64 {
-        self.rows.len() as u64
-    }
-    fn bytes(&self) -> u64 {
-        self.bytes
-    }
-    fn statements(&self) -> u64 {
-        1
-    }
-    fn idempotent(&self) -> bool {
-        // Appending twice would write the rows twice; a failed append fails the unit, whose
-        // file is then dropped unseen.
-        false
-    }
-}
-
-impl ExportBatcher {
-    fn take(&mut self, out: &mut Vec<ExportRequest>) {
-        if self.rows.is_empty() {
-            return;
-        }
-        let rows = std::mem::take(&mut self.rows);
-        out.push(ExportRequest {
-            bytes: rows.iter().map(|r| r.size() as u64).sum(),
-            rows,
-            file: self.file.clone(),
-            key: self.key.clone(),
-            read_at_millis: self.read_at_millis,
-        });
-    }
-}
-
-impl Files {
+impl ParquetFiles {
     fn final_name(&self, key: &str) -> String {
         format!(
             "part-{}-{:016x}{}.parquet",
@@ -414,63 +353,63 @@ impl Files {
         }
         RecordBatch::try_new(self.schema.clone(), arrays).map_err(|e| e.to_string())
     }
+}
 
-    fn create(&self, key: &str, read_at_millis: i64) -> Result<UnitFile, ParquetError> {
-        let name = self.final_name(key);
-        let temp = match (&self.spool, &self.store.local_root) {
-            (Some(dir), _) => dir.join(format!("{}.{}.tmp", name, uuid::Uuid::now_v7())),
-            (None, Some(root)) => {
-                std::fs::create_dir_all(root).map_err(|e| ParquetError::Write {
-                    file: root.display().to_string(),
-                    message: format!("cannot create the directory: {e}"),
-                })?;
-                root.join(format!(".{name}.{}.tmp", std::process::id()))
-            }
-            (None, None) => unreachable!("an S3 target has a spool directory"),
-        };
-        let err = |message: String| ParquetError::Write {
-            file: temp.display().to_string(),
-            message,
-        };
-        let file = std::fs::File::create(&temp).map_err(|e| err(e.to_string()))?;
+impl FileFormat for ParquetFiles {
+    type Piece = RawRow;
+    type Writer = ArrowWriter<std::fs::File>;
+    type Closed = ();
+
+    fn open(&self, file: std::fs::File, unit: &UnitInfo) -> Result<Self::Writer, String> {
         let props = self
             .props
             .clone()
             .set_key_value_metadata(Some(vec![
-                KeyValue::new(READ_AT_KEY.into(), read_at_millis.to_string()),
-                KeyValue::new(RANGES_KEY.into(), key.to_string()),
+                KeyValue::new(READ_AT_KEY.into(), unit.began_millis.to_string()),
+                KeyValue::new(RANGES_KEY.into(), unit.key.clone()),
             ]))
             .build();
-        let writer = ArrowWriter::try_new(file, self.schema.clone(), Some(props))
-            .map_err(|e| err(e.to_string()))?;
-        Ok(UnitFile {
-            writer: Some(writer),
-            temp,
-        })
+        ArrowWriter::try_new(file, self.schema.clone(), Some(props)).map_err(|e| e.to_string())
+    }
+
+    fn write(&self, writer: &mut Self::Writer, rows: &[RawRow]) -> Result<(), String> {
+        let batch = self.batch(rows)?;
+        writer.write(&batch).map_err(|e| e.to_string())?;
+        if writer.in_progress_size() > ROW_GROUP_BYTES {
+            writer.flush().map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn close(&self, writer: Self::Writer) -> Result<(std::fs::File, ()), String> {
+        Ok((writer.into_inner().map_err(|e| e.to_string())?, ()))
     }
 }
 
-impl Drop for UnitFile {
-    fn drop(&mut self) {
-        // Only a unit that failed or was stopped drops its file: nothing of it may stay.
-        let _ = std::fs::remove_file(&self.temp);
+impl From<FileError> for ParquetError {
+    fn from(e: FileError) -> Self {
+        ParquetError::Write {
+            file: e.file,
+            message: e.message,
+        }
     }
 }
 
 impl Sink<RawRow> for ParquetSink {
-    type Request = ExportRequest;
+    type Request = UnitRequest<ParquetFiles>;
     type Error = ParquetError;
-    type Batcher = ExportBatcher;
+    type Batcher = UnitBatch<ParquetFiles>;
 
     async fn start(&self) -> Result<(), ParquetError> {
         let deletes = std::mem::take(&mut *self.deletes.lock().unwrap_or_else(|p| p.into_inner()));
+        let store = &self.files.store;
         for path in deletes {
-            match self.files.store.inner.delete(&path).await {
+            match store.inner.delete(&path).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => {
                     return Err(ParquetError::Store {
                         side: "target",
-                        message: format!("cannot delete {}: {e}", self.files.store.id_of(&path)),
+                        message: format!("cannot delete {}: {e}", store.id_of(&path)),
                     });
                 }
             }
@@ -478,122 +417,34 @@ impl Sink<RawRow> for ParquetSink {
         Ok(())
     }
 
-    fn begin(&self, unit: &str) -> ExportBatcher {
-        ExportBatcher {
-            key: unit.to_string(),
-            rows: Vec::new(),
-            file: Arc::new(Mutex::new(None)),
-            // TTLs read from now on count from here: a later load shortens them by the time
-            // since (a little early for rows read later in the unit, never late).
-            read_at_millis: chrono::Utc::now().timestamp_millis(),
-        }
+    fn begin(&self, unit: &str) -> Self::Batcher {
+        self.files.begin(unit)
     }
 
     fn push(
         &self,
-        b: &mut ExportBatcher,
+        b: &mut Self::Batcher,
         row: &RawRow,
         _read_at: Instant,
-        out: &mut Vec<ExportRequest>,
+        out: &mut Vec<Self::Request>,
     ) -> Result<Pushed, Refused> {
-        b.rows.push(row.clone());
-        if b.rows.len() >= ROWS_PER_REQUEST {
-            b.take(out);
-        }
+        b.push(row.clone(), row.size() as u64, ROWS_PER_REQUEST, out);
         Ok(Pushed::Written)
     }
 
-    fn flush(&self, b: &mut ExportBatcher, out: &mut Vec<ExportRequest>) {
+    fn flush(&self, b: &mut Self::Batcher, out: &mut Vec<Self::Request>) {
         b.take(out);
     }
 
-    async fn send(&self, request: &ExportRequest) -> Result<(), ParquetError> {
-        let files = self.files.clone();
-        let file = request.file.clone();
-        let rows = request.rows.clone();
-        let (key, read_at) = (request.key.clone(), request.read_at_millis);
-        tokio::task::spawn_blocking(move || {
-            let batch = files.batch(&rows).map_err(|message| ParquetError::Write {
-                file: files.final_name(&key),
-                message,
-            })?;
-            // Requests of one unit may be in flight together: the first creates the file,
-            // under the lock every append of the unit takes.
-            let mut guard = file.lock().unwrap_or_else(|p| p.into_inner());
-            if guard.is_none() {
-                *guard = Some(files.create(&key, read_at)?);
-            }
-            let unit = guard.as_mut().expect("created above");
-            let err = |e: parquet::errors::ParquetError| ParquetError::Write {
-                file: unit.temp.display().to_string(),
-                message: e.to_string(),
-            };
-            let writer = unit.writer.as_mut().expect("open until the unit finishes");
-            writer.write(&batch).map_err(err)?;
-            if writer.in_progress_size() > ROW_GROUP_BYTES {
-                writer.flush().map_err(err)?;
-            }
-            Ok(())
-        })
-        .await
-        .expect("writing a batch does not panic")
+    async fn send(&self, request: &Self::Request) -> Result<(), ParquetError> {
+        let name = self.files.format.final_name(&request.unit().key);
+        Ok(self.files.append(&name, request).await?)
     }
 
-    async fn finish(&self, batcher: ExportBatcher) -> Result<(), ParquetError> {
-        let Some(unit) = batcher
-            .file
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        else {
-            // No row in this unit: no file.
-            return Ok(());
-        };
-        let name = self.files.final_name(&batcher.key);
-        let target = ObjPath::from(format!("{}/{name}", self.files.store.root));
-        let local = self.files.store.local_root.clone();
-        let closed = tokio::task::spawn_blocking(move || -> Result<PathBuf, ParquetError> {
-            let mut unit = unit;
-            let err = |message: String| ParquetError::Write {
-                file: unit.temp.display().to_string(),
-                message,
-            };
-            let writer = unit.writer.take().expect("open until the unit finishes");
-            let file = writer.into_inner().map_err(|e| err(e.to_string()))?;
-            file.sync_all().map_err(|e| err(e.to_string()))?;
-            drop(file);
-            if let Some(root) = local {
-                let to = root.join(&name);
-                std::fs::rename(&unit.temp, &to)
-                    .map_err(|e| err(format!("cannot rename to {}: {e}", to.display())))?;
-                crate::fsutil::sync_dir(&root).map_err(|e| err(e.to_string()))?;
-                // Renamed: nothing left for the drop to remove.
-                unit.temp = PathBuf::new();
-                return Ok(to);
-            }
-            let spooled = std::mem::take(&mut unit.temp);
-            Ok(spooled)
-        })
-        .await
-        .expect("closing a file does not panic")?;
-        if self.files.store.local_root.is_some() {
-            return Ok(());
-        }
-        let result = self.upload(&closed, &target).await;
-        let _ = std::fs::remove_file(&closed);
-        result
-    }
-}
-
-impl ParquetSink {
-    async fn upload(&self, file: &std::path::Path, to: &ObjPath) -> Result<(), ParquetError> {
-        let store = &self.files.store;
-        store
-            .upload(file, to, PART_BYTES)
-            .await
-            .map_err(|message| ParquetError::Store {
-                side: "target",
-                message: format!("uploading {}: {message}", store.id_of(to)),
-            })
+    async fn finish(&self, batcher: Self::Batcher) -> Result<(), ParquetError> {
+        // No row in this unit: no file.
+        let name = self.files.format.final_name(&batcher.unit().key);
+        self.files.place(batcher, &name).await?;
+        Ok(())
     }
 }

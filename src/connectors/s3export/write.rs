@@ -11,8 +11,7 @@
 //! savepoint recorded it) replaces its file and its record.
 
 use std::io::Write;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
@@ -30,14 +29,15 @@ use crate::connectors::dynamodb::table::{self, Described};
 use crate::connectors::dynamodb::transfer::{self, DEFAULT_PARALLEL_SEGMENTS, DEFAULT_SEGMENTS};
 use crate::connectors::parquet::store::Store;
 use crate::connectors::seam::SeamError;
-use crate::connectors::seam::{Pacing, Pushed, Refused, Request, Sink};
+use crate::connectors::seam::{Pacing, Pushed, Refused, Sink};
+use crate::connectors::unit_files::{
+    FileError, FileFormat, UnitBatch, UnitFiles, UnitInfo, UnitRequest,
+};
 use crate::jobfile::Rename;
 use crate::savepoints;
 
 /// Items per write request (lines appended to the segment's file).
 const ITEMS_PER_REQUEST: usize = 1000;
-/// Parts of an S3 upload.
-const PART_BYTES: usize = 16 * 1024 * 1024;
 /// Records of data files read at once when the manifests are written.
 const RECORDS_AT_ONCE: usize = 16;
 /// Where the record of each complete data file is kept, below the target path.
@@ -54,32 +54,21 @@ pub struct ExportSink {
 }
 
 /// Where the export goes (shared with the blocking tasks that write).
-struct Files {
-    store: Store,
-    /// Where files bound for S3 are written before their upload.
-    spool: Option<PathBuf>,
-}
+type Files = UnitFiles<ExportFiles>;
 
-/// The data file of a segment being written.
-struct UnitFile {
-    /// Taken when the file is closed.
-    encoder: Option<flate2::write::GzEncoder<Digesting<std::io::BufWriter<std::fs::File>>>>,
-    temp: PathBuf,
-    items: u64,
-}
+/// A segment's data file: DynamoDB JSON lines, gzipped, digested as written.
+pub struct ExportFiles;
 
 /// Digests the bytes written through it (the compressed file, as a reader will download it).
-struct Digesting<W> {
+pub struct Digesting<W> {
     inner: W,
     md5: Md5,
-    bytes: u64,
 }
 
 impl<W: Write> Write for Digesting<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
         self.md5.update(&buf[..n]);
-        self.bytes += n as u64;
         Ok(n)
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -87,62 +76,46 @@ impl<W: Write> Write for Digesting<W> {
     }
 }
 
-impl Drop for UnitFile {
-    fn drop(&mut self) {
-        // Only a unit that failed or was stopped drops its file: nothing of it may stay.
-        if !self.temp.as_os_str().is_empty() {
-            let _ = std::fs::remove_file(&self.temp);
+impl FileFormat for ExportFiles {
+    type Piece = String;
+    type Writer = flate2::write::GzEncoder<Digesting<std::io::BufWriter<std::fs::File>>>;
+    /// The MD5 digest of the file, base64.
+    type Closed = String;
+
+    fn open(&self, file: std::fs::File, _unit: &UnitInfo) -> Result<Self::Writer, String> {
+        Ok(flate2::write::GzEncoder::new(
+            Digesting {
+                inner: std::io::BufWriter::with_capacity(256 * 1024, file),
+                md5: Md5::new(),
+            },
+            flate2::Compression::default(),
+        ))
+    }
+
+    fn write(&self, encoder: &mut Self::Writer, lines: &[String]) -> Result<(), String> {
+        for line in lines {
+            encoder
+                .write_all(line.as_bytes())
+                .and_then(|()| encoder.write_all(b"\n"))
+                .map_err(|e| e.to_string())?;
         }
+        Ok(())
+    }
+
+    fn close(&self, encoder: Self::Writer) -> Result<(std::fs::File, String), String> {
+        let digesting = encoder.finish().map_err(|e| e.to_string())?;
+        let digest = format::md5_base64(&digesting.md5.finalize());
+        let file = digesting.inner.into_inner().map_err(|e| e.to_string())?;
+        Ok((file, digest))
     }
 }
 
-type Shared = Arc<Mutex<Option<UnitFile>>>;
-
-/// A segment's items waiting to be written, and its file.
-#[derive(Default)]
-pub struct ExportBatcher {
-    key: String,
-    lines: Vec<String>,
-    bytes: usize,
-    file: Shared,
-}
-
-/// Lines appended to a segment's file.
-pub struct ExportRequest {
-    lines: Vec<String>,
-    bytes: u64,
-    file: Shared,
-    key: String,
-}
-
-impl Request for ExportRequest {
-    fn rows(&self) -> u64 {
-        self.lines.len() as u64
-    }
-    fn bytes(&self) -> u64 {
-        self.bytes
-    }
-    fn statements(&self) -> u64 {
-        1
-    }
-    fn idempotent(&self) -> bool {
-        // Appending twice would write the items twice; a failed append fails the segment,
-        // whose file is then dropped unseen.
-        false
-    }
-}
-
-impl ExportBatcher {
-    fn take(&mut self, out: &mut Vec<ExportRequest>) {
-        if self.lines.is_empty() {
-            return;
+impl From<FileError> for ExportError {
+    fn from(e: FileError) -> Self {
+        ExportError::Write {
+            file: e.file,
+            message: e.message,
         }
-        out.push(ExportRequest {
-            lines: std::mem::take(&mut self.lines),
-            bytes: std::mem::take(&mut self.bytes) as u64,
-            file: self.file.clone(),
-            key: self.key.clone(),
-        });
     }
 }
 
@@ -154,15 +127,8 @@ fn file_name(key: &str) -> String {
     )
 }
 
+/// The export's own objects beside the data files: records, manifests.
 impl Files {
-    fn path(&self, rel: &str) -> ObjPath {
-        if self.store.root.as_ref().is_empty() {
-            ObjPath::from(rel)
-        } else {
-            ObjPath::from(format!("{}/{rel}", self.store.root))
-        }
-    }
-
     /// The key a manifest records for `rel`: relative to the summary for a local export (as
     /// ScyllaDB Migrator writes them), the full key in S3 (as AWS writes them).
     fn manifest_key(&self, rel: &str) -> String {
@@ -171,38 +137,6 @@ impl Files {
         } else {
             self.path(rel).to_string()
         }
-    }
-
-    fn create(&self, key: &str) -> Result<UnitFile, ExportError> {
-        let name = file_name(key);
-        let temp = match (&self.spool, &self.store.local_root) {
-            (Some(dir), _) => dir.join(format!("{name}.{}.tmp", uuid::Uuid::now_v7())),
-            (None, Some(root)) => {
-                let data = root.join("data");
-                std::fs::create_dir_all(&data).map_err(|e| ExportError::Write {
-                    file: data.display().to_string(),
-                    message: format!("cannot create the directory: {e}"),
-                })?;
-                data.join(format!(".{name}.{}.tmp", std::process::id()))
-            }
-            (None, None) => unreachable!("an S3 target has a spool directory"),
-        };
-        let file = std::fs::File::create(&temp).map_err(|e| ExportError::Write {
-            file: temp.display().to_string(),
-            message: e.to_string(),
-        })?;
-        Ok(UnitFile {
-            encoder: Some(flate2::write::GzEncoder::new(
-                Digesting {
-                    inner: std::io::BufWriter::with_capacity(256 * 1024, file),
-                    md5: Md5::new(),
-                    bytes: 0,
-                },
-                flate2::Compression::default(),
-            )),
-            temp,
-            items: 0,
-        })
     }
 
     fn store_error(&self, what: &str, e: impl std::fmt::Display) -> ExportError {
@@ -242,14 +176,6 @@ impl Files {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(self.store_error(&self.store.id_of(&path), e)),
         }
-    }
-
-    async fn upload(&self, file: &std::path::Path, rel: &str) -> Result<(), ExportError> {
-        let to = self.path(rel);
-        self.store
-            .upload(file, &to, PART_BYTES)
-            .await
-            .map_err(|e| self.store_error(&self.store.id_of(&to), format!("upload: {e}")))
     }
 }
 
@@ -332,7 +258,11 @@ pub async fn open_export(
         "DynamoDB export to S3 format planned"
     );
     let sink = ExportSink {
-        files: Arc::new(Files { store, spool }),
+        files: Arc::new(Files {
+            store,
+            spool,
+            format: ExportFiles,
+        }),
         renames: renames
             .iter()
             .map(|r| (r.from.clone(), r.to.clone()))
@@ -351,9 +281,9 @@ pub async fn open_export(
 }
 
 impl Sink<Item> for ExportSink {
-    type Request = ExportRequest;
+    type Request = UnitRequest<ExportFiles>;
     type Error = ExportError;
-    type Batcher = ExportBatcher;
+    type Batcher = UnitBatch<ExportFiles>;
 
     async fn start(&self) -> Result<(), ExportError> {
         // A resumed export on disk: temporary files of a run that died mid-file would be read
@@ -376,19 +306,16 @@ impl Sink<Item> for ExportSink {
         }
     }
 
-    fn begin(&self, unit: &str) -> ExportBatcher {
-        ExportBatcher {
-            key: unit.to_string(),
-            ..ExportBatcher::default()
-        }
+    fn begin(&self, unit: &str) -> Self::Batcher {
+        self.files.begin(unit)
     }
 
     fn push(
         &self,
-        b: &mut ExportBatcher,
+        b: &mut Self::Batcher,
         row: &Item,
         _read_at: Instant,
-        out: &mut Vec<ExportRequest>,
+        out: &mut Vec<Self::Request>,
     ) -> Result<Pushed, Refused> {
         let line = if self.renames.is_empty() {
             format::encode_line(row)
@@ -398,112 +325,34 @@ impl Sink<Item> for ExportSink {
             format::encode_line(&item)
         }
         .map_err(Refused)?;
-        b.bytes += line.len();
-        b.lines.push(line);
-        if b.lines.len() >= ITEMS_PER_REQUEST {
-            b.take(out);
-        }
+        let bytes = line.len() as u64;
+        b.push(line, bytes, ITEMS_PER_REQUEST, out);
         Ok(Pushed::Written)
     }
 
-    fn flush(&self, b: &mut ExportBatcher, out: &mut Vec<ExportRequest>) {
+    fn flush(&self, b: &mut Self::Batcher, out: &mut Vec<Self::Request>) {
         b.take(out);
     }
 
-    async fn send(&self, request: &ExportRequest) -> Result<(), ExportError> {
-        let files = self.files.clone();
-        let file = request.file.clone();
-        let lines = request.lines.clone();
-        let key = request.key.clone();
-        tokio::task::spawn_blocking(move || {
-            // Requests of one unit may be in flight together: the first creates the file,
-            // under the lock every append of the unit takes.
-            let mut guard = file.lock().unwrap_or_else(|p| p.into_inner());
-            if guard.is_none() {
-                *guard = Some(files.create(&key)?);
-            }
-            let unit = guard.as_mut().expect("created above");
-            let encoder = unit.encoder.as_mut().expect("open until the unit finishes");
-            for line in &lines {
-                encoder
-                    .write_all(line.as_bytes())
-                    .and_then(|()| encoder.write_all(b"\n"))
-                    .map_err(|e| ExportError::Write {
-                        file: unit.temp.display().to_string(),
-                        message: e.to_string(),
-                    })?;
-            }
-            unit.items += lines.len() as u64;
-            Ok(())
-        })
-        .await
-        .expect("writing lines does not panic")
+    async fn send(&self, request: &Self::Request) -> Result<(), ExportError> {
+        let rel = format!("data/{}", file_name(&request.unit().key));
+        Ok(self.files.append(&rel, request).await?)
     }
 
-    async fn finish(&self, batcher: ExportBatcher) -> Result<(), ExportError> {
-        let name = file_name(&batcher.key);
+    async fn finish(&self, batcher: Self::Batcher) -> Result<(), ExportError> {
+        let name = file_name(&batcher.unit().key);
         let data_rel = format!("data/{name}");
         let part_rel = format!("{PARTS_DIR}/{name}.json");
         // The record goes first: a crash from here on leaves no record of a file that may
         // not be whole, and the unit, not yet recorded complete, is copied again.
         self.files.delete(&part_rel).await?;
-        let taken = batcher
-            .file
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        let Some(unit) = taken else {
+        let Some(placed) = self.files.place(batcher, &data_rel).await? else {
             // No item in this segment: no file (and none left of an earlier run's).
             return self.files.delete(&data_rel).await;
         };
-        let local = self.files.store.local_root.clone();
-        let rel = data_rel.clone();
-        let (closed, items, digest) =
-            tokio::task::spawn_blocking(move || -> Result<(PathBuf, u64, String), ExportError> {
-                let mut unit = unit;
-                let err = |file: &std::path::Path, message: String| ExportError::Write {
-                    file: file.display().to_string(),
-                    message,
-                };
-                let encoder = unit.encoder.take().expect("open until the unit finishes");
-                let digesting = encoder
-                    .finish()
-                    .map_err(|e| err(&unit.temp, e.to_string()))?;
-                let digest = format::md5_base64(&digesting.md5.finalize());
-                let file = digesting
-                    .inner
-                    .into_inner()
-                    .map_err(|e| err(&unit.temp, e.to_string()))?;
-                file.sync_all()
-                    .map_err(|e| err(&unit.temp, e.to_string()))?;
-                drop(file);
-                let temp = std::mem::take(&mut unit.temp);
-                if let Some(root) = local {
-                    let to = root.join(&rel);
-                    std::fs::rename(&temp, &to).map_err(|e| {
-                        let _ = std::fs::remove_file(&temp);
-                        err(
-                            &to,
-                            format!("cannot rename {} into place: {e}", temp.display()),
-                        )
-                    })?;
-                    if let Some(dir) = to.parent() {
-                        crate::fsutil::sync_dir(dir).map_err(|e| err(dir, e.to_string()))?;
-                    }
-                    return Ok((to, unit.items, digest));
-                }
-                Ok((temp, unit.items, digest))
-            })
-            .await
-            .expect("closing a file does not panic")?;
-        if self.files.store.local_root.is_none() {
-            let uploaded = self.files.upload(&closed, &data_rel).await;
-            let _ = std::fs::remove_file(&closed);
-            uploaded?;
-        }
         let record = DataFile {
-            item_count: Some(items),
-            md5_checksum: Some(digest),
+            item_count: Some(placed.pieces),
+            md5_checksum: Some(placed.closed),
             etag: None,
             data_file_s3_key: self.files.manifest_key(&data_rel),
         };
