@@ -68,11 +68,13 @@ pub struct AppState {
 impl AppState {
     /// What job kinds need to resume jobs.
     pub fn services(&self) -> crate::jobs::kind::Services {
+        let mut lent = http::Extensions::new();
+        lent.insert(self.live.clone());
         crate::jobs::kind::Services {
             jobs: self.jobs.clone(),
             state_dir: self.config.state_dir.clone(),
-            live: self.live.clone(),
             node: self.node.clone(),
+            lent,
         }
     }
 }

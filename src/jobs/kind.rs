@@ -18,10 +18,11 @@ pub struct Services {
     pub jobs: JobRegistry,
     /// The daemon's state directory (kept job files).
     pub state_dir: PathBuf,
-    /// Live instance migration.
-    pub live: Arc<crate::livemigration::LiveMigration>,
     /// The local Cassandra node.
     pub node: Arc<crate::cassandra::LocalNode>,
+    /// A subsystem's own state a kind needs, by type (the live migration's, lent as an
+    /// `Arc<LiveMigration>`): the job framework does not name the subsystems above it.
+    pub lent: http::Extensions,
 }
 
 /// One kind of job. A kind is a type: the registry stores its spec and result as JSON, and

@@ -63,9 +63,9 @@ impl JobKind for DataCopyKind {
 
     /// A new iteration starts; files already in place are kept and partial downloads continue.
     async fn relaunch(services: &Services, record: &JobRecord) -> Result<CopyTask, JobError> {
+        let live = lent_live(services).ok_or(JobError::NotResumable { kind: Self::NAME })?;
         // Only a destination has a source to copy from.
-        let peer = services
-            .live
+        let peer = live
             .peer()
             .ok_or(JobError::NotResumable { kind: Self::NAME })?;
         let request = spec_of::<Self>(record).ok_or_else(|| JobError::UnreadableSpec {
@@ -75,21 +75,25 @@ impl JobKind for DataCopyKind {
         Ok(CopyTask {
             request,
             peer,
-            local: services.live.local_files(),
-            limits: (&services.live.config).into(),
+            local: live.local_files(),
+            limits: (&live.config).into(),
         })
     }
 
     /// Only on a destination whose local node is down, and under the admission lock of new
     /// tasks: at most one data-copy task runs.
     async fn resume_at_start(services: &Services, _interrupted: Vec<JobRecord>) {
-        tasks::resume_interrupted(
-            services.jobs.clone(),
-            services.live.clone(),
-            services.node.clone(),
-        )
-        .await;
+        let Some(live) = lent_live(services) else {
+            tracing::error!("data-copy tasks not resumed: the daemon lent no live migration");
+            return;
+        };
+        tasks::resume_interrupted(services.jobs.clone(), live, services.node.clone()).await;
     }
+}
+
+/// The live migration the daemon lends the kinds.
+fn lent_live(services: &Services) -> Option<Arc<super::LiveMigration>> {
+    services.lent.get::<Arc<super::LiveMigration>>().cloned()
 }
 
 /// A verification ready to run.
