@@ -523,3 +523,48 @@ pub async fn open_comparison<M: seam::compare::ComparisonMaker>(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every key once; ScyllaDB Migrator's three always written, drover's own only when they
+    /// record something; a job file's keys for a source are keys savepoints read back.
+    #[test]
+    fn the_progress_keys_are_each_declared_once_and_migrators_are_always_written() {
+        let mut names: Vec<&str> = PROGRESS_KEYS.iter().map(|k| k.name).collect();
+        names.sort();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(names.len(), before, "a key declared twice: {names:?}");
+        let always: Vec<&str> = PROGRESS_KEYS
+            .iter()
+            .filter(|k| k.always)
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(
+            always,
+            ["skipTokenRanges", "skipSegments", "skipParquetFiles"],
+            "Migrator's savepoints hold exactly these"
+        );
+        let sources = [
+            "type: cassandra\nhost: h\nkeyspace: k\ntable: t\n",
+            "type: dynamodb\ntable: t\nregion: us-east-1\n",
+            "type: parquet\npath: /tmp/p\n",
+            "type: mysql\nhost: h\ndatabase: d\ntable: t\ncredentials: {username: u, password: p}\n",
+            "type: dynamodb-s3-export\nbucket: b\nmanifestKey: m\ntableDescription: {attributeDefinitions: [{name: k, type: S}], keySchema: [{name: k, type: HASH}]}\n",
+        ];
+        for text in sources {
+            let value: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
+            let source = SourceConfig::parse(text, value).unwrap_or_else(|e| panic!("{text}: {e}"));
+            for key in source.progress_keys() {
+                assert!(
+                    PROGRESS_KEYS.iter().any(|k| std::ptr::eq(*k, *key)),
+                    "{}: {} is not in PROGRESS_KEYS",
+                    source.kind(),
+                    key.name
+                );
+            }
+        }
+    }
+}

@@ -115,27 +115,9 @@ fn runs(sorted: impl Iterator<Item = u32>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::savepoints::TOKEN_RANGES;
     use crate::savepoints::ranges::RangeSet;
-    use crate::savepoints::{Key, TOKEN_RANGES};
-
-    static SEGMENTS: Key = Key {
-        name: "skipSegments",
-        shape: Shape::Numbers,
-        label: "segments",
-        always: true,
-    };
-    static FILES: Key = Key {
-        name: "skipParquetFiles",
-        shape: Shape::Names { listed: true },
-        label: "Parquet files",
-        always: true,
-    };
-    static STREAM: Key = Key {
-        name: "streamPositions",
-        shape: Shape::Stream,
-        label: "stream",
-        always: false,
-    };
+    use crate::savepoints::tests::keys::{FILES, NUMBERS as SEGMENTS, STREAM};
 
     fn segments(s: &[u32]) -> Progress {
         let mut p = Progress::default();

@@ -3,38 +3,7 @@ use serde_json::json;
 
 use super::*;
 
-// Keys of each shape, as connectors declare theirs (this layer names no connector).
-static NUMBERS: Key = Key {
-    name: "skipSegments",
-    shape: Shape::Numbers,
-    label: "segments",
-    always: true,
-};
-static FILES: Key = Key {
-    name: "skipParquetFiles",
-    shape: Shape::Names { listed: true },
-    label: "Parquet files",
-    always: true,
-};
-static CONDITIONS: Key = Key {
-    name: "skipMySqlRanges",
-    shape: Shape::Names { listed: false },
-    label: "MySQL ranges",
-    always: false,
-};
-static STREAM: Key = Key {
-    name: "streamPositions",
-    shape: Shape::Stream,
-    label: "stream",
-    always: false,
-};
-static RUN: Key = Key {
-    name: "bulkWriteRun",
-    shape: Shape::Id,
-    label: "bulk load",
-    always: false,
-};
-static KEYS: &[&Key] = &[&TOKEN_RANGES, &NUMBERS, &FILES, &CONDITIONS, &STREAM, &RUN];
+use keys::*;
 
 fn doc(table: &str, ranges: &[(i64, i64)]) -> serde_json::Value {
     let mut d = json!({
@@ -291,4 +260,41 @@ fn a_bulk_load_id_survives_a_round_trip_and_the_first_one_recorded_wins() {
 #[should_panic(expected = "savepoint key skipSegments is declared Numbers, used as names")]
 fn a_key_used_with_another_shape_is_a_bug_that_says_so() {
     Progress::default().names(&NUMBERS);
+}
+
+/// Keys of each shape, as connectors declare theirs (this layer names no connector).
+pub(super) mod keys {
+    use crate::savepoints::{Key, Shape, TOKEN_RANGES};
+
+    pub static NUMBERS: Key = Key {
+        name: "skipSegments",
+        shape: Shape::Numbers,
+        label: "segments",
+        always: true,
+    };
+    pub static FILES: Key = Key {
+        name: "skipParquetFiles",
+        shape: Shape::Names { listed: true },
+        label: "Parquet files",
+        always: true,
+    };
+    pub static CONDITIONS: Key = Key {
+        name: "skipMySqlRanges",
+        shape: Shape::Names { listed: false },
+        label: "MySQL ranges",
+        always: false,
+    };
+    pub static STREAM: Key = Key {
+        name: "streamPositions",
+        shape: Shape::Stream,
+        label: "stream",
+        always: false,
+    };
+    pub static RUN: Key = Key {
+        name: "bulkWriteRun",
+        shape: Shape::Id,
+        label: "bulk load",
+        always: false,
+    };
+    pub static KEYS: &[&Key] = &[&TOKEN_RANGES, &NUMBERS, &FILES, &CONDITIONS, &STREAM, &RUN];
 }
