@@ -15,7 +15,6 @@ use crate::fsutil;
 use crate::jobs::{JobError, JobRegistry, RegistryOptions};
 use crate::metrics::Metrics;
 
-/// Name of the file, in the state dir, holding the address the API listens on.
 /// The subsystems' checks of their own config sections, run when the daemon's config is
 /// loaded ([`crate::config::SectionCheck`]).
 pub const SECTION_CHECKS: &[crate::config::SectionCheck] = &[
@@ -23,6 +22,7 @@ pub const SECTION_CHECKS: &[crate::config::SectionCheck] = &[
     crate::livemigration::exclusions::check_config,
 ];
 
+/// Name of the file, in the state dir, holding the address the API listens on.
 pub const LISTEN_ADDR_FILE: &str = "listen-addr";
 
 /// Why the daemon could not start or stopped with an error.

@@ -42,6 +42,9 @@ impl FileError {
 pub trait FileFormat: Send + Sync + 'static {
     /// What a write request carries (rows, encoded lines).
     type Piece: Clone + Send + Sync + 'static;
+    /// Pieces encoded, ready to append (encoded before the unit's lock is taken, so that
+    /// requests of one unit encode side by side).
+    type Encoded: Send + 'static;
     /// An open file being encoded.
     type Writer: Send + 'static;
     /// What closing a file reports besides the file (a digest).
@@ -49,8 +52,10 @@ pub trait FileFormat: Send + Sync + 'static {
 
     /// Starts encoding the file of `unit` into `file` (just created).
     fn open(&self, file: std::fs::File, unit: &UnitInfo) -> Result<Self::Writer, String>;
-    /// Appends pieces.
-    fn write(&self, writer: &mut Self::Writer, pieces: &[Self::Piece]) -> Result<(), String>;
+    /// Encodes pieces.
+    fn encode(&self, pieces: Vec<Self::Piece>) -> Result<Self::Encoded, String>;
+    /// Appends encoded pieces.
+    fn write(&self, writer: &mut Self::Writer, encoded: Self::Encoded) -> Result<(), String>;
     /// Ends the encoding, returning the file to flush to disk.
     fn close(&self, writer: Self::Writer) -> Result<(std::fs::File, Self::Closed), String>;
 }
@@ -231,6 +236,11 @@ impl<F: FileFormat> UnitFiles<F> {
         let unit = request.unit.clone();
         let rel = rel.to_string();
         tokio::task::spawn_blocking(move || {
+            let count = pieces.len() as u64;
+            let encoded = files
+                .format
+                .encode(pieces)
+                .map_err(|m| FileError::new(files.store.id_of(&files.path(&rel)), m))?;
             // Requests of one unit may be in flight together: the first creates the file,
             // under the lock every append of the unit takes.
             let mut guard = file.lock().unwrap_or_else(|p| p.into_inner());
@@ -241,9 +251,9 @@ impl<F: FileFormat> UnitFiles<F> {
             let writer = open.writer.as_mut().expect("open until the unit finishes");
             files
                 .format
-                .write(writer, &pieces)
+                .write(writer, encoded)
                 .map_err(|m| FileError::new(open.temp.display(), m))?;
-            open.pieces += pieces.len() as u64;
+            open.pieces += count;
             Ok(())
         })
         .await

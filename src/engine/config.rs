@@ -99,6 +99,7 @@ impl JobConfig {
                     .map(|i| i + 1),
             });
         }
+        let top = top_keys(text)?;
         let raw: RawJob = yaml::from_str(text).map_err(|e| {
             let (message, line) = yaml::describe_error(&e);
             JobConfigError { message, line }
@@ -106,7 +107,7 @@ impl JobConfig {
         let source = SourceConfig::parse(text, raw.source)?;
         let target = TargetConfig::parse(text, raw.target)?;
         crate::connectors::check_pair(text, &source, &target)?;
-        let skip = skip_progress(text, &source)?;
+        let skip = skip_progress(text, &top, &source)?;
         let name = match raw.name.filter(|v| !v.is_null()) {
             None => None,
             Some(yaml_serde::Value::String(name)) => Some(parse_name(text, &name)?),
@@ -290,47 +291,78 @@ impl JobConfig {
     }
 }
 
-/// The work the job file says is complete: the progress keys of its source, each checked
-/// (numbers are numbers, ranges are ranges) and then checked against the source's settings;
-/// a top-level key that is neither a job key nor a connector's progress key is refused.
-fn skip_progress(
-    text: &str,
-    source: &SourceConfig,
-) -> Result<crate::savepoints::Progress, JobConfigError> {
+/// The job file's top level, its keys checked first (as serde's `deny_unknown_fields` would,
+/// which cannot know the connectors' keys): a key that is neither a job key nor a key of work
+/// done is refused, naming it and its line; so is a run's own record (`bulkWriteRun`,
+/// `streamPositions`, `parquetFileVersions`), which only a savepoint holds.
+fn top_keys(text: &str) -> Result<yaml_serde::Mapping, JobConfigError> {
     let top: yaml_serde::Value = yaml::from_str(text).map_err(|e| {
         let (message, line) = yaml::describe_error(&e);
         JobConfigError { message, line }
     })?;
-    let Some(top) = top.as_mapping() else {
-        return Ok(Default::default());
+    let yaml_serde::Value::Mapping(top) = top else {
+        // Not a mapping: the typed parse says what was expected.
+        return Ok(yaml_serde::Mapping::new());
     };
-    let progress_keys = crate::connectors::PROGRESS_KEYS;
+    let work_keys = || {
+        crate::connectors::PROGRESS_KEYS
+            .iter()
+            .filter(|k| k.shape.is_work())
+    };
     for key in top.keys() {
-        let name = key.as_str().unwrap_or_default();
-        if !JOB_KEYS.contains(&name) && !progress_keys.iter().any(|k| k.name == name) {
+        let name = match key.as_str() {
+            Some(name) => name.to_string(),
+            None => yaml_serde::to_string(key)
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        };
+        if JOB_KEYS.contains(&name.as_str()) || work_keys().any(|k| k.name == name) {
+            continue;
+        }
+        let message = if crate::connectors::PROGRESS_KEYS
+            .iter()
+            .any(|k| k.name == name)
+        {
+            format!(
+                "`{name}` is a run's own record, which only savepoints hold: submit the original job config (with savepoints.autoResume, the default, it resumes from the newest savepoint by itself)"
+            )
+        } else {
             let expected: Vec<String> = JOB_KEYS
                 .iter()
                 .copied()
-                .chain(progress_keys.iter().map(|k| k.name))
+                .chain(work_keys().map(|k| k.name))
                 .map(|k| format!("`{k}`"))
                 .collect();
-            return Err(JobConfigError {
-                message: format!(
-                    "unknown field `{}`, expected one of {}",
-                    jobfile::cap(name),
-                    expected.join(", ")
-                ),
-                line: yaml::line_of(text, name),
-            });
-        }
+            format!(
+                "unknown field `{}`, expected one of {}",
+                jobfile::cap(&name),
+                expected.join(", ")
+            )
+        };
+        return Err(JobConfigError {
+            message,
+            line: yaml::line_of(text, &name),
+        });
     }
+    Ok(top)
+}
+
+/// The work the job file says is complete: the keys of its source (`top` holds the others,
+/// accepted and ignored), each checked (numbers are numbers, ranges are ranges), then checked
+/// against the source's settings.
+fn skip_progress(
+    text: &str,
+    top: &yaml_serde::Mapping,
+    source: &SourceConfig,
+) -> Result<crate::savepoints::Progress, JobConfigError> {
     let mut skip = crate::savepoints::Progress::default();
     for &key in source.progress_keys() {
         let Some(value) = top.get(key.name).filter(|v| !v.is_null()) else {
             continue;
         };
         let json = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
-        let done = crate::savepoints::Done::parse(key.shape, &json)
+        let done = crate::savepoints::Done::parse(key, &json)
             .map_err(|m| JobConfigError::at(text, key.name, m))?;
         skip.insert(key, done);
     }

@@ -36,6 +36,15 @@ pub enum Shape {
     Id,
 }
 
+impl Shape {
+    /// Whether work of this shape is work done (which a job file may say is done), rather
+    /// than a run's own record of it (an id, stream positions, versions of files), which only
+    /// savepoints hold.
+    pub fn is_work(self) -> bool {
+        matches!(self, Shape::Ranges | Shape::Numbers | Shape::Names { .. })
+    }
+}
+
 /// A key under which one kind of completed work is recorded in job files and savepoints.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Key {
@@ -115,20 +124,21 @@ impl Done {
         !matches!(self, Done::Versions(_) | Done::Id(_)) && !self.is_empty()
     }
 
-    /// The work written as `value` under a key of `shape`; an error says what was expected
-    /// (the caller names the key).
-    pub fn parse(shape: Shape, value: &serde_json::Value) -> Result<Self, String> {
+    /// The work written as `value` under `key`; an error says what was expected (the caller
+    /// names the key).
+    pub fn parse(key: &Key, value: &serde_json::Value) -> Result<Self, String> {
+        let label = key.label;
         fn de<T: serde::de::DeserializeOwned>(
             value: &serde_json::Value,
             expected: &str,
         ) -> Result<T, String> {
             serde_json::from_value(value.clone()).map_err(|e| format!("expected {expected}: {e}"))
         }
-        Ok(match shape {
+        Ok(match key.shape {
             Shape::Ranges => Done::Ranges(RangeSet::from_ranges(ranges::parse_skip_ranges(value)?)),
-            Shape::Numbers => Done::Numbers(de(value, "a list of unit numbers")?),
-            Shape::Names { .. } => Done::Names(de(value, "a list of names")?),
-            Shape::Versions => Done::Versions(de(value, "a map of names to versions")?),
+            Shape::Numbers => Done::Numbers(de(value, &format!("a list of {label} (numbers)"))?),
+            Shape::Names { .. } => Done::Names(de(value, &format!("a list of {label}"))?),
+            Shape::Versions => Done::Versions(de(value, &format!("a map of names to {label}"))?),
             Shape::Stream => Done::Stream(de(value, "stream positions")?),
             Shape::Id => Done::Id(
                 value
@@ -225,8 +235,7 @@ impl Progress {
         let mut progress = Progress::default();
         for &key in keys {
             if let Some(value) = doc.get(key.name).filter(|v| !v.is_null()) {
-                let done =
-                    Done::parse(key.shape, value).map_err(|e| format!("{}: {e}", key.name))?;
+                let done = Done::parse(key, value).map_err(|e| format!("{}: {e}", key.name))?;
                 if !done.is_empty() {
                     progress.done.insert(key.name, (key, done));
                 }

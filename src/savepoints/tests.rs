@@ -159,7 +159,7 @@ fn progress_round_trips_through_a_document() {
     assert!(e.starts_with("skipTokenRanges: "), "{e}");
     let e = Progress::from_document(&json!({"skipSegments": ["a"]}), KEYS).unwrap_err();
     assert!(
-        e.starts_with("skipSegments: expected a list of unit numbers"),
+        e.starts_with("skipSegments: expected a list of segments (numbers)"),
         "{e}"
     );
     // Keys the list does not name are not read.

@@ -357,6 +357,7 @@ impl ParquetFiles {
 
 impl FileFormat for ParquetFiles {
     type Piece = RawRow;
+    type Encoded = RecordBatch;
     type Writer = ArrowWriter<std::fs::File>;
     type Closed = ();
 
@@ -372,8 +373,11 @@ impl FileFormat for ParquetFiles {
         ArrowWriter::try_new(file, self.schema.clone(), Some(props)).map_err(|e| e.to_string())
     }
 
-    fn write(&self, writer: &mut Self::Writer, rows: &[RawRow]) -> Result<(), String> {
-        let batch = self.batch(rows)?;
+    fn encode(&self, rows: Vec<RawRow>) -> Result<RecordBatch, String> {
+        self.batch(&rows)
+    }
+
+    fn write(&self, writer: &mut Self::Writer, batch: RecordBatch) -> Result<(), String> {
         writer.write(&batch).map_err(|e| e.to_string())?;
         if writer.in_progress_size() > ROW_GROUP_BYTES {
             writer.flush().map_err(|e| e.to_string())?;

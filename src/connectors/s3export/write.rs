@@ -78,6 +78,8 @@ impl<W: Write> Write for Digesting<W> {
 
 impl FileFormat for ExportFiles {
     type Piece = String;
+    /// Lines are encoded as items are pushed.
+    type Encoded = Vec<String>;
     type Writer = flate2::write::GzEncoder<Digesting<std::io::BufWriter<std::fs::File>>>;
     /// The MD5 digest of the file, base64.
     type Closed = String;
@@ -92,8 +94,12 @@ impl FileFormat for ExportFiles {
         ))
     }
 
-    fn write(&self, encoder: &mut Self::Writer, lines: &[String]) -> Result<(), String> {
-        for line in lines {
+    fn encode(&self, lines: Vec<String>) -> Result<Vec<String>, String> {
+        Ok(lines)
+    }
+
+    fn write(&self, encoder: &mut Self::Writer, lines: Vec<String>) -> Result<(), String> {
+        for line in &lines {
             encoder
                 .write_all(line.as_bytes())
                 .and_then(|()| encoder.write_all(b"\n"))
@@ -206,7 +212,11 @@ pub async fn open_export(
         .list_all()
         .await
         .map_err(|e| SeamError::from(invalid(e.to_string())))?;
-    if done.is_empty() && !existing.is_empty() {
+    if done
+        .numbers(&crate::connectors::dynamodb::SEGMENTS)
+        .is_empty()
+        && !existing.is_empty()
+    {
         return Err(invalid(format!(
             "{} already holds {} files ({} first); an export is written to an empty place: delete them or choose another path",
             dst.location,

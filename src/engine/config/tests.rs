@@ -533,7 +533,7 @@ fn progress_keys_of_other_sources_are_accepted_and_ignored_and_unknown_keys_refu
     // savepoint; drover's savepoints may hold a bulk load's id or stream positions. A CQL job
     // reads only its token ranges from them.
     let job = JobConfig::parse(&format!(
-        "{GOOD}skipSegments: [1, 2]\nskipParquetFiles: [file:/a.parquet]\nbulkWriteRun: run-1\n"
+        "{GOOD}skipSegments: [1, 2]\nskipParquetFiles: [file:/a.parquet]\nskipMySqlRanges: []\n"
     ))
     .unwrap();
     assert_eq!(skipped_ranges(&job), vec![(-100, 0)]);
@@ -550,4 +550,26 @@ fn progress_keys_of_other_sources_are_accepted_and_ignored_and_unknown_keys_refu
         "{e}"
     );
     assert!(e.ends_with("(line 36)"), "{e}");
+    // Checked before the sections: a misspelt key is named even when a section is missing.
+    let e = err(&GOOD.replace("target:", "taget:"));
+    assert!(e.starts_with("unknown field `taget`"), "{e}");
+    // A run's own records are a savepoint's, not a job file's: a savepoint without secrets
+    // submitted as a job would lose its stream positions or file versions.
+    for record in [
+        "bulkWriteRun: run-1",
+        "streamPositions: {stream: s, since: 1}",
+        "parquetFileVersions: {}",
+    ] {
+        let e = err(&format!("{GOOD}{record}\n"));
+        let key = record.split(':').next().unwrap();
+        assert!(
+            e.starts_with(&format!(
+                "`{key}` is a run's own record, which only savepoints hold"
+            )),
+            "{e}"
+        );
+        assert!(e.ends_with("(line 36)"), "{e}");
+    }
+    let e = err(&format!("{GOOD}7: x\n"));
+    assert!(e.starts_with("unknown field `7`"), "{e}");
 }
