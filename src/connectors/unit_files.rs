@@ -180,8 +180,6 @@ impl<F: FileFormat> Request for UnitRequest<F> {
 
 /// A closed file in its place.
 pub struct Placed<C> {
-    /// Where it is (`file:/…`, `s3://…`).
-    pub id: String,
     /// Pieces written into it.
     pub pieces: u64,
     /// What the format reported.
@@ -343,6 +341,6 @@ impl<F: FileFormat> UnitFiles<F> {
             let _ = std::fs::remove_file(&spooled);
             uploaded.map_err(|m| FileError::new(&id, format!("upload: {m}")))?;
         }
-        Ok(Some(Placed { id, pieces, closed }))
+        Ok(Some(Placed { pieces, closed }))
     }
 }
