@@ -18,7 +18,7 @@ use drover::connectors::cql::config::{
 use drover::connectors::dynamodb::config::{MAX_MAP_TASKS, MAX_SCAN_SEGMENTS, MAX_THROUGHPUT};
 use drover::jobfile;
 
-const EXAMPLES: [&str; 7] = [
+const EXAMPLES: [&str; 9] = [
     include_str!("../config/job-cql.yaml"),
     include_str!("../config/job-dynamodb.yaml"),
     include_str!("../config/job-parquet.yaml"),
@@ -26,6 +26,8 @@ const EXAMPLES: [&str; 7] = [
     include_str!("../config/job-mysql.yaml"),
     include_str!("../config/job-s3export-load.yaml"),
     include_str!("../config/job-s3export-write.yaml"),
+    include_str!("../config/job-csv-load.yaml"),
+    include_str!("../config/job-csv-unload.yaml"),
 ];
 
 /// Text an editor (or an attacker) might splice into a job file: YAML's own punctuation,
@@ -259,6 +261,15 @@ fn check_accepted(job: &JobConfig) -> Result<(), TestCaseError> {
             use drover::connectors::s3export::config::MAX_FILES_AT_ONCE;
             prop_assert!(within(Some(n(s.files_at_once)), MAX_FILES_AT_ONCE));
         }
+        SourceConfig::Csv(s) => {
+            use drover::connectors::csv::config::{
+                MAX_BATCH_SIZE, MAX_FILES_AT_ONCE, MAX_MAX_CHARS, MAX_MAX_COLUMNS,
+            };
+            prop_assert!(within(Some(n(s.batch_size)), MAX_BATCH_SIZE));
+            prop_assert!(within(Some(n(s.max_concurrent_files)), MAX_FILES_AT_ONCE));
+            prop_assert!(within(Some(n(s.limits.max_chars_per_field)), MAX_MAX_CHARS));
+            prop_assert!(within(Some(n(s.limits.max_fields)), MAX_MAX_COLUMNS));
+        }
     }
     match &job.target {
         TargetConfig::Cql(t) => {
@@ -276,7 +287,7 @@ fn check_accepted(job: &JobConfig) -> Result<(), TestCaseError> {
                 u64::from(MAX_THROUGHPUT)
             ));
         }
-        TargetConfig::Parquet(_) | TargetConfig::S3Export(_) => {}
+        TargetConfig::Parquet(_) | TargetConfig::S3Export(_) | TargetConfig::Csv(_) => {}
     }
     if let Some(sp) = &job.savepoints {
         prop_assert!(within(sp.interval_seconds, jobfile::MAX_INTERVAL_SECONDS));

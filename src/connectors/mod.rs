@@ -7,6 +7,7 @@
 //! keys in [`PROGRESS_KEYS`].
 
 pub mod cql;
+pub mod csv;
 pub mod dynamodb;
 pub mod mysql;
 pub mod parquet;
@@ -30,6 +31,8 @@ pub static PROGRESS_KEYS: &[&Key] = &[
     &parquet::VERSIONS,
     &mysql::RANGES,
     &s3export::FILES,
+    &csv::FILES,
+    &csv::VERSIONS,
 ];
 
 /// The source of a job.
@@ -47,6 +50,8 @@ pub enum SourceConfig {
     Mysql(mysql::MysqlSource),
     /// A DynamoDB S3 export (`type: dynamodb-s3-export`).
     S3Export(s3export::ExportSource),
+    /// CSV files on disk or in S3 (`type: csv`, drover's own).
+    Csv(csv::CsvSource),
 }
 
 /// The target of a job.
@@ -62,10 +67,13 @@ pub enum TargetConfig {
     Parquet(parquet::ParquetTarget),
     /// A DynamoDB S3 export on disk or in S3 (`type: dynamodb-s3-export`).
     S3Export(s3export::ExportTarget),
+    /// CSV files on disk or in S3 (`type: csv`, drover's own).
+    Csv(csv::CsvTarget),
 }
 
-/// The `source.type` values ScyllaDB Migrator reads, for messages.
-const MIGRATOR_SOURCES: &[&str] = &[
+/// The `source.type` values drover reads (ScyllaDB Migrator's, then drover's own), for
+/// messages.
+const SOURCES: &[&str] = &[
     "cassandra",
     "scylla",
     "dynamodb",
@@ -74,10 +82,12 @@ const MIGRATOR_SOURCES: &[&str] = &[
     "parquet",
     "mysql",
     "dynamodb-s3-export",
+    "csv",
 ];
 
-/// The `target.type` values ScyllaDB Migrator writes to, for messages.
-const MIGRATOR_TARGETS: &[&str] = &[
+/// The `target.type` values drover writes to (ScyllaDB Migrator's, then drover's own), for
+/// messages.
+const TARGETS: &[&str] = &[
     "cassandra",
     "scylla",
     "dynamodb",
@@ -85,6 +95,7 @@ const MIGRATOR_TARGETS: &[&str] = &[
     "alternator",
     "parquet",
     "dynamodb-s3-export",
+    "csv",
 ];
 
 impl SourceConfig {
@@ -98,7 +109,8 @@ impl SourceConfig {
             "parquet" => Ok(Self::Parquet(parquet::ParquetSource::parse(text, value)?)),
             "mysql" => Ok(Self::Mysql(mysql::MysqlSource::parse(text, value)?)),
             "dynamodb-s3-export" => Ok(Self::S3Export(s3export::ExportSource::parse(text, value)?)),
-            other => Err(unsupported(text, "source.type", other, MIGRATOR_SOURCES)),
+            "csv" => Ok(Self::Csv(csv::CsvSource::parse(text, value)?)),
+            other => Err(unsupported(text, "source.type", other, SOURCES)),
         }
     }
 }
@@ -113,7 +125,8 @@ impl TargetConfig {
             }
             "parquet" => Ok(Self::Parquet(parquet::ParquetTarget::parse(text, value)?)),
             "dynamodb-s3-export" => Ok(Self::S3Export(s3export::ExportTarget::parse(text, value)?)),
-            other => Err(unsupported(text, "target.type", other, MIGRATOR_TARGETS)),
+            "csv" => Ok(Self::Csv(csv::CsvTarget::parse(text, value)?)),
+            other => Err(unsupported(text, "target.type", other, TARGETS)),
         }
     }
 }
@@ -127,6 +140,7 @@ impl SourceConfig {
             Self::Parquet(_) => "parquet",
             Self::Mysql(_) => "mysql",
             Self::S3Export(_) => "dynamodb-s3-export",
+            Self::Csv(_) => "csv",
         }
     }
 }
@@ -139,6 +153,7 @@ impl TargetConfig {
             Self::Dynamo(_) => "dynamodb",
             Self::Parquet(_) => "parquet",
             Self::S3Export(_) => "dynamodb-s3-export",
+            Self::Csv(_) => "csv",
         }
     }
 }
@@ -153,6 +168,7 @@ impl SourceConfig {
             Self::Parquet(s) => s.location.describe("parquet"),
             Self::Mysql(s) => s.describe(),
             Self::S3Export(s) => s.describe(),
+            Self::Csv(s) => s.location.describe("csv"),
         }
     }
 
@@ -164,12 +180,14 @@ impl SourceConfig {
         static PARQUET: &[&Key] = &[&TOKEN_RANGES, &parquet::FILES];
         static MYSQL: &[&Key] = &[&TOKEN_RANGES, &mysql::RANGES];
         static EXPORT: &[&Key] = &[&TOKEN_RANGES, &s3export::FILES];
+        static CSV: &[&Key] = &[&TOKEN_RANGES, &csv::FILES];
         match self {
             Self::Cql(_) => CQL,
             Self::Dynamo(_) => DYNAMO,
             Self::Parquet(_) => PARQUET,
             Self::Mysql(_) => MYSQL,
             Self::S3Export(_) => EXPORT,
+            Self::Csv(_) => CSV,
         }
     }
 
@@ -282,6 +300,7 @@ impl TargetConfig {
             Self::Dynamo(t) => t.connection.describe(),
             Self::Parquet(t) => t.location.describe("parquet"),
             Self::S3Export(t) => t.location.describe("s3-export"),
+            Self::Csv(t) => t.location.describe("csv"),
         }
     }
 }
@@ -328,12 +347,14 @@ pub fn check_pair(
         | (SourceConfig::Parquet(_), TargetConfig::Cql(_))
         | (SourceConfig::Mysql(_), TargetConfig::Cql(_))
         | (SourceConfig::Dynamo(_), TargetConfig::S3Export(_))
-        | (SourceConfig::Cql(_), TargetConfig::Parquet(_)) => Ok(()),
+        | (SourceConfig::Cql(_), TargetConfig::Parquet(_))
+        | (SourceConfig::Cql(_), TargetConfig::Csv(_))
+        | (SourceConfig::Csv(_), TargetConfig::Cql(_)) => Ok(()),
         _ => Err(JobConfigError::at(
             text,
             "target.type",
             format!(
-                "a {} target cannot take rows of a {} source; supported pairs: cassandra/scylla to cassandra/scylla, dynamodb/alternator to dynamodb/alternator, parquet to cassandra/scylla, cassandra/scylla to parquet, mysql to cassandra/scylla, dynamodb-s3-export to dynamodb/alternator, dynamodb/alternator to dynamodb-s3-export",
+                "a {} target cannot take rows of a {} source; supported pairs: cassandra/scylla to cassandra/scylla, dynamodb/alternator to dynamodb/alternator, parquet to cassandra/scylla, cassandra/scylla to parquet, mysql to cassandra/scylla, dynamodb-s3-export to dynamodb/alternator, dynamodb/alternator to dynamodb-s3-export, cassandra/scylla to csv, csv to cassandra/scylla",
                 target.kind(),
                 source.kind()
             ),
@@ -344,7 +365,7 @@ pub fn check_pair(
 fn unsupported(text: &str, key: &str, value: &str, migrator: &[&str]) -> JobConfigError {
     let value = crate::answer::cap(value);
     let expected = migrator.join(", ");
-    if key == "target.type" && MIGRATOR_SOURCES.contains(&value.as_ref()) {
+    if key == "target.type" && SOURCES.contains(&value.as_ref()) {
         JobConfigError::at(
             text,
             key,
@@ -466,6 +487,22 @@ pub async fn open_copy<M: seam::CopyMaker>(
                 s3export::write::open_export(src, dst, renames, done).await?;
             copy(maker.make(scan, sink, pacing, done))
         }
+        (SourceConfig::Cql(src), TargetConfig::Csv(dst)) => {
+            match csv::unload::open_unload(src, dst, renames, done).await? {
+                csv::unload::Opened::Copy(opened) => {
+                    let (scan, sink, pacing) = *opened;
+                    copy(maker.make(scan, sink, pacing, done))
+                }
+                csv::unload::Opened::Ignore => seam::OpenedCopy {
+                    copy: None,
+                    changes: None,
+                },
+            }
+        }
+        (SourceConfig::Csv(src), TargetConfig::Cql(dst)) => {
+            let (scan, sink, pacing) = csv::load::open_load(src, dst, renames).await?;
+            copy(maker.make(scan, sink, pacing, done))
+        }
         (SourceConfig::Cql(src), TargetConfig::Parquet(dst)) => {
             match parquet::export::open_export(src, dst, renames, done).await? {
                 parquet::export::Opened::Copy(opened) => {
@@ -552,6 +589,7 @@ mod tests {
             "type: dynamodb\ntable: t\nregion: us-east-1\n",
             "type: parquet\npath: /tmp/p\n",
             "type: mysql\nhost: h\ndatabase: d\ntable: t\ncredentials: {username: u, password: p}\n",
+            "type: csv\npath: /tmp/c\n",
             "type: dynamodb-s3-export\nbucket: b\nmanifestKey: m\ntableDescription: {attributeDefinitions: [{name: k, type: S}], keySchema: [{name: k, type: HASH}]}\n",
         ];
         for text in sources {

@@ -14,6 +14,8 @@ const SEEDS: &[&str] = &[
     include_str!("../../config/job-export-parquet.yaml"),
     include_str!("../../config/job-s3export-load.yaml"),
     include_str!("../../config/job-s3export-write.yaml"),
+    include_str!("../../config/job-csv-load.yaml"),
+    include_str!("../../config/job-csv-unload.yaml"),
 ];
 
 /// A secret planted in every input: no answer may quote it.

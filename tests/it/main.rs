@@ -14,6 +14,7 @@ mod console;
 mod coordination;
 mod copy_semantics;
 mod copy_twice;
+mod csv;
 mod daemon;
 mod deploy;
 mod docs;

@@ -1,0 +1,390 @@
+//! The CSV sections of a job file (`type: csv`), drover's own (ScyllaDB Migrator has no CSV):
+//! a source reads `path` (a file, a directory, or an `s3a://`/`s3://` prefix), a target writes
+//! a directory of files. The format keys are DSBulk's `connector.csv.*` names (`header`,
+//! `delimiter`, `quote`, `escape`, `comment`, `maxCharsPerColumn`, `maxColumns`) with its
+//! defaults, so a DSBulk command line translates key for key. `config/job-csv-load.yaml` and
+//! `config/job-csv-unload.yaml` show every key.
+
+use serde::Deserialize;
+
+use super::record::{Dialect, Limits};
+use crate::aws::{AwsCredentials, Endpoint};
+use crate::connectors::parquet::config::{Location, Mode, S3Access, access};
+use crate::jobfile::{JobConfigError, section};
+
+/// Rows per page read from a file when the job does not say (`source.batchSize`).
+pub const DEFAULT_BATCH_SIZE: usize = 1000;
+/// The largest `source.batchSize`: a page is held in memory whole, once per file read at once.
+pub const MAX_BATCH_SIZE: u64 = 100_000;
+/// Files read at once when the job does not say (`source.maxConcurrentFiles`).
+pub const DEFAULT_FILES_AT_ONCE: usize = 4;
+/// The most files read at once.
+pub const MAX_FILES_AT_ONCE: u64 = 256;
+/// DSBulk's `maxCharsPerColumn`.
+pub const DEFAULT_MAX_CHARS: usize = 4096;
+/// The largest `maxCharsPerColumn`: a field is held whole while it is read.
+pub const MAX_MAX_CHARS: u64 = 64 * 1024 * 1024;
+/// DSBulk's `maxColumns`.
+pub const DEFAULT_MAX_COLUMNS: usize = 512;
+/// The largest `maxColumns`.
+pub const MAX_MAX_COLUMNS: u64 = 10_000;
+
+/// A `source` of `type: csv`.
+#[derive(Debug, Clone)]
+pub struct CsvSource {
+    /// `path`: what to read (a file, or every `*.csv` below a directory or prefix).
+    pub location: Location,
+    /// S3 access, for an S3 `path`.
+    pub s3: S3Access,
+    /// How records are written.
+    pub dialect: Dialect,
+    /// Bounds of a record.
+    pub limits: Limits,
+    /// Rows per page (memory per file read at once). Default 1000.
+    pub batch_size: usize,
+    /// Files read at once. Default 4.
+    pub max_concurrent_files: usize,
+}
+
+/// A `target` of `type: csv`.
+#[derive(Debug, Clone)]
+pub struct CsvTarget {
+    /// `path`: the directory (or S3 prefix) files are written to.
+    pub location: Location,
+    /// What to do when `path` holds files already (`error`, the default; `overwrite`,
+    /// `append`, `ignore`).
+    pub mode: Mode,
+    /// S3 access, for an S3 `path`.
+    pub s3: S3Access,
+    /// How records are written.
+    pub dialect: Dialect,
+    /// Whether each file starts with a header (default true, as DSBulk).
+    pub header: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawSource {
+    #[serde(rename = "type")]
+    _type: String,
+    path: String,
+    #[serde(default)]
+    credentials: Option<AwsCredentials>,
+    #[serde(default)]
+    endpoint: Option<Endpoint>,
+    #[serde(default)]
+    region: Option<String>,
+    #[serde(default)]
+    header: Option<bool>,
+    #[serde(default)]
+    delimiter: Option<String>,
+    #[serde(default)]
+    quote: Option<String>,
+    #[serde(default)]
+    escape: Option<String>,
+    #[serde(default)]
+    comment: Option<String>,
+    #[serde(default)]
+    max_chars_per_column: Option<u64>,
+    #[serde(default)]
+    max_columns: Option<u64>,
+    #[serde(default)]
+    batch_size: Option<u64>,
+    #[serde(default)]
+    max_concurrent_files: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawTarget {
+    #[serde(rename = "type")]
+    _type: String,
+    path: String,
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    credentials: Option<AwsCredentials>,
+    #[serde(default)]
+    endpoint: Option<Endpoint>,
+    #[serde(default)]
+    region: Option<String>,
+    #[serde(default)]
+    header: Option<bool>,
+    #[serde(default)]
+    delimiter: Option<String>,
+    #[serde(default)]
+    quote: Option<String>,
+    #[serde(default)]
+    escape: Option<String>,
+}
+
+/// One character (`quote`, `escape`, `comment`).
+fn one_char(text: &str, key: &str, value: Option<&str>) -> Result<Option<char>, JobConfigError> {
+    let Some(v) = value else { return Ok(None) };
+    let mut chars = v.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) if c != '\n' && c != '\r' => Ok(Some(c)),
+        _ => Err(JobConfigError::at(
+            text,
+            key,
+            format!(
+                "must be one character (not a line end), not {:?}",
+                crate::answer::cap(v)
+            ),
+        )),
+    }
+}
+
+/// The dialect the keys of `side` describe; the quote, escape, comment and delimiter must
+/// differ, or a record could be read two ways.
+fn dialect(
+    text: &str,
+    side: &str,
+    delimiter: Option<String>,
+    quote: Option<String>,
+    escape: Option<String>,
+    comment: Option<String>,
+) -> Result<Dialect, JobConfigError> {
+    let key = |k: &str| format!("{side}.{k}");
+    let default = Dialect::default();
+    let delimiter = match delimiter {
+        None => default.delimiter,
+        Some(d) if d.is_empty() || d.contains(['\n', '\r']) => {
+            return Err(JobConfigError::at(
+                text,
+                &key("delimiter"),
+                "must be one or more characters, not a line end",
+            ));
+        }
+        Some(d) => d,
+    };
+    let quote = one_char(text, &key("quote"), quote.as_deref())?.unwrap_or(default.quote);
+    let escape = one_char(text, &key("escape"), escape.as_deref())?.unwrap_or(default.escape);
+    let comment = one_char(text, &key("comment"), comment.as_deref())?;
+    let clash = |a: char, what: &str| {
+        Err(JobConfigError::at(
+            text,
+            &key(what),
+            format!("{a:?} is also the delimiter, quote or another of these characters"),
+        ))
+    };
+    if delimiter.starts_with(quote) || delimiter.starts_with(escape) {
+        return clash(quote, "delimiter");
+    }
+    if let Some(c) = comment
+        && (c == quote || c == escape || delimiter.starts_with(c))
+    {
+        return clash(c, "comment");
+    }
+    Ok(Dialect {
+        delimiter,
+        quote,
+        escape,
+        comment,
+    })
+}
+
+impl CsvSource {
+    /// Reads and checks a `source` section.
+    pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
+        let s: RawSource = section(text, "source", value)?;
+        let location =
+            Location::parse(&s.path).map_err(|e| JobConfigError::at(text, "source.path", e))?;
+        if s.header == Some(false) {
+            return Err(JobConfigError::at(
+                text,
+                "source.header",
+                "false is not supported yet: the header names the columns each field goes to; add a header line to the files",
+            ));
+        }
+        JobConfigError::check_range(text, "source.batchSize", s.batch_size, 1, MAX_BATCH_SIZE)?;
+        JobConfigError::check_range(
+            text,
+            "source.maxConcurrentFiles",
+            s.max_concurrent_files,
+            1,
+            MAX_FILES_AT_ONCE,
+        )?;
+        JobConfigError::check_range(
+            text,
+            "source.maxCharsPerColumn",
+            s.max_chars_per_column,
+            1,
+            MAX_MAX_CHARS,
+        )?;
+        JobConfigError::check_range(text, "source.maxColumns", s.max_columns, 1, MAX_MAX_COLUMNS)?;
+        let dialect = dialect(text, "source", s.delimiter, s.quote, s.escape, s.comment)?;
+        let s3 = access(
+            text,
+            "source",
+            &location,
+            S3Access {
+                credentials: s.credentials,
+                region: s.region,
+                endpoint: s.endpoint,
+            },
+        )?;
+        Ok(Self {
+            location,
+            s3,
+            dialect,
+            limits: Limits {
+                max_chars_per_field: s
+                    .max_chars_per_column
+                    .map_or(DEFAULT_MAX_CHARS, |n| n as usize),
+                max_fields: s.max_columns.map_or(DEFAULT_MAX_COLUMNS, |n| n as usize),
+            },
+            batch_size: s.batch_size.map_or(DEFAULT_BATCH_SIZE, |n| n as usize),
+            max_concurrent_files: s
+                .max_concurrent_files
+                .map_or(DEFAULT_FILES_AT_ONCE, |n| n as usize),
+        })
+    }
+}
+
+impl CsvTarget {
+    /// Reads and checks a `target` section.
+    pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
+        let t: RawTarget = section(text, "target", value)?;
+        let location =
+            Location::parse(&t.path).map_err(|e| JobConfigError::at(text, "target.path", e))?;
+        let mode = match t
+            .mode
+            .as_deref()
+            .map(|m| m.trim().to_ascii_lowercase())
+            .as_deref()
+        {
+            None | Some("error" | "errorifexists") => Mode::Error,
+            Some("overwrite") => Mode::Overwrite,
+            Some("append") => Mode::Append,
+            Some("ignore") => Mode::Ignore,
+            Some(other) => {
+                return Err(JobConfigError::at(
+                    text,
+                    "target.mode",
+                    format!(
+                        "invalid write mode {:?}; valid values: append, error, ignore, overwrite",
+                        crate::answer::cap(other)
+                    ),
+                ));
+            }
+        };
+        let dialect = dialect(text, "target", t.delimiter, t.quote, t.escape, None)?;
+        let s3 = access(
+            text,
+            "target",
+            &location,
+            S3Access {
+                credentials: t.credentials,
+                region: t.region,
+                endpoint: t.endpoint,
+            },
+        )?;
+        Ok(Self {
+            location,
+            mode,
+            s3,
+            dialect,
+            header: t.header.unwrap_or(true),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(body: &str) -> Result<CsvSource, JobConfigError> {
+        let text = format!("source:\n  type: csv\n  path: /data/in\n{body}");
+        let doc: yaml_serde::Value = yaml_serde::from_str(&text).unwrap();
+        CsvSource::parse(&text, doc["source"].clone())
+    }
+
+    fn target(body: &str) -> Result<CsvTarget, JobConfigError> {
+        let text = format!("target:\n  type: csv\n  path: /data/out\n{body}");
+        let doc: yaml_serde::Value = yaml_serde::from_str(&text).unwrap();
+        CsvTarget::parse(&text, doc["target"].clone())
+    }
+
+    #[test]
+    fn defaults_are_dsbulks() {
+        let s = source("").unwrap();
+        assert_eq!(s.dialect.delimiter, ",");
+        assert_eq!(s.dialect.quote, '"');
+        assert_eq!(s.dialect.escape, '\\');
+        assert_eq!(s.dialect.comment, None);
+        assert_eq!(s.limits.max_chars_per_field, 4096);
+        assert_eq!(s.limits.max_fields, 512);
+        let t = target("").unwrap();
+        assert!(t.header);
+        assert_eq!(t.mode, Mode::Error);
+    }
+
+    #[test]
+    fn bounds_are_taken_at_the_bound_and_refused_past_it() {
+        let at = source("  maxCharsPerColumn: 67108864\n  maxColumns: 10000\n").unwrap();
+        assert_eq!(at.limits.max_chars_per_field, 64 * 1024 * 1024);
+        assert_eq!(at.limits.max_fields, 10_000);
+        let e = source("  maxCharsPerColumn: 67108865\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("source.maxCharsPerColumn: must be 1 to 67108864"),
+            "{e}"
+        );
+        assert_eq!(e.line, Some(4));
+        let e = source("  maxColumns: 10001\n").unwrap_err();
+        assert!(e.message.contains("source.maxColumns"), "{e}");
+        assert!(source("  batchSize: 0\n").is_err());
+    }
+
+    #[test]
+    fn characters_that_would_read_two_ways_are_refused_with_their_key() {
+        let e = source("  quote: \"''\"\n").unwrap_err();
+        assert!(
+            e.message.starts_with("source.quote: must be one character"),
+            "{e}"
+        );
+        let e = source("  delimiter: '\"'\n").unwrap_err();
+        assert!(e.message.starts_with("source.delimiter:"), "{e}");
+        let e = source("  comment: ','\n").unwrap_err();
+        assert!(e.message.starts_with("source.comment:"), "{e}");
+        let e = target("  delimiter: ''\n").unwrap_err();
+        assert!(e.message.starts_with("target.delimiter:"), "{e}");
+        assert_eq!(
+            source("  delimiter: '||'\n").unwrap().dialect.delimiter,
+            "||"
+        );
+        let e = source("  header: false\n").unwrap_err();
+        assert!(
+            e.message
+                .starts_with("source.header: false is not supported"),
+            "{e}"
+        );
+        let e = target("  mode: sideways\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("valid values: append, error, ignore, overwrite"),
+            "{e}"
+        );
+        let e = source("  delimeter: ';'\n").unwrap_err();
+        assert!(e.message.contains("delimeter"), "{e}");
+    }
+
+    #[test]
+    fn the_shipped_examples_parse_with_every_key_shown() {
+        for (text, source) in [
+            (include_str!("../../../config/job-csv-load.yaml"), true),
+            (include_str!("../../../config/job-csv-unload.yaml"), false),
+        ] {
+            let doc: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
+            if source {
+                let s = CsvSource::parse(text, doc["source"].clone()).unwrap();
+                assert_eq!(s.limits.max_fields, 512);
+            } else {
+                let t = CsvTarget::parse(text, doc["target"].clone()).unwrap();
+                assert!(t.header);
+                assert_eq!(t.dialect.escape, '\\');
+            }
+        }
+    }
+}

@@ -1,0 +1,788 @@
+//! CSV → CQL: each CSV file is a unit, streamed — downloaded and parsed record by record in a
+//! blocking task, a page of `batchSize` rows at a time — and written through the CQL
+//! connector's writer, then recorded in `skipCsvFiles` (with its size, modification time and
+//! ETag) once every write of it was acknowledged. A file stopped half way is read again from
+//! its start (the same values are written again).
+//!
+//! Before anything is written every file's header is read and each field matched to the
+//! target table (after `renames`): a field that names no column, a missing primary key
+//! column, two fields for one column are all reported at once, with the CQL that fixes each
+//! where one does. DSBulk's `writetime(col)` and `ttl(col)` fields become the writetime and
+//! TTL of their column's cells. As in DSBulk, an unquoted empty field is null (left unset: no
+//! tombstone) and a quoted one (`""`) is the empty string for text and blob columns, null for
+//! the others.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Read;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::{ObjectStore, ObjectStoreExt};
+use scylla::cluster::metadata::{ColumnType, NativeType};
+
+use super::config::CsvSource;
+use super::record::{Field, Parser, Record};
+use super::{CsvError, codec};
+use crate::connectors::cql::copy::CopyPlan;
+use crate::connectors::cql::rows::RawRow;
+use crate::connectors::cql::schema::{self, Column, TableSchema};
+use crate::connectors::cql::transfer::CopySink;
+use crate::connectors::cql::{self, CqlTarget};
+use crate::connectors::parquet::store::{FileEntry, Store, normalize_id};
+use crate::connectors::seam::SeamError;
+use crate::connectors::seam::{Pacing, Page, Plan, Retry, Scan, Unit};
+use crate::connectors::streamed::{PageSender, Streams};
+use crate::jobfile::Rename;
+use crate::savepoints;
+
+/// Headers read at once while planning.
+const HEADERS_AT_ONCE: usize = 16;
+/// The most files one load reads: each file's header is held for the whole job (and each
+/// finished one named in every savepoint).
+pub const MAX_FILES: usize = 100_000;
+/// Bytes read from a file at a time.
+const CHUNK: usize = 256 * 1024;
+
+/// A field of a file's records, as the rows handed to the CQL writer place it.
+#[derive(Debug, Clone)]
+enum Slot {
+    /// A column's value, of this type.
+    Value(usize, ColumnType<'static>),
+    /// A writetime (microseconds, written as a bigint).
+    Writetime(usize),
+    /// A TTL (seconds, written as an int).
+    Ttl(usize),
+    /// Nothing the target takes (never: every field is matched or the job refused).
+    Skip,
+}
+
+/// A file to load, with what its header says.
+#[derive(Debug)]
+pub struct LoadFile {
+    entry: FileEntry,
+    /// One slot per field of its records, in field order.
+    slots: Vec<Slot>,
+    /// The header's names, for messages.
+    header: Vec<String>,
+}
+
+/// One file of a load.
+#[derive(Clone)]
+pub struct FileUnit {
+    file: Arc<LoadFile>,
+}
+
+impl std::fmt::Display for FileUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.file.entry.id)
+    }
+}
+
+impl Unit for FileUnit {
+    fn record(&self, done: &mut savepoints::Progress) {
+        let e = &self.file.entry;
+        done.names_mut(&super::FILES).insert(e.id.clone());
+        done.versions_mut(&super::VERSIONS)
+            .insert(e.id.clone(), e.version.clone());
+    }
+}
+
+/// CSV files read as units.
+pub struct CsvScan {
+    store: Arc<dyn ObjectStore>,
+    files: Vec<Arc<LoadFile>>,
+    source: CsvSource,
+    /// Cells of a row handed to the CQL writer, and how many of them, first, are the key.
+    width: usize,
+    keys: usize,
+    open: Streams<RawRow, CsvError>,
+}
+
+fn invalid(message: String) -> CsvError {
+    CsvError::Invalid {
+        key: "source.path".into(),
+        message,
+    }
+}
+
+/// Lists the files and reads their headers, connects to the target and checks its table, and
+/// prepares the writes. Nothing is written.
+pub async fn open_load(
+    src: &CsvSource,
+    dst: &CqlTarget,
+    renames: &[Rename],
+) -> Result<(CsvScan, CopySink, Pacing), SeamError> {
+    let store = Store::open("source", &src.location, &src.s3).map_err(CsvError::from)?;
+    let all = store.list_all().await.map_err(CsvError::from)?;
+    let single = all.len() == 1 && all[0].location == store.root;
+    let entries: Vec<FileEntry> = all
+        .into_iter()
+        .filter(|m| {
+            let name = m.location.filename().unwrap_or("");
+            single || (name.ends_with(".csv") && !name.starts_with('_') && !name.starts_with('.'))
+        })
+        .map(|m| FileEntry {
+            id: store.id_of(&m.location),
+            version: format!(
+                "size={};mtime={};etag={}",
+                m.size,
+                m.last_modified.timestamp_millis(),
+                m.e_tag.as_deref().unwrap_or("")
+            ),
+            path: m.location,
+            size: m.size,
+        })
+        .collect();
+    if entries.is_empty() {
+        let why = match &store.local_root {
+            Some(p) if !p.exists() => format!("{} does not exist", p.display()),
+            _ => format!("no CSV file (*.csv) found in {}", src.location),
+        };
+        return Err(invalid(why).into());
+    }
+    if entries.len() > MAX_FILES {
+        return Err(invalid(format!(
+            "{} holds {} CSV files; one job reads at most {MAX_FILES}: split it by prefix or directory",
+            src.location,
+            entries.len()
+        ))
+        .into());
+    }
+    let headers: Vec<(FileEntry, Vec<String>)> = futures::stream::iter(entries)
+        .map(|entry| {
+            let store = store.inner.clone();
+            let source = src.clone();
+            async move {
+                let header = read_header(store, &entry, &source).await?;
+                Ok::<_, CsvError>((entry, header))
+            }
+        })
+        .buffered(HEADERS_AT_ONCE)
+        .try_collect()
+        .await?;
+    let session = cql::connect("target", &dst.endpoint).await?;
+    cql::check_local_dc(&session, "target", dst.endpoint.local_dc.as_deref())?;
+    let target = schema::load(
+        &session,
+        "target",
+        &dst.endpoint.keyspace,
+        &dst.endpoint.table,
+    )
+    .await?;
+    let shape = match_fields(&headers, &target, renames)?;
+    let preserve = shape.preserve && !target.is_counter_table();
+    if shape.preserve && !preserve {
+        tracing::info!("writetime and TTL fields are not used: the target is a counter table");
+    }
+    // A row without its key cannot be written anywhere: it is counted (rowsDropped) and left
+    // out, not retried.
+    let mut dst = dst.clone();
+    dst.drop_null_primary_keys = true;
+    let plan = CopyPlan::prepare_writes(
+        &session,
+        &dst,
+        shape.table.clone(),
+        target,
+        &shape.mapping,
+        preserve,
+    )
+    .await?;
+    let keys = shape.table.partition_key.len() + shape.table.clustering_key.len();
+    let (files, width) = layouts(headers, &shape.table, preserve);
+    tracing::info!(
+        "{} CSV file(s) in {}, {} bytes",
+        files.len(),
+        src.location,
+        files.iter().map(|f| f.entry.size).sum::<u64>()
+    );
+    let scan = CsvScan {
+        store: store.inner,
+        files,
+        source: src.clone(),
+        width,
+        keys,
+        open: Streams::default(),
+    };
+    let sink = CopySink::new(Arc::new(session), Arc::new(plan));
+    let pacing = Pacing {
+        units_finishing: 0,
+        units_at_once: src.max_concurrent_files,
+        requests_in_flight: dst.max_in_flight,
+        rows_per_second: dst.rows_per_second,
+        bytes_per_second: dst.bytes_per_second,
+    };
+    Ok((scan, sink, pacing))
+}
+
+/// The first record of a file: its header.
+async fn read_header(
+    store: Arc<dyn ObjectStore>,
+    entry: &FileEntry,
+    src: &CsvSource,
+) -> Result<Vec<String>, CsvError> {
+    let got = store.get(&entry.path).await.map_err(|e| CsvError::Store {
+        side: "source",
+        message: format!("{}: {e}", entry.id),
+    })?;
+    let mut stream = got.into_stream();
+    let mut parser = Parser::new(src.dialect.clone(), src.limits);
+    let mut records = Vec::new();
+    // Found before anything is written: the job is refused (400), naming the file.
+    let bad = |message: String| CsvError::Invalid {
+        key: "source.path".into(),
+        message: format!("{}: {message}", entry.id),
+    };
+    while records.is_empty() {
+        match stream.next().await {
+            Some(Ok(chunk)) => parser
+                .push(&chunk, &mut records)
+                .map_err(|e| bad(e.to_string()))?,
+            Some(Err(e)) => {
+                return Err(CsvError::Read {
+                    file: entry.id.clone(),
+                    message: e.to_string(),
+                    retry: Retry::Safe,
+                });
+            }
+            None => {
+                parser
+                    .finish(&mut records)
+                    .map_err(|e| bad(e.to_string()))?;
+                break;
+            }
+        }
+    }
+    let Some(first) = records.into_iter().next() else {
+        return Err(bad(
+            "is empty: a CSV file starts with a header naming its columns".into(),
+        ));
+    };
+    let mut seen = HashSet::new();
+    let mut header = Vec::with_capacity(first.fields.len());
+    for (i, f) in first.fields.into_iter().enumerate() {
+        let name = f.text.trim().to_string();
+        if name.is_empty() {
+            return Err(bad(format!(
+                "line {}: field {} of the header is empty; every field needs a column name",
+                first.line,
+                i + 1
+            )));
+        }
+        if !seen.insert(name.clone()) {
+            return Err(bad(format!(
+                "line {}: the header names {name:?} twice",
+                first.line
+            )));
+        }
+        header.push(name);
+    }
+    Ok(header)
+}
+
+/// `writetime(col)` → (`col`, true), `ttl(col)` → (`col`, false), any case, as DSBulk names
+/// them (a quoted name keeps its case: `writetime("Col")`).
+fn meta_base(name: &str) -> Option<(String, bool)> {
+    let lower = name.to_ascii_lowercase();
+    let (inner, writetime) = if lower.starts_with("writetime(") {
+        (&name["writetime(".len()..], true)
+    } else if lower.starts_with("ttl(") {
+        (&name["ttl(".len()..], false)
+    } else {
+        return None;
+    };
+    let inner = inner.strip_suffix(')')?.trim();
+    let column = match inner.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+        Some(quoted) => quoted.replace("\"\"", "\""),
+        None => inner.to_string(),
+    };
+    Some((column, writetime))
+}
+
+/// The files described as one table.
+struct Shape {
+    /// The target's columns that some file has, named as in the files.
+    table: TableSchema,
+    /// File field name → target column name.
+    mapping: HashMap<String, String>,
+    /// Whether some file carries writetimes or TTLs.
+    preserve: bool,
+}
+
+/// The problems of the files with the target, each named once (for the first file that has
+/// it: files of one unload share their header).
+#[derive(Default)]
+struct Problems {
+    list: Vec<schema::Problem>,
+    seen: HashSet<String>,
+}
+
+impl Problems {
+    fn add(&mut self, file: &str, problem: String, fix: Option<String>) {
+        if self.seen.insert(problem.clone()) {
+            self.list.push(schema::Problem {
+                message: format!("{file}: {problem}"),
+                fix,
+            });
+        }
+    }
+}
+
+fn match_fields(
+    headers: &[(FileEntry, Vec<String>)],
+    target: &TableSchema,
+    renames: &[Rename],
+) -> Result<Shape, CsvError> {
+    let to_target = |name: &str| -> String {
+        renames
+            .iter()
+            .find(|r| r.from == name)
+            .map_or(name, |r| r.to.as_str())
+            .to_string()
+    };
+    let find = |name: &str| target.all().find(|c| c.name == name);
+    let is_key = |name: &str| {
+        target
+            .partition_key
+            .iter()
+            .chain(&target.clustering_key)
+            .any(|k| k.name == name)
+    };
+    let mut problems = Problems::default();
+    let mut mapping: HashMap<String, String> = HashMap::new();
+    let mut preserve = false;
+    let mut used_renames = HashSet::new();
+    for (entry, header) in headers {
+        for name in header {
+            if let Some((base, writetime)) = meta_base(name) {
+                let what = if writetime { "writetime" } else { "TTL" };
+                if !header.contains(&base) {
+                    problems.add(
+                        &entry.id,
+                        format!("field {name:?} holds the {what} of a column {base:?} the file does not have"),
+                        None,
+                    );
+                    continue;
+                }
+                let Some(col) = find(&to_target(&base)) else {
+                    continue; // reported below, as a data field
+                };
+                if is_key(&col.name) {
+                    problems.add(
+                        &entry.id,
+                        format!("field {name:?}: a primary key column has no {what}"),
+                        None,
+                    );
+                } else if col.is_multi_cell() {
+                    problems.add(
+                        &entry.id,
+                        format!(
+                            "field {name:?}: column {:?} is a non-frozen collection or UDT, whose elements each have their own {what}; a load cannot give them one",
+                            col.name
+                        ),
+                        None,
+                    );
+                } else {
+                    preserve = true;
+                }
+                continue;
+            }
+            let to = to_target(name);
+            if to != *name {
+                used_renames.insert(name.clone());
+            }
+            let renamed = if to == *name {
+                String::new()
+            } else {
+                format!(" (renamed to {to:?})")
+            };
+            if find(&to).is_none() {
+                problems.add(
+                    &entry.id,
+                    format!("field {name:?}{renamed} is not a column of the target table"),
+                    Some(format!(
+                        "ALTER TABLE {} ADD {} text;",
+                        target.qualified(),
+                        schema::quote(&to)
+                    )),
+                );
+                continue;
+            }
+            if let Some(other) = mapping.iter().find(|(k, v)| **v == to && *k != name) {
+                problems.add(
+                    &entry.id,
+                    format!(
+                        "fields {:?} and {name:?} would both be written to the target column {to:?}",
+                        other.0
+                    ),
+                    Some("rename one of them to another column (renames)".into()),
+                );
+                continue;
+            }
+            mapping.insert(name.clone(), to);
+        }
+        for key in target.partition_key.iter().chain(&target.clustering_key) {
+            if !header
+                .iter()
+                .any(|h| meta_base(h).is_none() && to_target(h) == key.name)
+            {
+                problems.add(
+                    &entry.id,
+                    format!(
+                        "no field for the target's primary key column {:?}",
+                        key.name
+                    ),
+                    None,
+                );
+            }
+        }
+    }
+    if !problems.list.is_empty() {
+        return Err(CsvError::Mismatch(Box::new(schema::Mismatch {
+            target: target.qualified(),
+            source: "the CSV files".into(),
+            problems: problems.list,
+            create: None,
+        })));
+    }
+    for r in renames {
+        if !used_renames.contains(&r.from) {
+            tracing::warn!(
+                "renames: no CSV file has a field {:?}; the rename does nothing",
+                r.from
+            );
+        }
+    }
+    let from_target: HashMap<&str, &str> = mapping
+        .iter()
+        .map(|(k, v)| (v.as_str(), k.as_str()))
+        .collect();
+    let columns = |cols: &[Column]| -> Vec<Column> {
+        cols.iter()
+            .filter_map(|c| {
+                from_target.get(c.name.as_str()).map(|file_name| Column {
+                    name: (*file_name).to_string(),
+                    typ: c.typ.clone(),
+                })
+            })
+            .collect()
+    };
+    Ok(Shape {
+        table: TableSchema {
+            keyspace: target.keyspace.clone(),
+            table: target.table.clone(),
+            partition_key: columns(&target.partition_key),
+            clustering_key: columns(&target.clustering_key),
+            statics: columns(&target.statics),
+            regular: columns(&target.regular),
+        },
+        mapping,
+        preserve,
+    })
+}
+
+/// Each file's slots, and the cells of a row: the table's columns, then (with `preserve`) a
+/// writetime and a TTL per static and regular column — the layout of a CQL scan's rows.
+fn layouts(
+    headers: Vec<(FileEntry, Vec<String>)>,
+    table: &TableSchema,
+    preserve: bool,
+) -> (Vec<Arc<LoadFile>>, usize) {
+    let data: Vec<&Column> = table.all().collect();
+    let keys = table.partition_key.len() + table.clustering_key.len();
+    let width = if preserve {
+        data.len() + 2 * (data.len() - keys)
+    } else {
+        data.len()
+    };
+    let files = headers
+        .into_iter()
+        .map(|(entry, header)| {
+            let slots = header
+                .iter()
+                .map(|name| {
+                    if let Some((base, writetime)) = meta_base(name) {
+                        let Some(i) = data.iter().position(|c| c.name == base) else {
+                            return Slot::Skip;
+                        };
+                        if !preserve || i < keys {
+                            return Slot::Skip;
+                        }
+                        let pair = data.len() + 2 * (i - keys);
+                        return if writetime {
+                            Slot::Writetime(pair)
+                        } else {
+                            Slot::Ttl(pair + 1)
+                        };
+                    }
+                    data.iter()
+                        .position(|c| c.name == *name)
+                        .map_or(Slot::Skip, |i| Slot::Value(i, data[i].typ.clone()))
+                })
+                .collect();
+            Arc::new(LoadFile {
+                entry,
+                slots,
+                header,
+            })
+        })
+        .collect();
+    (files, width)
+}
+
+/// Whether an empty quoted field (`""`) is a value of type `t` (text and blobs) rather than
+/// null, as DSBulk reads it.
+fn empty_is_a_value(t: &ColumnType<'_>) -> bool {
+    matches!(
+        t,
+        ColumnType::Native(NativeType::Text | NativeType::Ascii | NativeType::Blob)
+    )
+}
+
+/// One record as a row of `width` cells, the first `keys` of them the primary key.
+fn to_row(file: &LoadFile, record: &Record, width: usize, keys: usize) -> Result<RawRow, String> {
+    if record.fields.len() != file.slots.len() {
+        return Err(format!(
+            "line {}: {} field(s), but the header has {}",
+            record.line,
+            record.fields.len(),
+            file.slots.len()
+        ));
+    }
+    let mut cells: Vec<Option<Bytes>> = vec![None; width];
+    for ((slot, field), name) in file.slots.iter().zip(&record.fields).zip(&file.header) {
+        let Field { text, quoted } = field;
+        let bad = |e: String| format!("line {}: column {name:?}: {e}", record.line);
+        match slot {
+            Slot::Skip => {}
+            Slot::Value(i, t) => {
+                if text.is_empty() {
+                    // A key is never null, so an empty key field is the empty value even
+                    // unquoted: cqlsh writes the empty string as nothing, as it writes null.
+                    if (*quoted || *i < keys) && empty_is_a_value(t) {
+                        cells[*i] = Some(Bytes::new());
+                    }
+                    continue;
+                }
+                cells[*i] = Some(Bytes::from(codec::from_text(t, text).map_err(bad)?));
+            }
+            Slot::Writetime(i) => {
+                if !text.is_empty() {
+                    let micros = codec::parse_writetime(text).map_err(bad)?;
+                    cells[*i] = Some(Bytes::copy_from_slice(&micros.to_be_bytes()));
+                }
+            }
+            Slot::Ttl(i) => {
+                if !text.is_empty() {
+                    let ttl: i32 =
+                        text.trim()
+                            .parse()
+                            .ok()
+                            .filter(|t| *t >= 0)
+                            .ok_or_else(|| {
+                                bad(format!(
+                                    "expected a TTL in seconds (0 to {}), got {:?}",
+                                    i32::MAX,
+                                    crate::answer::cap(text)
+                                ))
+                            })?;
+                    // 0 is no TTL, as CQL reads it.
+                    if ttl > 0 {
+                        cells[*i] = Some(Bytes::copy_from_slice(&ttl.to_be_bytes()));
+                    }
+                }
+            }
+        }
+    }
+    Ok(RawRow { cells })
+}
+
+impl Scan for CsvScan {
+    type Unit = FileUnit;
+    type Row = RawRow;
+    type Cursor = u64;
+    type Error = CsvError;
+
+    fn plan(&self, done: &savepoints::Progress) -> Plan<FileUnit> {
+        let finished: HashSet<String> = done
+            .names(&super::FILES)
+            .iter()
+            .map(|f| normalize_id(f))
+            .collect();
+        let versions: HashMap<String, &String> = done
+            .versions(&super::VERSIONS)
+            .iter()
+            .map(|(k, v)| (normalize_id(k), v))
+            .collect();
+        let mut plan = Plan {
+            total: self.files.len() as u64,
+            skipped: 0,
+            work: Vec::new(),
+        };
+        for file in &self.files {
+            let id = normalize_id(&file.entry.id);
+            if finished.contains(&id) {
+                match versions.get(&id) {
+                    Some(v) if **v != file.entry.version => tracing::warn!(
+                        "{} changed since it was loaded ({v}, now {}): it is read again",
+                        file.entry.id,
+                        file.entry.version
+                    ),
+                    _ => {
+                        plan.skipped += 1;
+                        continue;
+                    }
+                }
+            }
+            plan.work.push(FileUnit { file: file.clone() });
+        }
+        plan
+    }
+
+    fn start(&self, _: &FileUnit) -> u64 {
+        0
+    }
+
+    async fn page(&self, unit: &FileUnit, cursor: &u64) -> Result<Page<RawRow, u64>, CsvError> {
+        let store = self.store.clone();
+        let file = unit.file.clone();
+        let source = self.source.clone();
+        let (width, keys) = (self.width, self.keys);
+        self.open
+            .page(
+                &unit.file.entry.id,
+                *cursor,
+                move |tx| stream_file(store, file, source, (width, keys), tx),
+                || CsvError::Read {
+                    file: unit.file.entry.id.clone(),
+                    message: "the reading task ended without a result".into(),
+                    retry: Retry::Safe,
+                },
+            )
+            .await
+    }
+
+    fn row_size(row: &RawRow) -> usize {
+        row.size()
+    }
+}
+
+type Sender = PageSender<RawRow, CsvError>;
+
+/// Downloads and parses one file, sending its rows page by page; the last page (maybe empty)
+/// once the file has ended.
+async fn stream_file(
+    store: Arc<dyn ObjectStore>,
+    file: Arc<LoadFile>,
+    source: CsvSource,
+    shape: (usize, usize),
+    tx: Sender,
+) {
+    let id = file.entry.id.clone();
+    let got = match store.get(&file.entry.path).await {
+        Ok(got) => got,
+        Err(e) => {
+            let retry = if matches!(e, object_store::Error::NotFound { .. }) {
+                Retry::Never
+            } else {
+                Retry::Safe
+            };
+            let _ = tx
+                .send(Err(CsvError::Read {
+                    file: id,
+                    message: e.to_string(),
+                    retry,
+                }))
+                .await;
+            return;
+        }
+    };
+    let body = tokio_util::io::StreamReader::new(got.into_stream().map_err(std::io::Error::other));
+    let sync = tokio_util::io::SyncIoBridge::new(body);
+    let joined =
+        tokio::task::spawn_blocking(move || parse_file(sync, &file, &source, shape, &tx)).await;
+    if let Err(e) = joined {
+        tracing::error!(error = %e, "a CSV file reader panicked");
+    }
+}
+
+fn parse_file(
+    mut body: impl Read,
+    file: &LoadFile,
+    source: &CsvSource,
+    (width, keys): (usize, usize),
+    tx: &Sender,
+) {
+    let fail = |message: String, retry: Retry| CsvError::Read {
+        file: file.entry.id.clone(),
+        message,
+        retry,
+    };
+    let mut parser = Parser::new(source.dialect.clone(), source.limits);
+    let mut records: Vec<Record> = Vec::new();
+    let mut page: Vec<RawRow> = Vec::with_capacity(source.batch_size.min(4096));
+    let mut header_seen = false;
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = match body.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = tx.blocking_send(Err(fail(format!("cannot read: {e}"), Retry::Safe)));
+                return;
+            }
+        };
+        let parsed = if n == 0 {
+            parser.finish(&mut records)
+        } else {
+            parser.push(&buf[..n], &mut records)
+        };
+        if let Err(e) = parsed {
+            let _ = tx.blocking_send(Err(fail(e.to_string(), Retry::Never)));
+            return;
+        }
+        for record in records.drain(..) {
+            if !header_seen {
+                header_seen = true;
+                continue;
+            }
+            match to_row(file, &record, width, keys) {
+                Ok(row) => page.push(row),
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(fail(e, Retry::Never)));
+                    return;
+                }
+            }
+            if page.len() >= source.batch_size
+                && tx
+                    .blocking_send(Ok((std::mem::take(&mut page), false)))
+                    .is_err()
+            {
+                // The unit was stopped.
+                return;
+            }
+        }
+        if n == 0 {
+            break;
+        }
+    }
+    let _ = tx.blocking_send(Ok((page, true)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dsbulk_writetime_and_ttl_fields_name_their_column() {
+        assert_eq!(meta_base("writetime(v)"), Some(("v".into(), true)));
+        assert_eq!(meta_base("WRITETIME(v)"), Some(("v".into(), true)));
+        assert_eq!(meta_base("ttl( v )"), Some(("v".into(), false)));
+        assert_eq!(
+            meta_base("ttl(\"Odd\"\"Name\")"),
+            Some(("Odd\"Name".into(), false))
+        );
+        assert_eq!(meta_base("writetime"), None);
+        assert_eq!(meta_base("ttl(v"), None);
+        assert_eq!(meta_base("v"), None);
+    }
+}

@@ -1,0 +1,483 @@
+//! CSV ↔ CQL against the real clusters, with files checked by readers that share no code with
+//! drover: Python's `csv` module and DuckDB read what drover unloads, and cqlsh's `COPY TO`
+//! writes files drover loads. A table of every type the format carries, with hostile text,
+//! edge values, writetimes and TTLs, is unloaded and loaded back into another cluster and
+//! compared there cell by cell through the driver; bad files are refused naming the file, the
+//! line and the column.
+
+use std::time::Duration;
+
+use test_support::cql::{assert_same, clusters, dst_addr, exec, fresh_keyspace, src_addr};
+use test_support::{Daemon, Home};
+
+use crate::parquet::python;
+
+const WAIT: Duration = Duration::from_secs(180);
+
+fn host_port(addr: &str) -> (String, String) {
+    let (h, p) = addr.rsplit_once(':').unwrap();
+    (h.to_string(), p.to_string())
+}
+
+/// A CQL → CSV job file.
+fn unload_job(ks: &str, table: &str, path: &str, extra_source: &str, extra_target: &str) -> String {
+    let (h, p) = host_port(&src_addr());
+    format!(
+        "source:\n  type: cassandra\n  host: {h}\n  port: {p}\n  keyspace: {ks}\n  table: {table}\n  splitCount: 8\n{extra_source}target:\n  type: csv\n  path: {path}\n{extra_target}"
+    )
+}
+
+/// A CSV → CQL job file.
+fn load_job(path: &str, ks: &str, table: &str, extra_source: &str) -> String {
+    let (h, p) = host_port(&dst_addr());
+    format!(
+        "source:\n  type: csv\n  path: {path}\n{extra_source}target:\n  type: scylla\n  host: {h}\n  port: {p}\n  keyspace: {ks}\n  table: {table}\n"
+    )
+}
+
+/// Every type a CSV cell holds exactly, frozen collections, tuples and UDTs included (their
+/// elements share the cell's writetime); the non-frozen ones are in `m`.
+const TABLES: &str = "CREATE TYPE $ks.addr (street text, no int, tags frozen<set<text>>);
+    CREATE TABLE $ks.t (
+      k uuid, c int, s text static,
+      a ascii, bi bigint, bl blob, bo boolean, d date, de decimal, db double, du duration,
+      f float, i inet, n int, si smallint, ti tinyint, tm time, ts timestamp, tu timeuuid,
+      tx text, vi varint,
+      fl frozen<list<bigint>>, fs frozen<set<text>>, fm frozen<map<text, double>>,
+      ud frozen<addr>, tp tuple<int, text, blob>, ve vector<float, 3>,
+      PRIMARY KEY (k, c));
+    CREATE TABLE $ks.m (k int PRIMARY KEY, li list<int>, se set<text>, ma map<int, text>, ud addr)";
+
+fn key(k: usize) -> String {
+    format!("{k:08x}-0000-4000-8000-{k:012x}")
+}
+
+/// Text that a CSV writer must quote and escape, and a reader must give back unchanged.
+const HOSTILE: [&str; 8] = [
+    "",
+    "plain",
+    "a,b",
+    "say \"hi\"",
+    "back\\slash \\\" mixed",
+    "two\nlines\r\nand CR",
+    "\"starts with a quote",
+    " spaced ü 中文 😀 ",
+];
+
+/// The source rows of `t`: edge values of every type, a row of nulls, statics, writetimes
+/// and TTLs of their own per cell.
+async fn fill(src: &scylla::client::session::Session, ks: &str, rows: usize) {
+    for k in 0..rows {
+        let text = HOSTILE[k % HOSTILE.len()].replace('\'', "''");
+        let ttl = if k % 3 == 0 { 86_400 } else { 0 };
+        let de = [
+            "-12.340",
+            "1E+5",
+            "0.000000001",
+            "123456789012345678901234567890.5",
+        ][k % 4];
+        let db = [
+            "'NaN'",
+            "'Infinity'",
+            "'-Infinity'",
+            "-0.0",
+            "1.0E308",
+            "5e-324",
+            "0.1",
+        ][k % 7];
+        let db = if db.starts_with('\'') {
+            format!("(double){}", db.trim_matches('\''))
+        } else {
+            db.to_string()
+        };
+        let f = ["1.5", "-0.0", "3.4028235E38", "1.0E-45"][k % 4];
+        let ts = [
+            "-62135596800000".to_string(),
+            "253402300799999".to_string(),
+            (1_700_000_000_123i64 + k as i64).to_string(),
+            "0".to_string(),
+        ][k % 4]
+            .clone();
+        let d = [
+            "'1970-01-01'",
+            "'9999-12-31'",
+            "'0001-01-01'",
+            "'2024-02-29'",
+        ][k % 4];
+        let du = ["1mo2d3ns", "-1y2mo3d4h5m6s7ms8us9ns", "0s", "P1W"][k % 4];
+        let tm = [
+            "'00:00:00'",
+            "'23:59:59.999999999'",
+            "'12:34:56.5'",
+            "'01:02:03.000001'",
+        ][k % 4];
+        let i = [
+            "'10.0.0.1'",
+            "'::1'",
+            "'2001:db8::8a2e:370:7334'",
+            "'255.255.255.255'",
+        ][k % 4];
+        let bl = ["0x", "0xcafe", "0x00ff00", "0x2c0a22"][k % 4];
+        let vi = [
+            "0",
+            "-1",
+            "123456789012345678901234567890",
+            "-98765432109876543210",
+        ][k % 4];
+        let ttl_clause = if ttl > 0 {
+            format!(" AND TTL {ttl}")
+        } else {
+            String::new()
+        };
+        exec(
+            src,
+            &format!(
+                "INSERT INTO {ks}.t (k, c, s, a, bi, bl, bo, d, de, db, du, f, i, n, si, ti, tm, ts, tu, tx, vi, fl, fs, fm, ud, tp, ve) \
+                 VALUES ({key}, {k}, 'static {k}', 'ascii ,\"', {bi}, {bl}, {bo}, {d}, {de}, {db}, {du}, {f}, {i}, {n}, {si}, {ti}, {tm}, {ts}, now(), '{text}', {vi}, \
+                 [1, -2, {big}], {{'', 'a,b', 'q\"'}}, {{'x': 1.5, 'y': -0.0}}, {{street: '{text}', no: {k}, tags: {{'t1', ''}}}}, ({k}, '{text}', 0x01), [1.0, -2.5, 3.25]) \
+                 USING TIMESTAMP {wt}{ttl_clause}",
+                key = key(k),
+                bi = [i64::MAX, i64::MIN, 0, -1][k % 4],
+                bo = k % 2 == 0,
+                n = [i32::MAX, i32::MIN, 0, 7][k % 4],
+                si = [i16::MAX, i16::MIN, 0, 7][k % 4],
+                ti = [i8::MAX, i8::MIN, 0, 7][k % 4],
+                big = i64::MAX - k as i64,
+                wt = 1_600_000_000_000_000i64 + k as i64 * 1_001,
+            ),
+        )
+        .await;
+        if k % 5 == 1 {
+            // A cell written later, with a writetime and TTL of its own.
+            exec(
+                src,
+                &format!(
+                    "UPDATE {ks}.t USING TIMESTAMP {} AND TTL 50000 SET n = 42 WHERE k = {} AND c = {k}",
+                    1_650_000_000_000_123i64 + k as i64,
+                    key(k)
+                ),
+            )
+            .await;
+        }
+    }
+    // A row of nulls but its key.
+    exec(
+        src,
+        &format!("INSERT INTO {ks}.t (k, c) VALUES ({}, 0)", key(rows)),
+    )
+    .await;
+}
+
+/// The columns of `t` to compare: the key, every value, and with `timed` every writetime and
+/// TTL; the indexes of the TTLs.
+fn t_select(timed: bool) -> (String, Vec<usize>) {
+    let regular = [
+        "s", "a", "bi", "bl", "bo", "d", "de", "db", "du", "f", "i", "n", "si", "ti", "tm", "ts",
+        "tu", "tx", "vi", "fl", "fs", "fm", "ud", "tp", "ve",
+    ];
+    let mut select = vec!["k".to_string(), "c".into()];
+    select.extend(regular.iter().map(|c| c.to_string()));
+    let mut ttls = Vec::new();
+    if timed {
+        for c in regular.iter().filter(|c| **c != "ve") {
+            select.push(format!("writetime({c})"));
+            ttls.push(select.len());
+            select.push(format!("ttl({c})"));
+        }
+    }
+    (select.join(", "), ttls)
+}
+
+/// Every type unloaded with preserveTimestamps in DSBulk's forms — read back by Python's csv
+/// module and DuckDB, which find every row, the `writetime(col)`/`ttl(col)` columns and the
+/// hostile text unchanged — and loaded into the other cluster: identical cell by cell,
+/// writetimes and TTLs included. Non-frozen collections and UDTs go without timestamps, and
+/// are refused with them, naming the column.
+#[tokio::test]
+async fn every_type_unloads_in_dsbulks_forms_and_loads_back_cell_for_cell() {
+    let (src, dst) = clusters().await;
+    let ks = "it_csv_roundtrip";
+    fresh_keyspace(&src, &dst, ks, TABLES).await;
+    let rows = 40usize;
+    fill(&src, ks, rows).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("unload");
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &unload_job(
+                ks,
+                "t",
+                &out.display().to_string(),
+                "  preserveTimestamps: true\n",
+                "",
+            ),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    assert_eq!(job["progress"]["rowsWritten"], rows as u64 + 1, "{job}");
+    let files: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !files.is_empty()
+            && files
+                .iter()
+                .all(|f| f.starts_with("part-") && f.ends_with(".csv")),
+        "{files:?}"
+    );
+    // Independent readers: Python's csv module (DSBulk's escaping: `\"` inside quotes) and
+    // DuckDB count the rows, see the header and every hostile text as written.
+    let checked = python(&format!(
+        "import csv, glob, duckdb\n\
+         rows = []\n\
+         for p in sorted(glob.glob('{d}/*.csv')):\n\
+         \x20   with open(p, newline='', encoding='utf-8') as f:\n\
+         \x20       r = list(csv.reader(f, escapechar='\\\\', doublequote=False, strict=True))\n\
+         \x20   header = r[0]\n\
+         \x20   assert header[:4] == ['k', 'c', 's', 'writetime(s)'], header\n\
+         \x20   assert 'ttl(tx)' in header and 'writetime(ve)' in header, header\n\
+         \x20   rows += [dict(zip(header, x)) for x in r[1:]]\n\
+         texts = sorted(set(x['tx'] for x in rows))\n\
+         n = duckdb.sql(\"select count(*) from read_csv('{d}/*.csv', header=true, escape='\\\\', quote='\\\"', all_varchar=true)\").fetchone()[0]\n\
+         import json; print(json.dumps([len(rows), n, texts]))",
+        d = out.display()
+    ));
+    // The null row's text is an empty field, as the empty string's is `""`: Python reads
+    // both as ''.
+    let mut texts: Vec<&str> = HOSTILE.to_vec();
+    texts.sort();
+    let checked: serde_json::Value = serde_json::from_str(&checked).unwrap();
+    assert_eq!(checked, serde_json::json!([rows + 1, rows + 1, texts]));
+
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &load_job(&out.display().to_string(), ks, "t", ""),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    assert_eq!(job["progress"]["rowsRead"], rows as u64 + 1, "{job}");
+    let (select, ttls) = t_select(true);
+    let table = format!("{ks}.t");
+    let compared = assert_same(&src, &table, &dst, &table, &select, &select, &ttls).await;
+    assert_eq!(compared, rows + 1);
+
+    // Non-frozen collections and UDTs: refused with timestamps, naming the column; copied
+    // exactly without.
+    for k in 0..10 {
+        exec(
+            &src,
+            &format!(
+                "INSERT INTO {ks}.m (k, li, se, ma, ud) VALUES ({k}, [{k}, 1, {k}], {{'a', '{}'}}, {{1: 'x,y', 2: '\"'}}, {{street: 's{k}', no: {k}}})",
+                HOSTILE[k % HOSTILE.len()].replace('\'', "''")
+            ),
+        )
+        .await;
+    }
+    let m_out = dir.path().join("m");
+    let (status, body) = daemon
+        .post_raw(
+            "/api/v1/migrations",
+            "application/yaml",
+            unload_job(
+                ks,
+                "m",
+                &m_out.display().to_string(),
+                "  preserveTimestamps: true\n",
+                "",
+            ),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("source.preserveTimestamps") && message.contains("\"li\""),
+        "{message}"
+    );
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &unload_job(ks, "m", &m_out.display().to_string(), "", ""),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["progress"]["rowsWritten"], 10, "{job}");
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &load_job(&m_out.display().to_string(), ks, "m", ""),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    let m = format!("{ks}.m");
+    let select = "k, li, se, ma, ud";
+    assert_eq!(
+        assert_same(&src, &m, &dst, &m, select, select, &[]).await,
+        10
+    );
+}
+
+/// A file cqlsh's `COPY TO` wrote (with a header) loads into the other cluster exactly, for
+/// the types cqlsh writes without loss.
+#[tokio::test]
+async fn files_cqlsh_copy_wrote_load_exactly() {
+    let (src, dst) = clusters().await;
+    let ks = "it_csv_cqlsh";
+    let ddl = "CREATE TABLE $ks.t (k int, c text, n bigint, b boolean, u uuid, d date, de decimal,
+        bl blob, ts timestamp, i inet, li list<int>, ma map<text, int>, se set<int>,
+        PRIMARY KEY (k, c))";
+    fresh_keyspace(&src, &dst, ks, ddl).await;
+    let rows = 30;
+    for k in 0..rows {
+        let c = HOSTILE[k % HOSTILE.len()]
+            .replace('\\', "/")
+            .replace(['\n', '\r'], " ")
+            .replace('\'', "''");
+        exec(
+            &src,
+            &format!(
+                "INSERT INTO {ks}.t (k, c, n, b, u, d, de, bl, ts, i, li, ma, se) VALUES \
+                 ({k}, '{c}', {n}, {b}, {u}, '2024-01-{day:02}', {de}, 0xcafe{k:02x}, {ts}, '10.1.2.{k}', [{k}, 2], {{'a b': {k}}}, {{3, {k}}})",
+                n = i64::MAX - k as i64,
+                b = k % 2 == 0,
+                u = key(k),
+                day = k % 28 + 1,
+                de = ["-12.340", "0.5", "100"][k % 3],
+                ts = 1_700_000_000_123i64 + k as i64 * 1000,
+            ),
+        )
+        .await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cqlsh.csv");
+    let (h, p) = host_port(&src_addr());
+    let cqlsh = std::env::var("DROVER_TEST_CQLSH")
+        .expect("DROVER_TEST_CQLSH (source target/testenv/env after scripts/testenv up)");
+    let out = std::process::Command::new(&cqlsh)
+        .args([&h, &p, "-e"])
+        .arg(format!(
+            "COPY {ks}.t (k, c, n, b, u, d, de, bl, ts, i, li, ma, se) TO '{}' WITH HEADER = true",
+            file.display()
+        ))
+        .output()
+        .expect("cqlsh runs");
+    assert!(out.status.success(), "cqlsh: {out:?}");
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &load_job(&file.display().to_string(), ks, "t", ""),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    assert_eq!(job["progress"]["rowsRead"], rows as u64, "{job}");
+    let table = format!("{ks}.t");
+    let select = "k, c, n, b, u, d, de, bl, ts, i, li, ma, se";
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, select, select, &[]).await,
+        rows
+    );
+}
+
+/// Bad files are refused before anything is written, every problem of the header at once
+/// with the CQL that fixes it; a bad value fails the job naming the file, the line and the
+/// column; the daemon keeps serving.
+#[tokio::test]
+async fn bad_files_are_refused_naming_the_file_line_and_column() {
+    let (src, dst) = clusters().await;
+    let ks = "it_csv_bad";
+    fresh_keyspace(
+        &src,
+        &dst,
+        ks,
+        "CREATE TABLE $ks.t (p bigint, c int, n int, v text, PRIMARY KEY (p, c))",
+    )
+    .await;
+    let data = tempfile::tempdir().unwrap();
+    let d = data.path().display().to_string();
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let refused = async |yaml: &str| {
+        let (status, body) = daemon
+            .post_raw("/api/v1/migrations", "application/yaml", yaml.to_string())
+            .await;
+        assert_eq!(status, 400, "{yaml}\n{body}");
+        body["message"].as_str().unwrap().to_string()
+    };
+    let m = refused(&load_job(&format!("{d}/nothing-here"), ks, "t", "")).await;
+    assert!(
+        m.contains("source.path") && m.contains("does not exist"),
+        "{m}"
+    );
+    // A header naming a column the target lacks, and missing a key column: both at once.
+    std::fs::write(format!("{d}/a.csv"), "p,extra,v\n1,2,x\n").unwrap();
+    let m = refused(&load_job(&d, ks, "t", "")).await;
+    assert!(
+        m.contains("a.csv")
+            && m.contains("\"extra\" is not a column")
+            && m.contains("ALTER TABLE")
+            && m.contains("primary key column \"c\""),
+        "{m}"
+    );
+    std::fs::write(format!("{d}/a.csv"), "p,c,p\n").unwrap();
+    let m = refused(&load_job(&d, ks, "t", "")).await;
+    assert!(m.contains("a.csv") && m.contains("\"p\" twice"), "{m}");
+    std::fs::write(format!("{d}/a.csv"), "").unwrap();
+    let m = refused(&load_job(&d, ks, "t", "")).await;
+    assert!(m.contains("a.csv") && m.contains("empty"), "{m}");
+    let m = refused(&load_job(&d, ks, "t", "  delimiter: ''\n")).await;
+    assert!(m.contains("source.delimiter"), "{m}");
+
+    // Values: a bad int on line 4 fails the job naming it; rows before it may be written.
+    std::fs::write(
+        format!("{d}/a.csv"),
+        "p,c,n,v\n1,1,10,\"a\"\n2,2,,\n3,3,seven,x\n",
+    )
+    .unwrap();
+    let id = daemon
+        .submit_job("/api/v1/migrations", &load_job(&d, ks, "t", ""))
+        .await;
+    let ended = daemon
+        .wait_job(&id, WAIT, |j| {
+            j["state"] != "RUNNING" && j["state"] != "QUEUED"
+        })
+        .await;
+    assert_eq!(ended["state"], "FAILED", "{ended}");
+    let error = ended["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("a.csv") && error.contains("line 4") && error.contains("\"n\""),
+        "{ended}"
+    );
+    // A quoted field never closed.
+    std::fs::write(format!("{d}/a.csv"), "p,c,n,v\n1,1,10,\"open\n2,2,2,x\n").unwrap();
+    let id = daemon
+        .submit_job("/api/v1/migrations", &load_job(&d, ks, "t", ""))
+        .await;
+    let ended = daemon
+        .wait_job(&id, WAIT, |j| {
+            j["state"] != "RUNNING" && j["state"] != "QUEUED"
+        })
+        .await;
+    assert_eq!(ended["state"], "FAILED", "{ended}");
+    let error = ended["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("a.csv") && error.contains("line 2"),
+        "{ended}"
+    );
+
+    // An unload into a directory holding CSV files: mode error (the default) refuses.
+    let m = refused(&unload_job(ks, "t", &d, "", "")).await;
+    assert!(m.contains("target.path") && m.contains("mode"), "{m}");
+    assert!(std::path::Path::new(&format!("{d}/a.csv")).exists());
+    let (status, _) = daemon.get("/api/v1/__health").await;
+    assert_eq!(status, 200);
+}
