@@ -481,3 +481,236 @@ async fn bad_files_are_refused_naming_the_file_line_and_column() {
     let (status, _) = daemon.get("/api/v1/__health").await;
     assert_eq!(status, 200);
 }
+
+/// Rows of the CSV files in `dir`, read by Python's csv module: `(k, c)` of each, in file
+/// order, and the file count.
+fn rows_in(dir: &std::path::Path) -> (Vec<(i64, i64)>, usize) {
+    let out = python(&format!(
+        "import csv, glob, json\n\
+         keys = []\n\
+         files = sorted(glob.glob('{d}/*.csv'))\n\
+         for p in files:\n\
+         \x20   with open(p, newline='', encoding='utf-8') as f:\n\
+         \x20       r = list(csv.reader(f, escapechar='\\\\', doublequote=False, strict=True))\n\
+         \x20   keys += [[int(x[0]), int(x[1])] for x in r[1:]]\n\
+         print(json.dumps([keys, len(files)]))",
+        d = dir.display()
+    ));
+    let (keys, files): (Vec<(i64, i64)>, usize) = serde_json::from_str(&out).unwrap();
+    (keys, files)
+}
+
+/// An unload resumed from a savepoint that records only some of its units keeps the files of
+/// the recorded units untouched, deletes a temporary file and the file of an unrecorded unit
+/// (here planted with a row that is not the source's), and writes those units again: every
+/// source row is in the files once, and nothing else is.
+#[tokio::test]
+async fn a_resumed_unload_keeps_recorded_files_and_replaces_the_rest() {
+    let (src, dst) = clusters().await;
+    let ks = "it_csv_resume";
+    fresh_keyspace(
+        &src,
+        &dst,
+        ks,
+        "CREATE TABLE $ks.t (k bigint, c int, v text, PRIMARY KEY (k, c))",
+    )
+    .await;
+    let rows = 400i64;
+    for k in 0..rows {
+        exec(
+            &src,
+            &format!(
+                "INSERT INTO {ks}.t (k, c, v) VALUES ({k}, {}, 'v{k}')",
+                k % 3
+            ),
+        )
+        .await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let saved = dir.path().join("savepoints");
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let job = unload_job(
+        ks,
+        "t",
+        &out.display().to_string(),
+        "",
+        &format!(
+            "savepoints:\n  path: {}\n  intervalSeconds: 1\n",
+            saved.display()
+        ),
+    );
+    let first = daemon.run_job("/api/v1/migrations", &job, WAIT).await;
+    assert_eq!(first["state"], "SUCCEEDED", "{first}");
+    let (keys, files) = rows_in(&out);
+    assert_eq!(keys.len(), rows as usize);
+    let units = first["progress"]["unitsTotal"].as_u64().unwrap() as usize;
+    assert!(
+        files >= 3 && files <= units,
+        "{files} files of {units} units"
+    );
+
+    // The newest savepoint, less the pairs of the units of two files.
+    let newest = crate::resume::savepoint_files(&saved).pop().unwrap();
+    let text = std::fs::read_to_string(saved.join(&newest)).unwrap();
+    let mut doc: serde_json::Value = yaml_serde::from_str(&text).unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let ranges_of = |name: &str| -> Vec<(i64, i64)> {
+        let rest = name
+            .rsplit_once(".csv")
+            .unwrap()
+            .0
+            .splitn(3, '-')
+            .nth(2)
+            .unwrap();
+        rest.split('+')
+            .map(|p| {
+                let (a, b) = p.split_once('_').unwrap();
+                let b: i64 = b.parse().unwrap();
+                // Savepoints write the end of the ring as the minimum token.
+                (a.parse().unwrap(), if b == i64::MAX { i64::MIN } else { b })
+            })
+            .collect()
+    };
+    let dropped: Vec<&String> = vec![&names[0], &names[names.len() - 1]];
+    let forgotten: Vec<(i64, i64)> = dropped.iter().flat_map(|n| ranges_of(n)).collect();
+    let pairs = doc["skipTokenRanges"].as_array_mut().unwrap();
+    let before = pairs.len();
+    pairs.retain(|p| {
+        let pair = (
+            p[0]["value"].as_i64().unwrap(),
+            p[1]["value"].as_i64().unwrap(),
+        );
+        !forgotten.contains(&pair)
+    });
+    assert_eq!(
+        pairs.len(),
+        before - forgotten.len(),
+        "{forgotten:?} in {text}"
+    );
+    // A stale file of a forgotten unit (a row the source does not have), a temporary file, and
+    // the times of the files that must stay.
+    std::fs::write(out.join(dropped[0]), "k,c,v\n999999,0,stale\n").unwrap();
+    // And one a run of another split would have named: half of a forgotten unit's range.
+    let (a, b) = ranges_of(dropped[1])[0];
+    let b = if b == i64::MIN { i64::MAX } else { b };
+    let half = out.join(format!(
+        "part-{}-{a}_{}.csv",
+        names[0].split('-').nth(1).unwrap(),
+        ((i128::from(a) + i128::from(b)) / 2) as i64
+    ));
+    std::fs::write(&half, "k,c,v\n999998,0,stale\n").unwrap();
+    let tag = names[0].split('-').nth(1).unwrap();
+    let temp = out.join(format!(".part-{tag}-1_2.csv.123.tmp"));
+    std::fs::write(&temp, "k,c,v\n").unwrap();
+    let kept: Vec<(String, std::time::SystemTime)> = names
+        .iter()
+        .filter(|n| !dropped.contains(n))
+        .map(|n| {
+            let t = std::fs::metadata(out.join(n)).unwrap().modified().unwrap();
+            (n.clone(), t)
+        })
+        .collect();
+
+    // The job's own skip list, not the newest savepoint (which records every unit).
+    doc["savepoints"]["autoResume"] = serde_json::Value::Bool(false);
+    let resumed = yaml_serde::to_string(&doc).unwrap();
+    let again = daemon.run_job("/api/v1/migrations", &resumed, WAIT).await;
+    assert_eq!(again["state"], "SUCCEEDED", "{again}");
+    assert_eq!(
+        again["progress"]["unitsSkipped"].as_u64(),
+        Some(units as u64 - 2),
+        "{again}"
+    );
+    assert!(!temp.exists(), "the temporary file was deleted");
+    assert!(
+        !half.exists(),
+        "the file of an unrecorded range was deleted"
+    );
+    for (name, t) in &kept {
+        let now = std::fs::metadata(out.join(name))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(now, *t, "{name} was rewritten");
+    }
+    let (mut keys, _) = rows_in(&out);
+    keys.sort();
+    let mut want: Vec<(i64, i64)> = (0..rows).map(|k| (k, k % 3)).collect();
+    want.sort();
+    assert_eq!(keys, want, "every row once, nothing else");
+}
+
+/// CSV files in S3 (moto): unloaded there and loaded back, writetimes and TTLs kept; no
+/// secret in the logs.
+#[tokio::test]
+async fn s3_unload_and_load_on_moto() {
+    let (src, dst) = clusters().await;
+    let ks = "it_csv_s3";
+    fresh_keyspace(
+        &src,
+        &dst,
+        ks,
+        "CREATE TABLE $ks.t (p bigint, c int, v text, PRIMARY KEY (p, c))",
+    )
+    .await;
+    for p in 0..50 {
+        exec(
+            &src,
+            &format!(
+                "INSERT INTO {ks}.t (p, c, v) VALUES ({p}, 1, 'v,{p}') USING TIMESTAMP {} AND TTL 9000",
+                1_000_000 + p
+            ),
+        )
+        .await;
+    }
+    let moto = std::env::var("DROVER_TEST_MOTO").expect("DROVER_TEST_MOTO");
+    let bucket = "drover-it-csv";
+    let status = test_support::http_client()
+        .put(format!("{moto}/{bucket}"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(status.is_success(), "{status}");
+    let (host, port) = moto.trim_start_matches("http://").rsplit_once(':').unwrap();
+    let s3 = format!(
+        "  credentials:\n    accessKey: test\n    secretKey: test\n  region: us-east-1\n  endpoint:\n    host: http://{host}\n    port: {port}\n"
+    );
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let path = format!("s3a://{bucket}/unload/t");
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &unload_job(
+                ks,
+                "t",
+                &path,
+                "  preserveTimestamps: true\n",
+                &format!("  mode: overwrite\n{s3}"),
+            ),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    let job = daemon
+        .run_job("/api/v1/migrations", &load_job(&path, ks, "t", &s3), WAIT)
+        .await;
+    assert_eq!(job["progress"]["rowsWritten"], 50, "{job}");
+    let select = "p, c, v, writetime(v), ttl(v)";
+    let table = format!("{ks}.t");
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, select, select, &[4]).await,
+        50
+    );
+    assert!(
+        !daemon.logs().contains("secretKey: test"),
+        "no secret in the logs"
+    );
+}
