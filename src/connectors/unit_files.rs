@@ -191,12 +191,34 @@ pub struct UnitFiles<F: FileFormat> {
     /// The place.
     pub store: Store,
     /// Where files bound for an object store are written before their upload.
-    pub spool: Option<PathBuf>,
+    spool: Option<PathBuf>,
     /// The encoding.
     pub format: F,
 }
 
 impl<F: FileFormat> UnitFiles<F> {
+    /// The files of a target at `store`, encoded by `format`; for an object store, spooled in
+    /// the temporary directory's `spool` (created here) before their upload.
+    pub fn new(store: Store, spool: &str, format: F) -> Result<Self, FileError> {
+        let spool = if store.local_root.is_some() {
+            None
+        } else {
+            let dir = std::env::temp_dir().join(spool);
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                FileError::new(
+                    dir.display(),
+                    format!("cannot create the spool directory: {e}"),
+                )
+            })?;
+            Some(dir)
+        };
+        Ok(Self {
+            store,
+            spool,
+            format,
+        })
+    }
+
     /// The object path of `rel` (relative to the target's root).
     pub fn path(&self, rel: &str) -> ObjPath {
         if self.store.root.as_ref().is_empty() {
@@ -264,7 +286,9 @@ impl<F: FileFormat> UnitFiles<F> {
             None => (None, rel),
         };
         let temp = match (&self.spool, &self.store.local_root) {
-            (Some(spool), _) => spool.join(format!("{name}.{}.tmp", uuid::Uuid::now_v7())),
+            // Not named after the file: a final name near the file system's limit of 255
+            // bytes would not leave room for a suffix.
+            (Some(spool), _) => spool.join(format!("{}.tmp", uuid::Uuid::now_v7())),
             (None, Some(root)) => {
                 let dir = dir.map_or_else(|| root.clone(), |d| root.join(d));
                 std::fs::create_dir_all(&dir).map_err(|e| {

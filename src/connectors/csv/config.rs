@@ -20,14 +20,17 @@ pub const MAX_BATCH_SIZE: u64 = 100_000;
 pub const DEFAULT_FILES_AT_ONCE: usize = 4;
 /// The most files read at once.
 pub const MAX_FILES_AT_ONCE: u64 = 256;
-/// DSBulk's `maxCharsPerColumn`.
-pub const DEFAULT_MAX_CHARS: usize = 4096;
+/// `maxCharsPerColumn` when the job does not say: 1 Mi characters, not DSBulk's 4096, which a
+/// blob of 3 KB (4 KB as base64) or a long text of drover's own unloads would exceed.
+pub const DEFAULT_MAX_CHARS: usize = 1024 * 1024;
 /// The largest `maxCharsPerColumn`: a field is held whole while it is read.
 pub const MAX_MAX_CHARS: u64 = 64 * 1024 * 1024;
 /// DSBulk's `maxColumns`.
 pub const DEFAULT_MAX_COLUMNS: usize = 512;
 /// The largest `maxColumns`.
 pub const MAX_MAX_COLUMNS: u64 = 10_000;
+/// The longest `delimiter`, in characters: a reader matches it at every character.
+pub const MAX_DELIMITER: usize = 16;
 
 /// A `source` of `type: csv`.
 #[derive(Debug, Clone)]
@@ -149,11 +152,13 @@ fn dialect(
     let default = Dialect::default();
     let delimiter = match delimiter {
         None => default.delimiter,
-        Some(d) if d.is_empty() || d.contains(['\n', '\r']) => {
+        Some(d)
+            if d.is_empty() || d.contains(['\n', '\r']) || d.chars().count() > MAX_DELIMITER =>
+        {
             return Err(JobConfigError::at(
                 text,
                 &key("delimiter"),
-                "must be one or more characters, not a line end",
+                format!("must be 1 to {MAX_DELIMITER} characters, not a line end"),
             ));
         }
         Some(d) => d,
@@ -161,20 +166,32 @@ fn dialect(
     let quote = one_char(text, &key("quote"), quote.as_deref())?.unwrap_or(default.quote);
     let escape = one_char(text, &key("escape"), escape.as_deref())?.unwrap_or(default.escape);
     let comment = one_char(text, &key("comment"), comment.as_deref())?;
-    let clash = |a: char, what: &str| {
+    // The quote may be its own escape (`""` inside quotes, as RFC 4180 has it).
+    let clash = |what: &str, other: &str| {
         Err(JobConfigError::at(
             text,
             &key(what),
-            format!("{a:?} is also the delimiter, quote or another of these characters"),
+            format!(
+                "must not begin with (or be) the {other} character; a record would read two ways"
+            ),
         ))
     };
-    if delimiter.starts_with(quote) || delimiter.starts_with(escape) {
-        return clash(quote, "delimiter");
+    if delimiter.starts_with(quote) {
+        return clash("delimiter", "quote");
     }
-    if let Some(c) = comment
-        && (c == quote || c == escape || delimiter.starts_with(c))
-    {
-        return clash(c, "comment");
+    if delimiter.starts_with(escape) {
+        return clash("delimiter", "escape");
+    }
+    if let Some(c) = comment {
+        if c == quote {
+            return clash("comment", "quote");
+        }
+        if c == escape {
+            return clash("comment", "escape");
+        }
+        if delimiter.starts_with(c) {
+            return clash("comment", "delimiter's first");
+        }
     }
     Ok(Dialect {
         delimiter,
@@ -313,7 +330,7 @@ mod tests {
         assert_eq!(s.dialect.quote, '"');
         assert_eq!(s.dialect.escape, '\\');
         assert_eq!(s.dialect.comment, None);
-        assert_eq!(s.limits.max_chars_per_field, 4096);
+        assert_eq!(s.limits.max_chars_per_field, 1024 * 1024);
         assert_eq!(s.limits.max_fields, 512);
         let t = target("").unwrap();
         assert!(t.header);
@@ -354,6 +371,14 @@ mod tests {
             source("  delimiter: '||'\n").unwrap().dialect.delimiter,
             "||"
         );
+        let sixteen = "|".repeat(16);
+        let d = source(&format!("  delimiter: '{sixteen}'\n")).unwrap();
+        assert_eq!(d.dialect.delimiter, sixteen);
+        let e = source(&format!("  delimiter: '{sixteen}|'\n")).unwrap_err();
+        assert!(e.message.contains("1 to 16 characters"), "{e}");
+        let e = source("  escape: ';'\n  delimiter: ';'\n").unwrap_err();
+        assert!(e.message.contains("the escape character"), "{e}");
+        assert_eq!(source("  escape: '\"'\n").unwrap().dialect.escape, '"');
         let e = source("  header: false\n").unwrap_err();
         assert!(
             e.message

@@ -43,6 +43,9 @@ const HEADERS_AT_ONCE: usize = 16;
 pub const MAX_FILES: usize = 100_000;
 /// Bytes read from a file at a time.
 const CHUNK: usize = 256 * 1024;
+/// Bytes of rows per page, at most (about): a page ends at `batchSize` rows or these bytes,
+/// whichever comes first, so wide rows do not make pages of `batchSize` times their size.
+const PAGE_BYTES: usize = 4 * 1024 * 1024;
 
 /// A field of a file's records, as the rows handed to the CQL writer place it.
 #[derive(Debug, Clone)]
@@ -57,14 +60,32 @@ enum Slot {
     Skip,
 }
 
+/// What a header says: where each field of the records goes. Files of one header (those of
+/// one unload) share theirs.
+#[derive(Debug)]
+struct Layout {
+    /// The header's names.
+    header: Arc<Vec<String>>,
+    /// One slot per field, in field order.
+    slots: Vec<Slot>,
+}
+
 /// A file to load, with what its header says.
 #[derive(Debug)]
 pub struct LoadFile {
     entry: FileEntry,
-    /// One slot per field of its records, in field order.
-    slots: Vec<Slot>,
-    /// The header's names, for messages.
-    header: Vec<String>,
+    layout: Arc<Layout>,
+}
+
+/// Where a row's cells are: the table's columns (partition key, clustering key, statics,
+/// regular columns), then, with writetimes, a writetime and a TTL per static and regular
+/// column — the layout of a CQL scan's rows.
+#[derive(Debug, Clone, Copy)]
+struct RowShape {
+    width: usize,
+    partition: usize,
+    keys: usize,
+    statics_end: usize,
 }
 
 /// One file of a load.
@@ -93,9 +114,7 @@ pub struct CsvScan {
     store: Arc<dyn ObjectStore>,
     files: Vec<Arc<LoadFile>>,
     source: CsvSource,
-    /// Cells of a row handed to the CQL writer, and how many of them, first, are the key.
-    width: usize,
-    keys: usize,
+    shape: RowShape,
     open: Streams<RawRow, CsvError>,
 }
 
@@ -149,7 +168,10 @@ pub async fn open_load(
         ))
         .into());
     }
-    let headers: Vec<(FileEntry, Vec<String>)> = futures::stream::iter(entries)
+    // Headers are kept once each, however many files share them.
+    let mut distinct: HashMap<Vec<String>, Arc<Vec<String>>> = HashMap::new();
+    let mut headers: Vec<(FileEntry, Arc<Vec<String>>)> = Vec::with_capacity(entries.len());
+    let mut reads = futures::stream::iter(entries)
         .map(|entry| {
             let store = store.inner.clone();
             let source = src.clone();
@@ -158,9 +180,15 @@ pub async fn open_load(
                 Ok::<_, CsvError>((entry, header))
             }
         })
-        .buffered(HEADERS_AT_ONCE)
-        .try_collect()
-        .await?;
+        .buffered(HEADERS_AT_ONCE);
+    while let Some((entry, header)) = reads.try_next().await? {
+        let shared = distinct
+            .entry(header)
+            .or_insert_with_key(|h| Arc::new(h.clone()))
+            .clone();
+        headers.push((entry, shared));
+    }
+    drop(reads);
     let session = cql::connect("target", &dst.endpoint).await?;
     cql::check_local_dc(&session, "target", dst.endpoint.local_dc.as_deref())?;
     let target = schema::load(
@@ -188,8 +216,7 @@ pub async fn open_load(
         preserve,
     )
     .await?;
-    let keys = shape.table.partition_key.len() + shape.table.clustering_key.len();
-    let (files, width) = layouts(headers, &shape.table, preserve);
+    let (files, row_shape) = layouts(headers, &shape.table, preserve);
     tracing::info!(
         "{} CSV file(s) in {}, {} bytes",
         files.len(),
@@ -200,8 +227,7 @@ pub async fn open_load(
         store: store.inner,
         files,
         source: src.clone(),
-        width,
-        keys,
+        shape: row_shape,
         open: Streams::default(),
     };
     let sink = CopySink::new(Arc::new(session), Arc::new(plan));
@@ -329,7 +355,7 @@ impl Problems {
 }
 
 fn match_fields(
-    headers: &[(FileEntry, Vec<String>)],
+    headers: &[(FileEntry, Arc<Vec<String>>)],
     target: &TableSchema,
     renames: &[Rename],
 ) -> Result<Shape, CsvError> {
@@ -352,8 +378,13 @@ fn match_fields(
     let mut mapping: HashMap<String, String> = HashMap::new();
     let mut preserve = false;
     let mut used_renames = HashSet::new();
+    let mut checked: HashSet<*const Vec<String>> = HashSet::new();
     for (entry, header) in headers {
-        for name in header {
+        // Each header once (named by its first file): files of one unload share theirs.
+        if !checked.insert(Arc::as_ptr(header)) {
+            continue;
+        }
+        for name in header.iter() {
             if let Some((base, writetime)) = meta_base(name) {
                 let what = if writetime { "writetime" } else { "TTL" };
                 if !header.contains(&base) {
@@ -481,53 +512,60 @@ fn match_fields(
     })
 }
 
-/// Each file's slots, and the cells of a row: the table's columns, then (with `preserve`) a
-/// writetime and a TTL per static and regular column — the layout of a CQL scan's rows.
+/// Each file's layout (one per distinct header), and where a row's cells are.
 fn layouts(
-    headers: Vec<(FileEntry, Vec<String>)>,
+    headers: Vec<(FileEntry, Arc<Vec<String>>)>,
     table: &TableSchema,
     preserve: bool,
-) -> (Vec<Arc<LoadFile>>, usize) {
+) -> (Vec<Arc<LoadFile>>, RowShape) {
     let data: Vec<&Column> = table.all().collect();
     let keys = table.partition_key.len() + table.clustering_key.len();
-    let width = if preserve {
-        data.len() + 2 * (data.len() - keys)
-    } else {
-        data.len()
+    let shape = RowShape {
+        width: if preserve {
+            data.len() + 2 * (data.len() - keys)
+        } else {
+            data.len()
+        },
+        partition: table.partition_key.len(),
+        keys,
+        statics_end: keys + table.statics.len(),
     };
+    let slot = |name: &String| {
+        if let Some((base, writetime)) = meta_base(name) {
+            let Some(i) = data.iter().position(|c| c.name == base) else {
+                return Slot::Skip;
+            };
+            if !preserve || i < keys {
+                return Slot::Skip;
+            }
+            let pair = data.len() + 2 * (i - keys);
+            return if writetime {
+                Slot::Writetime(pair)
+            } else {
+                Slot::Ttl(pair + 1)
+            };
+        }
+        data.iter()
+            .position(|c| c.name == *name)
+            .map_or(Slot::Skip, |i| Slot::Value(i, data[i].typ.clone()))
+    };
+    let mut made: HashMap<*const Vec<String>, Arc<Layout>> = HashMap::new();
     let files = headers
         .into_iter()
         .map(|(entry, header)| {
-            let slots = header
-                .iter()
-                .map(|name| {
-                    if let Some((base, writetime)) = meta_base(name) {
-                        let Some(i) = data.iter().position(|c| c.name == base) else {
-                            return Slot::Skip;
-                        };
-                        if !preserve || i < keys {
-                            return Slot::Skip;
-                        }
-                        let pair = data.len() + 2 * (i - keys);
-                        return if writetime {
-                            Slot::Writetime(pair)
-                        } else {
-                            Slot::Ttl(pair + 1)
-                        };
-                    }
-                    data.iter()
-                        .position(|c| c.name == *name)
-                        .map_or(Slot::Skip, |i| Slot::Value(i, data[i].typ.clone()))
+            let layout = made
+                .entry(Arc::as_ptr(&header))
+                .or_insert_with(|| {
+                    Arc::new(Layout {
+                        slots: header.iter().map(slot).collect(),
+                        header: header.clone(),
+                    })
                 })
-                .collect();
-            Arc::new(LoadFile {
-                entry,
-                slots,
-                header,
-            })
+                .clone();
+            Arc::new(LoadFile { entry, layout })
         })
         .collect();
-    (files, width)
+    (files, shape)
 }
 
 /// Whether an empty quoted field (`""`) is a value of type `t` (text and blobs) rather than
@@ -539,27 +577,50 @@ fn empty_is_a_value(t: &ColumnType<'_>) -> bool {
     )
 }
 
-/// One record as a row of `width` cells, the first `keys` of them the primary key.
-fn to_row(file: &LoadFile, record: &Record, width: usize, keys: usize) -> Result<RawRow, String> {
-    if record.fields.len() != file.slots.len() {
+/// One record as a row of cells placed as `shape` says.
+fn to_row(layout: &Layout, record: &Record, shape: RowShape) -> Result<RawRow, String> {
+    if record.fields.len() != layout.slots.len() {
         return Err(format!(
             "line {}: {} field(s), but the header has {}",
             record.line,
             record.fields.len(),
-            file.slots.len()
+            layout.slots.len()
         ));
     }
-    let mut cells: Vec<Option<Bytes>> = vec![None; width];
-    for ((slot, field), name) in file.slots.iter().zip(&record.fields).zip(&file.header) {
+    let null = |f: &Field| f.text.is_empty() && !f.quoted;
+    // A row of a partition's statics only (no clustering value, no regular value), as an
+    // unload writes one: its clustering fields stay null, never the empty value below.
+    let statics_only = shape.partition < shape.keys
+        && layout
+            .slots
+            .iter()
+            .zip(&record.fields)
+            .all(|(slot, f)| match slot {
+                Slot::Value(i, _)
+                    if *i >= shape.partition && (*i < shape.keys || *i >= shape.statics_end) =>
+                {
+                    null(f)
+                }
+                _ => true,
+            });
+    let mut cells: Vec<Option<Bytes>> = vec![None; shape.width];
+    for ((slot, field), name) in layout
+        .slots
+        .iter()
+        .zip(&record.fields)
+        .zip(layout.header.iter())
+    {
         let Field { text, quoted } = field;
         let bad = |e: String| format!("line {}: column {name:?}: {e}", record.line);
         match slot {
             Slot::Skip => {}
             Slot::Value(i, t) => {
                 if text.is_empty() {
-                    // A key is never null, so an empty key field is the empty value even
-                    // unquoted: cqlsh writes the empty string as nothing, as it writes null.
-                    if (*quoted || *i < keys) && empty_is_a_value(t) {
+                    // A clustering value is never null in a row of its own, so an empty one
+                    // is the empty value even unquoted: cqlsh writes the empty string as
+                    // nothing, as it writes null. (A partition key cannot be empty.)
+                    let clustering = *i >= shape.partition && *i < shape.keys && !statics_only;
+                    if (*quoted || clustering) && empty_is_a_value(t) {
                         cells[*i] = Some(Bytes::new());
                     }
                     continue;
@@ -647,12 +708,12 @@ impl Scan for CsvScan {
         let store = self.store.clone();
         let file = unit.file.clone();
         let source = self.source.clone();
-        let (width, keys) = (self.width, self.keys);
+        let shape = self.shape;
         self.open
             .page(
                 &unit.file.entry.id,
                 *cursor,
-                move |tx| stream_file(store, file, source, (width, keys), tx),
+                move |tx| stream_file(store, file, source, shape, tx),
                 || CsvError::Read {
                     file: unit.file.entry.id.clone(),
                     message: "the reading task ended without a result".into(),
@@ -675,7 +736,7 @@ async fn stream_file(
     store: Arc<dyn ObjectStore>,
     file: Arc<LoadFile>,
     source: CsvSource,
-    shape: (usize, usize),
+    shape: RowShape,
     tx: Sender,
 ) {
     let id = file.entry.id.clone();
@@ -710,7 +771,7 @@ fn parse_file(
     mut body: impl Read,
     file: &LoadFile,
     source: &CsvSource,
-    (width, keys): (usize, usize),
+    shape: RowShape,
     tx: &Sender,
 ) {
     let fail = |message: String, retry: Retry| CsvError::Read {
@@ -721,6 +782,7 @@ fn parse_file(
     let mut parser = Parser::new(source.dialect.clone(), source.limits);
     let mut records: Vec<Record> = Vec::new();
     let mut page: Vec<RawRow> = Vec::with_capacity(source.batch_size.min(4096));
+    let mut page_bytes = 0;
     let mut header_seen = false;
     let mut buf = vec![0u8; CHUNK];
     loop {
@@ -743,22 +805,39 @@ fn parse_file(
         for record in records.drain(..) {
             if !header_seen {
                 header_seen = true;
+                // The file read now must be the one planned: the same names in the same order.
+                let names = record.fields.iter().map(|f| f.text.trim());
+                if !names.eq(file.layout.header.iter().map(String::as_str)) {
+                    let _ = tx.blocking_send(Err(fail(
+                        format!(
+                            "line {}: its header changed since the job started; submit the job again",
+                            record.line
+                        ),
+                        Retry::Never,
+                    )));
+                    return;
+                }
                 continue;
             }
-            match to_row(file, &record, width, keys) {
-                Ok(row) => page.push(row),
+            match to_row(&file.layout, &record, shape) {
+                Ok(row) => {
+                    page_bytes += row.size();
+                    page.push(row);
+                }
                 Err(e) => {
                     let _ = tx.blocking_send(Err(fail(e, Retry::Never)));
                     return;
                 }
             }
-            if page.len() >= source.batch_size
-                && tx
+            if page.len() >= source.batch_size || page_bytes >= PAGE_BYTES {
+                page_bytes = 0;
+                if tx
                     .blocking_send(Ok((std::mem::take(&mut page), false)))
                     .is_err()
-            {
-                // The unit was stopped.
-                return;
+                {
+                    // The unit was stopped.
+                    return;
+                }
             }
         }
         if n == 0 {

@@ -84,7 +84,7 @@ impl From<crate::connectors::parquet::ParquetError> for CsvError {
             P::Invalid { key, message } => Self::Invalid { key, message },
             P::Store { side, message } => Self::Store { side, message },
             other => Self::Store {
-                side: "target",
+                side: "files",
                 message: other.to_string(),
             },
         }

@@ -131,9 +131,9 @@ pub async fn open_unload(
         fields.push(Field::Value(i, c.typ.clone()));
         if preserve && i >= keys {
             let pair = table.all().count() + 2 * (i - keys);
-            header.push(format!("writetime({})", name(c)));
+            header.push(format!("writetime({})", cql_name(&name(c))));
             fields.push(Field::Writetime(pair));
-            header.push(format!("ttl({})", name(c)));
+            header.push(format!("ttl({})", cql_name(&name(c))));
             fields.push(Field::Ttl(pair + 1));
         }
     }
@@ -160,27 +160,20 @@ pub async fn open_unload(
     let units_at_once = src
         .max_concurrent_units
         .unwrap_or(cql::transfer::DEFAULT_UNITS_AT_ONCE);
-    let spool = if store.local_root.is_some() {
-        None
-    } else {
-        let dir = std::env::temp_dir().join("drover-csv-spool");
-        std::fs::create_dir_all(&dir).map_err(|e| CsvError::Store {
-            side: "target",
-            message: format!("cannot create the spool directory {}: {e}", dir.display()),
-        })?;
-        Some(dir)
-    };
     let sink = CsvSink {
-        files: Arc::new(UnitFiles {
-            store,
-            spool,
-            format: CsvFiles {
-                header: dst.header.then_some(header),
-                fields,
-                dialect: dst.dialect.clone(),
-                names,
-            },
-        }),
+        files: Arc::new(
+            UnitFiles::new(
+                store,
+                "drover-csv-spool",
+                CsvFiles {
+                    header: dst.header.then_some(header),
+                    fields,
+                    dialect: dst.dialect.clone(),
+                    names,
+                },
+            )
+            .map_err(CsvError::from)?,
+        ),
         deletes: Mutex::new(deletes),
     };
     let pacing = Pacing {
@@ -192,6 +185,20 @@ pub async fn open_unload(
         bytes_per_second: None,
     };
     Ok(Opened::Copy(Box::new((scan, sink, pacing))))
+}
+
+/// A column's name as CQL writes it inside `writetime(…)`: as it is when CQL would read it
+/// back the same unquoted (lower case letters, digits, `_`), else quoted.
+fn cql_name(name: &str) -> String {
+    let plain = name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        name.to_string()
+    } else {
+        schema::quote(name)
+    }
 }
 
 /// How the files of an unload are named: after the table (`tag`) and the unit's ranges.

@@ -151,34 +151,27 @@ pub async fn open_export(
         Compression::Lz4 => Codec::LZ4_RAW,
         Compression::Zstd => Codec::ZSTD(ZstdLevel::default()),
     });
-    let spool = if store.local_root.is_some() {
-        None
-    } else {
-        let dir = std::env::temp_dir().join("drover-parquet-spool");
-        std::fs::create_dir_all(&dir).map_err(|e| ParquetError::Store {
-            side: "target",
-            message: format!("cannot create the spool directory {}: {e}", dir.display()),
-        })?;
-        Some(dir)
-    };
     let sink = ParquetSink {
-        files: Arc::new(UnitFiles {
-            store,
-            spool,
-            format: ParquetFiles {
-                schema: Arc::new(Schema::new(fields)),
-                types,
-                props,
-                tag,
-                extension: match dst.compression {
-                    Compression::None => "",
-                    Compression::Snappy => ".snappy",
-                    Compression::Gzip => ".gz",
-                    Compression::Lz4 => ".lz4raw",
-                    Compression::Zstd => ".zstd",
+        files: Arc::new(
+            UnitFiles::new(
+                store,
+                "drover-parquet-spool",
+                ParquetFiles {
+                    schema: Arc::new(Schema::new(fields)),
+                    types,
+                    props,
+                    tag,
+                    extension: match dst.compression {
+                        Compression::None => "",
+                        Compression::Snappy => ".snappy",
+                        Compression::Gzip => ".gz",
+                        Compression::Lz4 => ".lz4raw",
+                        Compression::Zstd => ".zstd",
+                    },
                 },
-            },
-        }),
+            )
+            .map_err(ParquetError::from)?,
+        ),
         deletes: Mutex::new(deletes),
     };
     let pacing = Pacing {

@@ -248,18 +248,6 @@ pub async fn open_export(
         read_units,
         !src.connection.remove_consumed_capacity,
     );
-    let spool = if store.local_root.is_some() {
-        None
-    } else {
-        let dir = std::env::temp_dir().join("drover-export-spool");
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            SeamError::from(ExportError::Write {
-                file: dir.display().to_string(),
-                message: format!("cannot create the spool directory: {e}"),
-            })
-        })?;
-        Some(dir)
-    };
     tracing::info!(
         source = %crate::connectors::dynamodb::describe(&src.connection),
         target = %dst.location,
@@ -268,11 +256,9 @@ pub async fn open_export(
         "DynamoDB export to S3 format planned"
     );
     let sink = ExportSink {
-        files: Arc::new(Files {
-            store,
-            spool,
-            format: ExportFiles,
-        }),
+        files: Arc::new(
+            Files::new(store, "drover-export-spool", ExportFiles).map_err(ExportError::from)?,
+        ),
         renames: renames
             .iter()
             .map(|r| (r.from.clone(), r.to.clone()))
