@@ -33,6 +33,8 @@ pub static PROGRESS_KEYS: &[&Key] = &[
     &s3export::FILES,
     &csv::FILES,
     &csv::VERSIONS,
+    &csv::JSON_FILES,
+    &csv::JSON_VERSIONS,
 ];
 
 /// The source of a job.
@@ -50,7 +52,7 @@ pub enum SourceConfig {
     Mysql(mysql::MysqlSource),
     /// A DynamoDB S3 export (`type: dynamodb-s3-export`).
     S3Export(s3export::ExportSource),
-    /// CSV files on disk or in S3 (`type: csv`, drover's own).
+    /// CSV or JSON files on disk or in S3 (`type: csv`, `type: json`; drover's own).
     Csv(csv::CsvSource),
 }
 
@@ -67,7 +69,7 @@ pub enum TargetConfig {
     Parquet(parquet::ParquetTarget),
     /// A DynamoDB S3 export on disk or in S3 (`type: dynamodb-s3-export`).
     S3Export(s3export::ExportTarget),
-    /// CSV files on disk or in S3 (`type: csv`, drover's own).
+    /// CSV or JSON files on disk or in S3 (`type: csv`, `type: json`; drover's own).
     Csv(csv::CsvTarget),
 }
 
@@ -83,6 +85,7 @@ const SOURCES: &[&str] = &[
     "mysql",
     "dynamodb-s3-export",
     "csv",
+    "json",
 ];
 
 /// The `target.type` values drover writes to (ScyllaDB Migrator's, then drover's own), for
@@ -96,6 +99,7 @@ const TARGETS: &[&str] = &[
     "parquet",
     "dynamodb-s3-export",
     "csv",
+    "json",
 ];
 
 impl SourceConfig {
@@ -109,7 +113,16 @@ impl SourceConfig {
             "parquet" => Ok(Self::Parquet(parquet::ParquetSource::parse(text, value)?)),
             "mysql" => Ok(Self::Mysql(mysql::MysqlSource::parse(text, value)?)),
             "dynamodb-s3-export" => Ok(Self::S3Export(s3export::ExportSource::parse(text, value)?)),
-            "csv" => Ok(Self::Csv(csv::CsvSource::parse(text, value)?)),
+            "csv" => Ok(Self::Csv(csv::CsvSource::parse(
+                text,
+                value,
+                csv::Format::Csv,
+            )?)),
+            "json" => Ok(Self::Csv(csv::CsvSource::parse(
+                text,
+                value,
+                csv::Format::Json,
+            )?)),
             other => Err(unsupported(text, "source.type", other, SOURCES)),
         }
     }
@@ -125,7 +138,16 @@ impl TargetConfig {
             }
             "parquet" => Ok(Self::Parquet(parquet::ParquetTarget::parse(text, value)?)),
             "dynamodb-s3-export" => Ok(Self::S3Export(s3export::ExportTarget::parse(text, value)?)),
-            "csv" => Ok(Self::Csv(csv::CsvTarget::parse(text, value)?)),
+            "csv" => Ok(Self::Csv(csv::CsvTarget::parse(
+                text,
+                value,
+                csv::Format::Csv,
+            )?)),
+            "json" => Ok(Self::Csv(csv::CsvTarget::parse(
+                text,
+                value,
+                csv::Format::Json,
+            )?)),
             other => Err(unsupported(text, "target.type", other, TARGETS)),
         }
     }
@@ -140,7 +162,7 @@ impl SourceConfig {
             Self::Parquet(_) => "parquet",
             Self::Mysql(_) => "mysql",
             Self::S3Export(_) => "dynamodb-s3-export",
-            Self::Csv(_) => "csv",
+            Self::Csv(s) => s.format.name(),
         }
     }
 }
@@ -153,7 +175,7 @@ impl TargetConfig {
             Self::Dynamo(_) => "dynamodb",
             Self::Parquet(_) => "parquet",
             Self::S3Export(_) => "dynamodb-s3-export",
-            Self::Csv(_) => "csv",
+            Self::Csv(t) => t.format.name(),
         }
     }
 }
@@ -168,7 +190,7 @@ impl SourceConfig {
             Self::Parquet(s) => s.location.describe("parquet"),
             Self::Mysql(s) => s.describe(),
             Self::S3Export(s) => s.describe(),
-            Self::Csv(s) => s.location.describe("csv"),
+            Self::Csv(s) => s.location.describe(s.format.name()),
         }
     }
 
@@ -181,12 +203,14 @@ impl SourceConfig {
         static MYSQL: &[&Key] = &[&TOKEN_RANGES, &mysql::RANGES];
         static EXPORT: &[&Key] = &[&TOKEN_RANGES, &s3export::FILES];
         static CSV: &[&Key] = &[&TOKEN_RANGES, &csv::FILES];
+        static JSON: &[&Key] = &[&TOKEN_RANGES, &csv::JSON_FILES];
         match self {
             Self::Cql(_) => CQL,
             Self::Dynamo(_) => DYNAMO,
             Self::Parquet(_) => PARQUET,
             Self::Mysql(_) => MYSQL,
             Self::S3Export(_) => EXPORT,
+            Self::Csv(s) if s.format == csv::Format::Json => JSON,
             Self::Csv(_) => CSV,
         }
     }
@@ -300,7 +324,7 @@ impl TargetConfig {
             Self::Dynamo(t) => t.connection.describe(),
             Self::Parquet(t) => t.location.describe("parquet"),
             Self::S3Export(t) => t.location.describe("s3-export"),
-            Self::Csv(t) => t.location.describe("csv"),
+            Self::Csv(t) => t.location.describe(t.format.name()),
         }
     }
 }
@@ -354,7 +378,7 @@ pub fn check_pair(
             text,
             "target.type",
             format!(
-                "a {} target cannot take rows of a {} source; supported pairs: cassandra/scylla to cassandra/scylla, dynamodb/alternator to dynamodb/alternator, parquet to cassandra/scylla, cassandra/scylla to parquet, mysql to cassandra/scylla, dynamodb-s3-export to dynamodb/alternator, dynamodb/alternator to dynamodb-s3-export, cassandra/scylla to csv, csv to cassandra/scylla",
+                "a {} target cannot take rows of a {} source; supported pairs: cassandra/scylla to cassandra/scylla, dynamodb/alternator to dynamodb/alternator, parquet to cassandra/scylla, cassandra/scylla to parquet, mysql to cassandra/scylla, dynamodb-s3-export to dynamodb/alternator, dynamodb/alternator to dynamodb-s3-export, cassandra/scylla to csv or json, csv or json to cassandra/scylla",
                 target.kind(),
                 source.kind()
             ),
@@ -590,6 +614,7 @@ mod tests {
             "type: parquet\npath: /tmp/p\n",
             "type: mysql\nhost: h\ndatabase: d\ntable: t\ncredentials: {username: u, password: p}\n",
             "type: csv\npath: /tmp/c\n",
+            "type: json\npath: /tmp/j\n",
             "type: dynamodb-s3-export\nbucket: b\nmanifestKey: m\ntableDescription: {attributeDefinitions: [{name: k, type: S}], keySchema: [{name: k, type: HASH}]}\n",
         ];
         for text in sources {

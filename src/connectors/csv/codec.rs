@@ -72,6 +72,15 @@ pub fn to_json(t: &ColumnType<'_>, v: &[u8]) -> Result<Value, String> {
     Ok(json_value(out(t, v)?))
 }
 
+/// The JSON text of a value, as a field of DSBulk's JSON files holds it: numbers (varints and
+/// decimals with all their digits) and booleans as JSON's, NaN and infinities and every other
+/// scalar as a JSON string of its text form, composites as in [`to_text`].
+pub fn to_json_text(t: &ColumnType<'_>, v: &[u8]) -> Result<String, String> {
+    let mut s = String::new();
+    render(&out(t, v)?, &mut s);
+    Ok(s)
+}
+
 /// Parses the text of a CSV cell into the serialized bytes of `t`: DSBulk's forms and cqlsh
 /// COPY's (see `docs/design/csv-json-formats.md`). Text and ascii are taken as they are; other
 /// types are trimmed of whitespace first. An empty string is an error for every type but

@@ -7,6 +7,7 @@
 
 use serde::Deserialize;
 
+use super::Format;
 use super::record::{Dialect, Limits};
 use crate::aws::{AwsCredentials, Endpoint};
 use crate::connectors::parquet::config::{Location, Mode, S3Access, access};
@@ -32,9 +33,11 @@ pub const MAX_MAX_COLUMNS: u64 = 10_000;
 /// The longest `delimiter`, in characters: a reader matches it at every character.
 pub const MAX_DELIMITER: usize = 16;
 
-/// A `source` of `type: csv`.
+/// A `source` of `type: csv` or `type: json`.
 #[derive(Debug, Clone)]
 pub struct CsvSource {
+    /// CSV or JSON.
+    pub format: Format,
     /// `path`: what to read (a file, or every `*.csv` below a directory or prefix).
     pub location: Location,
     /// S3 access, for an S3 `path`.
@@ -49,9 +52,11 @@ pub struct CsvSource {
     pub max_concurrent_files: usize,
 }
 
-/// A `target` of `type: csv`.
+/// A `target` of `type: csv` or `type: json`.
 #[derive(Debug, Clone)]
 pub struct CsvTarget {
+    /// CSV or JSON.
+    pub format: Format,
     /// `path`: the directory (or S3 prefix) files are written to.
     pub location: Location,
     /// What to do when `path` holds files already (`error`, the default; `overwrite`,
@@ -201,10 +206,41 @@ fn dialect(
     })
 }
 
+/// Refuses the keys of CSV's record format in a JSON section, naming the first.
+fn csv_only(text: &str, side: &str, given: &[(&str, bool)]) -> Result<(), JobConfigError> {
+    match given.iter().find(|(_, set)| *set) {
+        Some((key, _)) => Err(JobConfigError::at(
+            text,
+            &format!("{side}.{key}"),
+            "is a key of CSV files; JSON files (one object per line) have none",
+        )),
+        None => Ok(()),
+    }
+}
+
 impl CsvSource {
-    /// Reads and checks a `source` section.
-    pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
+    /// Reads and checks a `source` section of `format`.
+    pub fn parse(
+        text: &str,
+        value: yaml_serde::Value,
+        format: Format,
+    ) -> Result<Self, JobConfigError> {
         let s: RawSource = section(text, "source", value)?;
+        if format == Format::Json {
+            csv_only(
+                text,
+                "source",
+                &[
+                    ("header", s.header.is_some()),
+                    ("delimiter", s.delimiter.is_some()),
+                    ("quote", s.quote.is_some()),
+                    ("escape", s.escape.is_some()),
+                    ("comment", s.comment.is_some()),
+                    ("maxCharsPerColumn", s.max_chars_per_column.is_some()),
+                    ("maxColumns", s.max_columns.is_some()),
+                ],
+            )?;
+        }
         let location =
             Location::parse(&s.path).map_err(|e| JobConfigError::at(text, "source.path", e))?;
         if s.header == Some(false) {
@@ -242,6 +278,7 @@ impl CsvSource {
             },
         )?;
         Ok(Self {
+            format,
             location,
             s3,
             dialect,
@@ -260,9 +297,25 @@ impl CsvSource {
 }
 
 impl CsvTarget {
-    /// Reads and checks a `target` section.
-    pub fn parse(text: &str, value: yaml_serde::Value) -> Result<Self, JobConfigError> {
+    /// Reads and checks a `target` section of `format`.
+    pub fn parse(
+        text: &str,
+        value: yaml_serde::Value,
+        format: Format,
+    ) -> Result<Self, JobConfigError> {
         let t: RawTarget = section(text, "target", value)?;
+        if format == Format::Json {
+            csv_only(
+                text,
+                "target",
+                &[
+                    ("header", t.header.is_some()),
+                    ("delimiter", t.delimiter.is_some()),
+                    ("quote", t.quote.is_some()),
+                    ("escape", t.escape.is_some()),
+                ],
+            )?;
+        }
         let location =
             Location::parse(&t.path).map_err(|e| JobConfigError::at(text, "target.path", e))?;
         let mode = match t
@@ -298,6 +351,7 @@ impl CsvTarget {
             },
         )?;
         Ok(Self {
+            format,
             location,
             mode,
             s3,
@@ -314,13 +368,13 @@ mod tests {
     fn source(body: &str) -> Result<CsvSource, JobConfigError> {
         let text = format!("source:\n  type: csv\n  path: /data/in\n{body}");
         let doc: yaml_serde::Value = yaml_serde::from_str(&text).unwrap();
-        CsvSource::parse(&text, doc["source"].clone())
+        CsvSource::parse(&text, doc["source"].clone(), Format::Csv)
     }
 
     fn target(body: &str) -> Result<CsvTarget, JobConfigError> {
         let text = format!("target:\n  type: csv\n  path: /data/out\n{body}");
         let doc: yaml_serde::Value = yaml_serde::from_str(&text).unwrap();
-        CsvTarget::parse(&text, doc["target"].clone())
+        CsvTarget::parse(&text, doc["target"].clone(), Format::Csv)
     }
 
     #[test]
@@ -396,6 +450,27 @@ mod tests {
     }
 
     #[test]
+    fn json_sections_refuse_the_keys_of_csv_records() {
+        let text = "source:\n  type: json\n  path: /in\n  batchSize: 10\n";
+        let doc: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
+        let s = CsvSource::parse(text, doc["source"].clone(), Format::Json).unwrap();
+        assert_eq!((s.format, s.batch_size), (Format::Json, 10));
+        let text = "source:\n  type: json\n  path: /in\n  delimiter: ';'\n";
+        let doc: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
+        let e = CsvSource::parse(text, doc["source"].clone(), Format::Json).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("source.delimiter: is a key of CSV files"),
+            "{e}"
+        );
+        assert_eq!(e.line, Some(4));
+        let text = "target:\n  type: json\n  path: /out\n  header: false\n";
+        let doc: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
+        let e = CsvTarget::parse(text, doc["target"].clone(), Format::Json).unwrap_err();
+        assert!(e.message.starts_with("target.header:"), "{e}");
+    }
+
+    #[test]
     fn the_shipped_examples_parse_with_every_key_shown() {
         for (text, source) in [
             (include_str!("../../../config/job-csv-load.yaml"), true),
@@ -403,10 +478,10 @@ mod tests {
         ] {
             let doc: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
             if source {
-                let s = CsvSource::parse(text, doc["source"].clone()).unwrap();
+                let s = CsvSource::parse(text, doc["source"].clone(), Format::Csv).unwrap();
                 assert_eq!(s.limits.max_fields, 512);
             } else {
-                let t = CsvTarget::parse(text, doc["target"].clone()).unwrap();
+                let t = CsvTarget::parse(text, doc["target"].clone(), Format::Csv).unwrap();
                 assert!(t.header);
                 assert_eq!(t.dialect.escape, '\\');
             }

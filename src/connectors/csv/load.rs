@@ -21,6 +21,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStore, ObjectStoreExt};
 use scylla::cluster::metadata::{ColumnType, NativeType};
 
+use super::Format;
 use super::config::CsvSource;
 use super::record::{Field, Parser, Record};
 use super::{CsvError, codec};
@@ -41,6 +42,8 @@ const HEADERS_AT_ONCE: usize = 16;
 /// The most files one load reads: each file's header is held for the whole job (and each
 /// finished one named in every savepoint).
 pub const MAX_FILES: usize = 100_000;
+/// The longest line of a JSON file (one object): a record is held whole while it is read.
+const MAX_JSON_LINE: usize = 64 * 1024 * 1024;
 /// Bytes read from a file at a time.
 const CHUNK: usize = 256 * 1024;
 /// Bytes of rows per page, at most (about): a page ends at `batchSize` rows or these bytes,
@@ -83,6 +86,8 @@ pub struct LoadFile {
 #[derive(Debug, Clone, Copy)]
 struct RowShape {
     width: usize,
+    /// Cells of values (the rest are writetimes and TTLs).
+    data: usize,
     partition: usize,
     keys: usize,
     statics_end: usize,
@@ -115,6 +120,9 @@ pub struct CsvScan {
     files: Vec<Arc<LoadFile>>,
     source: CsvSource,
     shape: RowShape,
+    /// For JSON, where each key of an object goes (objects of one file need not share their
+    /// keys).
+    keys: Arc<HashMap<String, Slot>>,
     open: Streams<RawRow, CsvError>,
 }
 
@@ -139,7 +147,10 @@ pub async fn open_load(
         .into_iter()
         .filter(|m| {
             let name = m.location.filename().unwrap_or("");
-            single || (name.ends_with(".csv") && !name.starts_with('_') && !name.starts_with('.'))
+            single
+                || (name.ends_with(src.format.extension())
+                    && !name.starts_with('_')
+                    && !name.starts_with('.'))
         })
         .map(|m| FileEntry {
             id: store.id_of(&m.location),
@@ -156,13 +167,18 @@ pub async fn open_load(
     if entries.is_empty() {
         let why = match &store.local_root {
             Some(p) if !p.exists() => format!("{} does not exist", p.display()),
-            _ => format!("no CSV file (*.csv) found in {}", src.location),
+            _ => format!(
+                "no {} file (*{}) found in {}",
+                src.format.name().to_uppercase(),
+                src.format.extension(),
+                src.location
+            ),
         };
         return Err(invalid(why).into());
     }
     if entries.len() > MAX_FILES {
         return Err(invalid(format!(
-            "{} holds {} CSV files; one job reads at most {MAX_FILES}: split it by prefix or directory",
+            "{} holds {} data files; one job reads at most {MAX_FILES}: split it by prefix or directory",
             src.location,
             entries.len()
         ))
@@ -199,6 +215,15 @@ pub async fn open_load(
     )
     .await?;
     let shape = match_fields(&headers, &target, renames)?;
+    // A JSON object may hold any of the columns, whatever the first ones held: every column
+    // of the target has its place, each with its writetime and TTL.
+    let shape = match src.format {
+        Format::Csv => shape,
+        Format::Json => Shape {
+            preserve: true,
+            ..every_column(&target, renames)
+        },
+    };
     let preserve = shape.preserve && !target.is_counter_table();
     if shape.preserve && !preserve {
         tracing::info!("writetime and TTL fields are not used: the target is a counter table");
@@ -217,6 +242,20 @@ pub async fn open_load(
     )
     .await?;
     let (files, row_shape) = layouts(headers, &shape.table, preserve);
+    let keys: HashMap<String, Slot> = shape
+        .table
+        .all()
+        .enumerate()
+        .flat_map(|(i, c)| {
+            let mut slots = vec![(c.name.clone(), Slot::Value(i, c.typ.clone()))];
+            if preserve && i >= row_shape.keys {
+                let pair = row_shape.data + 2 * (i - row_shape.keys);
+                slots.push((format!("writetime({})", c.name), Slot::Writetime(pair)));
+                slots.push((format!("ttl({})", c.name), Slot::Ttl(pair + 1)));
+            }
+            slots
+        })
+        .collect();
     tracing::info!(
         "{} CSV file(s) in {}, {} bytes",
         files.len(),
@@ -228,6 +267,7 @@ pub async fn open_load(
         files,
         source: src.clone(),
         shape: row_shape,
+        keys: Arc::new(keys),
         open: Streams::default(),
     };
     let sink = CopySink::new(Arc::new(session), Arc::new(plan));
@@ -252,6 +292,9 @@ async fn read_header(
         message: format!("{}: {e}", entry.id),
     })?;
     let mut stream = got.into_stream();
+    if src.format == Format::Json {
+        return first_object_keys(&mut stream, entry).await;
+    }
     let mut parser = Parser::new(src.dialect.clone(), src.limits);
     let mut records = Vec::new();
     // Found before anything is written: the job is refused (400), naming the file.
@@ -304,6 +347,52 @@ async fn read_header(
         header.push(name);
     }
     Ok(header)
+}
+
+/// The keys of a JSON file's first object, which say which columns its objects hold.
+async fn first_object_keys(
+    stream: &mut (impl futures::Stream<Item = object_store::Result<Bytes>> + Unpin),
+    entry: &FileEntry,
+) -> Result<Vec<String>, CsvError> {
+    let bad = |message: String| CsvError::Invalid {
+        key: "source.path".into(),
+        message: format!("{}: {message}", entry.id),
+    };
+    let mut line: Vec<u8> = Vec::new();
+    let mut number = 1u64;
+    loop {
+        if let Some(end) = line.iter().position(|b| *b == b'\n') {
+            if line[..end].iter().all(u8::is_ascii_whitespace) {
+                line.drain(..=end);
+                number += 1;
+                continue;
+            }
+            line.truncate(end);
+            break;
+        }
+        if line.len() > MAX_JSON_LINE {
+            return Err(bad(format!(
+                "line {number} is longer than {MAX_JSON_LINE} bytes"
+            )));
+        }
+        match stream.next().await {
+            Some(Ok(chunk)) => line.extend_from_slice(&chunk),
+            Some(Err(e)) => {
+                return Err(CsvError::Read {
+                    file: entry.id.clone(),
+                    message: e.to_string(),
+                    retry: Retry::Safe,
+                });
+            }
+            None if line.iter().all(u8::is_ascii_whitespace) => {
+                return Err(bad("is empty: a JSON file holds one object per line".into()));
+            }
+            None => break,
+        }
+    }
+    let object: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&line)
+        .map_err(|e| bad(format!("line {number}: not a JSON object: {e}")))?;
+    Ok(object.keys().cloned().collect())
 }
 
 /// `writetime(col)` → (`col`, true), `ttl(col)` → (`col`, false), any case, as DSBulk names
@@ -512,6 +601,39 @@ fn match_fields(
     })
 }
 
+/// Every column of `target`, named as files name them (before `renames`).
+fn every_column(target: &TableSchema, renames: &[Rename]) -> Shape {
+    let file_name = |c: &Column| {
+        renames
+            .iter()
+            .find(|r| r.to == c.name)
+            .map_or(c.name.clone(), |r| r.from.clone())
+    };
+    let columns = |cols: &[Column]| -> Vec<Column> {
+        cols.iter()
+            .map(|c| Column {
+                name: file_name(c),
+                typ: c.typ.clone(),
+            })
+            .collect()
+    };
+    Shape {
+        table: TableSchema {
+            keyspace: target.keyspace.clone(),
+            table: target.table.clone(),
+            partition_key: columns(&target.partition_key),
+            clustering_key: columns(&target.clustering_key),
+            statics: columns(&target.statics),
+            regular: columns(&target.regular),
+        },
+        mapping: target
+            .all()
+            .map(|c| (file_name(c), c.name.clone()))
+            .collect(),
+        preserve: false,
+    }
+}
+
 /// Each file's layout (one per distinct header), and where a row's cells are.
 fn layouts(
     headers: Vec<(FileEntry, Arc<Vec<String>>)>,
@@ -526,6 +648,7 @@ fn layouts(
         } else {
             data.len()
         },
+        data: data.len(),
         partition: table.partition_key.len(),
         keys,
         statics_end: keys + table.statics.len(),
@@ -635,18 +758,7 @@ fn to_row(layout: &Layout, record: &Record, shape: RowShape) -> Result<RawRow, S
             }
             Slot::Ttl(i) => {
                 if !text.is_empty() {
-                    let ttl: i32 =
-                        text.trim()
-                            .parse()
-                            .ok()
-                            .filter(|t| *t >= 0)
-                            .ok_or_else(|| {
-                                bad(format!(
-                                    "expected a TTL in seconds (0 to {}), got {:?}",
-                                    i32::MAX,
-                                    crate::answer::cap(text)
-                                ))
-                            })?;
+                    let ttl = ttl_seconds(text).map_err(bad)?;
                     // 0 is no TTL, as CQL reads it.
                     if ttl > 0 {
                         cells[*i] = Some(Bytes::copy_from_slice(&ttl.to_be_bytes()));
@@ -709,11 +821,12 @@ impl Scan for CsvScan {
         let file = unit.file.clone();
         let source = self.source.clone();
         let shape = self.shape;
+        let keys = self.keys.clone();
         self.open
             .page(
                 &unit.file.entry.id,
                 *cursor,
-                move |tx| stream_file(store, file, source, shape, tx),
+                move |tx| stream_file(store, file, source, (shape, keys), tx),
                 || CsvError::Read {
                     file: unit.file.entry.id.clone(),
                     message: "the reading task ended without a result".into(),
@@ -736,7 +849,7 @@ async fn stream_file(
     store: Arc<dyn ObjectStore>,
     file: Arc<LoadFile>,
     source: CsvSource,
-    shape: RowShape,
+    (shape, keys): (RowShape, Arc<HashMap<String, Slot>>),
     tx: Sender,
 ) {
     let id = file.entry.id.clone();
@@ -760,8 +873,11 @@ async fn stream_file(
     };
     let body = tokio_util::io::StreamReader::new(got.into_stream().map_err(std::io::Error::other));
     let sync = tokio_util::io::SyncIoBridge::new(body);
-    let joined =
-        tokio::task::spawn_blocking(move || parse_file(sync, &file, &source, shape, &tx)).await;
+    let joined = tokio::task::spawn_blocking(move || match source.format {
+        Format::Csv => parse_file(sync, &file, &source, shape, &tx),
+        Format::Json => parse_json_file(sync, &file, &source, (shape, &keys), &tx),
+    })
+    .await;
     if let Err(e) = joined {
         tracing::error!(error = %e, "a CSV file reader panicked");
     }
@@ -845,6 +961,143 @@ fn parse_file(
         }
     }
     let _ = tx.blocking_send(Ok((page, true)));
+}
+
+/// Reads a JSON file (one object per line, DSBulk's `MULTI_DOCUMENT`), sending its rows page
+/// by page; the last page (maybe empty) once the file has ended.
+fn parse_json_file(
+    body: impl Read,
+    file: &LoadFile,
+    source: &CsvSource,
+    (shape, keys): (RowShape, &HashMap<String, Slot>),
+    tx: &Sender,
+) {
+    use std::io::BufRead;
+    let fail = |message: String, retry: Retry| CsvError::Read {
+        file: file.entry.id.clone(),
+        message,
+        retry,
+    };
+    let mut lines = std::io::BufReader::with_capacity(CHUNK, body);
+    let mut line = Vec::new();
+    let mut page: Vec<RawRow> = Vec::with_capacity(source.batch_size.min(4096));
+    let mut page_bytes = 0;
+    for number in 1u64.. {
+        line.clear();
+        match (&mut lines)
+            .take(MAX_JSON_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                let _ = tx.blocking_send(Err(fail(format!("cannot read: {e}"), Retry::Safe)));
+                return;
+            }
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        if text.len() > MAX_JSON_LINE {
+            let _ = tx.blocking_send(Err(fail(
+                format!("line {number} is longer than {MAX_JSON_LINE} bytes"),
+                Retry::Never,
+            )));
+            return;
+        }
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match json_row(text, number, keys, shape) {
+            Ok(row) => {
+                page_bytes += row.size();
+                page.push(row);
+            }
+            Err(e) => {
+                let _ = tx.blocking_send(Err(fail(e, Retry::Never)));
+                return;
+            }
+        }
+        if page.len() >= source.batch_size || page_bytes >= PAGE_BYTES {
+            page_bytes = 0;
+            if tx
+                .blocking_send(Ok((std::mem::take(&mut page), false)))
+                .is_err()
+            {
+                // The unit was stopped.
+                return;
+            }
+        }
+    }
+    let _ = tx.blocking_send(Ok((page, true)));
+}
+
+/// One JSON object as a row: each key's value in its column's cell, `null` (or a key not
+/// there) left unset.
+fn json_row(
+    text: &[u8],
+    line: u64,
+    keys: &HashMap<String, Slot>,
+    shape: RowShape,
+) -> Result<RawRow, String> {
+    let object: HashMap<String, &serde_json::value::RawValue> =
+        serde_json::from_slice(text).map_err(|e| format!("line {line}: not a JSON object: {e}"))?;
+    let mut cells: Vec<Option<Bytes>> = vec![None; shape.width];
+    for (name, raw) in object {
+        let bad = |e: String| format!("line {line}: column {name:?}: {e}");
+        let value = raw.get().trim();
+        // DSBulk's other spellings of writetime and TTL keys (`WRITETIME(v)`, quoted names).
+        let canonical = meta_base(&name).map(|(base, writetime)| {
+            format!("{}({base})", if writetime { "writetime" } else { "ttl" })
+        });
+        let Some(slot) = keys.get(canonical.as_ref().unwrap_or(&name)) else {
+            return Err(format!(
+                "line {line}: key {name:?} is not a column of the target table (nor the writetime or TTL of a regular or static one)"
+            ));
+        };
+        if value == "null" {
+            continue;
+        }
+        // A writetime or TTL may be a JSON string (DSBulk writes a writetime as one).
+        let unquoted = || -> Result<String, String> {
+            if value.starts_with('"') {
+                serde_json::from_str::<String>(value).map_err(|e| e.to_string())
+            } else {
+                Ok(value.to_string())
+            }
+        };
+        match slot {
+            Slot::Skip => {}
+            Slot::Value(i, t) => {
+                cells[*i] = Some(Bytes::from(codec::from_json_text(t, value).map_err(bad)?));
+            }
+            Slot::Writetime(i) => {
+                let micros = codec::parse_writetime(&unquoted().map_err(bad)?).map_err(bad)?;
+                cells[*i] = Some(Bytes::copy_from_slice(&micros.to_be_bytes()));
+            }
+            Slot::Ttl(i) => {
+                let text = unquoted().map_err(bad)?;
+                let ttl = ttl_seconds(&text).map_err(bad)?;
+                if ttl > 0 {
+                    cells[*i] = Some(Bytes::copy_from_slice(&ttl.to_be_bytes()));
+                }
+            }
+        }
+    }
+    Ok(RawRow { cells })
+}
+
+/// A TTL field: whole seconds, 0 (none) to `i32::MAX`.
+fn ttl_seconds(text: &str) -> Result<i32, String> {
+    text.trim()
+        .parse()
+        .ok()
+        .filter(|t: &i32| *t >= 0)
+        .ok_or_else(|| {
+            format!(
+                "expected a TTL in seconds (0 to {}), got {:?}",
+                i32::MAX,
+                crate::answer::cap(text)
+            )
+        })
 }
 
 #[cfg(test)]

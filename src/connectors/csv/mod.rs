@@ -1,9 +1,9 @@
-//! The CSV connector: a CQL table unloaded to CSV files, one per token-range unit, and CSV
-//! files loaded into a CQL table, one file per unit — in the forms DataStax Bulk Loader
-//! (DSBulk) writes and reads (`docs/design/csv-json-formats.md`), so that files move between
-//! drover, DSBulk and `cqlsh COPY`. With `preserveTimestamps` an unload writes each cell's
-//! writetime and TTL in DSBulk's `writetime(col)` and `ttl(col)` columns, and a load writes
-//! the cells with them.
+//! The CSV and JSON connector: a CQL table unloaded to CSV or JSON files, one per token-range
+//! unit, and such files loaded into a CQL table, one file per unit — in the forms DataStax Bulk
+//! Loader (DSBulk) writes and reads (`docs/design/csv-json-formats.md`), so that files move
+//! between drover, DSBulk and `cqlsh COPY`. With `preserveTimestamps` an unload writes each
+//! cell's writetime and TTL in DSBulk's `writetime(col)` and `ttl(col)` fields, and a load
+//! writes the cells with them.
 
 pub mod codec;
 pub mod config;
@@ -14,6 +14,47 @@ pub mod unload;
 pub use config::{CsvSource, CsvTarget};
 
 use crate::connectors::seam::{RequestError, Retry};
+
+/// The two formats of the connector: DSBulk's `connector.csv` and `connector.json` (one JSON
+/// object per line, DSBulk's `MULTI_DOCUMENT` mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `type: csv`.
+    Csv,
+    /// `type: json`.
+    Json,
+}
+
+impl Format {
+    /// The `type` name, for messages and job names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Csv => "csv",
+            Self::Json => "json",
+        }
+    }
+
+    /// The suffix of data files (`.csv`, `.json`).
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::Csv => ".csv",
+            Self::Json => ".json",
+        }
+    }
+
+    /// Where a load records its finished files, and their versions.
+    pub fn keys(
+        self,
+    ) -> (
+        &'static crate::savepoints::Key,
+        &'static crate::savepoints::Key,
+    ) {
+        match self {
+            Self::Csv => (&FILES, &VERSIONS),
+            Self::Json => (&JSON_FILES, &JSON_VERSIONS),
+        }
+    }
+}
 
 /// drover: the CSV files already loaded, as recorded (`file:/path`, `s3a://bucket/key`).
 pub static FILES: crate::savepoints::Key = crate::savepoints::Key {
@@ -29,6 +70,22 @@ pub static VERSIONS: crate::savepoints::Key = crate::savepoints::Key {
     name: "csvFileVersions",
     shape: crate::savepoints::Shape::Versions,
     label: "CSV file versions",
+    always: false,
+};
+
+/// drover: the JSON files already loaded, as `skipCsvFiles` records CSV files.
+pub static JSON_FILES: crate::savepoints::Key = crate::savepoints::Key {
+    name: "skipJsonFiles",
+    shape: crate::savepoints::Shape::Names { listed: true },
+    label: "JSON files",
+    always: false,
+};
+
+/// drover: what each loaded JSON file was when it was loaded, as `csvFileVersions`.
+pub static JSON_VERSIONS: crate::savepoints::Key = crate::savepoints::Key {
+    name: "jsonFileVersions",
+    shape: crate::savepoints::Shape::Versions,
+    label: "JSON file versions",
     always: false,
 };
 

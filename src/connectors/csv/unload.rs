@@ -21,7 +21,7 @@ use scylla::cluster::metadata::ColumnType;
 
 use super::config::CsvTarget;
 use super::record::{Dialect, write_record};
-use super::{CsvError, codec};
+use super::{CsvError, Format, codec};
 use crate::connectors::cql::rows::RawRow;
 use crate::connectors::cql::scan::RangeScan;
 use crate::connectors::cql::schema;
@@ -113,7 +113,7 @@ pub async fn open_unload(
         return Err(invalid(
             "source.preserveTimestamps",
             format!(
-                "column {:?} of {} is a non-frozen collection or UDT, whose elements each have their own writetime and TTL, which a CSV cell cannot hold; unload without preserveTimestamps, or export to Parquet, which keeps them",
+                "column {:?} of {} is a non-frozen collection or UDT, whose elements each have their own writetime and TTL, which one field of a CSV or JSON file cannot hold (DSBulk's form has one per column); unload without preserveTimestamps, or export to Parquet, which keeps them",
                 c.name,
                 table.qualified()
             ),
@@ -143,7 +143,10 @@ pub async fn open_unload(
         "{:08x}",
         xxhash_rust::xxh3::xxh3_64(format!("{}.{}", table.keyspace, table.table).as_bytes()) as u32
     );
-    let names = Names { tag };
+    let names = Names {
+        tag,
+        extension: dst.format.extension(),
+    };
     let deletes = match plan_target(&store, dst.mode, &names, done).await? {
         Some(d) => d,
         None => return Ok(Opened::Ignore),
@@ -166,10 +169,12 @@ pub async fn open_unload(
                 store,
                 "drover-csv-spool",
                 CsvFiles {
-                    header: dst.header.then_some(header),
+                    header: dst.header,
+                    columns: header,
                     fields,
                     dialect: dst.dialect.clone(),
                     names,
+                    format: dst.format,
                 },
             )
             .map_err(CsvError::from)?,
@@ -185,6 +190,11 @@ pub async fn open_unload(
         bytes_per_second: None,
     };
     Ok(Opened::Copy(Box::new((scan, sink, pacing))))
+}
+
+/// `text` as a JSON string.
+fn json_string(text: &str) -> String {
+    serde_json::Value::String(text.to_string()).to_string()
 }
 
 /// A column's name as CQL writes it inside `writetime(…)`: as it is when CQL would read it
@@ -205,10 +215,13 @@ fn cql_name(name: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct Names {
     tag: String,
+    /// `.csv` or `.json`.
+    extension: &'static str,
 }
 
 impl Names {
-    /// `part-<tag>-<start>_<end>[+<start>_<end>…].csv` for a unit's key (`start:end,…`).
+    /// `part-<tag>-<start>_<end>[+<start>_<end>…].csv` (or `.json`) for a unit's key
+    /// (`start:end,…`).
     fn final_name(&self, key: &str) -> Result<String, String> {
         let pieces: Vec<&str> = key.split(',').collect();
         if pieces.len() > MAX_PIECES_IN_NAME {
@@ -218,9 +231,10 @@ impl Names {
             ));
         }
         Ok(format!(
-            "part-{}-{}.csv",
+            "part-{}-{}{}",
             self.tag,
-            pieces.join("+").replace(':', "_")
+            pieces.join("+").replace(':', "_"),
+            self.extension
         ))
     }
 
@@ -228,7 +242,7 @@ impl Names {
     fn ranges(&self, file_name: &str) -> Option<Vec<TokenRange>> {
         let rest = file_name
             .strip_prefix(&format!("part-{}-", self.tag))?
-            .strip_suffix(".csv")?;
+            .strip_suffix(self.extension)?;
         rest.split('+')
             .map(|p| {
                 let (a, b) = p.split_once('_')?;
@@ -247,10 +261,10 @@ impl Names {
     }
 }
 
-/// A file a reader would take: `*.csv`, not hidden.
-fn is_data_file(p: &ObjPath) -> bool {
+/// A file a reader would take: `*.csv` (or `*.json`), not hidden.
+fn is_data_file(p: &ObjPath, extension: &str) -> bool {
     let name = p.filename().unwrap_or("");
-    name.ends_with(".csv") && !name.starts_with('_') && !name.starts_with('.')
+    name.ends_with(extension) && !name.starts_with('_') && !name.starts_with('.')
 }
 
 /// What is at the target and what must go before the unload starts; `None` for `ignore`
@@ -266,7 +280,10 @@ async fn plan_target(
     {
         return Err(CsvError::Invalid {
             key: "target.path".into(),
-            message: format!("{} is a file; a CSV target is a directory", root.display()),
+            message: format!(
+                "{} is a file; a CSV or JSON target is a directory",
+                root.display()
+            ),
         });
     }
     let existing = store.list_all().await?;
@@ -295,7 +312,7 @@ async fn plan_target(
     let data: Vec<&ObjPath> = existing
         .iter()
         .map(|m| &m.location)
-        .filter(|p| is_data_file(p))
+        .filter(|p| is_data_file(p, names.extension))
         .collect();
     let temps = || {
         existing
@@ -309,14 +326,15 @@ async fn plan_target(
         (Mode::Error, Some(first)) => Err(CsvError::Invalid {
             key: "target.path".into(),
             message: format!(
-                "{} already holds {} CSV file(s) (first: {first}); mode error (the default) refuses to write there: set target.mode to overwrite, append or ignore",
+                "{} already holds {} {} file(s) (first: {first}); mode error (the default) refuses to write there: set target.mode to overwrite, append or ignore",
                 store.location,
-                data.len()
+                data.len(),
+                names.extension.trim_start_matches('.').to_uppercase()
             ),
         }),
         (Mode::Ignore, Some(first)) => {
             tracing::info!(
-                "{} already holds CSV files (first: {first}); mode ignore: nothing is written",
+                "{} already holds data files (first: {first}); mode ignore: nothing is written",
                 store.location
             );
             Ok(None)
@@ -354,35 +372,54 @@ pub struct CsvSink {
 /// How the files of an unload are named and encoded (shared with the blocking tasks that
 /// write them).
 pub struct CsvFiles {
-    /// The header line's fields, when files have one.
-    header: Option<Vec<String>>,
+    /// Whether a CSV file starts with a header.
+    header: bool,
+    /// The name of each field (the header's; a JSON object's keys).
+    columns: Vec<String>,
     fields: Vec<Field>,
     dialect: Dialect,
     names: Names,
+    format: Format,
 }
 
 impl CsvFiles {
-    /// The record of one row.
+    /// The record of one row: a CSV line, or a JSON object on a line of its own (every field
+    /// named, null as `null`, as DSBulk writes them).
     fn encode_row(&self, row: &RawRow, out: &mut Vec<u8>) -> Result<(), String> {
+        let json = self.format == Format::Json;
         let mut texts: Vec<Option<String>> = Vec::with_capacity(self.fields.len());
         for (n, field) in self.fields.iter().enumerate() {
             let text = match field {
                 Field::Value(i, t) => row.cells[*i]
                     .as_deref()
-                    .map(|v| codec::to_text(t, v))
+                    .map(|v| {
+                        if json {
+                            codec::to_json_text(t, v)
+                        } else {
+                            codec::to_text(t, v)
+                        }
+                    })
                     .transpose(),
-                Field::Writetime(i) => {
-                    Ok(cql::codec::read_i64(&row.cells[*i]).map(codec::writetime_text))
-                }
+                Field::Writetime(i) => Ok(cql::codec::read_i64(&row.cells[*i]).map(|w| {
+                    let text = codec::writetime_text(w);
+                    if json { json_string(&text) } else { text }
+                })),
                 Field::Ttl(i) => Ok(cql::codec::read_i32(&row.cells[*i]).map(|t| t.to_string())),
             };
-            texts.push(text.map_err(|e| {
-                let column = self.header.as_ref().map_or_else(
-                    || format!("field {}", n + 1),
-                    |h| format!("column {:?}", h[n]),
-                );
-                format!("{column}: {e}")
-            })?);
+            texts.push(text.map_err(|e| format!("column {:?}: {e}", self.columns[n]))?);
+        }
+        if json {
+            out.push(b'{');
+            for (n, (name, text)) in self.columns.iter().zip(&texts).enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(json_string(name).as_bytes());
+                out.push(b':');
+                out.extend_from_slice(text.as_deref().unwrap_or("null").as_bytes());
+            }
+            out.extend_from_slice(b"}\n");
+            return Ok(());
         }
         let refs: Vec<Option<&str>> = texts.iter().map(|t| t.as_deref()).collect();
         write_record(out, &refs, &self.dialect);
@@ -398,9 +435,9 @@ impl FileFormat for CsvFiles {
 
     fn open(&self, file: std::fs::File, _unit: &UnitInfo) -> Result<Self::Writer, String> {
         let mut w = std::io::BufWriter::with_capacity(256 * 1024, file);
-        if let Some(header) = &self.header {
+        if self.header && self.format == Format::Csv {
             let mut line = Vec::new();
-            let refs: Vec<Option<&str>> = header.iter().map(|h| Some(h.as_str())).collect();
+            let refs: Vec<Option<&str>> = self.columns.iter().map(|h| Some(h.as_str())).collect();
             write_record(&mut line, &refs, &self.dialect);
             w.write_all(&line).map_err(|e| e.to_string())?;
         }
@@ -508,6 +545,7 @@ mod tests {
     fn a_files_name_gives_back_its_units_ranges() {
         let names = Names {
             tag: "0a1b2c3d".into(),
+            extension: ".csv",
         };
         let key = format!("{}:-5,10:{}", i64::MIN, i64::MAX);
         let name = names.final_name(&key).unwrap();
