@@ -68,6 +68,34 @@ impl TableSchema {
         self.regular.iter().any(Column::is_counter)
     }
 
+    /// The columns of this table that `mapping` (a source's column name → this table's) maps
+    /// onto, each named as the source names it, in this table's roles and order: the table a
+    /// source's rows are described as to the writer.
+    pub fn named_by(&self, mapping: &std::collections::HashMap<String, String>) -> TableSchema {
+        let source_name: std::collections::HashMap<&str, &str> = mapping
+            .iter()
+            .map(|(from, to)| (to.as_str(), from.as_str()))
+            .collect();
+        let columns = |cols: &[Column]| -> Vec<Column> {
+            cols.iter()
+                .filter_map(|c| {
+                    source_name.get(c.name.as_str()).map(|name| Column {
+                        name: (*name).to_string(),
+                        typ: c.typ.clone(),
+                    })
+                })
+                .collect()
+        };
+        TableSchema {
+            keyspace: self.keyspace.clone(),
+            table: self.table.clone(),
+            partition_key: columns(&self.partition_key),
+            clustering_key: columns(&self.clustering_key),
+            statics: columns(&self.statics),
+            regular: columns(&self.regular),
+        }
+    }
+
     /// Every column, primary key first.
     pub fn all(&self) -> impl Iterator<Item = &Column> {
         self.partition_key

@@ -318,27 +318,7 @@ impl CsvTarget {
         }
         let location =
             Location::parse(&t.path).map_err(|e| JobConfigError::at(text, "target.path", e))?;
-        let mode = match t
-            .mode
-            .as_deref()
-            .map(|m| m.trim().to_ascii_lowercase())
-            .as_deref()
-        {
-            None | Some("error" | "errorifexists") => Mode::Error,
-            Some("overwrite") => Mode::Overwrite,
-            Some("append") => Mode::Append,
-            Some("ignore") => Mode::Ignore,
-            Some(other) => {
-                return Err(JobConfigError::at(
-                    text,
-                    "target.mode",
-                    format!(
-                        "invalid write mode {:?}; valid values: append, error, ignore, overwrite",
-                        crate::answer::cap(other)
-                    ),
-                ));
-            }
-        };
+        let mode = Mode::parse(text, t.mode.as_deref(), "CSV or JSON")?;
         let dialect = dialect(text, "target", t.delimiter, t.quote, t.escape, None)?;
         let s3 = access(
             text,

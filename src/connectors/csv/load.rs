@@ -573,29 +573,8 @@ fn match_fields(
             );
         }
     }
-    let from_target: HashMap<&str, &str> = mapping
-        .iter()
-        .map(|(k, v)| (v.as_str(), k.as_str()))
-        .collect();
-    let columns = |cols: &[Column]| -> Vec<Column> {
-        cols.iter()
-            .filter_map(|c| {
-                from_target.get(c.name.as_str()).map(|file_name| Column {
-                    name: (*file_name).to_string(),
-                    typ: c.typ.clone(),
-                })
-            })
-            .collect()
-    };
     Ok(Shape {
-        table: TableSchema {
-            keyspace: target.keyspace.clone(),
-            table: target.table.clone(),
-            partition_key: columns(&target.partition_key),
-            clustering_key: columns(&target.clustering_key),
-            statics: columns(&target.statics),
-            regular: columns(&target.regular),
-        },
+        table: target.named_by(&mapping),
         mapping,
         preserve,
     })
@@ -603,33 +582,19 @@ fn match_fields(
 
 /// Every column of `target`, named as files name them (before `renames`).
 fn every_column(target: &TableSchema, renames: &[Rename]) -> Shape {
-    let file_name = |c: &Column| {
-        renames
-            .iter()
-            .find(|r| r.to == c.name)
-            .map_or(c.name.clone(), |r| r.from.clone())
-    };
-    let columns = |cols: &[Column]| -> Vec<Column> {
-        cols.iter()
-            .map(|c| Column {
-                name: file_name(c),
-                typ: c.typ.clone(),
-            })
-            .collect()
-    };
+    let mapping: HashMap<String, String> = target
+        .all()
+        .map(|c| {
+            let file_name = renames
+                .iter()
+                .find(|r| r.to == c.name)
+                .map_or(c.name.clone(), |r| r.from.clone());
+            (file_name, c.name.clone())
+        })
+        .collect();
     Shape {
-        table: TableSchema {
-            keyspace: target.keyspace.clone(),
-            table: target.table.clone(),
-            partition_key: columns(&target.partition_key),
-            clustering_key: columns(&target.clustering_key),
-            statics: columns(&target.statics),
-            regular: columns(&target.regular),
-        },
-        mapping: target
-            .all()
-            .map(|c| (file_name(c), c.name.clone()))
-            .collect(),
+        table: target.named_by(&mapping),
+        mapping,
         preserve: false,
     }
 }
@@ -843,6 +808,44 @@ impl Scan for CsvScan {
 
 type Sender = PageSender<RawRow, CsvError>;
 
+/// A file's rows gathered into pages of `batchSize` rows or [`PAGE_BYTES`], whichever comes
+/// first, each sent as it fills.
+struct PageOut<'a> {
+    tx: &'a Sender,
+    rows: Vec<RawRow>,
+    bytes: usize,
+    batch_size: usize,
+}
+
+impl<'a> PageOut<'a> {
+    fn new(tx: &'a Sender, batch_size: usize) -> Self {
+        Self {
+            tx,
+            rows: Vec::with_capacity(batch_size.min(4096)),
+            bytes: 0,
+            batch_size,
+        }
+    }
+
+    /// Adds a row, sending the page once full; false when the unit was stopped.
+    fn push(&mut self, row: RawRow) -> bool {
+        self.bytes += row.size();
+        self.rows.push(row);
+        if self.rows.len() < self.batch_size && self.bytes < PAGE_BYTES {
+            return true;
+        }
+        self.bytes = 0;
+        self.tx
+            .blocking_send(Ok((std::mem::take(&mut self.rows), false)))
+            .is_ok()
+    }
+
+    /// Sends the last page (maybe empty): the file has ended.
+    fn finish(self) {
+        let _ = self.tx.blocking_send(Ok((self.rows, true)));
+    }
+}
+
 /// Downloads and parses one file, sending its rows page by page; the last page (maybe empty)
 /// once the file has ended.
 async fn stream_file(
@@ -897,8 +900,7 @@ fn parse_file(
     };
     let mut parser = Parser::new(source.dialect.clone(), source.limits);
     let mut records: Vec<Record> = Vec::new();
-    let mut page: Vec<RawRow> = Vec::with_capacity(source.batch_size.min(4096));
-    let mut page_bytes = 0;
+    let mut page = PageOut::new(tx, source.batch_size);
     let mut header_seen = false;
     let mut buf = vec![0u8; CHUNK];
     loop {
@@ -937,21 +939,12 @@ fn parse_file(
             }
             match to_row(&file.layout, &record, shape) {
                 Ok(row) => {
-                    page_bytes += row.size();
-                    page.push(row);
+                    if !page.push(row) {
+                        return;
+                    }
                 }
                 Err(e) => {
                     let _ = tx.blocking_send(Err(fail(e, Retry::Never)));
-                    return;
-                }
-            }
-            if page.len() >= source.batch_size || page_bytes >= PAGE_BYTES {
-                page_bytes = 0;
-                if tx
-                    .blocking_send(Ok((std::mem::take(&mut page), false)))
-                    .is_err()
-                {
-                    // The unit was stopped.
                     return;
                 }
             }
@@ -960,7 +953,7 @@ fn parse_file(
             break;
         }
     }
-    let _ = tx.blocking_send(Ok((page, true)));
+    page.finish();
 }
 
 /// Reads a JSON file (one object per line, DSBulk's `MULTI_DOCUMENT`), sending its rows page
@@ -980,8 +973,7 @@ fn parse_json_file(
     };
     let mut lines = std::io::BufReader::with_capacity(CHUNK, body);
     let mut line = Vec::new();
-    let mut page: Vec<RawRow> = Vec::with_capacity(source.batch_size.min(4096));
-    let mut page_bytes = 0;
+    let mut page = PageOut::new(tx, source.batch_size);
     for number in 1u64.. {
         line.clear();
         match (&mut lines)
@@ -1008,26 +1000,17 @@ fn parse_json_file(
         }
         match json_row(text, number, keys, shape) {
             Ok(row) => {
-                page_bytes += row.size();
-                page.push(row);
+                if !page.push(row) {
+                    return;
+                }
             }
             Err(e) => {
                 let _ = tx.blocking_send(Err(fail(e, Retry::Never)));
                 return;
             }
         }
-        if page.len() >= source.batch_size || page_bytes >= PAGE_BYTES {
-            page_bytes = 0;
-            if tx
-                .blocking_send(Ok((std::mem::take(&mut page), false)))
-                .is_err()
-            {
-                // The unit was stopped.
-                return;
-            }
-        }
     }
-    let _ = tx.blocking_send(Ok((page, true)));
+    page.finish();
 }
 
 /// One JSON object as a row: each key's value in its column's cell, `null` (or a key not

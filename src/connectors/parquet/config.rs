@@ -159,6 +159,27 @@ pub enum Mode {
     Ignore,
 }
 
+impl Mode {
+    /// Reads `target.mode` (any case, trimmed; `errorifexists` is Spark's name of `error`) of
+    /// a target of `format`'s files.
+    pub fn parse(text: &str, mode: Option<&str>, format: &str) -> Result<Self, JobConfigError> {
+        match mode.map(|m| m.trim().to_ascii_lowercase()).as_deref() {
+            None | Some("error" | "errorifexists") => Ok(Mode::Error),
+            Some("overwrite") => Ok(Mode::Overwrite),
+            Some("append") => Ok(Mode::Append),
+            Some("ignore") => Ok(Mode::Ignore),
+            Some(other) => Err(JobConfigError::at(
+                text,
+                "target.mode",
+                format!(
+                    "invalid {format} write mode {:?}; valid values: append, error, ignore, overwrite",
+                    crate::answer::cap(other)
+                ),
+            )),
+        }
+    }
+}
+
 /// A `target` of `type: parquet`.
 #[derive(Debug, Clone)]
 pub struct ParquetTarget {
@@ -326,21 +347,7 @@ impl ParquetTarget {
                 ));
             }
         };
-        let mode = match lowered(&t.mode).as_deref() {
-            None | Some("error" | "errorifexists") => Mode::Error,
-            Some("overwrite") => Mode::Overwrite,
-            Some("append") => Mode::Append,
-            Some("ignore") => Mode::Ignore,
-            Some(other) => {
-                return Err(JobConfigError::at(
-                    text,
-                    "target.mode",
-                    format!(
-                        "invalid Parquet write mode {other:?}; valid values: append, error, ignore, overwrite"
-                    ),
-                ));
-            }
-        };
+        let mode = Mode::parse(text, t.mode.as_deref(), "Parquet")?;
         let s3 = access(
             text,
             "target",

@@ -526,29 +526,8 @@ fn match_columns(
             );
         }
     }
-    let from_target: HashMap<&str, &str> = mapping
-        .iter()
-        .map(|(k, v)| (v.as_str(), k.as_str()))
-        .collect();
-    let columns = |cols: &[Column]| -> Vec<Column> {
-        cols.iter()
-            .filter_map(|c| {
-                from_target.get(c.name.as_str()).map(|file_name| Column {
-                    name: (*file_name).to_string(),
-                    typ: c.typ.clone(),
-                })
-            })
-            .collect()
-    };
     Ok(Shape {
-        table: TableSchema {
-            keyspace: target.keyspace.clone(),
-            table: target.table.clone(),
-            partition_key: columns(&target.partition_key),
-            clustering_key: columns(&target.clustering_key),
-            statics: columns(&target.statics),
-            regular: columns(&target.regular),
-        },
+        table: target.named_by(&mapping),
         mapping,
         preserve,
     })

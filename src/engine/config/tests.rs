@@ -81,7 +81,8 @@ fn errors_name_key_and_line() {
     let e = err(&GOOD.replace("renames:", "renamez:"));
     assert!(e.starts_with("unknown field `renamez`"), "{e}");
     assert!(e.ends_with("(line 28)"), "{e}");
-    let expected = "cassandra, scylla, dynamodb, dynamo, alternator, parquet, dynamodb-s3-export";
+    let expected =
+        "cassandra, scylla, dynamodb, dynamo, alternator, parquet, dynamodb-s3-export, csv, json";
     assert_eq!(
         err(&GOOD.replace("  type: scylla", "  type: oracle")),
         format!("target.type: unknown type \"oracle\", expected {expected} (line 17)")
