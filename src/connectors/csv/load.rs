@@ -1100,4 +1100,81 @@ mod tests {
         assert_eq!(meta_base("ttl(v"), None);
         assert_eq!(meta_base("v"), None);
     }
+
+    /// Reads `body` as a JSON file of one text column `k`: the rows of every page, or the
+    /// error.
+    fn read_json(body: Vec<u8>) -> Result<Vec<RawRow>, String> {
+        let text = "source:\n  type: json\n  path: /in\n";
+        let doc: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
+        let source = CsvSource::parse(text, doc["source"].clone(), Format::Json).unwrap();
+        let file = LoadFile {
+            entry: FileEntry {
+                id: "file:/in/a.json".into(),
+                path: "in/a.json".into(),
+                size: body.len() as u64,
+                version: String::new(),
+            },
+            layout: Arc::new(Layout {
+                header: Arc::new(vec!["k".into()]),
+                slots: vec![Slot::Value(0, ColumnType::Native(NativeType::Text))],
+            }),
+        };
+        let keys = HashMap::from([(
+            "k".to_string(),
+            Slot::Value(0, ColumnType::Native(NativeType::Text)),
+        )]);
+        let shape = RowShape {
+            width: 1,
+            data: 1,
+            partition: 1,
+            keys: 1,
+            statics_end: 1,
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+        let reader = std::thread::spawn(move || {
+            parse_json_file(&body[..], &file, &source, (shape, &keys), &tx);
+        });
+        let mut rows = Vec::new();
+        while let Some(page) = rx.blocking_recv() {
+            match page {
+                Ok((page, last)) => {
+                    rows.extend(page);
+                    if last {
+                        break;
+                    }
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        reader.join().unwrap();
+        Ok(rows)
+    }
+
+    /// An object line of exactly `len` bytes (newline not counted).
+    fn object_of(len: usize) -> Vec<u8> {
+        let mut line = b"{\"k\":\"".to_vec();
+        line.resize(len - 2, b'x');
+        line.extend_from_slice(b"\"}\n");
+        line
+    }
+
+    #[test]
+    fn a_json_line_of_the_longest_length_is_read_and_one_byte_longer_refused() {
+        let mut body = object_of(MAX_JSON_LINE);
+        body.extend_from_slice(b"\n{\"k\":null}\n");
+        let rows = read_json(body).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            rows[0].cells[0].as_ref().map(|c| c.len()),
+            Some(MAX_JSON_LINE - 8)
+        );
+        assert_eq!(rows[1].cells[0], None, "null is left unset");
+        let e = read_json(object_of(MAX_JSON_LINE + 1)).unwrap_err();
+        assert!(
+            e.contains("a.json") && e.contains("line 1 is longer than 67108864 bytes"),
+            "{e}"
+        );
+        let e = read_json(b"{\"k\":\"a\"}\n[1]\n".to_vec()).unwrap_err();
+        assert!(e.contains("line 2: not a JSON object"), "{e}");
+    }
 }
