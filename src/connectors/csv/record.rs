@@ -332,7 +332,17 @@ impl Parser {
     }
 
     fn feed_str(&mut self, s: &str) -> Result<(), RecordError> {
-        for c in s.chars() {
+        let mut rest = s;
+        while let Some(c) = rest.chars().next() {
+            // Inside a field, the characters up to the next one that can end it or be escaped
+            // go in at once: most of a file is such runs, and the state machine below takes
+            // them one by one to the same result.
+            let run = self.plain_run(rest);
+            if run > 0 {
+                rest = &rest[run..];
+                continue;
+            }
+            rest = &rest[c.len_utf8()..];
             if mem::take(&mut self.at_start) && c == '\u{feff}' {
                 continue;
             }
@@ -344,6 +354,42 @@ impl Parser {
             self.prev_cr = c == '\r';
         }
         Ok(())
+    }
+
+    /// Takes the characters at the start of `s` that only add to the field being read (no
+    /// line end, quote, escape or start of the delimiter), when they fit within the field's
+    /// bound; the bytes taken (0 when none, or when the state machine must look at them).
+    fn plain_run(&mut self, s: &str) -> usize {
+        let in_field = match self.state {
+            State::Quoted => true,
+            State::Unquoted => self.delim_matched == 0,
+            _ => false,
+        };
+        if !in_field || self.at_start {
+            return 0;
+        }
+        let (quote, escape) = (self.dialect.quote, self.dialect.escape);
+        let delim = if self.state == State::Unquoted {
+            self.delim.first().copied()
+        } else {
+            None
+        };
+        let end = s
+            .find(|c: char| c == '\r' || c == '\n' || c == quote || c == escape || Some(c) == delim)
+            .unwrap_or(s.len());
+        if end == 0 {
+            return 0;
+        }
+        let run = &s[..end];
+        let units: usize = run.chars().map(char::len_utf16).sum();
+        if self.field_units + units > self.limits.max_chars_per_field {
+            // The character past the bound is found, and refused, one at a time.
+            return 0;
+        }
+        self.field_text.push_str(run);
+        self.field_units += units;
+        self.prev_cr = false;
+        end
     }
 
     fn end_of_input(&mut self) -> Result<(), RecordError> {
