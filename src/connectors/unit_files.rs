@@ -12,6 +12,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use object_store::ObjectStoreExt;
 use object_store::path::Path as ObjPath;
 
 use super::parquet::store::Store;
@@ -217,6 +218,18 @@ impl<F: FileFormat> UnitFiles<F> {
             spool,
             format,
         })
+    }
+
+    /// Deletes `paths` (what a resume or `mode: overwrite` decided must go); one already gone
+    /// is fine. The error says which object could not be deleted.
+    pub async fn delete_all(&self, paths: Vec<ObjPath>) -> Result<(), String> {
+        for path in paths {
+            match self.store.inner.delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(format!("cannot delete {}: {e}", self.store.id_of(&path))),
+            }
+        }
+        Ok(())
     }
 
     /// The object path of `rel` (relative to the target's root).

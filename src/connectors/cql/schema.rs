@@ -199,6 +199,28 @@ pub struct Problem {
     pub fix: Option<String>,
 }
 
+/// The problems files have with a target table, each named once, for the first file that has
+/// it (files of one export or unload share their columns): what a load of files reports in
+/// its [`Mismatch`].
+#[derive(Debug, Default)]
+pub struct FileProblems {
+    /// The problems, in the order found.
+    pub list: Vec<Problem>,
+    seen: std::collections::HashSet<String>,
+}
+
+impl FileProblems {
+    /// Adds `problem` of `file`, with the statement that `fix`es it, unless it was added.
+    pub fn add(&mut self, file: &str, problem: String, fix: Option<String>) {
+        if self.seen.insert(problem.clone()) {
+            self.list.push(Problem {
+                message: format!("{file}: {problem}"),
+                fix,
+            });
+        }
+    }
+}
+
 /// Every way a target table cannot take the source's rows, found at once, with the CQL that
 /// would fix each: an operator learns all of them from one submission.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -424,25 +424,6 @@ struct Shape {
     preserve: bool,
 }
 
-/// The problems of the files with the target, each named once (for the first file that has
-/// it: files of one unload share their header).
-#[derive(Default)]
-struct Problems {
-    list: Vec<schema::Problem>,
-    seen: HashSet<String>,
-}
-
-impl Problems {
-    fn add(&mut self, file: &str, problem: String, fix: Option<String>) {
-        if self.seen.insert(problem.clone()) {
-            self.list.push(schema::Problem {
-                message: format!("{file}: {problem}"),
-                fix,
-            });
-        }
-    }
-}
-
 fn match_fields(
     headers: &[(FileEntry, Arc<Vec<String>>)],
     target: &TableSchema,
@@ -463,7 +444,7 @@ fn match_fields(
             .chain(&target.clustering_key)
             .any(|k| k.name == name)
     };
-    let mut problems = Problems::default();
+    let mut problems = schema::FileProblems::default();
     let mut mapping: HashMap<String, String> = HashMap::new();
     let mut preserve = false;
     let mut used_renames = HashSet::new();

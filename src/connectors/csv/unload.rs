@@ -15,7 +15,6 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use object_store::ObjectStoreExt;
 use object_store::path::Path as ObjPath;
 use scylla::cluster::metadata::ColumnType;
 
@@ -477,19 +476,13 @@ impl Sink<RawRow> for CsvSink {
 
     async fn start(&self) -> Result<(), CsvError> {
         let deletes = std::mem::take(&mut *self.deletes.lock().unwrap_or_else(|p| p.into_inner()));
-        let store = &self.files.store;
-        for path in deletes {
-            match store.inner.delete(&path).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => {
-                    return Err(CsvError::Store {
-                        side: "target",
-                        message: format!("cannot delete {}: {e}", store.id_of(&path)),
-                    });
-                }
-            }
-        }
-        Ok(())
+        self.files
+            .delete_all(deletes)
+            .await
+            .map_err(|message| CsvError::Store {
+                side: "target",
+                message,
+            })
     }
 
     fn begin(&self, unit: &str) -> Self::Batcher {

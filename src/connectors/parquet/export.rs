@@ -15,7 +15,6 @@ use std::time::Instant;
 
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{Field, Schema, SchemaRef};
-use object_store::ObjectStoreExt;
 use object_store::path::Path as ObjPath;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
@@ -399,19 +398,13 @@ impl Sink<RawRow> for ParquetSink {
 
     async fn start(&self) -> Result<(), ParquetError> {
         let deletes = std::mem::take(&mut *self.deletes.lock().unwrap_or_else(|p| p.into_inner()));
-        let store = &self.files.store;
-        for path in deletes {
-            match store.inner.delete(&path).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => {
-                    return Err(ParquetError::Store {
-                        side: "target",
-                        message: format!("cannot delete {}: {e}", store.id_of(&path)),
-                    });
-                }
-            }
-        }
-        Ok(())
+        self.files
+            .delete_all(deletes)
+            .await
+            .map_err(|message| ParquetError::Store {
+                side: "target",
+                message,
+            })
     }
 
     fn begin(&self, unit: &str) -> Self::Batcher {

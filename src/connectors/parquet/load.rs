@@ -312,25 +312,6 @@ fn meta_type(arrow: &DataType, writetime: bool) -> ColumnType<'static> {
     }
 }
 
-/// The problems of the files with the target, each named once (for the first file that has
-/// it: files of one export share their columns).
-#[derive(Default)]
-struct Problems {
-    list: Vec<schema::Problem>,
-    seen: HashSet<String>,
-}
-
-impl Problems {
-    fn add(&mut self, file: &str, problem: String, fix: Option<String>) {
-        if self.seen.insert(problem.clone()) {
-            self.list.push(schema::Problem {
-                message: format!("{file}: {problem}"),
-                fix,
-            });
-        }
-    }
-}
-
 /// The CQL type to add a column of for a Parquet column of type `arrow`, when a plain one
 /// takes it exactly (checked as a load checks it).
 fn suggested_type(arrow: &DataType) -> Option<String> {
@@ -415,7 +396,7 @@ fn match_columns(
             .to_string()
     };
     let find = |name: &str| target.all().find(|c| c.name == name);
-    let mut problems = Problems::default();
+    let mut problems = schema::FileProblems::default();
     let mut mapping: HashMap<String, String> = HashMap::new();
     let mut preserve = false;
     let mut used_renames = HashSet::new();
