@@ -6,7 +6,7 @@
 //! A test crate of its own: it draws on every connector's bounds and the engine's job file, so
 //! it sits above the layers of `src/` (tests/layers.rs).
 
-use drover::engine::config::{JobConfig, JobConfigError, SourceConfig, TargetConfig};
+use drover::engine::config::{JobConfig, JobConfigError};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -221,73 +221,80 @@ fn alias_tree() -> impl Strategy<Value = (String, u64)> {
 fn check_accepted(job: &JobConfig) -> Result<(), TestCaseError> {
     let within = |v: Option<u64>, max: u64| v.is_none_or(|v| (1..=max).contains(&v));
     let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
-    match &job.source {
-        SourceConfig::Cql(s) => {
-            prop_assert!(within(s.split_count.map(n), MAX_SPLIT_COUNT));
-            prop_assert!(within(Some(n(s.fetch_size)), MAX_FETCH_SIZE));
-            prop_assert!(within(s.max_concurrent_units.map(n), MAX_CONCURRENCY));
-            prop_assert!(within(s.endpoint.connections.map(n), MAX_CONNECTIONS));
-            prop_assert!(s.allow_system_keyspace || !is_system_keyspace(&s.endpoint.keyspace));
-        }
-        SourceConfig::Dynamo(s) => {
-            prop_assert!(within(
-                s.scan_segments.map(u64::from),
-                u64::from(MAX_SCAN_SEGMENTS)
-            ));
-            prop_assert!(within(
-                s.max_map_tasks.map(u64::from),
-                u64::from(MAX_MAP_TASKS)
-            ));
-            prop_assert!(within(
-                s.read_throughput.map(u64::from),
-                u64::from(MAX_THROUGHPUT)
-            ));
-        }
-        SourceConfig::Parquet(s) => {
-            use drover::connectors::parquet::config::{MAX_BATCH_SIZE, MAX_FILES_AT_ONCE};
-            prop_assert!(within(Some(n(s.batch_size)), MAX_BATCH_SIZE));
-            prop_assert!(within(Some(n(s.max_concurrent_files)), MAX_FILES_AT_ONCE));
-        }
-        SourceConfig::Mysql(s) => {
-            use drover::connectors::mysql::config::{MAX_FETCH_SIZE, MAX_PARTITIONS};
-            prop_assert!(within(Some(n(s.fetch_size)), MAX_FETCH_SIZE));
-            prop_assert!(within(
-                s.partitioning.as_ref().map(|p| p.count),
-                MAX_PARTITIONS
-            ));
-            prop_assert!(within(Some(n(s.ranges_at_once)), 256));
-        }
-        SourceConfig::S3Export(s) => {
-            use drover::connectors::s3export::config::MAX_FILES_AT_ONCE;
-            prop_assert!(within(Some(n(s.files_at_once)), MAX_FILES_AT_ONCE));
-        }
-        SourceConfig::Csv(s) => {
-            use drover::connectors::csv::config::{
-                MAX_BATCH_SIZE, MAX_FILES_AT_ONCE, MAX_MAX_CHARS, MAX_MAX_COLUMNS,
-            };
-            prop_assert!(within(Some(n(s.batch_size)), MAX_BATCH_SIZE));
-            prop_assert!(within(Some(n(s.max_concurrent_files)), MAX_FILES_AT_ONCE));
-            prop_assert!(within(Some(n(s.limits.max_chars_per_field)), MAX_MAX_CHARS));
-            prop_assert!(within(Some(n(s.limits.max_fields)), MAX_MAX_COLUMNS));
-        }
+    if let Some(s) = job.source.get::<drover::connectors::cql::CqlSource>() {
+        prop_assert!(within(s.split_count.map(n), MAX_SPLIT_COUNT));
+        prop_assert!(within(Some(n(s.fetch_size)), MAX_FETCH_SIZE));
+        prop_assert!(within(s.max_concurrent_units.map(n), MAX_CONCURRENCY));
+        prop_assert!(within(s.endpoint.connections.map(n), MAX_CONNECTIONS));
+        prop_assert!(s.allow_system_keyspace || !is_system_keyspace(&s.endpoint.keyspace));
     }
-    match &job.target {
-        TargetConfig::Cql(t) => {
-            prop_assert!(!is_system_keyspace(&t.endpoint.keyspace));
-            prop_assert!(within(Some(n(t.max_in_flight)), MAX_IN_FLIGHT));
-            prop_assert!(within(
-                t.rows_per_second.map(u64::from),
-                MAX_ROWS_PER_SECOND
-            ));
-            prop_assert!(within(t.bytes_per_second, MAX_BYTES_PER_SECOND));
-        }
-        TargetConfig::Dynamo(t) => {
-            prop_assert!(within(
-                t.write_throughput.map(u64::from),
-                u64::from(MAX_THROUGHPUT)
-            ));
-        }
-        TargetConfig::Parquet(_) | TargetConfig::S3Export(_) | TargetConfig::Csv(_) => {}
+    if let Some(s) = job
+        .source
+        .get::<drover::connectors::dynamodb::DynamoSource>()
+    {
+        prop_assert!(within(
+            s.scan_segments.map(u64::from),
+            u64::from(MAX_SCAN_SEGMENTS)
+        ));
+        prop_assert!(within(
+            s.max_map_tasks.map(u64::from),
+            u64::from(MAX_MAP_TASKS)
+        ));
+        prop_assert!(within(
+            s.read_throughput.map(u64::from),
+            u64::from(MAX_THROUGHPUT)
+        ));
+    }
+    if let Some(s) = job
+        .source
+        .get::<drover::connectors::parquet::ParquetSource>()
+    {
+        use drover::connectors::parquet::config::{MAX_BATCH_SIZE, MAX_FILES_AT_ONCE};
+        prop_assert!(within(Some(n(s.batch_size)), MAX_BATCH_SIZE));
+        prop_assert!(within(Some(n(s.max_concurrent_files)), MAX_FILES_AT_ONCE));
+    }
+    if let Some(s) = job.source.get::<drover::connectors::mysql::MysqlSource>() {
+        use drover::connectors::mysql::config::{MAX_FETCH_SIZE, MAX_PARTITIONS};
+        prop_assert!(within(Some(n(s.fetch_size)), MAX_FETCH_SIZE));
+        prop_assert!(within(
+            s.partitioning.as_ref().map(|p| p.count),
+            MAX_PARTITIONS
+        ));
+        prop_assert!(within(Some(n(s.ranges_at_once)), 256));
+    }
+    if let Some(s) = job
+        .source
+        .get::<drover::connectors::s3export::ExportSource>()
+    {
+        use drover::connectors::s3export::config::MAX_FILES_AT_ONCE;
+        prop_assert!(within(Some(n(s.files_at_once)), MAX_FILES_AT_ONCE));
+    }
+    if let Some(s) = job.source.get::<drover::connectors::csv::CsvSource>() {
+        use drover::connectors::csv::config::{
+            MAX_BATCH_SIZE, MAX_FILES_AT_ONCE, MAX_MAX_CHARS, MAX_MAX_COLUMNS,
+        };
+        prop_assert!(within(Some(n(s.batch_size)), MAX_BATCH_SIZE));
+        prop_assert!(within(Some(n(s.max_concurrent_files)), MAX_FILES_AT_ONCE));
+        prop_assert!(within(Some(n(s.limits.max_chars_per_field)), MAX_MAX_CHARS));
+        prop_assert!(within(Some(n(s.limits.max_fields)), MAX_MAX_COLUMNS));
+    }
+    if let Some(t) = job.target.get::<drover::connectors::cql::CqlTarget>() {
+        prop_assert!(!is_system_keyspace(&t.endpoint.keyspace));
+        prop_assert!(within(Some(n(t.max_in_flight)), MAX_IN_FLIGHT));
+        prop_assert!(within(
+            t.rows_per_second.map(u64::from),
+            MAX_ROWS_PER_SECOND
+        ));
+        prop_assert!(within(t.bytes_per_second, MAX_BYTES_PER_SECOND));
+    }
+    if let Some(t) = job
+        .target
+        .get::<drover::connectors::dynamodb::DynamoTarget>()
+    {
+        prop_assert!(within(
+            t.write_throughput.map(u64::from),
+            u64::from(MAX_THROUGHPUT)
+        ));
     }
     if let Some(sp) = &job.savepoints {
         prop_assert!(within(sp.interval_seconds, jobfile::MAX_INTERVAL_SECONDS));

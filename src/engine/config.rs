@@ -305,7 +305,7 @@ fn top_keys(text: &str) -> Result<yaml_serde::Mapping, JobConfigError> {
         return Ok(yaml_serde::Mapping::new());
     };
     let work_keys = || {
-        crate::connectors::PROGRESS_KEYS
+        crate::connectors::progress_keys()
             .iter()
             .filter(|k| k.shape.is_work())
     };
@@ -320,7 +320,7 @@ fn top_keys(text: &str) -> Result<yaml_serde::Mapping, JobConfigError> {
         if JOB_KEYS.contains(&name.as_str()) || work_keys().any(|k| k.name == name) {
             continue;
         }
-        let message = if crate::connectors::PROGRESS_KEYS
+        let message = if crate::connectors::progress_keys()
             .iter()
             .any(|k| k.name == name)
         {

@@ -5,7 +5,7 @@
 //! A unit is recorded complete only after every write of every row in it was acknowledged, so
 //! the record can be trusted by savepoints and resumes. It knows no data system: it drives the
 //! traits of [`crate::connectors::seam`], and `Migration::prepare` has the connectors' registry
-//! (`connectors::open_copy`, one arm per source/target pair) open both sides.
+//! (`connectors::open_copy`: the connector whose pair the job's two sides are) open both sides.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};

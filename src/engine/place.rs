@@ -103,7 +103,7 @@ impl Place {
         };
         let table = self.table.is_some();
         let result = tokio::task::spawn_blocking(move || {
-            store.newest_matching(crate::connectors::PROGRESS_KEYS, &accept)
+            store.newest_matching(crate::connectors::progress_keys(), &accept)
         })
         .await
         .expect("reading savepoints does not panic");

@@ -54,7 +54,7 @@ impl Savepoints {
         let mut progress = self.initial.clone();
         progress.merge(done);
         let mut doc = self.base.clone();
-        progress.into_document(&mut doc, crate::connectors::PROGRESS_KEYS);
+        progress.into_document(&mut doc, crate::connectors::progress_keys());
         let store = self.writer.store.clone();
         let info = tokio::task::spawn_blocking(move || store.write(&doc))
             .await

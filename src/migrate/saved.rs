@@ -117,7 +117,7 @@ pub async fn list(
             if identity(&sp.document) != wanted {
                 continue;
             }
-            let Ok(p) = Progress::from_document(&sp.document, crate::connectors::PROGRESS_KEYS)
+            let Ok(p) = Progress::from_document(&sp.document, crate::connectors::progress_keys())
             else {
                 continue;
             };

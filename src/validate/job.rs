@@ -58,7 +58,7 @@ impl Savepoints {
         let mut doc = self.base.clone();
         state
             .done
-            .into_document(&mut doc, crate::connectors::PROGRESS_KEYS);
+            .into_document(&mut doc, crate::connectors::progress_keys());
         if let Some(map) = doc.as_object_mut() {
             map.insert(
                 REPORT_KEY.into(),
@@ -69,7 +69,7 @@ impl Savepoints {
                 let mut reverse = serde_json::json!({});
                 state
                     .reverse
-                    .into_document(&mut reverse, crate::connectors::PROGRESS_KEYS);
+                    .into_document(&mut reverse, crate::connectors::progress_keys());
                 map.insert(REVERSE_KEY.into(), reverse);
             }
         }
@@ -154,7 +154,7 @@ pub async fn launch(text: &str) -> Result<Launch, EngineError> {
                 let reverse = match savepoint.document.get(REVERSE_KEY) {
                     None => Ok(savepoints::Progress::default()),
                     Some(doc) => {
-                        savepoints::Progress::from_document(doc, crate::connectors::PROGRESS_KEYS)
+                        savepoints::Progress::from_document(doc, crate::connectors::progress_keys())
                             .map_err(|e| format!("unreadable {REVERSE_KEY} ({e})"))
                     }
                 };

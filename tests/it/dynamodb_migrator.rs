@@ -15,7 +15,8 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, BillingMode, GlobalSecondaryIndex, KeyType, LocalSecondaryIndex, Projection,
     ProjectionType, ProvisionedThroughput, ScalarAttributeType, TimeToLiveSpecification,
 };
-use drover::connectors::{SourceConfig, TargetConfig};
+use drover::connectors::dynamodb::{DynamoSource, DynamoTarget};
+use drover::connectors::s3export::{ExportSource, ExportTarget};
 use drover::engine::config::JobConfig;
 use test_support::drover_bin;
 use test_support::dynamodb::{
@@ -65,10 +66,16 @@ fn every_migrator_job_file_is_accepted_unchanged() {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, side)| *side);
-        match (&job.source, &job.target, export) {
-            (SourceConfig::Dynamo(_), TargetConfig::Dynamo(_), None)
-            | (SourceConfig::S3Export(_), TargetConfig::Dynamo(_), Some("source"))
-            | (SourceConfig::Dynamo(_), TargetConfig::S3Export(_), Some("target")) => {}
+        let read_as = (
+            job.source.get::<DynamoSource>().is_some(),
+            job.source.get::<ExportSource>().is_some(),
+            job.target.get::<DynamoTarget>().is_some(),
+            job.target.get::<ExportTarget>().is_some(),
+        );
+        match (read_as, export) {
+            ((true, false, true, false), None)
+            | ((false, true, true, false), Some("source"))
+            | ((true, false, false, true), Some("target")) => {}
             _ => panic!(
                 "{name}: read as {} to {}",
                 job.source.kind(),
@@ -80,23 +87,18 @@ fn every_migrator_job_file_is_accepted_unchanged() {
 
 #[test]
 fn migrator_job_files_mean_what_migrator_reads_in_them() {
-    let dynamo = |name: &str| match JobConfig::parse(&fixture(name)).unwrap() {
-        JobConfig {
-            source: SourceConfig::Dynamo(s),
-            target: TargetConfig::Dynamo(t),
-            skip,
-            renames,
-            ..
-        } => (
-            s,
-            t,
-            skip.numbers(&drover::connectors::dynamodb::SEGMENTS)
+    let dynamo = |name: &str| {
+        let job = JobConfig::parse(&fixture(name)).unwrap();
+        (
+            job.source.get::<DynamoSource>().unwrap().clone(),
+            job.target.get::<DynamoTarget>().unwrap().clone(),
+            job.skip
+                .numbers(&drover::connectors::dynamodb::SEGMENTS)
                 .iter()
                 .copied()
                 .collect::<Vec<u32>>(),
-            renames,
-        ),
-        _ => unreachable!(),
+            job.renames,
+        )
     };
     let (s, t, skip, _) = dynamo("dynamodb-to-alternator-part1.yaml");
     assert_eq!((s.scan_segments, skip), (Some(3), vec![1, 2]));

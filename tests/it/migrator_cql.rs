@@ -371,10 +371,10 @@ fn migrators_own_savepoints_are_read_and_written_back_pair_for_pair() {
     ] {
         let doc: Value = yaml_serde::from_str(&real(name)).unwrap();
         assert_eq!(identity(&doc), identity(&job), "{name} is of the job");
-        let progress = Progress::from_document(&doc, drover::connectors::PROGRESS_KEYS)
+        let progress = Progress::from_document(&doc, drover::connectors::progress_keys())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut written = serde_json::json!({});
-        progress.into_document(&mut written, drover::connectors::PROGRESS_KEYS);
+        progress.into_document(&mut written, drover::connectors::progress_keys());
         let set = |v: &Value| -> BTreeSet<String> {
             v.as_array()
                 .unwrap()
@@ -389,7 +389,7 @@ fn migrators_own_savepoints_are_read_and_written_back_pair_for_pair() {
         );
     }
     let partial: Value = yaml_serde::from_str(&real("partial-savepoint-8ranges.yaml")).unwrap();
-    let done = Progress::from_document(&partial, drover::connectors::PROGRESS_KEYS).unwrap();
+    let done = Progress::from_document(&partial, drover::connectors::progress_keys()).unwrap();
     let tokens: Vec<i64> = real("source-node-tokens.txt")
         .lines()
         .filter(|l| !l.trim().is_empty())

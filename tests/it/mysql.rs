@@ -322,7 +322,7 @@ fn every_migrator_mysql_job_file_is_accepted_unchanged() {
     for name in &names {
         let text = std::fs::read_to_string(fixtures_dir().join(name)).unwrap();
         let job = JobConfig::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let drover::connectors::SourceConfig::Mysql(s) = &job.source else {
+        let Some(s) = job.source.get::<drover::connectors::mysql::MysqlSource>() else {
             panic!("{name}: not a MySQL source");
         };
         assert_eq!(s.port, 3306, "{name}");

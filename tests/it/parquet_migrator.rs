@@ -11,7 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use drover::connectors::{SourceConfig, TargetConfig};
+use drover::connectors::cql::{CqlSource, CqlTarget};
+use drover::connectors::parquet::{ParquetSource, ParquetTarget};
 use drover::engine::config::JobConfig;
 use test_support::cql::{clusters, dst_addr, exec, fresh_keyspace, raw_rows, src_addr};
 use test_support::{Daemon, Home};
@@ -46,11 +47,13 @@ fn every_migrator_parquet_job_file_is_accepted_gcs_savepoints_included() {
                 "gs://migrator-savepoints/parquet-gcs-savepoints"
             );
         }
-        match (&job.source, &job.target) {
-            (SourceConfig::Parquet(_), TargetConfig::Cql(_))
-            | (SourceConfig::Cql(_), TargetConfig::Parquet(_)) => {}
-            _ => panic!("{name}: not a Parquet job"),
-        }
+        let (parquet, cql) = (
+            (job.source.get::<ParquetSource>().is_some()) as u8
+                + (job.target.get::<ParquetTarget>().is_some()) as u8,
+            (job.source.get::<CqlSource>().is_some()) as u8
+                + (job.target.get::<CqlTarget>().is_some()) as u8,
+        );
+        assert_eq!((parquet, cql), (1, 1), "{name}: not a Parquet job");
     }
 }
 

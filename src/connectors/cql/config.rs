@@ -613,3 +613,46 @@ impl CqlEndpoint {
         format!("{}.{}", self.keyspace, self.table)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{CqlSource, CqlTarget};
+    use crate::connectors::{SourceConfig, TargetConfig};
+
+    /// A ScyllaDB Migrator job's CQL sections mean what Migrator reads in them.
+    #[test]
+    fn a_migrator_job_files_cql_sides_parse_to_their_keys() {
+        let text = "\
+source:
+  type: cassandra
+  host: 127.0.0.1
+  port: 9042
+  localDC: datacenter1
+  keyspace: ks
+  table: t
+  preserveTimestamps: true
+  splitCount: 256
+  fetchSize: 1000
+target:
+  type: scylla
+  host: 127.0.0.2
+  port: 9042
+  keyspace: ks
+  table: t
+  consistencyLevel: LOCAL_QUORUM
+";
+        let doc: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
+        let source = SourceConfig::parse(text, doc["source"].clone()).unwrap();
+        let target = TargetConfig::parse(text, doc["target"].clone()).unwrap();
+        let s = source.get::<CqlSource>().expect("a CQL source");
+        let t = target.get::<CqlTarget>().expect("a CQL target");
+        assert_eq!(s.endpoint.host, "127.0.0.1");
+        assert_eq!(s.endpoint.local_dc.as_deref(), Some("datacenter1"));
+        assert!(s.preserve_timestamps);
+        assert_eq!(s.split_count, Some(256));
+        assert_eq!(s.fetch_size, 1000);
+        assert_eq!(t.endpoint.port, 9042);
+        assert_eq!(t.max_in_flight, 256);
+        assert_eq!(source.describe(), "ks.t");
+    }
+}

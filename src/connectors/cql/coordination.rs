@@ -29,9 +29,6 @@ use scylla::value::CqlValue;
 use super::schema::quote;
 use crate::connectors::seam::{Claim, Coordinator, Shared};
 
-/// The default table of unit leases.
-pub const DEFAULT_TABLE: &str = "drover_units";
-
 /// Attempts after the first of a coordination statement that timed out.
 const RETRIES: usize = 6;
 

@@ -1,6 +1,7 @@
 //! The Cassandra/ScyllaDB connector: sessions, schemas, raw rows and their codec, token-range
 //! scans, the copy of one unit, and the comparison of rows for the validator.
 
+mod connector;
 pub mod bulk;
 pub mod codec;
 pub mod compare;
@@ -30,6 +31,7 @@ use scylla::client::session_builder::SessionBuilder;
 use scylla::policies::load_balancing::DefaultPolicy;
 use secrecy::ExposeSecret;
 
+pub use connector::Cql;
 pub use config::{CqlEndpoint, CqlSource, CqlTarget};
 
 /// drover: the load a `target.bulkWrite: sstable` copy belongs to. Its SSTable uploads are

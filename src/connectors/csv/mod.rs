@@ -5,12 +5,14 @@
 //! cell's writetime and TTL in DSBulk's `writetime(col)` and `ttl(col)` fields, and a load
 //! writes the cells with them.
 
+mod connector;
 pub mod codec;
 pub mod config;
 pub mod load;
 pub mod record;
 pub mod unload;
 
+pub use connector::Csv;
 pub use config::{CsvSource, CsvTarget};
 
 use crate::connectors::seam::{RequestError, Retry};

@@ -7,6 +7,7 @@
 //! Items stay in the SDK's `AttributeValue` form from the scan to the write, so every type
 //! (numbers of 38 digits, binary sets, deep nesting) round-trips without conversion.
 
+mod connector;
 pub mod compare;
 pub mod config;
 pub mod item;
@@ -24,6 +25,7 @@ use aws_config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use secrecy::ExposeSecret;
 
+pub use connector::Dynamo;
 pub use config::{Connection, DynamoSource, DynamoTarget};
 pub use retry::DynamoError;
 

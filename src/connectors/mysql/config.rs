@@ -658,7 +658,6 @@ impl MysqlSource {
 
 #[cfg(test)]
 mod tests {
-    use crate::connectors::SourceConfig;
     use crate::engine::config::JobConfig;
 
     use super::*;
@@ -666,7 +665,7 @@ mod tests {
     #[test]
     fn the_example_parses_to_what_its_comments_say() {
         let job = JobConfig::parse(include_str!("../../../config/job-mysql.yaml")).unwrap();
-        let SourceConfig::Mysql(s) = &job.source else {
+        let Some(s) = job.source.get::<MysqlSource>() else {
             panic!("a MySQL source");
         };
         let p = s.partitioning.as_ref().unwrap();

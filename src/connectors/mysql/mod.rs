@@ -15,6 +15,7 @@
 //! column, and a value that cannot be (an unsigned BIGINT beyond a CQL `bigint`, a zero date
 //! with `zeroDateTimeBehavior: EXCEPTION`) fails the job naming the column and the row's key.
 
+mod connector;
 pub mod compare;
 pub mod config;
 pub mod convert;
@@ -22,6 +23,7 @@ pub mod scan;
 pub mod schema;
 pub mod units;
 
+pub use connector::Mysql;
 pub use config::MysqlSource;
 
 use mysql_async::prelude::Queryable;

@@ -2,6 +2,7 @@
 //! file recorded in `skipParquetFiles`), and exporting a CQL table to Parquet files, one per
 //! token-range unit, each made visible only once complete — on the local disk or in S3.
 
+mod connector;
 pub mod config;
 pub mod decode;
 pub mod encode;
@@ -9,6 +10,7 @@ pub mod export;
 pub mod load;
 pub mod store;
 
+pub use connector::Parquet;
 pub use config::{ParquetSource, ParquetTarget};
 
 use crate::connectors::seam::{RequestError, Retry};

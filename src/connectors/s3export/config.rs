@@ -283,14 +283,14 @@ impl ExportSource {
 
 #[cfg(test)]
 mod tests {
-    use crate::connectors::{SourceConfig, TargetConfig};
+    use super::{ExportSource, ExportTarget};
     use crate::engine::config::JobConfig;
 
     #[test]
     fn the_example_job_files_show_every_key() {
         let load = include_str!("../../../config/job-s3export-load.yaml");
         let job = JobConfig::parse(load).unwrap();
-        let SourceConfig::S3Export(s) = &job.source else {
+        let Some(s) = job.source.get::<ExportSource>() else {
             panic!("not an export source")
         };
         assert_eq!(s.table.key_schema.len(), 2);
@@ -315,7 +315,7 @@ mod tests {
         }
         let write = include_str!("../../../config/job-s3export-write.yaml");
         let job = JobConfig::parse(write).unwrap();
-        assert!(matches!(job.target, TargetConfig::S3Export(_)));
+        assert!(job.target.get::<ExportTarget>().is_some());
         for key in ["path:", "endpoint:", "region:", "credentials:"] {
             assert!(write.contains(key), "{key}");
         }

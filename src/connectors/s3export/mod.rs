@@ -7,12 +7,14 @@
 //! `manifest-files.json`, which lists gzipped data files of DynamoDB JSON (or Amazon Ion), one
 //! item per line.
 
+mod connector;
 pub mod config;
 pub mod format;
 pub mod ion;
 pub mod read;
 pub mod write;
 
+pub use connector::S3Export;
 pub use config::{ExportSource, ExportTarget};
 
 use crate::connectors::seam::{RequestError, Retry};

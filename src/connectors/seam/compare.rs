@@ -329,8 +329,8 @@ pub struct LookupSides<L: Lookup, S: Scan<Row = L::Row>> {
 }
 
 /// Turns the two sides a connector opened for a validation into the validator's run, whatever
-/// their types: the registry (`connectors::open_comparison`) calls it, the validator erases
-/// the types.
+/// their types: the connector that opens the pair (`registry::Connector::open_comparison`)
+/// calls it, the validator erases the types.
 pub trait ComparisonMaker {
     /// The validator's run.
     type Comparison;

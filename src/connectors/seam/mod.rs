@@ -310,6 +310,9 @@ pub struct Shared {
     pub held: u64,
 }
 
+/// The table a shared job's units are kept in by default (`coordination.table`).
+pub const COORDINATION_TABLE: &str = "drover_units";
+
 /// Units shared by several runs of one job, in several daemons: each unit is run by one of
 /// them at a time, under a lease that lapses when its run dies, and recorded complete once.
 /// The engine asks before each unit and reports each unit it completes; the store of the
@@ -353,7 +356,8 @@ pub trait SavepointTable: Send + Sync {
 }
 
 /// Turns the scan and sink a connector pair opened into the engine's copy, whatever their
-/// types: the registry (`connectors::open_copy`) calls it, the engine erases the types.
+/// types: the connector that opens the pair (`registry::Connector::open_copy`) calls it, the
+/// engine erases the types.
 pub trait CopyMaker {
     /// The engine's copy.
     type Copy;

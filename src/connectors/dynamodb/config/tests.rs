@@ -196,9 +196,7 @@ fn pairs_and_segments_as_migrator_reads_them() {
     // skipInitialSnapshotTransfer without streamChanges: ignored (Migrator's documented
     // behaviour), so the snapshot is copied.
     let config = JobConfig::parse(&job("", "  skipInitialSnapshotTransfer: true\n")).unwrap();
-    let crate::connectors::TargetConfig::Dynamo(t) = config.target else {
-        unreachable!()
-    };
+    let t = config.target.get::<super::DynamoTarget>().unwrap();
     assert!(!t.skip_initial_snapshot_transfer);
     // A target's maxMapTasks (in Migrator's own test files) is accepted.
     JobConfig::parse(&job("", "  maxMapTasks: 1\n")).unwrap();
