@@ -1031,3 +1031,398 @@ async fn every_type_round_trips_through_dsbulks_json() {
         "{ended}"
     );
 }
+
+/// DSBulk's `SINGLE_DOCUMENT` JSON (`documentMode`): every type unloaded with writetimes and
+/// TTLs as one array per file in DSBulk's layout (`[`, objects separated by `,` and a line
+/// end, `]`) — parsed whole by Python's json module, which finds every row and the hostile
+/// text unchanged — and loaded back into the other cluster without the key (a file starting
+/// with `[` is read as an array): identical cell by cell. An array Python wrote pretty-printed
+/// (objects over several lines) and an empty array load too; the key set to the other layout
+/// is refused naming it, and a key the table lacks fails the job naming the file, the object's
+/// line and the key.
+#[tokio::test]
+async fn json_as_one_array_unloads_in_dsbulks_layout_and_loads_back() {
+    let (src, dst) = clusters().await;
+    let ks = "it_json_array";
+    fresh_keyspace(&src, &dst, ks, TABLES).await;
+    let rows = 16usize;
+    fill(&src, ks, rows).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("unload");
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &unload_as(
+                "json",
+                ks,
+                "t",
+                &out.display().to_string(),
+                "  preserveTimestamps: true\n",
+                "  documentMode: single_document\n",
+            ),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    let checked = python(&format!(
+        "import glob, json\n\
+         rows = []\n\
+         files = sorted(glob.glob('{d}/*.json'))\n\
+         for p in files:\n\
+         \x20   text = open(p, encoding='utf-8').read()\n\
+         \x20   doc = json.loads(text)\n\
+         \x20   assert isinstance(doc, list) and doc and all(isinstance(o, dict) for o in doc), p\n\
+         \x20   assert text.startswith('[\\n{{') and text.endswith('}}\\n]\\n'), text[:40]\n\
+         \x20   lines = text.split('\\n')\n\
+         \x20   assert len(lines) == len(doc) + 3, (len(lines), len(doc))\n\
+         \x20   assert all(l.endswith('}},') for l in lines[1:len(doc)]), p\n\
+         \x20   rows += doc\n\
+         assert all('writetime(tx)' in r and 'ttl(tx)' in r for r in rows)\n\
+         texts = sorted(set(r['tx'] or '' for r in rows))\n\
+         print(json.dumps([len(files) > 1, len(rows), texts]))",
+        d = out.display()
+    ));
+    let mut texts: Vec<&str> = HOSTILE.to_vec();
+    texts.sort();
+    let checked: serde_json::Value = serde_json::from_str(&checked).unwrap();
+    assert_eq!(checked, serde_json::json!([true, rows + 1, texts]));
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &load_as("json", &out.display().to_string(), ks, "t", ""),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    assert_eq!(job["progress"]["rowsRead"], rows as u64 + 1, "{job}");
+    let (select, ttls) = t_select(true);
+    let table = format!("{ks}.t");
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, &select, &select, &ttls).await,
+        rows + 1
+    );
+
+    // Pretty-printed by Python (objects over several lines), beside an empty array.
+    let hand = dir.path().join("hand");
+    std::fs::create_dir_all(&hand).unwrap();
+    python(&format!(
+        "import json\n\
+         docs = [{{'k': 1, 'li': [1, 2], 'ma': {{'3': 'x, ]}}'}}}}, {{'se': ['b', 'a'], 'k': 2, 'li': None}}]\n\
+         json.dump(docs, open('{d}/a.json', 'w'), indent=2)\n\
+         open('{d}/b.json', 'w').write(' [\\n ]\\n')",
+        d = hand.display()
+    ));
+    exec(
+        &src,
+        &format!("INSERT INTO {ks}.m (k, li, ma) VALUES (1, [1, 2], {{3: 'x, ]}}'}})"),
+    )
+    .await;
+    exec(
+        &src,
+        &format!("INSERT INTO {ks}.m (k, se) VALUES (2, {{'a', 'b'}})"),
+    )
+    .await;
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &load_as(
+                "json",
+                &hand.display().to_string(),
+                ks,
+                "m",
+                "  documentMode: SINGLE_DOCUMENT\n",
+            ),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    assert_eq!(job["progress"]["rowsRead"], 2, "{job}");
+    let m = format!("{ks}.m");
+    let select = "k, li, se, ma, ud";
+    assert_eq!(
+        assert_same(&src, &m, &dst, &m, select, select, &[]).await,
+        2
+    );
+
+    // The other layout named: refused before anything is written.
+    let (status, body) = daemon
+        .post_raw(
+            "/api/v1/migrations",
+            "application/yaml",
+            load_as(
+                "json",
+                &hand.display().to_string(),
+                ks,
+                "m",
+                "  documentMode: MULTI_DOCUMENT\n",
+            ),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("source.documentMode") && message.contains("a.json"),
+        "{message}"
+    );
+    // A key the table lacks, in the object that begins on line 3.
+    std::fs::write(
+        hand.join("a.json"),
+        "[{\"k\": 1, \"li\": [1, 2]},\n\n  {\"k\": 3,\n   \"nope\": 1}\n]\n",
+    )
+    .unwrap();
+    let id = daemon
+        .submit_job(
+            "/api/v1/migrations",
+            &load_as("json", &hand.display().to_string(), ks, "m", ""),
+        )
+        .await;
+    let ended = daemon
+        .wait_job(&id, WAIT, |j| {
+            j["state"] != "RUNNING" && j["state"] != "QUEUED"
+        })
+        .await;
+    assert_eq!(ended["state"], "FAILED", "{ended}");
+    let error = ended["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("a.json") && error.contains("line 3") && error.contains("\"nope\""),
+        "{ended}"
+    );
+}
+
+/// `nullValue`: an unload writes it for each null field — writetimes and TTLs of nulls
+/// included — and quotes a text equal to it, so that the load (with the same `nullValue`)
+/// gives back null for the one and the text for the other, in a regular and in a clustering
+/// column, writetimes and TTLs kept. A file written by hand with another `nullValue` loads
+/// with its unquoted marks as nulls (left unset) and its quoted one as text. A `nullValue`
+/// holding the delimiter is refused, naming the key.
+#[tokio::test]
+async fn null_value_marks_nulls_and_a_text_equal_to_it_loads_back_as_text() {
+    let (src, dst) = clusters().await;
+    let ks = "it_csv_null_value";
+    fresh_keyspace(
+        &src,
+        &dst,
+        ks,
+        "CREATE TABLE $ks.t (k int, c text, v text, n int, PRIMARY KEY (k, c))",
+    )
+    .await;
+    for cql in [
+        "INSERT INTO $ks.t (k, c, v, n) VALUES (1, 'a', 'NULL', 5) USING TIMESTAMP 1001",
+        "INSERT INTO $ks.t (k, c) VALUES (2, 'b') USING TIMESTAMP 1002",
+        "INSERT INTO $ks.t (k, c, v, n) VALUES (3, 'c', '', 7) USING TIMESTAMP 1003",
+        "INSERT INTO $ks.t (k, c, v) VALUES (4, 'NULL', 'x') USING TIMESTAMP 1004",
+        "INSERT INTO $ks.t (k, c, v, n) VALUES (5, 'e', 'NULLx', 1) USING TIMESTAMP 1005 AND TTL 90000",
+    ] {
+        exec(&src, &cql.replace("$ks", ks)).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("unload");
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &unload_job(
+                ks,
+                "t",
+                &out.display().to_string(),
+                "  preserveTimestamps: true\n",
+                "  nullValue: 'NULL'\n",
+            ),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    assert_eq!(job["progress"]["rowsWritten"], 5, "{job}");
+    let mut lines: Vec<String> = Vec::new();
+    for e in std::fs::read_dir(&out).unwrap() {
+        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        lines.extend(text.lines().skip(1).map(str::to_string));
+    }
+    lines.sort();
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    // Columns: k, c, then n and v (Cassandra orders regular columns by name), each followed
+    // by its writetime and TTL.
+    assert_eq!(
+        lines[0],
+        "1,a,5,1970-01-01T00:00:00.001001Z,NULL,\"NULL\",1970-01-01T00:00:00.001001Z,NULL",
+        "{lines:?}"
+    );
+    assert_eq!(lines[1], "2,b,NULL,NULL,NULL,NULL,NULL,NULL", "{lines:?}");
+    assert!(lines[2].starts_with("3,c,7,1970"), "{lines:?}");
+    assert!(lines[2].contains(",NULL,\"\",1970"), "{lines:?}");
+    assert!(
+        lines[3].starts_with("4,\"NULL\",NULL,NULL,NULL,x,1970"),
+        "{lines:?}"
+    );
+    assert!(lines[4].starts_with("5,e,1,1970"), "{lines:?}");
+    assert!(lines[4].contains(",NULLx,1970"), "{lines:?}");
+
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &load_job(&out.display().to_string(), ks, "t", "  nullValue: 'NULL'\n"),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    let table = format!("{ks}.t");
+    let select = "k, c, v, n, writetime(v), writetime(n), ttl(v), ttl(n)";
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, select, select, &[6, 7]).await,
+        5
+    );
+
+    // A hand-written file: `N/A` unquoted is null (left unset: the target's 99 stays), quoted
+    // it is the text.
+    let hand = dir.path().join("hand");
+    std::fs::create_dir_all(&hand).unwrap();
+    std::fs::write(
+        hand.join("a.csv"),
+        "k,c,v,n\n6,f,N/A,N/A\n7,g,\"N/A\",3\n8,h,,N/A\n",
+    )
+    .unwrap();
+    for cql in [
+        "INSERT INTO $ks.t (k, c, n) VALUES (6, 'f', 99)",
+        "INSERT INTO $ks.t (k, c, v, n) VALUES (7, 'g', 'N/A', 3)",
+        "INSERT INTO $ks.t (k, c) VALUES (8, 'h')",
+    ] {
+        exec(&src, &cql.replace("$ks", ks)).await;
+    }
+    exec(
+        &dst,
+        &format!("INSERT INTO {ks}.t (k, c, n) VALUES (6, 'f', 99)"),
+    )
+    .await;
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &load_job(&hand.display().to_string(), ks, "t", "  nullValue: N/A\n"),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    let select = "k, c, v, n";
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, select, select, &[]).await,
+        8
+    );
+
+    let (status, body) = daemon
+        .post_raw(
+            "/api/v1/migrations",
+            "application/yaml",
+            unload_job(
+                ks,
+                "t",
+                &dir.path().join("bad").display().to_string(),
+                "",
+                "  nullValue: 'a,b'\n",
+            ),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("target.nullValue") && message.contains("delimiter"),
+        "{message}"
+    );
+}
+
+/// `binary: HEX` (DSBulk's `codec.binary`): blobs are unloaded as `0x` and lowercase hex —
+/// inside collections and UDTs too, as JSON strings — in CSV and in JSON, as Python's csv and
+/// json modules read them, and load back cell for cell (a load reads both forms).
+#[tokio::test]
+async fn blobs_unload_as_hex_with_binary_hex_and_load_back() {
+    let (src, dst) = clusters().await;
+    let ks = "it_csv_binary";
+    fresh_keyspace(
+        &src,
+        &dst,
+        ks,
+        "CREATE TYPE $ks.u (b blob, n int);
+         CREATE TABLE $ks.t (k int PRIMARY KEY, b blob, lb frozen<list<blob>>,
+           mb frozen<map<blob, blob>>, ub frozen<u>)",
+    )
+    .await;
+    // Blobs (empty; one whose base64 would start with `0X`; upper-case-looking digits) and
+    // what their hex text is.
+    let blobs = [
+        ("0x", "0x"),
+        ("0xd17d76", "0xd17d76"),
+        ("0xCAFE00ff", "0xcafe00ff"),
+    ];
+    for (k, (b, _)) in blobs.iter().enumerate() {
+        exec(
+            &src,
+            &format!(
+                "INSERT INTO {ks}.t (k, b, lb, mb, ub) VALUES ({k}, {b}, [{b}, 0x0a], {{{b}: 0xff}}, {{b: {b}, n: {k}}})"
+            ),
+        )
+        .await;
+    }
+    let want: Vec<serde_json::Value> = blobs
+        .iter()
+        .enumerate()
+        .map(|(k, (_, hex))| {
+            serde_json::json!([k, hex, [hex, "0x0a"], { *hex: "0xff" }, { "b": hex, "n": k }])
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    for format in ["csv", "json"] {
+        let out = dir.path().join(format);
+        let job = daemon
+            .run_job(
+                "/api/v1/migrations",
+                &unload_as(
+                    format,
+                    ks,
+                    "t",
+                    &out.display().to_string(),
+                    "",
+                    "  binary: hex\n",
+                ),
+                WAIT,
+            )
+            .await;
+        assert_eq!(job["state"], "SUCCEEDED", "{job}");
+        let read = if format == "csv" {
+            "r = list(csv.reader(f, escapechar='\\\\', doublequote=False, strict=True))\n\
+             \x20       rows += [[int(x[0]), x[1], json.loads(x[2]), json.loads(x[3]), json.loads(x[4])] for x in r[1:]]"
+        } else {
+            "objs = [json.loads(l) for l in f if l.strip()]\n\
+             \x20       rows += [[o['k'], o['b'], o['lb'], o['mb'], o['ub']] for o in objs]"
+        };
+        let got = python(&format!(
+            "import csv, glob, json\n\
+             rows = []\n\
+             for p in sorted(glob.glob('{d}/*.{format}')):\n\
+             \x20   with open(p, newline='', encoding='utf-8') as f:\n\
+             \x20       {read}\n\
+             print(json.dumps(sorted(rows)))",
+            d = out.display()
+        ));
+        let got: serde_json::Value = serde_json::from_str(&got).unwrap();
+        assert_eq!(got, serde_json::Value::Array(want.clone()), "{format}");
+        exec(&dst, &format!("TRUNCATE {ks}.t")).await;
+        let job = daemon
+            .run_job(
+                "/api/v1/migrations",
+                &load_as(format, &out.display().to_string(), ks, "t", ""),
+                WAIT,
+            )
+            .await;
+        assert_eq!(job["state"], "SUCCEEDED", "{job}");
+        let table = format!("{ks}.t");
+        let select = "k, b, lb, mb, ub";
+        assert_eq!(
+            assert_same(&src, &table, &dst, &table, select, select, &[]).await,
+            blobs.len(),
+            "{format}"
+        );
+    }
+}

@@ -31,6 +31,16 @@ use read::*;
 use value::*;
 use write::*;
 
+/// How blobs are written (DSBulk's `codec.binary`); both forms are read whatever it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Binary {
+    /// Base64 with padding (`AQI=`), DSBulk's default.
+    #[default]
+    Base64,
+    /// `0x` and lowercase hex digits (`0x0102`), as cqlsh writes blobs.
+    Hex,
+}
+
 /// How deep JSON read from input may nest: enough for any CQL type, and a bound on recursion.
 const MAX_DEPTH: usize = 64;
 const NANOS_PER_DAY: i64 = 86_400_000_000_000;
@@ -39,10 +49,10 @@ const DATE_EPOCH: i64 = 1 << 31;
 
 /// The text of one CSV cell in DSBulk's default form, except booleans (`true`/`false` rather
 /// than `1`/`0`, which cqlsh would load as false) and zero durations (`0s` rather than empty,
-/// which DSBulk reloads as null).
-pub fn to_text(t: &ColumnType<'_>, v: &[u8]) -> Result<String, String> {
+/// which DSBulk reloads as null); blobs in the `binary` form, inside collections too.
+pub fn to_text(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<String, String> {
     match t {
-        ColumnType::Native(n) => native_text(t, n, v),
+        ColumnType::Native(n) => native_text(t, n, v, binary),
         // DSBulk writes and splits vectors with `, `.
         ColumnType::Vector { typ, dimensions } => {
             let items = codec::vector_items(v, typ, *dimensions).ok_or_else(|| bad(t, v))?;
@@ -51,14 +61,14 @@ pub fn to_text(t: &ColumnType<'_>, v: &[u8]) -> Result<String, String> {
                 if i > 0 {
                     s.push_str(", ");
                 }
-                render(&out(typ, item)?, &mut s);
+                render(&out(typ, item, binary)?, &mut s);
             }
             s.push(']');
             Ok(s)
         }
         _ => {
             let mut s = String::new();
-            render(&out(t, v)?, &mut s);
+            render(&out(t, v, binary)?, &mut s);
             Ok(s)
         }
     }
@@ -68,16 +78,16 @@ pub fn to_text(t: &ColumnType<'_>, v: &[u8]) -> Result<String, String> {
 /// and decimals as strings (see the module's comment), NaN and infinities as the strings
 /// `NaN`, `Infinity`, `-Infinity`, collections, tuples and vectors as arrays, maps and UDTs as
 /// objects, anything else as a string of its text form.
-pub fn to_json(t: &ColumnType<'_>, v: &[u8]) -> Result<Value, String> {
-    Ok(json_value(out(t, v)?))
+pub fn to_json(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<Value, String> {
+    Ok(json_value(out(t, v, binary)?))
 }
 
 /// The JSON text of a value, as a field of DSBulk's JSON files holds it: numbers (varints and
 /// decimals with all their digits) and booleans as JSON's, NaN and infinities and every other
 /// scalar as a JSON string of its text form, composites as in [`to_text`].
-pub fn to_json_text(t: &ColumnType<'_>, v: &[u8]) -> Result<String, String> {
+pub fn to_json_text(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<String, String> {
     let mut s = String::new();
-    render(&out(t, v)?, &mut s);
+    render(&out(t, v, binary)?, &mut s);
     Ok(s)
 }
 

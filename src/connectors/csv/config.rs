@@ -1,13 +1,17 @@
 //! The CSV sections of a job file (`type: csv`), drover's own (ScyllaDB Migrator has no CSV):
 //! a source reads `path` (a file, a directory, or an `s3a://`/`s3://` prefix), a target writes
 //! a directory of files. The format keys are DSBulk's `connector.csv.*` names (`header`,
-//! `delimiter`, `quote`, `escape`, `comment`, `maxCharsPerColumn`, `maxColumns`) with its
-//! defaults, so a DSBulk command line translates key for key. `config/job-csv-load.yaml` and
-//! `config/job-csv-unload.yaml` show every key.
+//! `delimiter`, `quote`, `escape`, `comment`, `nullValue`, `maxCharsPerColumn`, `maxColumns`)
+//! with its
+//! defaults, so a DSBulk command line translates key for key. DSBulk's `connector.json.mode` is
+//! `documentMode` here: `mode` is already the target's write mode (error, overwrite, append,
+//! ignore), as in a Parquet target. `config/job-csv-load.yaml` and `config/job-csv-unload.yaml`
+//! show every key.
 
 use serde::Deserialize;
 
 use super::Format;
+use super::codec::Binary;
 use super::record::{Dialect, Limits};
 use crate::aws::{AwsCredentials, Endpoint};
 use crate::connectors::parquet::config::{Location, Mode, S3Access, access};
@@ -33,6 +37,43 @@ pub const MAX_MAX_COLUMNS: u64 = 10_000;
 /// The longest `delimiter`, in characters: a reader matches it at every character.
 pub const MAX_DELIMITER: usize = 16;
 
+/// How the objects of a JSON file are laid out: DSBulk's `connector.json.mode`, named
+/// `documentMode` here because `mode` is the target's write mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocumentMode {
+    /// `MULTI_DOCUMENT` (DSBulk's default): one object per line.
+    Multi,
+    /// `SINGLE_DOCUMENT`: the file is one JSON array of objects.
+    Single,
+}
+
+impl DocumentMode {
+    /// DSBulk's name of the mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Multi => "MULTI_DOCUMENT",
+            Self::Single => "SINGLE_DOCUMENT",
+        }
+    }
+
+    /// Reads `key` (DSBulk's values, any case, trimmed).
+    fn parse(text: &str, key: &str, value: Option<&str>) -> Result<Option<Self>, JobConfigError> {
+        let Some(v) = value else { return Ok(None) };
+        match v.trim().to_ascii_uppercase().as_str() {
+            "MULTI_DOCUMENT" => Ok(Some(Self::Multi)),
+            "SINGLE_DOCUMENT" => Ok(Some(Self::Single)),
+            _ => Err(JobConfigError::at(
+                text,
+                key,
+                format!(
+                    "must be MULTI_DOCUMENT (one object per line) or SINGLE_DOCUMENT (one array of objects), DSBulk's connector.json.mode values, not {:?}",
+                    crate::answer::cap(v)
+                ),
+            )),
+        }
+    }
+}
+
 /// A `source` of `type: csv` or `type: json`.
 #[derive(Debug, Clone)]
 pub struct CsvSource {
@@ -50,6 +91,9 @@ pub struct CsvSource {
     pub batch_size: usize,
     /// Files read at once. Default 4.
     pub max_concurrent_files: usize,
+    /// JSON: the layout every file must have; `None` (the default) takes each file as its
+    /// first byte other than whitespace says (`[`: one array of objects).
+    pub document_mode: Option<DocumentMode>,
 }
 
 /// A `target` of `type: csv` or `type: json`.
@@ -68,6 +112,10 @@ pub struct CsvTarget {
     pub dialect: Dialect,
     /// Whether each file starts with a header (default true, as DSBulk).
     pub header: bool,
+    /// JSON: one object per line (the default) or one array of objects.
+    pub document_mode: DocumentMode,
+    /// How blobs are written (DSBulk's `codec.binary`): base64 (the default) or `0x` hex.
+    pub binary: Binary,
 }
 
 #[derive(Deserialize)]
@@ -93,6 +141,8 @@ struct RawSource {
     #[serde(default)]
     comment: Option<String>,
     #[serde(default)]
+    null_value: Option<String>,
+    #[serde(default)]
     max_chars_per_column: Option<u64>,
     #[serde(default)]
     max_columns: Option<u64>,
@@ -100,6 +150,10 @@ struct RawSource {
     batch_size: Option<u64>,
     #[serde(default)]
     max_concurrent_files: Option<u64>,
+    #[serde(default)]
+    document_mode: Option<String>,
+    #[serde(default)]
+    binary: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -124,6 +178,12 @@ struct RawTarget {
     quote: Option<String>,
     #[serde(default)]
     escape: Option<String>,
+    #[serde(default)]
+    null_value: Option<String>,
+    #[serde(default)]
+    document_mode: Option<String>,
+    #[serde(default)]
+    binary: Option<String>,
 }
 
 /// One character (`quote`, `escape`, `comment`).
@@ -143,16 +203,25 @@ fn one_char(text: &str, key: &str, value: Option<&str>) -> Result<Option<char>, 
     }
 }
 
-/// The dialect the keys of `side` describe; the quote, escape, comment and delimiter must
-/// differ, or a record could be read two ways.
-fn dialect(
-    text: &str,
-    side: &str,
+/// The keys of a CSV record's format in a section, as given.
+struct DialectKeys {
     delimiter: Option<String>,
     quote: Option<String>,
     escape: Option<String>,
     comment: Option<String>,
-) -> Result<Dialect, JobConfigError> {
+    null_value: Option<String>,
+}
+
+/// The dialect the keys of `side` describe; the quote, escape, comment and delimiter must
+/// differ, or a record could be read two ways, and the text of null must need no quotes.
+fn dialect(text: &str, side: &str, keys: DialectKeys) -> Result<Dialect, JobConfigError> {
+    let DialectKeys {
+        delimiter,
+        quote,
+        escape,
+        comment,
+        null_value,
+    } = keys;
     let key = |k: &str| format!("{side}.{k}");
     let default = Dialect::default();
     let delimiter = match delimiter {
@@ -198,12 +267,85 @@ fn dialect(
             return clash("comment", "delimiter's first");
         }
     }
+    let null_value = null_value.unwrap_or_default();
+    // A null is written unquoted (quotes make it a text), so it must read back as one whole
+    // unquoted field wherever it stands.
+    let why = if null_value.contains(['\n', '\r']) {
+        Some("a line end, which would end the record".to_string())
+    } else if null_value.contains(delimiter.as_str())
+        || (!null_value.is_empty() && super::record::ends_in_delimiter(&null_value, &delimiter))
+    {
+        Some(format!(
+            "the delimiter {delimiter:?}, which would split the field"
+        ))
+    } else if null_value.contains(quote) {
+        Some(format!(
+            "the quote character {quote:?}; a null is written unquoted"
+        ))
+    } else if null_value.contains(escape) {
+        Some(format!(
+            "the escape character {escape:?}; a null is written unquoted, where the escape is read as text or a quote"
+        ))
+    } else {
+        comment
+            .filter(|c| null_value.starts_with(*c))
+            .map(|c| format!("the comment character {c:?} first; a record starting with a null would be skipped as a comment"))
+    };
+    if let Some(why) = why {
+        return Err(JobConfigError::at(
+            text,
+            &key("nullValue"),
+            format!(
+                "{:?} holds {why}: a null must be written as one unquoted field",
+                crate::answer::cap(&null_value)
+            ),
+        ));
+    }
     Ok(Dialect {
         delimiter,
         quote,
         escape,
         comment,
+        null_value,
     })
+}
+
+/// Reads `target.binary` (DSBulk's `codec.binary`, flattened as the other keys are: `BASE64`
+/// or `HEX`, any case).
+fn binary(text: &str, value: Option<&str>) -> Result<Binary, JobConfigError> {
+    let Some(v) = value else {
+        return Ok(Binary::Base64);
+    };
+    match v.trim().to_ascii_uppercase().as_str() {
+        "BASE64" => Ok(Binary::Base64),
+        "HEX" => Ok(Binary::Hex),
+        _ => Err(JobConfigError::at(
+            text,
+            "target.binary",
+            format!(
+                "must be BASE64 (AQI=) or HEX (0x0102), DSBulk's codec.binary values, not {:?}",
+                crate::answer::cap(v)
+            ),
+        )),
+    }
+}
+
+/// Refuses `nullValue: NULL` written unquoted, which YAML reads as null (as it does `null` and
+/// `~`): the key would be taken as left out, and nulls written as nothing, not as the text
+/// meant.
+fn null_value_is_text(
+    text: &str,
+    side: &str,
+    value: &yaml_serde::Value,
+) -> Result<(), JobConfigError> {
+    match value.get("nullValue") {
+        Some(v) if v.is_null() => Err(JobConfigError::at(
+            text,
+            &format!("{side}.nullValue"),
+            "is YAML's null (NULL, null, ~ or nothing, unquoted), not a text; quote it (nullValue: 'NULL'), or leave the key out for nulls as empty fields",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Refuses the keys of CSV's record format in a JSON section, naming the first.
@@ -212,7 +354,19 @@ fn csv_only(text: &str, side: &str, given: &[(&str, bool)]) -> Result<(), JobCon
         Some((key, _)) => Err(JobConfigError::at(
             text,
             &format!("{side}.{key}"),
-            "is a key of CSV files; JSON files (one object per line) have none",
+            "is a key of CSV files; JSON files (objects, whose keys name their fields) have none",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Refuses the keys of JSON files in a CSV section, naming the first.
+fn json_only(text: &str, side: &str, given: &[(&str, bool)]) -> Result<(), JobConfigError> {
+    match given.iter().find(|(_, set)| *set) {
+        Some((key, _)) => Err(JobConfigError::at(
+            text,
+            &format!("{side}.{key}"),
+            "is a key of JSON files (type: json); CSV files have no such setting",
         )),
         None => Ok(()),
     }
@@ -225,6 +379,7 @@ impl CsvSource {
         value: yaml_serde::Value,
         format: Format,
     ) -> Result<Self, JobConfigError> {
+        null_value_is_text(text, "source", &value)?;
         let s: RawSource = section(text, "source", value)?;
         if format == Format::Json {
             csv_only(
@@ -236,10 +391,26 @@ impl CsvSource {
                     ("quote", s.quote.is_some()),
                     ("escape", s.escape.is_some()),
                     ("comment", s.comment.is_some()),
+                    ("nullValue", s.null_value.is_some()),
                     ("maxCharsPerColumn", s.max_chars_per_column.is_some()),
                     ("maxColumns", s.max_columns.is_some()),
                 ],
             )?;
+        } else {
+            json_only(
+                text,
+                "source",
+                &[("documentMode", s.document_mode.is_some())],
+            )?;
+        }
+        let document_mode =
+            DocumentMode::parse(text, "source.documentMode", s.document_mode.as_deref())?;
+        if s.binary.is_some() {
+            return Err(JobConfigError::at(
+                text,
+                "source.binary",
+                "is a key of an unload (the form blobs are written in); a load reads both forms, 0x hex and base64, whatever the files hold",
+            ));
         }
         let location =
             Location::parse(&s.path).map_err(|e| JobConfigError::at(text, "source.path", e))?;
@@ -266,7 +437,17 @@ impl CsvSource {
             MAX_MAX_CHARS,
         )?;
         JobConfigError::check_range(text, "source.maxColumns", s.max_columns, 1, MAX_MAX_COLUMNS)?;
-        let dialect = dialect(text, "source", s.delimiter, s.quote, s.escape, s.comment)?;
+        let dialect = dialect(
+            text,
+            "source",
+            DialectKeys {
+                delimiter: s.delimiter,
+                quote: s.quote,
+                escape: s.escape,
+                comment: s.comment,
+                null_value: s.null_value,
+            },
+        )?;
         let s3 = access(
             text,
             "source",
@@ -292,6 +473,7 @@ impl CsvSource {
             max_concurrent_files: s
                 .max_concurrent_files
                 .map_or(DEFAULT_FILES_AT_ONCE, |n| n as usize),
+            document_mode,
         })
     }
 }
@@ -303,6 +485,7 @@ impl CsvTarget {
         value: yaml_serde::Value,
         format: Format,
     ) -> Result<Self, JobConfigError> {
+        null_value_is_text(text, "target", &value)?;
         let t: RawTarget = section(text, "target", value)?;
         if format == Format::Json {
             csv_only(
@@ -313,13 +496,33 @@ impl CsvTarget {
                     ("delimiter", t.delimiter.is_some()),
                     ("quote", t.quote.is_some()),
                     ("escape", t.escape.is_some()),
+                    ("nullValue", t.null_value.is_some()),
                 ],
             )?;
+        } else {
+            json_only(
+                text,
+                "target",
+                &[("documentMode", t.document_mode.is_some())],
+            )?;
         }
+        let document_mode =
+            DocumentMode::parse(text, "target.documentMode", t.document_mode.as_deref())?
+                .unwrap_or(DocumentMode::Multi);
         let location =
             Location::parse(&t.path).map_err(|e| JobConfigError::at(text, "target.path", e))?;
         let mode = Mode::parse(text, t.mode.as_deref(), "CSV or JSON")?;
-        let dialect = dialect(text, "target", t.delimiter, t.quote, t.escape, None)?;
+        let dialect = dialect(
+            text,
+            "target",
+            DialectKeys {
+                delimiter: t.delimiter,
+                quote: t.quote,
+                escape: t.escape,
+                comment: None,
+                null_value: t.null_value,
+            },
+        )?;
         let s3 = access(
             text,
             "target",
@@ -337,6 +540,8 @@ impl CsvTarget {
             s3,
             dialect,
             header: t.header.unwrap_or(true),
+            document_mode,
+            binary: binary(text, t.binary.as_deref())?,
         })
     }
 }
@@ -451,6 +656,137 @@ mod tests {
     }
 
     #[test]
+    fn document_mode_is_dsbulks_json_mode_in_any_case_and_refused_for_csv() {
+        let json = |side: &str, body: &str| {
+            let text = format!("{side}:\n  type: json\n  path: /p\n{body}");
+            let doc: yaml_serde::Value = yaml_serde::from_str(&text).unwrap();
+            if side == "source" {
+                CsvSource::parse(&text, doc["source"].clone(), Format::Json)
+                    .map(|s| s.document_mode.map(DocumentMode::name))
+            } else {
+                CsvTarget::parse(&text, doc["target"].clone(), Format::Json)
+                    .map(|t| Some(t.document_mode.name()))
+            }
+        };
+        assert_eq!(json("source", "").unwrap(), None, "a load looks at each file");
+        assert_eq!(json("target", "").unwrap(), Some("MULTI_DOCUMENT"));
+        assert_eq!(
+            json("target", "  documentMode: single_document\n").unwrap(),
+            Some("SINGLE_DOCUMENT")
+        );
+        assert_eq!(
+            json("source", "  documentMode: ' MULTI_DOCUMENT'\n").unwrap(),
+            Some("MULTI_DOCUMENT")
+        );
+        let e = json("target", "  documentMode: SINGLE\n").unwrap_err();
+        assert!(
+            e.message
+                .starts_with("target.documentMode: must be MULTI_DOCUMENT")
+                && e.message.contains("\"SINGLE\""),
+            "{e}"
+        );
+        assert_eq!(e.line, Some(4));
+        let e = source("  documentMode: SINGLE_DOCUMENT\n").unwrap_err();
+        assert!(
+            e.message
+                .starts_with("source.documentMode: is a key of JSON files"),
+            "{e}"
+        );
+        let e = target("  documentMode: SINGLE_DOCUMENT\n").unwrap_err();
+        assert!(e.message.starts_with("target.documentMode:"), "{e}");
+        assert_eq!(e.line, Some(4));
+    }
+
+    #[test]
+    fn null_value_is_taken_unless_it_would_need_quotes() {
+        assert_eq!(source("").unwrap().dialect.null_value, "");
+        assert_eq!(
+            target("  nullValue: 'NULL'\n").unwrap().dialect.null_value,
+            "NULL"
+        );
+        for null in ["NULL", "null", "~", ""] {
+            let e = target(&format!("  nullValue: {null}\n")).unwrap_err();
+            assert!(
+                e.message.starts_with("target.nullValue: is YAML's null"),
+                "{e}"
+            );
+            assert_eq!(e.line, Some(4));
+        }
+        assert_eq!(
+            source("  nullValue: ' \\N'\n  escape: '\"'\n")
+                .unwrap()
+                .dialect
+                .null_value,
+            " \\N"
+        );
+        for (body, why) in [
+            ("  nullValue: 'a,b'\n", "the delimiter \",\""),
+            ("  nullValue: \"a\\nb\"\n", "a line end"),
+            ("  nullValue: \"a\\rb\"\n", "a line end"),
+            ("  nullValue: 'x\"'\n", "the quote character"),
+            ("  nullValue: '\\N'\n", "the escape character"),
+            (
+                "  delimiter: '|;|'\n  nullValue: 'N|;'\n",
+                "the delimiter \"|;|\"",
+            ),
+        ] {
+            for e in [source(body).unwrap_err(), target(body).unwrap_err()] {
+                assert!(
+                    e.message.starts_with("source.nullValue: ")
+                        || e.message.starts_with("target.nullValue: "),
+                    "{e}"
+                );
+                assert!(e.message.contains(why), "{body}: {e}");
+                assert!(e.message.contains("one unquoted field"), "{e}");
+                assert!(e.line.is_some(), "{e}");
+            }
+        }
+        // Near misses of a long delimiter are taken.
+        let d = source("  delimiter: '|;|'\n  nullValue: 'N|'\n").unwrap();
+        assert_eq!(d.dialect.null_value, "N|");
+        let e = source("  comment: '#'\n  nullValue: '#N'\n").unwrap_err();
+        assert!(e.message.contains("the comment character"), "{e}");
+        let text = "target:\n  type: json\n  path: /out\n  nullValue: 'NULL'\n";
+        let doc: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
+        let e = CsvTarget::parse(text, doc["target"].clone(), Format::Json).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("target.nullValue: is a key of CSV files"),
+            "{e}"
+        );
+        assert_eq!(e.line, Some(4));
+        let text = "source:\n  type: json\n  path: /in\n  nullValue: 'NULL'\n";
+        let doc: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
+        let e = CsvSource::parse(text, doc["source"].clone(), Format::Json).unwrap_err();
+        assert!(e.message.starts_with("source.nullValue:"), "{e}");
+    }
+
+    #[test]
+    fn binary_is_dsbulks_codec_binary_in_any_case_for_csv_and_json_unloads() {
+        assert_eq!(target("").unwrap().binary, Binary::Base64);
+        assert_eq!(target("  binary: hex\n").unwrap().binary, Binary::Hex);
+        assert_eq!(target("  binary: ' BASE64'\n").unwrap().binary, Binary::Base64);
+        let text = "target:\n  type: json\n  path: /out\n  binary: HEX\n";
+        let doc: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
+        let t = CsvTarget::parse(text, doc["target"].clone(), Format::Json).unwrap();
+        assert_eq!(t.binary, Binary::Hex);
+        let e = target("  binary: base16\n").unwrap_err();
+        assert!(
+            e.message.starts_with("target.binary: must be BASE64")
+                && e.message.contains("\"base16\""),
+            "{e}"
+        );
+        assert_eq!(e.line, Some(4));
+        let e = source("  binary: HEX\n").unwrap_err();
+        assert!(
+            e.message
+                .starts_with("source.binary: is a key of an unload"),
+            "{e}"
+        );
+        assert_eq!(e.line, Some(4));
+    }
+
+    #[test]
     fn the_shipped_examples_parse_with_every_key_shown() {
         for (text, source) in [
             (include_str!("../../../config/job-csv-load.yaml"), true),
@@ -464,7 +800,37 @@ mod tests {
                 let t = CsvTarget::parse(text, doc["target"].clone(), Format::Csv).unwrap();
                 assert!(t.header);
                 assert_eq!(t.dialect.escape, '\\');
+                assert_eq!(t.binary, Binary::Base64);
             }
+            // The keys shown commented out (a JSON one beside a CSV example, or a sample value)
+            // parse as written, in a section of their format.
+            let side = if source { "source" } else { "target" };
+            let mut shown = 0;
+            for line in text.lines() {
+                let Some(key) = line.strip_prefix("  # ") else {
+                    continue;
+                };
+                let format = if key.starts_with("nullValue:") {
+                    Format::Csv
+                } else if key.starts_with("documentMode:") {
+                    Format::Json
+                } else {
+                    continue;
+                };
+                shown += 1;
+                let section = format!(
+                    "{side}:\n  type: {}\n  path: /p\n  {key}\n",
+                    format.name()
+                );
+                let doc: yaml_serde::Value = yaml_serde::from_str(&section).unwrap();
+                let parsed = if source {
+                    CsvSource::parse(&section, doc[side].clone(), format).map(|_| ())
+                } else {
+                    CsvTarget::parse(&section, doc[side].clone(), format).map(|_| ())
+                };
+                assert!(parsed.is_ok(), "{key}: {parsed:?}");
+            }
+            assert_eq!(shown, 2, "nullValue and documentMode in the {side} example");
         }
     }
 }

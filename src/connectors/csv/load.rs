@@ -10,7 +10,7 @@
 //! where one does. DSBulk's `writetime(col)` and `ttl(col)` fields become the writetime and
 //! TTL of their column's cells. As in DSBulk, an unquoted empty field is null (left unset: no
 //! tombstone) and a quoted one (`""`) is the empty string for text and blob columns, null for
-//! the others.
+//! the others; with `nullValue` set, an unquoted field of that text is null too.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
@@ -22,7 +22,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use scylla::cluster::metadata::{ColumnType, NativeType};
 
 use super::Format;
-use super::config::CsvSource;
+use super::config::{CsvSource, DocumentMode};
 use super::record::{Field, Parser, Record};
 use super::{CsvError, codec};
 use crate::connectors::cql::copy::CopyPlan;
@@ -36,6 +36,10 @@ use crate::connectors::seam::{Pacing, Page, Plan, Retry, Scan, Unit};
 use crate::connectors::streamed::{PageSender, Streams};
 use crate::jobfile::Rename;
 use crate::savepoints;
+
+mod array;
+
+use array::ArrayObjects;
 
 /// Headers read at once while planning.
 const HEADERS_AT_ONCE: usize = 16;
@@ -214,7 +218,13 @@ pub async fn open_load(
         &dst.endpoint.table,
     )
     .await?;
-    let shape = match_fields(&headers, &target, renames)?;
+    // A JSON file that is an empty array has no first object to check (and no rows).
+    let checked: Vec<(FileEntry, Arc<Vec<String>>)> = headers
+        .iter()
+        .filter(|(_, h)| !h.is_empty())
+        .cloned()
+        .collect();
+    let shape = match_fields(&checked, &target, renames)?;
     // A JSON object may hold any of the columns, whatever the first ones held: every column
     // of the target has its place, each with its writetime and TTL.
     let shape = match src.format {
@@ -293,7 +303,7 @@ async fn read_header(
     })?;
     let mut stream = got.into_stream();
     if src.format == Format::Json {
-        return first_object_keys(&mut stream, entry).await;
+        return first_object_keys(&mut stream, entry, src.document_mode).await;
     }
     let mut parser = Parser::new(src.dialect.clone(), src.limits);
     let mut records = Vec::new();
@@ -349,48 +359,115 @@ async fn read_header(
     Ok(header)
 }
 
-/// The keys of a JSON file's first object, which say which columns its objects hold.
+/// The keys of a JSON file's first object, which say which columns its objects hold; none
+/// for a file that is an empty array. A file whose first byte other than whitespace is `[` is
+/// one array of objects (DSBulk's `SINGLE_DOCUMENT`), any other one object per line; with
+/// `documentMode` set, a file of the other layout is refused, naming the key.
 async fn first_object_keys(
     stream: &mut (impl futures::Stream<Item = object_store::Result<Bytes>> + Unpin),
     entry: &FileEntry,
+    mode: Option<DocumentMode>,
 ) -> Result<Vec<String>, CsvError> {
     let bad = |message: String| CsvError::Invalid {
         key: "source.path".into(),
         message: format!("{}: {message}", entry.id),
     };
+    let broken = |e: object_store::Error| CsvError::Read {
+        file: entry.id.clone(),
+        message: e.to_string(),
+        retry: Retry::Safe,
+    };
+    // Whitespace before the first byte that says the layout is dropped, its lines counted.
     let mut line: Vec<u8> = Vec::new();
     let mut number = 1u64;
-    loop {
-        if let Some(end) = line.iter().position(|b| *b == b'\n') {
-            if line[..end].iter().all(u8::is_ascii_whitespace) {
-                line.drain(..=end);
-                number += 1;
-                continue;
-            }
-            line.truncate(end);
-            break;
+    let first = loop {
+        let blank = line.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        if blank < line.len() {
+            number += line[..blank].iter().filter(|b| **b == b'\n').count() as u64;
+            line.drain(..blank);
+            break line[0];
         }
-        if line.len() > MAX_JSON_LINE {
-            return Err(bad(format!(
-                "line {number} is longer than {MAX_JSON_LINE} bytes"
-            )));
-        }
+        number += line.iter().filter(|b| **b == b'\n').count() as u64;
+        line.clear();
         match stream.next().await {
             Some(Ok(chunk)) => line.extend_from_slice(&chunk),
-            Some(Err(e)) => {
-                return Err(CsvError::Read {
-                    file: entry.id.clone(),
-                    message: e.to_string(),
-                    retry: Retry::Safe,
-                });
+            Some(Err(e)) => return Err(broken(e)),
+            None => {
+                return Err(bad(
+                    "is empty: a JSON file holds one object per line, or one array of objects"
+                        .into(),
+                ));
             }
-            None if line.iter().all(u8::is_ascii_whitespace) => {
-                return Err(bad("is empty: a JSON file holds one object per line".into()));
-            }
-            None => break,
         }
+    };
+    let found = if first == b'[' {
+        DocumentMode::Single
+    } else {
+        DocumentMode::Multi
+    };
+    if let Some(mode) = mode.filter(|m| *m != found) {
+        return Err(CsvError::Invalid {
+            key: "source.documentMode".into(),
+            message: format!(
+                "{} is {} ({}), not {}; set documentMode to {}, or leave it out to read each file as it is",
+                entry.id,
+                match found {
+                    DocumentMode::Single => "one JSON array of objects",
+                    DocumentMode::Multi => "not a JSON array (its first character is not `[`)",
+                },
+                found.name(),
+                mode.name(),
+                found.name()
+            ),
+        });
     }
-    let object: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&line)
+    let object = if found == DocumentMode::Single {
+        let mut objects = ArrayObjects::new(MAX_JSON_LINE, number);
+        let mut out = Vec::new();
+        let mut chunk = Bytes::from(line);
+        loop {
+            objects
+                .push(&chunk, &mut out)
+                .map_err(|e| bad(e.to_string()))?;
+            if let Some((at, text)) = out.into_iter().next() {
+                number = at;
+                break text;
+            }
+            out = Vec::new();
+            match stream.next().await {
+                Some(Ok(more)) => chunk = more,
+                Some(Err(e)) => return Err(broken(e)),
+                None => {
+                    objects.finish().map_err(bad)?;
+                    // An empty array: a file without rows, nothing to check.
+                    return Ok(Vec::new());
+                }
+            }
+        }
+    } else {
+        loop {
+            if let Some(end) = line.iter().position(|b| *b == b'\n') {
+                if line[..end].iter().all(u8::is_ascii_whitespace) {
+                    line.drain(..=end);
+                    number += 1;
+                    continue;
+                }
+                line.truncate(end);
+                break line;
+            }
+            if line.len() > MAX_JSON_LINE {
+                return Err(bad(format!(
+                    "line {number} is longer than {MAX_JSON_LINE} bytes"
+                )));
+            }
+            match stream.next().await {
+                Some(Ok(chunk)) => line.extend_from_slice(&chunk),
+                Some(Err(e)) => return Err(broken(e)),
+                None => break line,
+            }
+        }
+    };
+    let object: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&object)
         .map_err(|e| bad(format!("line {number}: not a JSON object: {e}")))?;
     Ok(object.keys().cloned().collect())
 }
@@ -646,8 +723,14 @@ fn empty_is_a_value(t: &ColumnType<'_>) -> bool {
     )
 }
 
-/// One record as a row of cells placed as `shape` says.
-fn to_row(layout: &Layout, record: &Record, shape: RowShape) -> Result<RawRow, String> {
+/// One record as a row of cells placed as `shape` says; an unquoted field equal to
+/// `null_value` (`nullValue`, when set) is null, as an empty one is.
+fn to_row(
+    layout: &Layout,
+    record: &Record,
+    shape: RowShape,
+    null_value: &str,
+) -> Result<RawRow, String> {
     if record.fields.len() != layout.slots.len() {
         return Err(format!(
             "line {}: {} field(s), but the header has {}",
@@ -656,7 +739,7 @@ fn to_row(layout: &Layout, record: &Record, shape: RowShape) -> Result<RawRow, S
             layout.slots.len()
         ));
     }
-    let null = |f: &Field| f.text.is_empty() && !f.quoted;
+    let null = |f: &Field| f.is_null(null_value);
     // A row of a partition's statics only (no clustering value, no regular value), as an
     // unload writes one: its clustering fields stay null, never the empty value below.
     let statics_only = shape.partition < shape.keys
@@ -681,8 +764,11 @@ fn to_row(layout: &Layout, record: &Record, shape: RowShape) -> Result<RawRow, S
     {
         let Field { text, quoted } = field;
         let bad = |e: String| format!("line {}: column {name:?}: {e}", record.line);
+        // The text of null (`nullValue`), unquoted: never a value, whatever the column.
+        let marked_null = !quoted && !null_value.is_empty() && text == null_value;
         match slot {
             Slot::Skip => {}
+            Slot::Value(..) if marked_null => {}
             Slot::Value(i, t) => {
                 if text.is_empty() {
                     // A clustering value is never null in a row of its own, so an empty one
@@ -697,13 +783,13 @@ fn to_row(layout: &Layout, record: &Record, shape: RowShape) -> Result<RawRow, S
                 cells[*i] = Some(Bytes::from(codec::from_text(t, text).map_err(bad)?));
             }
             Slot::Writetime(i) => {
-                if !text.is_empty() {
+                if !text.is_empty() && !marked_null {
                     let micros = codec::parse_writetime(text).map_err(bad)?;
                     cells[*i] = Some(Bytes::copy_from_slice(&micros.to_be_bytes()));
                 }
             }
             Slot::Ttl(i) => {
-                if !text.is_empty() {
+                if !text.is_empty() && !marked_null {
                     let ttl = ttl_seconds(text).map_err(bad)?;
                     // 0 is no TTL, as CQL reads it.
                     if ttl > 0 {
@@ -918,7 +1004,7 @@ fn parse_file(
                 }
                 continue;
             }
-            match to_row(&file.layout, &record, shape) {
+            match to_row(&file.layout, &record, shape, &source.dialect.null_value) {
                 Ok(row) => {
                     if !page.push(row) {
                         return;
@@ -937,8 +1023,10 @@ fn parse_file(
     page.finish();
 }
 
-/// Reads a JSON file (one object per line, DSBulk's `MULTI_DOCUMENT`), sending its rows page
-/// by page; the last page (maybe empty) once the file has ended.
+/// Reads a JSON file — one object per line (DSBulk's `MULTI_DOCUMENT`), or one array of
+/// objects (`SINGLE_DOCUMENT`) when its first byte other than whitespace is `[` — sending its
+/// rows page by page; the last page (maybe empty) once the file has ended. Either way one
+/// object at a time is held, at most [`MAX_JSON_LINE`] bytes.
 fn parse_json_file(
     body: impl Read,
     file: &LoadFile,
@@ -952,41 +1040,110 @@ fn parse_json_file(
         message,
         retry,
     };
-    let mut lines = std::io::BufReader::with_capacity(CHUNK, body);
-    let mut line = Vec::new();
-    let mut page = PageOut::new(tx, source.batch_size);
-    for number in 1u64.. {
-        line.clear();
-        match (&mut lines)
-            .take(MAX_JSON_LINE as u64 + 1)
-            .read_until(b'\n', &mut line)
-        {
-            Ok(0) => break,
-            Ok(_) => {}
+    let mut reader = std::io::BufReader::with_capacity(CHUNK, body);
+    // The leading whitespace is passed over (its lines counted) to see the first byte.
+    let mut first_line = 1u64;
+    let array = loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
             Err(e) => {
                 let _ = tx.blocking_send(Err(fail(format!("cannot read: {e}"), Retry::Safe)));
                 return;
             }
+        };
+        if buf.is_empty() {
+            break false;
         }
-        let text = line.strip_suffix(b"\n").unwrap_or(&line);
-        if text.len() > MAX_JSON_LINE {
-            let _ = tx.blocking_send(Err(fail(
-                format!("line {number} is longer than {MAX_JSON_LINE} bytes"),
-                Retry::Never,
-            )));
-            return;
+        let blank = buf.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        first_line += buf[..blank].iter().filter(|b| **b == b'\n').count() as u64;
+        let first = buf.get(blank).copied();
+        reader.consume(blank);
+        if let Some(first) = first {
+            break first == b'[';
         }
-        if text.iter().all(u8::is_ascii_whitespace) {
-            continue;
+    };
+    let found = if array {
+        DocumentMode::Single
+    } else {
+        DocumentMode::Multi
+    };
+    if let Some(mode) = source.document_mode.filter(|m| *m != found) {
+        let _ = tx.blocking_send(Err(fail(
+            format!(
+                "is {} now, not {} (source.documentMode); it changed since the job started",
+                found.name(),
+                mode.name()
+            ),
+            Retry::Never,
+        )));
+        return;
+    }
+    let mut page = PageOut::new(tx, source.batch_size);
+    let mut row = |text: &[u8], number: u64| match json_row(text, number, keys, shape) {
+        Ok(row) => page.push(row),
+        Err(e) => {
+            let _ = tx.blocking_send(Err(fail(e, Retry::Never)));
+            false
         }
-        match json_row(text, number, keys, shape) {
-            Ok(row) => {
-                if !page.push(row) {
+    };
+    if array {
+        let mut objects = ArrayObjects::new(MAX_JSON_LINE, first_line);
+        let mut out = Vec::new();
+        loop {
+            let buf = match reader.fill_buf() {
+                Ok(buf) => buf,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(fail(format!("cannot read: {e}"), Retry::Safe)));
+                    return;
+                }
+            };
+            let n = buf.len();
+            let scanned = if n == 0 {
+                objects.finish()
+            } else {
+                objects.push(buf, &mut out)
+            };
+            reader.consume(n);
+            for (number, text) in out.drain(..) {
+                if !row(&text, number) {
                     return;
                 }
             }
-            Err(e) => {
+            if let Err(e) = scanned {
                 let _ = tx.blocking_send(Err(fail(e, Retry::Never)));
+                return;
+            }
+            if n == 0 {
+                break;
+            }
+        }
+    } else {
+        let mut line = Vec::new();
+        for number in first_line.. {
+            line.clear();
+            match (&mut reader)
+                .take(MAX_JSON_LINE as u64 + 1)
+                .read_until(b'\n', &mut line)
+            {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(fail(format!("cannot read: {e}"), Retry::Safe)));
+                    return;
+                }
+            }
+            let text = line.strip_suffix(b"\n").unwrap_or(&line);
+            if text.len() > MAX_JSON_LINE {
+                let _ = tx.blocking_send(Err(fail(
+                    format!("line {number} is longer than {MAX_JSON_LINE} bytes"),
+                    Retry::Never,
+                )));
+                return;
+            }
+            if text.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            if !row(text, number) {
                 return;
             }
         }
@@ -1082,10 +1239,73 @@ mod tests {
         assert_eq!(meta_base("v"), None);
     }
 
+    #[test]
+    fn an_unquoted_null_value_is_null_and_a_quoted_one_text() {
+        let layout = Layout {
+            header: Arc::new(vec!["k".into(), "v".into(), "n".into(), "ttl(v)".into()]),
+            slots: vec![
+                Slot::Value(0, ColumnType::Native(NativeType::Int)),
+                Slot::Value(1, ColumnType::Native(NativeType::Text)),
+                Slot::Value(2, ColumnType::Native(NativeType::Int)),
+                Slot::Ttl(4),
+            ],
+        };
+        let shape = RowShape {
+            width: 5,
+            data: 3,
+            partition: 1,
+            keys: 1,
+            statics_end: 1,
+        };
+        let dialect = crate::connectors::csv::record::Dialect {
+            null_value: "NULL".into(),
+            ..Default::default()
+        };
+        let mut parser = Parser::new(dialect, Default::default());
+        let mut records = Vec::new();
+        parser
+            .push(
+                b"1,NULL,NULL,NULL\n2,\"NULL\",,\n3,,7,5\n4,NULLx,NULL,\"\"\n",
+                &mut records,
+            )
+            .unwrap();
+        let cells: Vec<Vec<Option<Vec<u8>>>> = records
+            .iter()
+            .map(|r| {
+                to_row(&layout, r, shape, "NULL")
+                    .unwrap()
+                    .cells
+                    .into_iter()
+                    .map(|c| c.map(|b| b.to_vec()))
+                    .collect()
+            })
+            .collect();
+        let int = |i: i32| Some(i.to_be_bytes().to_vec());
+        let text = |t: &str| Some(t.as_bytes().to_vec());
+        assert_eq!(
+            cells,
+            vec![
+                vec![int(1), None, None, None, None],
+                vec![int(2), text("NULL"), None, None, None],
+                vec![int(3), None, int(7), None, int(5)],
+                vec![int(4), text("NULLx"), None, None, None],
+            ]
+        );
+        // Without nullValue the text is a value: an int column refuses it, naming it.
+        let e = to_row(&layout, &records[0], shape, "").unwrap_err();
+        assert!(e.contains("line 1: column \"n\""), "{e}");
+    }
+
     /// Reads `body` as a JSON file of one text column `k`: the rows of every page, or the
     /// error.
     fn read_json(body: Vec<u8>) -> Result<Vec<RawRow>, String> {
-        let text = "source:\n  type: json\n  path: /in\n";
+        read_json_as(body, "")
+    }
+
+    /// [`read_json`] with more keys of the source section.
+    fn read_json_as(body: Vec<u8>, keys: &str) -> Result<Vec<RawRow>, String> {
+        let text = format!("source:\n  type: json\n  path: /in\n{keys}");
+        let text = text.as_str();
         let doc: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
         let source = CsvSource::parse(text, doc["source"].clone(), Format::Json).unwrap();
         let file = LoadFile {
@@ -1157,5 +1377,132 @@ mod tests {
         );
         let e = read_json(b"{\"k\":\"a\"}\n[1]\n".to_vec()).unwrap_err();
         assert!(e.contains("line 2: not a JSON object"), "{e}");
+    }
+
+    fn texts(rows: &[RawRow]) -> Vec<Option<&str>> {
+        rows.iter()
+            .map(|r| {
+                r.cells[0]
+                    .as_deref()
+                    .map(|c| std::str::from_utf8(c).unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_json_array_is_read_object_by_object_whatever_its_layout() {
+        // DSBulk's layout, a hand-written one with objects over several lines, and none.
+        let rows = read_json(b"[\n{\"k\":\"a\"},\n{\"k\":null}\n]\n".to_vec()).unwrap();
+        assert_eq!(texts(&rows), vec![Some("a"), None]);
+        let rows = read_json(
+            b"\n  [ {\n  \"k\": \"[b],\"\n}, {\"k\":\"c\"} ,{}]  \n".to_vec(),
+        )
+        .unwrap();
+        assert_eq!(texts(&rows), vec![Some("[b],"), Some("c"), None]);
+        assert!(read_json(b" [ ] ".to_vec()).unwrap().is_empty());
+        // A bad value names the line its object begins on and the key.
+        let e = read_json(b"[{\"k\":\"a\"},\n\n {\"k\":\n [1]}]".to_vec()).unwrap_err();
+        assert!(
+            e.contains("a.json") && e.contains("line 3: column \"k\""),
+            "{e}"
+        );
+        let e = read_json(b"\n[{\"k\":\"a\"},\n{\"x\":\"b\"}]".to_vec()).unwrap_err();
+        assert!(e.contains("line 3: key \"x\" is not a column"), "{e}");
+        let e = read_json(b"[{\"k\":\"a\"},\n{\"k\":\"b\"}".to_vec()).unwrap_err();
+        assert!(
+            e.contains("line 2: the file ends before the array's closing `]`"),
+            "{e}"
+        );
+        // With documentMode set, the other layout is refused.
+        let keys = "  documentMode: MULTI_DOCUMENT\n";
+        let e = read_json_as(b"[{\"k\":\"a\"}]".to_vec(), keys).unwrap_err();
+        assert!(e.contains("source.documentMode"), "{e}");
+        let keys = "  documentMode: SINGLE_DOCUMENT\n";
+        assert_eq!(
+            texts(&read_json_as(b" [{\"k\":\"a\"}]".to_vec(), keys).unwrap()),
+            vec![Some("a")]
+        );
+        // Lines of objects keep their numbers past leading blank lines.
+        let e = read_json(b"\n\n{\"k\":\"a\"}\n{\"k\":[1]}\n".to_vec()).unwrap_err();
+        assert!(e.contains("line 4: column \"k\""), "{e}");
+    }
+
+    /// An array of one object of exactly `len` bytes, and a second object.
+    fn array_of(len: usize) -> Vec<u8> {
+        let mut body = b"[\n".to_vec();
+        let mut object = object_of(len);
+        object.pop();
+        body.extend_from_slice(&object);
+        body.extend_from_slice(b",\n{\"k\":\"z\"}\n]\n");
+        body
+    }
+
+    #[test]
+    fn an_array_object_of_the_longest_length_is_read_and_one_byte_longer_refused() {
+        let rows = read_json(array_of(MAX_JSON_LINE)).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            rows[0].cells[0].as_ref().map(|c| c.len()),
+            Some(MAX_JSON_LINE - 8)
+        );
+        let e = read_json(array_of(MAX_JSON_LINE + 1)).unwrap_err();
+        assert!(
+            e.contains("a.json") && e.contains("line 2: an object longer than 67108864 bytes"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_first_object_of_an_array_names_the_fields_checked() {
+        let entry = FileEntry {
+            id: "file:/in/a.json".into(),
+            path: "in/a.json".into(),
+            size: 0,
+            version: String::new(),
+        };
+        let keys = async |chunks: &[&'static [u8]], mode: Option<DocumentMode>| {
+            let mut stream = futures::stream::iter(
+                chunks
+                    .iter()
+                    .map(|c| Ok(Bytes::from_static(c)))
+                    .collect::<Vec<object_store::Result<Bytes>>>(),
+            );
+            first_object_keys(&mut stream, &entry, mode)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            keys(&[b" \n", b" [\n{\"b\":1,", b"\"a\":2}, {\"c\":3}]"], None)
+                .await
+                .unwrap(),
+            vec!["b", "a"]
+        );
+        assert!(keys(&[b"[", b" ]\n"], None).await.unwrap().is_empty());
+        assert_eq!(
+            keys(&[b"\n{\"c\":1}\n"], Some(DocumentMode::Multi))
+                .await
+                .unwrap(),
+            vec!["c"]
+        );
+        let e = keys(&[b"\n\n[{\"c\":1"], None).await.unwrap_err();
+        assert!(
+            e.contains("a.json: line 3: the object that begins on this line is never closed"),
+            "{e}"
+        );
+        let e = keys(&[b"[\n1]"], None).await.unwrap_err();
+        assert!(e.contains("line 2: expected a JSON object"), "{e}");
+        let e = keys(&[b"  ", b"\n"], None).await.unwrap_err();
+        assert!(e.contains("is empty"), "{e}");
+        let e = keys(&[b"[{\"c\":1}]"], Some(DocumentMode::Multi))
+            .await
+            .unwrap_err();
+        assert!(
+            e.starts_with("source.documentMode: file:/in/a.json is one JSON array"),
+            "{e}"
+        );
+        let e = keys(&[b"{\"c\":1}"], Some(DocumentMode::Single))
+            .await
+            .unwrap_err();
+        assert!(e.contains("set documentMode to MULTI_DOCUMENT"), "{e}");
     }
 }

@@ -18,7 +18,8 @@ pub use config::{CsvSource, CsvTarget};
 use crate::connectors::seam::{RequestError, Retry};
 
 /// The two formats of the connector: DSBulk's `connector.csv` and `connector.json` (one JSON
-/// object per line, DSBulk's `MULTI_DOCUMENT` mode).
+/// object per line, DSBulk's `MULTI_DOCUMENT` mode, or one array of objects,
+/// `SINGLE_DOCUMENT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// `type: csv`.

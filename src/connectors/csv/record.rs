@@ -8,7 +8,8 @@
 //! delimiter is also one byte, where DSBulk allows several characters.
 //!
 //! Writing: a field is quoted only when it must be (it holds the delimiter, CR, LF or the
-//! quote); inside quotes the quote is written escape+quote and the escape doubled.
+//! quote, or is the text of null, `nullValue`); inside quotes the quote is written
+//! escape+quote and the escape doubled.
 //!
 //! Reading ([`Parser`]): bytes arrive in chunks of any size and records come out, each with the
 //! line it starts on. Records end at LF, CRLF or a lone CR; newlines inside quotes belong to
@@ -37,6 +38,10 @@ pub struct Dialect {
     /// A line starting with this character is skipped on read; default none (DSBulk's
     /// `\u0000`).
     pub comment: Option<char>,
+    /// The text of a null field (DSBulk's `nullValue`); empty by default, a null then being
+    /// written as nothing. The parser does not look at it: an unquoted field equal to it is
+    /// null to the caller ([`Field::is_null`]).
+    pub null_value: String,
 }
 
 impl Default for Dialect {
@@ -46,12 +51,14 @@ impl Default for Dialect {
             quote: '"',
             escape: '\\',
             comment: None,
+            null_value: String::new(),
         }
     }
 }
 
-/// Appends one record to `out`, ending with "\n". `None` is null: written as nothing.
-/// `Some("")` is the empty string: written `""`.
+/// Appends one record to `out`, ending with "\n". `None` is null: written as the dialect's
+/// `null_value` (nothing by default). `Some("")` is the empty string: written `""`; a text
+/// equal to `null_value` is quoted, so that it reads back as the text and not as null.
 ///
 /// A field is quoted when it holds the delimiter, CR, LF or the quote character, or starts
 /// with the quote (DSBulk's rule; leading/trailing spaces do not cause quoting). Inside quotes
@@ -61,15 +68,17 @@ impl Default for Dialect {
 /// delimiter, a field (not the last) whose end and the delimiter after it hold the delimiter
 /// (`a|;` before `|;|`), so that it is not read back cut short. DSBulk does neither.
 ///
-/// A record of no fields, or of one null field, is an empty line, which readers (DSBulk's
-/// and [`Parser`]) skip.
+/// A record of no fields, or of one null field without a `null_value`, is an empty line,
+/// which readers (DSBulk's and [`Parser`]) skip.
 pub fn write_record(out: &mut Vec<u8>, fields: &[Option<&str>], dialect: &Dialect) {
     for (i, field) in fields.iter().enumerate() {
         if i > 0 {
             out.extend_from_slice(dialect.delimiter.as_bytes());
         }
-        if let Some(text) = field {
-            write_field(out, text, i == 0, i + 1 == fields.len(), dialect);
+        match field {
+            Some(text) => write_field(out, text, i == 0, i + 1 == fields.len(), dialect),
+            // Checked when the job is read: it needs no quotes anywhere.
+            None => out.extend_from_slice(dialect.null_value.as_bytes()),
         }
     }
     out.push(b'\n');
@@ -79,6 +88,7 @@ pub fn write_record(out: &mut Vec<u8>, fields: &[Option<&str>], dialect: &Dialec
 fn write_field(out: &mut Vec<u8>, text: &str, first: bool, last: bool, dialect: &Dialect) {
     let quote = dialect.quote;
     let needs_quotes = text.is_empty()
+        || text == dialect.null_value
         || text.contains(['\r', '\n', quote])
         || (!dialect.delimiter.is_empty() && text.contains(dialect.delimiter.as_str()))
         || (!last && ends_in_delimiter(text, &dialect.delimiter))
@@ -111,7 +121,7 @@ fn write_field(out: &mut Vec<u8>, text: &str, first: bool, last: bool, dialect: 
 /// Whether an unquoted `text` followed by the delimiter would be read as ending earlier: its
 /// end and the delimiter's start together hold the delimiter (`a|;` before `|;|`). Only
 /// multi-character delimiters can; DSBulk does not quote these, so its files are ambiguous.
-fn ends_in_delimiter(text: &str, delimiter: &str) -> bool {
+pub fn ends_in_delimiter(text: &str, delimiter: &str) -> bool {
     delimiter.char_indices().skip(1).any(|(k, _)| {
         text.ends_with(&delimiter[..k]) && delimiter[k..] == delimiter[..delimiter.len() - k]
     })
@@ -127,11 +137,17 @@ pub struct Field {
 impl Field {
     /// The field as a value: `None` for an unquoted empty field (null), else its text.
     pub fn value(&self) -> Option<&str> {
-        if self.text.is_empty() && !self.quoted {
+        if self.is_null("") {
             None
         } else {
             Some(&self.text)
         }
+    }
+
+    /// Whether the field is null: unquoted, and empty or `null_value` (a writer quotes a text
+    /// equal to it).
+    pub fn is_null(&self, null_value: &str) -> bool {
+        !self.quoted && (self.text.is_empty() || self.text == null_value)
     }
 }
 
@@ -631,12 +647,17 @@ mod tests {
 
     /// Records as values (null as `None`).
     fn values(records: &[Record]) -> Vec<Vec<Option<String>>> {
+        values_in(records, &Dialect::default())
+    }
+
+    /// Records as values, null (an empty field or `dialect`'s null_value, unquoted) as `None`.
+    fn values_in(records: &[Record], dialect: &Dialect) -> Vec<Vec<Option<String>>> {
         records
             .iter()
             .map(|r| {
                 r.fields
                     .iter()
-                    .map(|f| f.value().map(str::to_owned))
+                    .map(|f| (!f.is_null(&dialect.null_value)).then(|| f.text.clone()))
                     .collect()
             })
             .collect()
@@ -667,9 +688,16 @@ mod tests {
     /// What reading gives back for written records: empty lines (a record of no fields or of
     /// one null) are skipped.
     fn expected(records: &[Vec<Option<String>>]) -> Vec<Vec<Option<String>>> {
+        expected_in(records, &Dialect::default())
+    }
+
+    /// The records that read back (empty lines are skipped) with `dialect`.
+    fn expected_in(records: &[Vec<Option<String>>], dialect: &Dialect) -> Vec<Vec<Option<String>>> {
         records
             .iter()
-            .filter(|r| !(r.is_empty() || (r.len() == 1 && r[0].is_none())))
+            .filter(|r| {
+                !(r.is_empty() || (r.len() == 1 && r[0].is_none() && dialect.null_value.is_empty()))
+            })
             .cloned()
             .collect()
     }
@@ -700,6 +728,31 @@ mod tests {
     fn null_is_written_as_nothing_and_the_empty_string_as_two_quotes() {
         let out = write(&[vec![Some("a"), None, Some("")]], &Dialect::default());
         assert_eq!(out, b"a,,\"\"\n");
+    }
+
+    #[test]
+    fn null_value_is_written_for_null_and_a_text_equal_to_it_is_quoted() {
+        let d = Dialect {
+            null_value: "NULL".to_owned(),
+            ..Dialect::default()
+        };
+        let records = vec![
+            vec![Some("a"), None, Some("NULL"), Some(""), Some("NULLx")],
+            vec![None],
+        ];
+        let out = write(&records, &d);
+        assert_eq!(out, b"a,NULL,\"NULL\",\"\",NULLx\nNULL\n");
+        let r = parse_with(&out, &d).unwrap();
+        assert_eq!(
+            values_in(&r, &d),
+            vec![
+                vec![s("a"), None, s("NULL"), s(""), s("NULLx")],
+                vec![None]
+            ]
+        );
+        // An empty field is null too.
+        let r = parse_with(b"NULL,,\"\"\n", &d).unwrap();
+        assert_eq!(values_in(&r, &d), vec![vec![None, None, s("")]]);
     }
 
     #[test]
@@ -1209,6 +1262,12 @@ mod tests {
                 escape: '"',
                 ..Dialect::default()
             }),
+            // `a` is one of the characters fields are made of: texts equal to it are common.
+            Just(Dialect {
+                delimiter: ";".to_owned(),
+                null_value: "a".to_owned(),
+                ..Dialect::default()
+            }),
         ]
     }
 
@@ -1217,7 +1276,7 @@ mod tests {
         fn random_records_round_trip(records in records(), dialect in dialect()) {
             let bytes = write(&borrowed(&records), &dialect);
             let r = parse_with(&bytes, &dialect).unwrap();
-            prop_assert_eq!(values(&r), expected(&records));
+            prop_assert_eq!(values_in(&r, &dialect), expected_in(&records, &dialect));
         }
 
         #[test]
@@ -1233,7 +1292,7 @@ mod tests {
             at.sort_unstable();
             let chunks: Vec<&[u8]> = at.windows(2).map(|w| &bytes[w[0]..w[1]]).collect();
             let r = parse_chunks(&chunks, &dialect, limits()).unwrap();
-            prop_assert_eq!(values(&r), expected(&records));
+            prop_assert_eq!(values_in(&r, &dialect), expected_in(&records, &dialect));
         }
 
         #[test]
@@ -1241,7 +1300,7 @@ mod tests {
             let bytes = write(&borrowed(&records), &dialect);
             let chunks: Vec<&[u8]> = bytes.chunks(1).collect();
             let r = parse_chunks(&chunks, &dialect, limits()).unwrap();
-            prop_assert_eq!(values(&r), expected(&records));
+            prop_assert_eq!(values_in(&r, &dialect), expected_in(&records, &dialect));
         }
 
         #[test]

@@ -18,7 +18,7 @@ use std::time::Instant;
 use object_store::path::Path as ObjPath;
 use scylla::cluster::metadata::ColumnType;
 
-use super::config::CsvTarget;
+use super::config::{CsvTarget, DocumentMode};
 use super::record::{Dialect, write_record};
 use super::{CsvError, Format, codec};
 use crate::connectors::cql::rows::RawRow;
@@ -174,6 +174,8 @@ pub async fn open_unload(
                     dialect: dst.dialect.clone(),
                     names,
                     format: dst.format,
+                    array: dst.format == Format::Json && dst.document_mode == DocumentMode::Single,
+                    binary: dst.binary,
                 },
             )
             .map_err(CsvError::from)?,
@@ -379,11 +381,21 @@ pub struct CsvFiles {
     dialect: Dialect,
     names: Names,
     format: Format,
+    /// JSON as one array of objects (`documentMode: SINGLE_DOCUMENT`).
+    array: bool,
+    /// How blobs are written (`binary`).
+    binary: codec::Binary,
+}
+
+/// An open file, and whether a record went to it yet (an array's items are separated).
+pub struct FileWriter {
+    out: std::io::BufWriter<std::fs::File>,
+    empty: bool,
 }
 
 impl CsvFiles {
-    /// The record of one row: a CSV line, or a JSON object on a line of its own (every field
-    /// named, null as `null`, as DSBulk writes them).
+    /// The record of one row: a CSV line, or a JSON object (every field named, null as
+    /// `null`, as DSBulk writes them) without its line end, which [`FileFormat::encode`] adds.
     fn encode_row(&self, row: &RawRow, out: &mut Vec<u8>) -> Result<(), String> {
         let json = self.format == Format::Json;
         let mut texts: Vec<Option<String>> = Vec::with_capacity(self.fields.len());
@@ -393,9 +405,9 @@ impl CsvFiles {
                     .as_deref()
                     .map(|v| {
                         if json {
-                            codec::to_json_text(t, v)
+                            codec::to_json_text(t, v, self.binary)
                         } else {
-                            codec::to_text(t, v)
+                            codec::to_text(t, v, self.binary)
                         }
                     })
                     .transpose(),
@@ -417,7 +429,7 @@ impl CsvFiles {
                 out.push(b':');
                 out.extend_from_slice(text.as_deref().unwrap_or("null").as_bytes());
             }
-            out.extend_from_slice(b"}\n");
+            out.push(b'}');
             return Ok(());
         }
         let refs: Vec<Option<&str>> = texts.iter().map(|t| t.as_deref()).collect();
@@ -429,7 +441,7 @@ impl CsvFiles {
 impl FileFormat for CsvFiles {
     type Piece = RawRow;
     type Encoded = Vec<u8>;
-    type Writer = std::io::BufWriter<std::fs::File>;
+    type Writer = FileWriter;
     type Closed = ();
 
     fn open(&self, file: std::fs::File, _unit: &UnitInfo) -> Result<Self::Writer, String> {
@@ -440,23 +452,51 @@ impl FileFormat for CsvFiles {
             write_record(&mut line, &refs, &self.dialect);
             w.write_all(&line).map_err(|e| e.to_string())?;
         }
-        Ok(w)
+        if self.array {
+            w.write_all(b"[").map_err(|e| e.to_string())?;
+        }
+        Ok(FileWriter {
+            out: w,
+            empty: true,
+        })
     }
 
+    /// CSV lines; JSON objects each on a line of its own, or, in an array, separated by `,`
+    /// and a line end (the separator before the first of these rows is [`FileFormat::write`]'s,
+    /// which knows whether the file has an object already).
     fn encode(&self, rows: Vec<RawRow>) -> Result<Vec<u8>, String> {
         let mut out = Vec::with_capacity(rows.iter().map(RawRow::size).sum::<usize>() * 2);
-        for row in &rows {
+        for (n, row) in rows.iter().enumerate() {
+            if self.array && n > 0 {
+                out.extend_from_slice(b",\n");
+            }
             self.encode_row(row, &mut out)?;
+            if self.format == Format::Json && !self.array {
+                out.push(b'\n');
+            }
         }
         Ok(out)
     }
 
     fn write(&self, writer: &mut Self::Writer, encoded: Vec<u8>) -> Result<(), String> {
-        writer.write_all(&encoded).map_err(|e| e.to_string())
+        if encoded.is_empty() {
+            return Ok(());
+        }
+        // DSBulk's layout of an array: `[`, a line end, the objects separated by `,` and a
+        // line end, a line end, `]`.
+        if self.array {
+            let before: &[u8] = if writer.empty { b"\n" } else { b",\n" };
+            writer.out.write_all(before).map_err(|e| e.to_string())?;
+        }
+        writer.empty = false;
+        writer.out.write_all(&encoded).map_err(|e| e.to_string())
     }
 
-    fn close(&self, writer: Self::Writer) -> Result<(std::fs::File, ()), String> {
-        Ok((writer.into_inner().map_err(|e| e.to_string())?, ()))
+    fn close(&self, mut writer: Self::Writer) -> Result<(std::fs::File, ()), String> {
+        if self.array {
+            writer.out.write_all(b"\n]\n").map_err(|e| e.to_string())?;
+        }
+        Ok((writer.out.into_inner().map_err(|e| e.to_string())?, ()))
     }
 }
 
@@ -533,6 +573,70 @@ impl CsvSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use scylla::cluster::metadata::NativeType;
+
+    /// The files of one text column `k` (`format`, `array`) and the bytes a unit of `batches`
+    /// (each a request's rows) writes.
+    fn written(format: Format, array: bool, batches: &[&[Option<&str>]]) -> String {
+        let files = CsvFiles {
+            header: true,
+            columns: vec!["k".into()],
+            fields: vec![Field::Value(0, ColumnType::Native(NativeType::Text))],
+            dialect: Dialect::default(),
+            names: Names {
+                tag: "0a1b2c3d".into(),
+                extension: format.extension(),
+            },
+            format,
+            array,
+            binary: codec::Binary::Base64,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let unit = UnitInfo {
+            key: "1:2".into(),
+            began_millis: 0,
+        };
+        let mut w = files
+            .open(std::fs::File::create(&path).unwrap(), &unit)
+            .unwrap();
+        for batch in batches {
+            let rows = batch
+                .iter()
+                .map(|v| RawRow {
+                    cells: vec![v.map(|t| bytes::Bytes::copy_from_slice(t.as_bytes()))],
+                })
+                .collect();
+            let encoded = files.encode(rows).unwrap();
+            files.write(&mut w, encoded).unwrap();
+        }
+        drop(files.close(w).unwrap());
+        std::fs::read_to_string(&path).unwrap()
+    }
+
+    #[test]
+    fn a_json_array_is_laid_out_as_dsbulk_writes_it_across_requests() {
+        assert_eq!(
+            written(
+                Format::Json,
+                true,
+                &[&[Some("a"), None], &[Some("b\n\"c\"")]]
+            ),
+            "[\n{\"k\":\"a\"},\n{\"k\":null},\n{\"k\":\"b\\n\\\"c\\\"\"}\n]\n"
+        );
+        assert_eq!(
+            written(Format::Json, true, &[&[Some("a")]]),
+            "[\n{\"k\":\"a\"}\n]\n"
+        );
+        assert_eq!(
+            written(Format::Json, false, &[&[Some("a"), None], &[Some("b")]]),
+            "{\"k\":\"a\"}\n{\"k\":null}\n{\"k\":\"b\"}\n"
+        );
+        assert_eq!(
+            written(Format::Csv, false, &[&[Some("a"), None], &[Some("")]]),
+            "k\na\n\n\"\"\n"
+        );
+    }
 
     #[test]
     fn a_files_name_gives_back_its_units_ranges() {

@@ -8,6 +8,20 @@ use serde_json::json;
 
 use super::*;
 
+/// [`super::to_text`] with blobs in base64, the default.
+fn to_text(t: &ColumnType<'_>, v: &[u8]) -> Result<String, String> {
+    super::to_text(t, v, Binary::Base64)
+}
+
+/// [`super::to_json`] with blobs in base64, the default.
+fn to_json(t: &ColumnType<'_>, v: &[u8]) -> Result<Value, String> {
+    super::to_json(t, v, Binary::Base64)
+}
+
+fn binaries() -> impl Strategy<Value = Binary> {
+    prop_oneof![Just(Binary::Base64), Just(Binary::Hex)]
+}
+
 fn nat(n: NativeType) -> ColumnType<'static> {
     ColumnType::Native(n)
 }
@@ -457,6 +471,38 @@ fn vectors_are_written_with_a_space_after_each_comma() {
 }
 
 #[test]
+fn hex_writes_blobs_as_0x_and_lowercase_digits_everywhere() {
+    let hex = |t: &ColumnType<'_>, v: &[u8]| super::to_text(t, v, Binary::Hex).unwrap();
+    let blob = nat(NativeType::Blob);
+    assert_eq!(hex(&blob, &[1, 0xab, 0xff]), "0x01abff");
+    assert_eq!(hex(&blob, &[]), "0x");
+    assert_eq!(read(&blob, "0x"), Vec::<u8>::new());
+    // Base64 that would start with `0x` is hex in both forms.
+    assert_eq!(hex(&blob, &[0xd1, 0x7d, 0x76]), "0xd17d76");
+    let blobs = list(blob.clone());
+    let v = coll(2, &[Some(&[0xca, 0xfe]), None]);
+    assert_eq!(hex(&blobs, &v), "[\"0xcafe\",null]");
+    assert_eq!(to_text(&blobs, &v).unwrap(), "[\"yv4=\",null]");
+    let m = map(blob.clone(), blob.clone());
+    let v = coll(1, &[Some(&[1]), Some(&[2])]);
+    assert_eq!(hex(&m, &v), "{\"0x01\":\"0x02\"}");
+    let u = udt(vec![("b", blob.clone()), ("n", nat(NativeType::Int))]);
+    let v = items(&[Some(&[0x0a]), Some(&7i32.to_be_bytes())]);
+    assert_eq!(hex(&u, &v), "{\"b\":\"0x0a\",\"n\":7}");
+    assert_eq!(
+        super::to_json_text(&u, &v, Binary::Hex).unwrap(),
+        "{\"b\":\"0x0a\",\"n\":7}"
+    );
+    assert_eq!(
+        super::to_json(&blob, &[0xab], Binary::Hex).unwrap(),
+        json!("0xab")
+    );
+    for (t, v) in [(&blobs, coll(2, &[Some(&[0xca, 0xfe]), None])), (&u, v)] {
+        assert_eq!(from_text(t, &hex(t, &v)).unwrap(), v);
+    }
+}
+
+#[test]
 fn json_values_carry_numbers_exactly_and_everything_else_as_strings() {
     let dec = nat(NativeType::Decimal);
     let d = codec::encode_decimal(3, &BigInt::from(12_340)).to_vec();
@@ -838,15 +884,15 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
     #[test]
-    fn every_value_reads_back_from_its_text_byte_for_byte((t, v) in typed_values()) {
-        let s = to_text(&t, &v).map_err(|e| TestCaseError::fail(format!("{}: {e}", type_name(&t))))?;
+    fn every_value_reads_back_from_its_text_byte_for_byte((t, v) in typed_values(), binary in binaries()) {
+        let s = super::to_text(&t, &v, binary).map_err(|e| TestCaseError::fail(format!("{}: {e}", type_name(&t))))?;
         let back = from_text(&t, &s).map_err(|e| TestCaseError::fail(format!("{}: {s:?}: {e}", type_name(&t))))?;
         prop_assert_eq!(back, v, "{}: {}", type_name(&t), s);
     }
 
     #[test]
-    fn every_value_reads_back_from_its_json_byte_for_byte((t, v) in typed_values()) {
-        let j = to_json(&t, &v).map_err(|e| TestCaseError::fail(format!("{}: {e}", type_name(&t))))?;
+    fn every_value_reads_back_from_its_json_byte_for_byte((t, v) in typed_values(), binary in binaries()) {
+        let j = super::to_json(&t, &v, binary).map_err(|e| TestCaseError::fail(format!("{}: {e}", type_name(&t))))?;
         let back = from_json(&t, &j).map_err(|e| TestCaseError::fail(format!("{}: {j}: {e}", type_name(&t))))?;
         prop_assert_eq!(&back, &v, "{}: {}", type_name(&t), j);
         // And from JSON's text, as a JSON file holds it.

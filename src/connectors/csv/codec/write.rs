@@ -23,7 +23,7 @@ pub(super) enum Out {
     Obj(Vec<(String, Out)>),
 }
 
-pub(super) fn out(t: &ColumnType<'_>, v: &[u8]) -> Result<Out, String> {
+pub(super) fn out(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<Out, String> {
     let fixed = |n: usize| {
         if v.len() == n {
             Ok(())
@@ -55,8 +55,8 @@ pub(super) fn out(t: &ColumnType<'_>, v: &[u8]) -> Result<Out, String> {
                 fixed(8)?;
                 Out::F64(f64::from_be_bytes(v.try_into().map_err(|_| bad(t, v))?))
             }
-            NativeType::Varint | NativeType::Decimal => Out::Big(native_text(t, n, v)?),
-            _ => Out::Str(native_text(t, n, v)?),
+            NativeType::Varint | NativeType::Decimal => Out::Big(native_text(t, n, v, binary)?),
+            _ => Out::Str(native_text(t, n, v, binary)?),
         },
         ColumnType::Collection { typ, .. } => {
             if v.is_empty() {
@@ -71,7 +71,7 @@ pub(super) fn out(t: &ColumnType<'_>, v: &[u8]) -> Result<Out, String> {
                     codec::collection_items(v, 1)
                         .ok_or_else(|| bad(t, v))?
                         .into_iter()
-                        .map(|item| item.map_or(Ok(Out::Null), |b| out(e, b)))
+                        .map(|item| item.map_or(Ok(Out::Null), |b| out(e, b, binary)))
                         .collect::<Result<_, _>>()?,
                 ),
                 CollectionType::Map(k, e) => {
@@ -85,7 +85,7 @@ pub(super) fn out(t: &ColumnType<'_>, v: &[u8]) -> Result<Out, String> {
                                 type_name(t)
                             )
                         })?;
-                        let key = to_text(k, key)?;
+                        let key = to_text(k, key, binary)?;
                         if !seen.insert(key.clone()) {
                             return Err(format!(
                                 "a {} value with two keys written {}, which a JSON object cannot carry",
@@ -93,7 +93,7 @@ pub(super) fn out(t: &ColumnType<'_>, v: &[u8]) -> Result<Out, String> {
                                 echo(&key)
                             ));
                         }
-                        let value = pair[1].map_or(Ok(Out::Null), |b| out(e, b))?;
+                        let value = pair[1].map_or(Ok(Out::Null), |b| out(e, b, binary))?;
                         entries.push((key, value));
                     }
                     Out::Obj(entries)
@@ -105,7 +105,7 @@ pub(super) fn out(t: &ColumnType<'_>, v: &[u8]) -> Result<Out, String> {
             codec::vector_items(v, typ, *dimensions)
                 .ok_or_else(|| if v.is_empty() { empty(t) } else { bad(t, v) })?
                 .into_iter()
-                .map(|b| out(typ, b))
+                .map(|b| out(typ, b, binary))
                 .collect::<Result<_, _>>()?,
         ),
         ColumnType::Tuple(types) => {
@@ -119,7 +119,7 @@ pub(super) fn out(t: &ColumnType<'_>, v: &[u8]) -> Result<Out, String> {
                             .get(i)
                             .copied()
                             .flatten()
-                            .map_or(Ok(Out::Null), |b| out(ft, b))
+                            .map_or(Ok(Out::Null), |b| out(ft, b, binary))
                     })
                     .collect::<Result<_, _>>()?,
             )
@@ -136,7 +136,7 @@ pub(super) fn out(t: &ColumnType<'_>, v: &[u8]) -> Result<Out, String> {
                             .get(i)
                             .copied()
                             .flatten()
-                            .map_or(Ok(Out::Null), |b| out(ft, b))?;
+                            .map_or(Ok(Out::Null), |b| out(ft, b, binary))?;
                         Ok((name.to_string(), value))
                     })
                     .collect::<Result<_, String>>()?,
@@ -174,8 +174,13 @@ pub(super) fn int_width(n: &NativeType) -> usize {
     }
 }
 
-/// The text of a native value, in the form of a CSV cell.
-pub(super) fn native_text(t: &ColumnType<'_>, n: &NativeType, v: &[u8]) -> Result<String, String> {
+/// The text of a native value, in the form of a CSV cell; blobs in the `binary` form.
+pub(super) fn native_text(
+    t: &ColumnType<'_>,
+    n: &NativeType,
+    v: &[u8],
+    binary: Binary,
+) -> Result<String, String> {
     let text_like = matches!(n, NativeType::Ascii | NativeType::Text | NativeType::Blob);
     if v.is_empty() && !text_like {
         return Err(empty(t));
@@ -192,16 +197,26 @@ pub(super) fn native_text(t: &ColumnType<'_>, n: &NativeType, v: &[u8]) -> Resul
             .map_err(|_| format!("{} value that is not UTF-8", bad(t, v)))?
             .to_string(),
         NativeType::Blob => {
-            let b64 = base64::engine::general_purpose::STANDARD.encode(v);
-            // Readers (DSBulk too) try `0x` hex first: such base64 is written as hex instead.
-            if b64.starts_with("0x") || b64.starts_with("0X") {
-                let mut hex = String::from("0x");
+            let hex = || {
+                let mut hex = String::with_capacity(2 + 2 * v.len());
+                hex.push_str("0x");
                 for b in v {
                     let _ = write!(hex, "{b:02x}");
                 }
                 hex
-            } else {
-                b64
+            };
+            match binary {
+                Binary::Hex => hex(),
+                Binary::Base64 => {
+                    let b64 = base64::engine::general_purpose::STANDARD.encode(v);
+                    // Readers (DSBulk too) try `0x` hex first: such base64 is written as hex
+                    // instead.
+                    if b64.starts_with("0x") || b64.starts_with("0X") {
+                        hex()
+                    } else {
+                        b64
+                    }
+                }
             }
         }
         NativeType::Boolean => if sized(1)?[0] != 0 { "true" } else { "false" }.to_string(),
