@@ -12,8 +12,9 @@ use tokio::sync::mpsc;
 
 use super::seam::Page;
 
-/// A page of a unit, and whether it is the unit's last.
-pub type Sent<R, E> = Result<(Vec<R>, bool), E>;
+/// A page of a unit, whether it is the unit's last, and how much of the unit's expected
+/// measure it covers when the reader counts it ([`Page::measured`]).
+pub type Sent<R, E> = Result<(Vec<R>, bool, Option<u64>), E>;
 /// Where a unit's task sends its pages.
 pub type PageSender<R, E> = mpsc::Sender<Sent<R, E>>;
 
@@ -78,7 +79,7 @@ impl<R: Send + 'static, E: Send + 'static> Streams<R, E> {
             }
         };
         match open.pages.recv().await {
-            Some(Ok((rows, last))) => {
+            Some(Ok((rows, last, measured))) => {
                 let next = if last {
                     None
                 } else {
@@ -90,7 +91,11 @@ impl<R: Send + 'static, E: Send + 'static> Streams<R, E> {
                         .insert(key.to_string(), open);
                     Some(at)
                 };
-                Ok(Page { rows, next })
+                Ok(Page {
+                    rows,
+                    next,
+                    measured,
+                })
             }
             Some(Err(e)) => Err(e),
             None => Err(gone()),

@@ -716,7 +716,11 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
                 "reading from the source",
             )
             .await;
-            let Page { rows, next } = match page {
+            let Page {
+                rows,
+                next,
+                measured,
+            } = match page {
                 Ok(p) => p,
                 Err(_) if self.cancel.is_cancelled() => return Err(EngineError::Stopped),
                 Err(e) => {
@@ -725,7 +729,8 @@ impl<S: Scan, T: Sink<S::Row>> Worker<S, T> {
             };
             Counters::add(&self.counters.rows_read, rows.len() as u64);
             if let Some(e) = self.counters.estimate.get() {
-                e.read(index, rows.len() as u64, self.scan.measure(&rows));
+                let measured = measured.unwrap_or_else(|| self.scan.measure(&rows));
+                e.read(index, rows.len() as u64, measured);
             }
             for row in &rows {
                 Counters::add(&self.counters.bytes_read, S::row_size(row) as u64);

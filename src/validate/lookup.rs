@@ -157,7 +157,7 @@ where
         let mut report = Report::default();
         let mut page = Some(self.read(side, scan, unit, scan.start(unit)).await?);
         // The next page is read while this one is looked up.
-        while let Some(Page { rows, next }) = page.take() {
+        while let Some(Page { rows, next, .. }) = page.take() {
             if self.cancel.is_cancelled() {
                 return Err(EngineError::Stopped);
             }

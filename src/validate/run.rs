@@ -199,7 +199,7 @@ where
                 what,
             )
             .await;
-            let Page { rows, next } = match page {
+            let Page { rows, next, .. } = match page {
                 Ok(page) => page,
                 Err(_) if cancel.is_cancelled() => {
                     let _ = tx.send(Feed::Failed(EngineError::Stopped)).await;

@@ -154,7 +154,11 @@ impl Scan for RangeScan {
             }
             PagingStateResponse::NoMorePages => None,
         };
-        Ok(Page { rows, next })
+        Ok(Page {
+            rows,
+            next,
+            measured: None,
+        })
     }
 
     fn row_size(row: &RawRow) -> usize {

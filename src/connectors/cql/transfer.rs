@@ -184,6 +184,7 @@ impl crate::connectors::seam::Scan for CopyScan {
                 Page {
                     rows: p.rows,
                     next: p.next.map(CopyCursor::Pages),
+                    measured: p.measured,
                 }
             }
             (Self::Snapshot(s), CopyCursor::Snapshot(c)) => {
@@ -191,6 +192,7 @@ impl crate::connectors::seam::Scan for CopyScan {
                 Page {
                     rows: p.rows,
                     next: p.next.map(CopyCursor::Snapshot),
+                    measured: p.measured,
                 }
             }
             _ => unreachable!("a cursor is made by the scan it is given back to"),

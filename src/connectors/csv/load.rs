@@ -12,8 +12,10 @@
 //! tombstone) and a quoted one (`""`) is the empty string for text and blob columns, null for
 //! the others; with `nullValue` set, an unquoted field of that text is null too.
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -32,7 +34,7 @@ use crate::connectors::cql::transfer::CopySink;
 use crate::connectors::cql::{self, CqlTarget};
 use crate::connectors::parquet::store::{FileEntry, Store, normalize_id};
 use crate::connectors::seam::SeamError;
-use crate::connectors::seam::{Pacing, Page, Plan, Retry, Scan, Unit};
+use crate::connectors::seam::{Expected, Pacing, Page, Plan, Retry, Scan, Unit};
 use crate::connectors::streamed::{PageSender, Streams};
 use crate::jobfile::Rename;
 use crate::savepoints;
@@ -848,6 +850,21 @@ impl Scan for CsvScan {
         0
     }
 
+    /// A file's rows are not known before it is read: its bytes are the measure, each page
+    /// covering the bytes read for it, so a load of one big file shows its progress as it goes.
+    async fn expect(&self, work: &[FileUnit]) -> Vec<Option<Expected>> {
+        work.iter()
+            .map(|unit| {
+                let size = unit.file.entry.size as f64;
+                Some(Expected {
+                    count: size,
+                    bytes: size,
+                    exact: true,
+                })
+            })
+            .collect()
+    }
+
     async fn page(&self, unit: &FileUnit, cursor: &u64) -> Result<Page<RawRow, u64>, CsvError> {
         let store = self.store.clone();
         let file = unit.file.clone();
@@ -882,16 +899,31 @@ struct PageOut<'a> {
     rows: Vec<RawRow>,
     bytes: usize,
     batch_size: usize,
+    /// The bytes of the file read so far, and those the pages sent cover: each page covers
+    /// what was read since the one before, so the pages of a file add up to its size, the
+    /// measure its progress is estimated in ([`Scan::expect`]).
+    read: Rc<Cell<u64>>,
+    covered: u64,
 }
 
 impl<'a> PageOut<'a> {
-    fn new(tx: &'a Sender, batch_size: usize) -> Self {
+    fn new(tx: &'a Sender, batch_size: usize, read: Rc<Cell<u64>>) -> Self {
         Self {
             tx,
             rows: Vec::with_capacity(batch_size.min(4096)),
             bytes: 0,
             batch_size,
+            read,
+            covered: 0,
         }
+    }
+
+    /// The bytes read since the last page.
+    fn measured(&mut self) -> Option<u64> {
+        let read = self.read.get();
+        let measured = read.saturating_sub(self.covered);
+        self.covered = read;
+        Some(measured)
     }
 
     /// Adds a row, sending the page once full; false when the unit was stopped.
@@ -902,14 +934,43 @@ impl<'a> PageOut<'a> {
             return true;
         }
         self.bytes = 0;
+        let measured = self.measured();
         self.tx
-            .blocking_send(Ok((std::mem::take(&mut self.rows), false)))
+            .blocking_send(Ok((std::mem::take(&mut self.rows), false, measured)))
             .is_ok()
     }
 
     /// Sends the last page (maybe empty): the file has ended.
-    fn finish(self) {
-        let _ = self.tx.blocking_send(Ok((self.rows, true)));
+    fn finish(mut self) {
+        let measured = self.measured();
+        let _ = self.tx.blocking_send(Ok((self.rows, true, measured)));
+    }
+}
+
+/// A file's bytes as they are read, counted for [`PageOut`].
+struct Counted<R> {
+    inner: R,
+    read: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Counted<R> {
+    fn new(inner: R) -> (Self, Rc<Cell<u64>>) {
+        let read = Rc::new(Cell::new(0));
+        (
+            Self {
+                inner,
+                read: read.clone(),
+            },
+            read,
+        )
+    }
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.set(self.read.get() + n as u64);
+        Ok(n)
     }
 }
 
@@ -943,9 +1004,13 @@ async fn stream_file(
     };
     let body = tokio_util::io::StreamReader::new(got.into_stream().map_err(std::io::Error::other));
     let sync = tokio_util::io::SyncIoBridge::new(body);
-    let joined = tokio::task::spawn_blocking(move || match source.format {
-        Format::Csv => parse_file(sync, &file, &source, shape, &tx),
-        Format::Json => parse_json_file(sync, &file, &source, (shape, &keys), &tx),
+    let joined = tokio::task::spawn_blocking(move || {
+        let (body, read) = Counted::new(sync);
+        let out = (&tx, read);
+        match source.format {
+            Format::Csv => parse_file(body, &file, &source, shape, out),
+            Format::Json => parse_json_file(body, &file, &source, (shape, &keys), out),
+        }
     })
     .await;
     if let Err(e) = joined {
@@ -958,7 +1023,7 @@ fn parse_file(
     file: &LoadFile,
     source: &CsvSource,
     shape: RowShape,
-    tx: &Sender,
+    (tx, read): (&Sender, Rc<Cell<u64>>),
 ) {
     let fail = |message: String, retry: Retry| CsvError::Read {
         file: file.entry.id.clone(),
@@ -967,7 +1032,7 @@ fn parse_file(
     };
     let mut parser = Parser::new(source.dialect.clone(), source.limits);
     let mut records: Vec<Record> = Vec::new();
-    let mut page = PageOut::new(tx, source.batch_size);
+    let mut page = PageOut::new(tx, source.batch_size, read);
     let mut header_seen = false;
     let mut buf = vec![0u8; CHUNK];
     loop {
@@ -1032,7 +1097,7 @@ fn parse_json_file(
     file: &LoadFile,
     source: &CsvSource,
     (shape, keys): (RowShape, &HashMap<String, Slot>),
-    tx: &Sender,
+    (tx, read): (&Sender, Rc<Cell<u64>>),
 ) {
     use std::io::BufRead;
     let fail = |message: String, retry: Retry| CsvError::Read {
@@ -1078,7 +1143,7 @@ fn parse_json_file(
         )));
         return;
     }
-    let mut page = PageOut::new(tx, source.batch_size);
+    let mut page = PageOut::new(tx, source.batch_size, read);
     let mut row = |text: &[u8], number: u64| match json_row(text, number, keys, shape) {
         Ok(row) => page.push(row),
         Err(e) => {
@@ -1296,6 +1361,62 @@ mod tests {
         assert!(e.contains("line 1: column \"n\""), "{e}");
     }
 
+    /// A CSV file's pages cover its bytes as they are read, once in all, so that the
+    /// progress of a load of one big file moves as it is read: with a file of four chunks and
+    /// pages of 1000 rows, pages are sent as the chunks come and together cover every byte.
+    #[test]
+    fn the_pages_of_a_csv_file_cover_its_bytes_as_they_are_read() {
+        let text = "source:\n  type: csv\n  path: /in\n  batchSize: 1000\n";
+        let doc: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
+        let source = CsvSource::parse(text, doc["source"].clone(), Format::Csv).unwrap();
+        let mut body = b"k\n".to_vec();
+        let mut n = 0;
+        while body.len() < 4 * CHUNK {
+            body.extend_from_slice(format!("row-{n:08}\n").as_bytes());
+            n += 1;
+        }
+        let size = body.len() as u64;
+        let file = LoadFile {
+            entry: FileEntry {
+                id: "file:/in/a.csv".into(),
+                path: "in/a.csv".into(),
+                size,
+                version: String::new(),
+            },
+            layout: Arc::new(Layout {
+                header: Arc::new(vec!["k".into()]),
+                slots: vec![Slot::Value(0, ColumnType::Native(NativeType::Text))],
+            }),
+        };
+        let shape = RowShape {
+            width: 1,
+            data: 1,
+            partition: 1,
+            keys: 1,
+            statics_end: 1,
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
+        let reader = std::thread::spawn(move || {
+            let (counted, read) = Counted::new(&body[..]);
+            parse_file(counted, &file, &source, shape, (&tx, read));
+        });
+        let (mut rows, mut covered) = (0, Vec::new());
+        while let Some(Ok((page, last, measured))) = rx.blocking_recv() {
+            rows += page.len();
+            covered.push(measured.expect("every page says what it covers"));
+            if last {
+                break;
+            }
+        }
+        reader.join().unwrap();
+        assert_eq!(rows, n);
+        assert_eq!(covered.iter().sum::<u64>(), size);
+        // Each chunk read is covered by the first page sent after it: at least one page a
+        // chunk, and none covering more than a chunk.
+        assert!(covered.iter().filter(|c| **c > 0).count() >= 4, "{covered:?}");
+        assert!(covered.iter().all(|c| *c <= CHUNK as u64), "{covered:?}");
+    }
+
     /// Reads `body` as a JSON file of one text column `k`: the rows of every page, or the
     /// error.
     fn read_json(body: Vec<u8>) -> Result<Vec<RawRow>, String> {
@@ -1332,14 +1453,18 @@ mod tests {
             statics_end: 1,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+        let size = body.len() as u64;
         let reader = std::thread::spawn(move || {
-            parse_json_file(&body[..], &file, &source, (shape, &keys), &tx);
+            let (counted, read) = Counted::new(&body[..]);
+            parse_json_file(counted, &file, &source, (shape, &keys), (&tx, read));
         });
         let mut rows = Vec::new();
+        let mut measured = 0;
         while let Some(page) = rx.blocking_recv() {
             match page {
-                Ok((page, last)) => {
+                Ok((page, last, covered)) => {
                     rows.extend(page);
+                    measured += covered.expect("every page says what it covers");
                     if last {
                         break;
                     }
@@ -1348,6 +1473,8 @@ mod tests {
             }
         }
         reader.join().unwrap();
+        // The pages of a file cover its bytes, once: the measure its progress is shown in.
+        assert_eq!(measured, size);
         Ok(rows)
     }
 

@@ -224,7 +224,11 @@ impl Scan for SegmentScan {
         // Not reported (Alternator, `removeConsumedCapacity`): estimated from the items' size.
         let bytes: usize = rows.iter().map(item_size).sum();
         self.budget.charge(reported, bytes, self.consistent).await;
-        Ok(Page { rows, next })
+        Ok(Page {
+            rows,
+            next,
+            measured: None,
+        })
     }
 
     fn row_size(row: &Item) -> usize {

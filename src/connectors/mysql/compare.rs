@@ -171,6 +171,7 @@ impl Scan for EitherScan {
                 Ok(Page {
                     rows: p.rows,
                     next: p.next.map(EitherCursor::Range),
+                    measured: p.measured,
                 })
             }
             (Self::Cql(Some(s)), EitherUnit::Token(u), EitherCursor::Token(c)) => {
@@ -178,6 +179,7 @@ impl Scan for EitherScan {
                 Ok(Page {
                     rows: p.rows,
                     next: p.next.map(EitherCursor::Token),
+                    measured: p.measured,
                 })
             }
             _ => unreachable!("cursors come from the scan's own units"),

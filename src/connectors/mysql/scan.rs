@@ -190,20 +190,20 @@ impl Reader {
             if page.len() >= fetch {
                 let full = std::mem::replace(&mut page, Vec::with_capacity(fetch.min(4096)));
                 if let Some(previous) = held.replace(full)
-                    && tx.send(Ok((previous, false))).await.is_err()
+                    && tx.send(Ok((previous, false, None))).await.is_err()
                 {
                     return;
                 }
             }
         }
         match held {
-            Some(previous) if page.is_empty() => drop(tx.send(Ok((previous, true))).await),
+            Some(previous) if page.is_empty() => drop(tx.send(Ok((previous, true, None))).await),
             Some(previous) => {
-                if tx.send(Ok((previous, false))).await.is_ok() {
-                    drop(tx.send(Ok((page, true))).await);
+                if tx.send(Ok((previous, false, None))).await.is_ok() {
+                    drop(tx.send(Ok((page, true, None))).await);
                 }
             }
-            None => drop(tx.send(Ok((page, true))).await),
+            None => drop(tx.send(Ok((page, true, None))).await),
         }
     }
 }

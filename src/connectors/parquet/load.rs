@@ -863,6 +863,7 @@ impl Scan for ParquetScan {
             return Ok(Page {
                 rows: Vec::new(),
                 next: None,
+                measured: None,
             });
         }
         let kept = self
@@ -881,6 +882,7 @@ impl Scan for ParquetScan {
                 return Ok(Page {
                     rows: Vec::new(),
                     next: None,
+                    measured: None,
                 });
             }
             Some(Err(e)) => return Err(read_error(file, at.row_group, "cannot read", e)),
@@ -895,7 +897,11 @@ impl Scan for ParquetScan {
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(file.index, reader);
         }
-        Ok(Page { rows, next })
+        Ok(Page {
+            rows,
+            next,
+            measured: None,
+        })
     }
 
     fn row_size(row: &RawRow) -> usize {

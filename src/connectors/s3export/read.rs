@@ -500,7 +500,7 @@ fn parse_file(body: impl Read, unit: &FileUnit, tx: &PageSender) {
         if page.len() >= PAGE_ITEMS || page_bytes >= PAGE_BYTES {
             page_bytes = 0;
             if tx
-                .blocking_send(Ok((std::mem::take(&mut page), false)))
+                .blocking_send(Ok((std::mem::take(&mut page), false, None)))
                 .is_err()
             {
                 // The unit was stopped.
@@ -533,7 +533,7 @@ fn parse_file(body: impl Read, unit: &FileUnit, tx: &PageSender) {
         )));
         return;
     }
-    let _ = tx.blocking_send(Ok((page, true)));
+    let _ = tx.blocking_send(Ok((page, true, None)));
 }
 
 #[cfg(test)]
@@ -564,7 +564,7 @@ mod tests {
         std::thread::spawn(move || parse_file(&body[..], &unit, &tx));
         let mut items = Vec::new();
         while let Some(sent) = rx.blocking_recv() {
-            let (page, last) = sent.map_err(|e| e.to_string())?;
+            let (page, last, _) = sent.map_err(|e| e.to_string())?;
             items.extend(page);
             if last {
                 break;

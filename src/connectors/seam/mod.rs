@@ -79,6 +79,10 @@ pub struct Page<R, C> {
     pub rows: Vec<R>,
     /// Where the next page starts; `None` at the end of the unit.
     pub next: Option<C>,
+    /// How much of the unit's [`Scan::expect`] measure the page covers, for a source that
+    /// counts it as it reads (the bytes of a file it parsed); `None`: [`Scan::measure`] of its
+    /// rows.
+    pub measured: Option<u64>,
 }
 
 /// A table that can be read unit by unit, page by page. Reading a page changes nothing, so

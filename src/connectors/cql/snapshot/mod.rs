@@ -324,6 +324,7 @@ impl Scan for SnapshotScan {
             return Ok(Page {
                 rows: rows.clone(),
                 next: Some(n + 1),
+                measured: None,
             });
         }
         if n != feed.served {
@@ -342,6 +343,7 @@ impl Scan for SnapshotScan {
                 Ok(Page {
                     rows,
                     next: Some(n + 1),
+                    measured: None,
                 })
             }
             Some(Err(e)) => Err(SnapshotReadError(e)),
@@ -351,6 +353,7 @@ impl Scan for SnapshotScan {
                 Ok(Page {
                     rows: Vec::new(),
                     next: None,
+                    measured: None,
                 })
             }
         }
