@@ -16,7 +16,7 @@ use crate::jobfile::JobConfigError;
 use crate::savepoints::{Key, Progress};
 
 /// The source side of a job, parsed by its connector.
-pub trait Source: std::fmt::Debug + Send + Sync + 'static {
+pub trait Source: Any + std::fmt::Debug + Send + Sync {
     /// The connector's name, for messages (`cassandra/scylla`, `csv` ...).
     fn kind(&self) -> &'static str;
 
@@ -37,13 +37,10 @@ pub trait Source: std::fmt::Debug + Send + Sync + 'static {
     fn unshareable(&self) -> Option<&'static str> {
         None
     }
-
-    /// The connector's own type, for the connector that opens it.
-    fn as_any(&self) -> &dyn Any;
 }
 
 /// The target side of a job, parsed by its connector.
-pub trait Target: std::fmt::Debug + Send + Sync + 'static {
+pub trait Target: Any + std::fmt::Debug + Send + Sync {
     /// The connector's name, for messages.
     fn kind(&self) -> &'static str;
 
@@ -94,9 +91,6 @@ pub trait Target: std::fmt::Debug + Send + Sync + 'static {
             }))
         })
     }
-
-    /// The connector's own type, for the connector that opens it.
-    fn as_any(&self) -> &dyn Any;
 }
 
 /// The source of a job: whichever connector's its `type` names.
@@ -115,7 +109,7 @@ impl SourceConfig {
 
     /// The source as its connector's type `S`, when it is one.
     pub fn get<S: Source>(&self) -> Option<&S> {
-        self.0.as_any().downcast_ref()
+        source_as(&*self.0)
     }
 }
 
@@ -127,7 +121,7 @@ impl TargetConfig {
 
     /// The target as its connector's type `T`, when it is one.
     pub fn get<T: Target>(&self) -> Option<&T> {
-        self.0.as_any().downcast_ref()
+        target_as(&*self.0)
     }
 }
 
@@ -180,7 +174,17 @@ impl Pair {
 }
 
 fn accepts<S: Source, T: Target>(source: &dyn Source, target: &dyn Target) -> bool {
-    source.as_any().is::<S>() && target.as_any().is::<T>()
+    source_as::<S>(source).is_some() && target_as::<T>(target).is_some()
+}
+
+/// A source as its connector's type `S`, when it is one.
+pub fn source_as<S: Source>(source: &dyn Source) -> Option<&S> {
+    (source as &dyn Any).downcast_ref()
+}
+
+/// A target as its connector's type `T`, when it is one.
+pub fn target_as<T: Target>(target: &dyn Target) -> Option<&T> {
+    (target as &dyn Any).downcast_ref()
 }
 
 /// What a migration asks of the registry besides its two sides.

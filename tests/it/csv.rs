@@ -211,6 +211,20 @@ fn t_select(timed: bool) -> (String, Vec<usize>) {
 /// hostile text unchanged — and loaded into the other cluster: identical cell by cell,
 /// writetimes and TTLs included. Non-frozen collections and UDTs go without timestamps, and
 /// are refused with them, naming the column.
+/// Submits the migration `yaml` and waits for it to end: it must have FAILED. Its record and
+/// its error.
+async fn failed(daemon: &Daemon, yaml: &str) -> (serde_json::Value, String) {
+    let id = daemon.submit_job("/api/v1/migrations", yaml).await;
+    let ended = daemon
+        .wait_job(&id, WAIT, |j| {
+            j["state"] != "RUNNING" && j["state"] != "QUEUED"
+        })
+        .await;
+    assert_eq!(ended["state"], "FAILED", "{ended}");
+    let error = ended["error"].as_str().unwrap_or_default().to_owned();
+    (ended, error)
+}
+
 #[tokio::test]
 async fn every_type_unloads_in_dsbulks_forms_and_loads_back_cell_for_cell() {
     let (src, dst) = clusters().await;
@@ -501,32 +515,14 @@ async fn bad_files_are_refused_naming_the_file_line_and_column() {
         "p,c,n,v\n1,1,10,\"a\"\n2,2,,\n3,3,seven,x\n",
     )
     .unwrap();
-    let id = daemon
-        .submit_job("/api/v1/migrations", &load_job(&d, ks, "t", ""))
-        .await;
-    let ended = daemon
-        .wait_job(&id, WAIT, |j| {
-            j["state"] != "RUNNING" && j["state"] != "QUEUED"
-        })
-        .await;
-    assert_eq!(ended["state"], "FAILED", "{ended}");
-    let error = ended["error"].as_str().unwrap_or_default();
+    let (ended, error) = failed(&daemon, &load_job(&d, ks, "t", "")).await;
     assert!(
         error.contains("a.csv") && error.contains("line 4") && error.contains("\"n\""),
         "{ended}"
     );
     // A quoted field never closed.
     std::fs::write(format!("{d}/a.csv"), "p,c,n,v\n1,1,10,\"open\n2,2,2,x\n").unwrap();
-    let id = daemon
-        .submit_job("/api/v1/migrations", &load_job(&d, ks, "t", ""))
-        .await;
-    let ended = daemon
-        .wait_job(&id, WAIT, |j| {
-            j["state"] != "RUNNING" && j["state"] != "QUEUED"
-        })
-        .await;
-    assert_eq!(ended["state"], "FAILED", "{ended}");
-    let error = ended["error"].as_str().unwrap_or_default();
+    let (ended, error) = failed(&daemon, &load_job(&d, ks, "t", "")).await;
     assert!(
         error.contains("a.csv") && error.contains("line 2"),
         "{ended}"
@@ -860,14 +856,7 @@ async fn a_load_places_every_field_as_its_header_says_and_resumes_by_file() {
 
     // A record with a field too few fails the job, naming the file and line.
     std::fs::write(two.join("c.csv"), "k,c,vv\n8,b,1\n9,c\n").unwrap();
-    let id = daemon.submit_job("/api/v1/migrations", &renamed).await;
-    let ended = daemon
-        .wait_job(&id, WAIT, |j| {
-            j["state"] != "RUNNING" && j["state"] != "QUEUED"
-        })
-        .await;
-    assert_eq!(ended["state"], "FAILED", "{ended}");
-    let error = ended["error"].as_str().unwrap_or_default();
+    let (ended, error) = failed(&daemon, &renamed).await;
     assert!(
         error.contains("c.csv") && error.contains("line 3: 2 field(s), but the header has 3"),
         "{ended}"
@@ -1013,19 +1002,11 @@ async fn every_type_round_trips_through_dsbulks_json() {
         "{\"k\":1,\"li\":[1,2]}\n{\"k\":3,\"nope\":1}\n",
     )
     .unwrap();
-    let id = daemon
-        .submit_job(
-            "/api/v1/migrations",
-            &load_as("json", &hand.display().to_string(), ks, "m", ""),
-        )
-        .await;
-    let ended = daemon
-        .wait_job(&id, WAIT, |j| {
-            j["state"] != "RUNNING" && j["state"] != "QUEUED"
-        })
-        .await;
-    assert_eq!(ended["state"], "FAILED", "{ended}");
-    let error = ended["error"].as_str().unwrap_or_default();
+    let (ended, error) = failed(
+        &daemon,
+        &load_as("json", &hand.display().to_string(), ks, "m", ""),
+    )
+    .await;
     assert!(
         error.contains("a.json") && error.contains("line 2") && error.contains("\"nope\""),
         "{ended}"
@@ -1172,19 +1153,11 @@ async fn json_as_one_array_unloads_in_dsbulks_layout_and_loads_back() {
         "[{\"k\": 1, \"li\": [1, 2]},\n\n  {\"k\": 3,\n   \"nope\": 1}\n]\n",
     )
     .unwrap();
-    let id = daemon
-        .submit_job(
-            "/api/v1/migrations",
-            &load_as("json", &hand.display().to_string(), ks, "m", ""),
-        )
-        .await;
-    let ended = daemon
-        .wait_job(&id, WAIT, |j| {
-            j["state"] != "RUNNING" && j["state"] != "QUEUED"
-        })
-        .await;
-    assert_eq!(ended["state"], "FAILED", "{ended}");
-    let error = ended["error"].as_str().unwrap_or_default();
+    let (ended, error) = failed(
+        &daemon,
+        &load_as("json", &hand.display().to_string(), ks, "m", ""),
+    )
+    .await;
     assert!(
         error.contains("a.json") && error.contains("line 3") && error.contains("\"nope\""),
         "{ended}"

@@ -108,10 +108,6 @@ impl Source for CqlSource {
             "cannot share a job read from a snapshot (source.bulkRead: snapshot) between daemons: each would read the whole snapshot; run it in one daemon, or read with CQL",
         )
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 impl Target for CqlTarget {
@@ -124,7 +120,7 @@ impl Target for CqlTarget {
     }
 
     fn check_source(&self, text: &str, source: &dyn Source) -> Result<(), JobConfigError> {
-        if self.bulk_write == BulkWrite::Sstable && !source.as_any().is::<CqlSource>() {
+        if self.bulk_write == BulkWrite::Sstable && registry::source_as::<CqlSource>(source).is_none() {
             return Err(JobConfigError::at(
                 text,
                 "target.bulkWrite",
@@ -186,9 +182,5 @@ impl Target for CqlTarget {
                 Err(message) => Err(SeamError::Failed(message)),
             }
         })
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }

@@ -79,10 +79,6 @@ impl Source for CsvSource {
             },
         }
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 impl Target for CsvTarget {
@@ -92,9 +88,5 @@ impl Target for CsvTarget {
 
     fn describe(&self) -> String {
         self.location.describe(self.format.name())
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }

@@ -83,14 +83,9 @@ async fn open<M: seam::CopyMaker>(
 
 /// Alternator tables have no DynamoDB Streams to replicate from.
 fn check_streams(text: &str, source: &dyn Source, target: &dyn Target) -> Result<(), JobConfigError> {
-    let alternator = source
-        .as_any()
-        .downcast_ref::<DynamoSource>()
-        .is_some_and(|s| s.connection.alternator);
-    let streams = target
-        .as_any()
-        .downcast_ref::<DynamoTarget>()
-        .is_some_and(|t| t.stream_changes);
+    let alternator =
+        registry::source_as::<DynamoSource>(source).is_some_and(|s| s.connection.alternator);
+    let streams = registry::target_as::<DynamoTarget>(target).is_some_and(|t| t.stream_changes);
     if alternator && streams {
         return Err(JobConfigError::at(
             text,
@@ -128,10 +123,6 @@ impl Source for DynamoSource {
     fn check_progress(&self, text: &str, done: &Progress) -> Result<(), JobConfigError> {
         DynamoSource::check_progress(self, text, done)
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 impl Target for DynamoTarget {
@@ -141,9 +132,5 @@ impl Target for DynamoTarget {
 
     fn describe(&self) -> String {
         self.connection.describe()
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }

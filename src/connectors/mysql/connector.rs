@@ -63,8 +63,4 @@ impl Source for MysqlSource {
             KEYS
         }
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }

@@ -58,10 +58,6 @@ impl Source for ParquetSource {
             KEYS
         }
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 impl Target for ParquetTarget {
@@ -71,9 +67,5 @@ impl Target for ParquetTarget {
 
     fn describe(&self) -> String {
         self.location.describe("parquet")
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }

@@ -47,10 +47,7 @@ impl Connector for S3Export {
 
 /// An export has no change stream to replicate from.
 fn check_streams(text: &str, _: &dyn Source, target: &dyn Target) -> Result<(), JobConfigError> {
-    let streams = target
-        .as_any()
-        .downcast_ref::<DynamoTarget>()
-        .is_some_and(|t| t.stream_changes);
+    let streams = registry::target_as::<DynamoTarget>(target).is_some_and(|t| t.stream_changes);
     if streams {
         return Err(JobConfigError::at(
             text,
@@ -76,10 +73,6 @@ impl Source for ExportSource {
             KEYS
         }
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 impl Target for ExportTarget {
@@ -89,9 +82,5 @@ impl Target for ExportTarget {
 
     fn describe(&self) -> String {
         self.location.describe("s3-export")
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }
