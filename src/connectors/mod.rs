@@ -256,7 +256,7 @@ mod tests {
             for key in source.progress_keys() {
                 assert!(
                     progress_keys().iter().any(|k| std::ptr::eq(*k, *key)),
-                    "{}: {} is not in PROGRESS_KEYS",
+                    "{}: {} is not among the registered keys (progress_keys)",
                     source.kind(),
                     key.name
                 );

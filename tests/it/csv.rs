@@ -1399,3 +1399,166 @@ async fn blobs_unload_as_hex_with_binary_hex_and_load_back() {
         );
     }
 }
+
+/// `style: cqlsh`: what drover unloads, `cqlsh COPY FROM` loads exactly — edge values of the
+/// types cqlsh reads (doubles and floats at their ends and NaN, decimals and varints past 64
+/// bits, timestamps and dates beyond the years Python holds, blobs, every quoting hazard in
+/// text, collections, a tuple and a UDT with null fields), compared cell for cell through CQL
+/// between the source and the table COPY FROM filled.
+#[tokio::test]
+async fn cqlsh_copy_from_loads_a_cqlsh_style_unload_exactly() {
+    let (src, dst) = clusters().await;
+    let ks = "it_csv_cqlsh_style";
+    let ddl = "CREATE TYPE $ks.pt (x int, label text);
+        CREATE TABLE $ks.t (k int, c text, a ascii, bi bigint, bl blob, bo boolean, d date,
+          de decimal, db double, f float, i inet, si smallint, ti tinyint, tm time,
+          ts timestamp, tu timeuuid, vi varint, li list<text>, se set<boolean>,
+          ma map<int, timestamp>, tp frozen<tuple<text, int>>, ud frozen<pt>,
+          PRIMARY KEY (k, c))";
+    fresh_keyspace(&src, &dst, ks, ddl).await;
+    let texts = [
+        "plain",
+        "a,b",
+        "say \"hi\"",
+        "back\\slash \\\" mixed",
+        // No line end: COPY FROM cuts its input into lines before it parses them, and waited
+        // until its 90-second timeout on a quoted field holding one.
+        "it's",
+        " spaced ü 中文 😀 ",
+        "{'not': [a, collection]}",
+    ];
+    let rows = 24usize;
+    for k in 0..rows {
+        let t = texts[k % texts.len()].replace('\'', "''");
+        let db = [
+            "(double)NaN",
+            "-0.0",
+            "1.0E308",
+            "5e-324",
+            "0.1",
+            "(double)-Infinity",
+        ][k % 6];
+        let f = ["1.5", "-0.0", "3.4028235E38", "1.0E-45"][k % 4];
+        let de = [
+            "-12.340",
+            "1E+5",
+            "0.000000001",
+            "123456789012345678901234567890.5",
+        ][k % 4];
+        let vi = [
+            "0",
+            "-98765432109876543210",
+            "123456789012345678901234567890",
+        ][k % 3];
+        let ts = [
+            "-62135596800001",
+            "253402300800000",
+            "1700000000123",
+            "70262315826648",
+        ][k % 4];
+        // Not a date past year 9999: COPY FROM has no reader for them (it hands the days
+        // cqlsh's COPY TO writes to a date parser).
+        let d = [
+            "'1970-01-01'",
+            "'9999-12-31'",
+            "'2024-02-29'",
+            "'0001-01-01'",
+        ][k % 4];
+        let tm = ["'00:00:00'", "'23:59:59.999999999'", "'01:02:03.000001'"][k % 3];
+        let i = ["'10.0.0.1'", "'2001:db8::8a2e:370:7334'"][k % 2];
+        let bl = ["0x", "0xcafe", "0x2c0a22", "0x5c27"][k % 4];
+        if k % 8 == 7 {
+            exec(
+                &src,
+                &format!("INSERT INTO {ks}.t (k, c) VALUES ({k}, '{t}')"),
+            )
+            .await;
+            continue;
+        }
+        exec(
+            &src,
+            &format!(
+                "INSERT INTO {ks}.t (k, c, a, bi, bl, bo, d, de, db, f, i, si, ti, tm, ts, tu, vi,
+                   li, se, ma, tp, ud) VALUES ({k}, '{t}', 'x''y', {bi}, {bl}, {bo}, {d}, {de},
+                   {db}, {f}, {i}, -32768, 127, {tm}, {ts}, now(), {vi}, ['{t}', 'b'],
+                   {{true, false}}, {{1: {ts}, 2: 0}}, ('{t}', {k}), {{x: {ux}, label: '{t}'}})",
+                bi = i64::MIN + k as i64,
+                bo = k % 2 == 0,
+                ux = if k % 2 == 0 {
+                    "null".to_string()
+                } else {
+                    k.to_string()
+                },
+            ),
+        )
+        .await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            // One file: COPY FROM given several (a glob) loaded every row but waited for
+            // acknowledgements until its 90-second timeout and exited 1.
+            &unload_job(ks, "t", &d, "", "  style: cqlsh\n")
+                .replace("splitCount: 8", "splitCount: 1"),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["progress"]["rowsRead"], rows as u64, "{job}");
+    let (h, p) = host_port(&dst_addr());
+    let cqlsh = std::env::var("DROVER_TEST_CQLSH")
+        .expect("DROVER_TEST_CQLSH (source target/testenv/env after scripts/testenv up)");
+    // COPY FROM takes fields by position, not by the header's names: its column list is the
+    // header line.
+    let first = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "csv"))
+        .expect("a file");
+    let columns = std::fs::read_to_string(&first)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .replace(',', ", ");
+    assert!(columns.starts_with("k, c, "), "{columns}");
+    let out = std::process::Command::new(&cqlsh)
+        .args([&h, &p, "-e"])
+        .arg(format!(
+            "COPY {ks}.t ({columns}) FROM '{d}/*.csv' WITH HEADER = true AND MAXATTEMPTS = 1"
+        ))
+        .output()
+        .expect("cqlsh runs");
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "cqlsh: {said}");
+    assert!(
+        said.contains(&format!("{rows} rows imported")),
+        "cqlsh: {said}"
+    );
+    let table = format!("{ks}.t");
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, &columns, &columns, &[]).await,
+        rows
+    );
+    // The unload refuses what COPY FROM cannot read back: writetimes and TTLs.
+    let yaml = unload_job(
+        ks,
+        "t",
+        &format!("{d}/x"),
+        "  preserveTimestamps: true\n",
+        "  style: cqlsh\n",
+    );
+    let (status, body) = daemon
+        .post_raw("/api/v1/migrations", "application/yaml", yaml)
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("source.preserveTimestamps: cannot be used with target.style: cqlsh"),
+        "{body}"
+    );
+}

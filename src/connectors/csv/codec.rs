@@ -20,9 +20,12 @@ use serde_json::Value;
 use crate::connectors::cql::codec;
 use crate::connectors::cql::schema::type_name;
 
+mod cqlsh;
 mod read;
 mod value;
 mod write;
+
+pub use cqlsh::to_cqlsh_text;
 
 #[cfg(test)]
 mod tests;

@@ -116,6 +116,19 @@ pub struct CsvTarget {
     pub document_mode: DocumentMode,
     /// How blobs are written (DSBulk's `codec.binary`): base64 (the default) or `0x` hex.
     pub binary: Binary,
+    /// Whose forms values are written in: DSBulk's (the default) or those `cqlsh COPY FROM`
+    /// reads back.
+    pub style: Style,
+}
+
+/// Whose forms an unload writes values in (`target.style`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Style {
+    /// DSBulk's (ISO timestamps, JSON collections, base64 blobs).
+    #[default]
+    Dsbulk,
+    /// Those `cqlsh COPY FROM` reads back exactly (see `codec::to_cqlsh_text`).
+    Cqlsh,
 }
 
 #[derive(Deserialize)]
@@ -184,6 +197,8 @@ struct RawTarget {
     document_mode: Option<String>,
     #[serde(default)]
     binary: Option<String>,
+    #[serde(default)]
+    style: Option<String>,
 }
 
 /// One character (`quote`, `escape`, `comment`).
@@ -307,6 +322,7 @@ fn dialect(text: &str, side: &str, keys: DialectKeys) -> Result<Dialect, JobConf
         escape,
         comment,
         null_value,
+        quote_escapes: false,
     })
 }
 
@@ -497,6 +513,7 @@ impl CsvTarget {
                     ("quote", t.quote.is_some()),
                     ("escape", t.escape.is_some()),
                     ("nullValue", t.null_value.is_some()),
+                    ("style", t.style.is_some()),
                 ],
             )?;
         } else {
@@ -523,6 +540,32 @@ impl CsvTarget {
                 null_value: t.null_value,
             },
         )?;
+        let style = match t.style.as_deref().map(|s| s.trim().to_ascii_lowercase()) {
+            None => Style::Dsbulk,
+            Some(s) if s == "dsbulk" => Style::Dsbulk,
+            Some(s) if s == "cqlsh" => Style::Cqlsh,
+            Some(_) => {
+                return Err(JobConfigError::at(
+                    text,
+                    "target.style",
+                    format!(
+                        "must be dsbulk (DSBulk's forms, the default) or cqlsh (forms cqlsh COPY FROM reads back), not {:?}",
+                        crate::answer::cap(t.style.as_deref().unwrap_or_default())
+                    ),
+                ));
+            }
+        };
+        if style == Style::Cqlsh && t.binary.is_some() {
+            return Err(JobConfigError::at(
+                text,
+                "target.binary",
+                "cannot be set with style: cqlsh, which writes blobs as 0x hex (the only form cqlsh COPY FROM reads)",
+            ));
+        }
+        let mut dialect = dialect;
+        // cqlsh's reader (Python's csv) takes the escape as one outside quotes too: a field
+        // holding it is quoted, where it is written doubled.
+        dialect.quote_escapes = style == Style::Cqlsh;
         let s3 = access(
             text,
             "target",
@@ -542,6 +585,7 @@ impl CsvTarget {
             header: t.header.unwrap_or(true),
             document_mode,
             binary: binary(text, t.binary.as_deref())?,
+            style,
         })
     }
 }
@@ -759,6 +803,25 @@ mod tests {
         let doc: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
         let e = CsvSource::parse(text, doc["source"].clone(), Format::Json).unwrap_err();
         assert!(e.message.starts_with("source.nullValue:"), "{e}");
+    }
+
+    /// `style`: dsbulk (the default) or cqlsh, any case; anything else, `binary` beside cqlsh
+    /// and `style` in a JSON section are refused naming the key.
+    #[test]
+    fn style_is_dsbulk_or_cqlsh_and_cqlsh_fixes_the_blob_form() {
+        assert_eq!(target("").unwrap().style, Style::Dsbulk);
+        let t = target("  style: CQLSH\n").unwrap();
+        assert_eq!(t.style, Style::Cqlsh);
+        assert!(t.dialect.quote_escapes);
+        assert!(!target("").unwrap().dialect.quote_escapes);
+        let e = target("  style: excel\n").unwrap_err();
+        assert!(e.message.starts_with("target.style: must be dsbulk"), "{e}");
+        let e = target("  style: cqlsh\n  binary: HEX\n").unwrap_err();
+        assert!(e.message.starts_with("target.binary: cannot be set"), "{e}");
+        let text = "target:\n  type: json\n  path: /out\n  style: cqlsh\n";
+        let doc: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
+        let e = CsvTarget::parse(text, doc["target"].clone(), Format::Json).unwrap_err();
+        assert!(e.message.starts_with("target.style: is a key of CSV files"), "{e}");
     }
 
     #[test]

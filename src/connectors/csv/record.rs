@@ -42,6 +42,9 @@ pub struct Dialect {
     /// written as nothing. The parser does not look at it: an unquoted field equal to it is
     /// null to the caller ([`Field::is_null`]).
     pub null_value: String,
+    /// Quote a field that holds the escape character, for readers that take it as an escape
+    /// outside quotes too (cqlsh's, Python's csv); DSBulk's reads it there as it is.
+    pub quote_escapes: bool,
 }
 
 impl Default for Dialect {
@@ -52,6 +55,7 @@ impl Default for Dialect {
             escape: '\\',
             comment: None,
             null_value: String::new(),
+            quote_escapes: false,
         }
     }
 }
@@ -90,6 +94,7 @@ fn write_field(out: &mut Vec<u8>, text: &str, first: bool, last: bool, dialect: 
     let needs_quotes = text.is_empty()
         || text == dialect.null_value
         || text.contains(['\r', '\n', quote])
+        || (dialect.quote_escapes && text.contains(dialect.escape))
         || (!dialect.delimiter.is_empty() && text.contains(dialect.delimiter.as_str()))
         || (!last && ends_in_delimiter(text, &dialect.delimiter))
         || (first && dialect.comment.is_some_and(|c| text.starts_with(c)));

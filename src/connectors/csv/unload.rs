@@ -18,7 +18,7 @@ use std::time::Instant;
 use object_store::path::Path as ObjPath;
 use scylla::cluster::metadata::ColumnType;
 
-use super::config::{CsvTarget, DocumentMode};
+use super::config::{CsvTarget, DocumentMode, Style};
 use super::record::{Dialect, write_record};
 use super::{CsvError, Format, codec};
 use crate::connectors::cql::rows::RawRow;
@@ -102,6 +102,13 @@ pub async fn open_unload(
             .map_or(c.name.clone(), |r| r.to.clone())
     };
     let preserve = src.preserve_timestamps && !table.is_counter_table();
+    if preserve && dst.style == Style::Cqlsh {
+        return Err(invalid(
+            "source.preserveTimestamps",
+            "cannot be used with target.style: cqlsh: cqlsh COPY FROM has no writetime or TTL columns to read them back from; unload in DSBulk's style (the default) to keep them".into(),
+        )
+        .into());
+    }
     if preserve
         && let Some(c) = table
             .statics
@@ -176,6 +183,7 @@ pub async fn open_unload(
                     format: dst.format,
                     array: dst.format == Format::Json && dst.document_mode == DocumentMode::Single,
                     binary: dst.binary,
+                    cqlsh: dst.style == Style::Cqlsh,
                 },
             )
             .map_err(CsvError::from)?,
@@ -385,6 +393,8 @@ pub struct CsvFiles {
     array: bool,
     /// How blobs are written (`binary`).
     binary: codec::Binary,
+    /// Values in the forms cqlsh COPY FROM reads (`style: cqlsh`).
+    cqlsh: bool,
 }
 
 /// An open file, and whether a record went to it yet (an array's items are separated).
@@ -406,6 +416,8 @@ impl CsvFiles {
                     .map(|v| {
                         if json {
                             codec::to_json_text(t, v, self.binary)
+                        } else if self.cqlsh {
+                            codec::to_cqlsh_text(t, v)
                         } else {
                             codec::to_text(t, v, self.binary)
                         }
@@ -590,6 +602,7 @@ mod tests {
             format,
             array,
             binary: codec::Binary::Base64,
+            cqlsh: false,
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");

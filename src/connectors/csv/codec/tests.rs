@@ -921,3 +921,33 @@ proptest! {
         let _ = parse_writetime(&s);
     }
 }
+
+/// `style: cqlsh`: the forms cqlsh COPY FROM reads back — timestamps as milliseconds, dates
+/// past the years it takes as days, `True`/`False`, hex blobs, CQL literals for collections with
+/// text single-quoted and `'` doubled, nothing between items, a null UDT field left out, and
+/// a tuple with a null field refused (COPY FROM has no form for it).
+#[test]
+fn cqlsh_forms_are_those_copy_from_reads() {
+    use super::to_cqlsh_text as cq;
+    let ts = nat(NativeType::Timestamp);
+    assert_eq!(cq(&ts, &ms(1_610_362_861_123)).unwrap(), "1610362861123");
+    assert_eq!(cq(&ts, &ms(-62_135_596_800_001)).unwrap(), "-62135596800001");
+    assert_eq!(cq(&nat(NativeType::Boolean), &[1]).unwrap(), "True");
+    assert_eq!(cq(&nat(NativeType::Boolean), &[0]).unwrap(), "False");
+    assert_eq!(cq(&nat(NativeType::Blob), &[1, 0xab]).unwrap(), "0x01ab");
+    assert_eq!(cq(&nat(NativeType::Date), &date(0)).unwrap(), "1970-01-01");
+    assert_eq!(cq(&nat(NativeType::Date), &date(3_000_000)).unwrap(), "3000000");
+    let l = list(nat(NativeType::Text));
+    let v = coll(2, &[Some(b"it's"), Some(b"a,b")]);
+    assert_eq!(cq(&l, &v).unwrap(), "['it''s','a,b']");
+    let m = map(nat(NativeType::Int), nat(NativeType::Timestamp));
+    let v = coll(1, &[Some(&7i32.to_be_bytes()), Some(&ms(0))]);
+    assert_eq!(cq(&m, &v).unwrap(), "{7:0}");
+    let u = udt(vec![("a", nat(NativeType::Int)), ("b", set(nat(NativeType::Boolean)))]);
+    let v = items(&[None, Some(&coll(1, &[Some(&[1])]))]);
+    assert_eq!(cq(&u, &v).unwrap(), "{b:{True}}");
+    let tp = ColumnType::Tuple(vec![nat(NativeType::Text), nat(NativeType::Int)]);
+    assert_eq!(cq(&tp, &items(&[Some(b"a"), Some(&[0, 0, 0, 1])])).unwrap(), "('a',1)");
+    let e = cq(&tp, &items(&[None, Some(&[0, 0, 0, 1])])).unwrap_err();
+    assert!(e.contains("null field") && e.contains("COPY FROM"), "{e}");
+}
