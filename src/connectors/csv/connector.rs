@@ -72,11 +72,11 @@ impl Source for CsvSource {
             Format::Csv => {
                 static KEYS: &[&Key] = &[&TOKEN_RANGES, &super::FILES];
                 KEYS
-            },
+            }
             Format::Json => {
                 static KEYS: &[&Key] = &[&TOKEN_RANGES, &super::JSON_FILES];
                 KEYS
-            },
+            }
         }
     }
 }
