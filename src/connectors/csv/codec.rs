@@ -22,10 +22,12 @@ use crate::connectors::cql::schema::type_name;
 
 mod cqlsh;
 mod read;
+mod temporal;
 mod value;
 mod write;
 
 pub use cqlsh::to_cqlsh_text;
+pub use temporal::{Temporal, TemporalKeys};
 
 #[cfg(test)]
 mod tests;
@@ -44,6 +46,14 @@ pub enum Binary {
     Hex,
 }
 
+/// How values are written beyond DSBulk's defaults, and read: blobs (`binary`) and the
+/// date, time and timestamp forms (`timestamp`, `date`, `time`, `timeZone`, `unit`, `epoch`).
+#[derive(Debug, Clone, Default)]
+pub struct Forms {
+    pub binary: Binary,
+    pub temporal: Temporal,
+}
+
 /// How deep JSON read from input may nest: enough for any CQL type, and a bound on recursion.
 const MAX_DEPTH: usize = 64;
 const NANOS_PER_DAY: i64 = 86_400_000_000_000;
@@ -53,9 +63,9 @@ const DATE_EPOCH: i64 = 1 << 31;
 /// The text of one CSV cell in DSBulk's default form, except booleans (`true`/`false` rather
 /// than `1`/`0`, which cqlsh would load as false) and zero durations (`0s` rather than empty,
 /// which DSBulk reloads as null); blobs in the `binary` form, inside collections too.
-pub fn to_text(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<String, String> {
+pub fn to_text(t: &ColumnType<'_>, v: &[u8], forms: &Forms) -> Result<String, String> {
     match t {
-        ColumnType::Native(n) => native_text(t, n, v, binary),
+        ColumnType::Native(n) => native_text(t, n, v, forms),
         // DSBulk writes and splits vectors with `, `.
         ColumnType::Vector { typ, dimensions } => {
             let items = codec::vector_items(v, typ, *dimensions).ok_or_else(|| bad(t, v))?;
@@ -64,14 +74,14 @@ pub fn to_text(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<String, S
                 if i > 0 {
                     s.push_str(", ");
                 }
-                render(&out(typ, item, binary)?, &mut s);
+                render(&out(typ, item, forms)?, &mut s);
             }
             s.push(']');
             Ok(s)
         }
         _ => {
             let mut s = String::new();
-            render(&out(t, v, binary)?, &mut s);
+            render(&out(t, v, forms)?, &mut s);
             Ok(s)
         }
     }
@@ -81,16 +91,16 @@ pub fn to_text(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<String, S
 /// and decimals as strings (see the module's comment), NaN and infinities as the strings
 /// `NaN`, `Infinity`, `-Infinity`, collections, tuples and vectors as arrays, maps and UDTs as
 /// objects, anything else as a string of its text form.
-pub fn to_json(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<Value, String> {
-    Ok(json_value(out(t, v, binary)?))
+pub fn to_json(t: &ColumnType<'_>, v: &[u8], forms: &Forms) -> Result<Value, String> {
+    Ok(json_value(out(t, v, forms)?))
 }
 
 /// The JSON text of a value, as a field of DSBulk's JSON files holds it: numbers (varints and
 /// decimals with all their digits) and booleans as JSON's, NaN and infinities and every other
 /// scalar as a JSON string of its text form, composites as in [`to_text`].
-pub fn to_json_text(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<String, String> {
+pub fn to_json_text(t: &ColumnType<'_>, v: &[u8], forms: &Forms) -> Result<String, String> {
     let mut s = String::new();
-    render(&out(t, v, binary)?, &mut s);
+    render(&out(t, v, forms)?, &mut s);
     Ok(s)
 }
 
@@ -98,9 +108,9 @@ pub fn to_json_text(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<Stri
 /// COPY's (see `docs/design/csv-json-formats.md`). Text and ascii are taken as they are; other
 /// types are trimmed of whitespace first. An empty string is an error for every type but
 /// text, ascii and blob (null or empty is the caller's decision).
-pub fn from_text(t: &ColumnType<'_>, s: &str) -> Result<Vec<u8>, String> {
+pub fn from_text(t: &ColumnType<'_>, s: &str, forms: &Forms) -> Result<Vec<u8>, String> {
     match t {
-        ColumnType::Native(n) => native_from_text(n, s),
+        ColumnType::Native(n) => native_from_text(n, s, forms),
         _ => {
             let trimmed = s.trim();
             if trimmed.is_empty() {
@@ -122,38 +132,46 @@ pub fn from_text(t: &ColumnType<'_>, s: &str) -> Result<Vec<u8>, String> {
                 _ => trimmed,
             };
             let node = parse_node(text, 0)?;
-            encode(t, &node)?.ok_or_else(|| format!("expected a {}, got null", type_name(t)))
+            encode(t, &node, forms)?.ok_or_else(|| format!("expected a {}, got null", type_name(t)))
         }
     }
 }
 
 /// Parses a JSON value into the serialized bytes of `t`: the forms [`to_json`] writes, numbers
 /// as JSON numbers or strings, and composite values also as strings of their CSV text.
-pub fn from_json(t: &ColumnType<'_>, v: &Value) -> Result<Vec<u8>, String> {
+pub fn from_json(t: &ColumnType<'_>, v: &Value, forms: &Forms) -> Result<Vec<u8>, String> {
     let node = node_of_json(v, 0)?;
-    encode(t, &node)?.ok_or_else(|| format!("expected a {}, got null", type_name(t)))
+    encode(t, &node, forms)?.ok_or_else(|| format!("expected a {}, got null", type_name(t)))
 }
 
 /// Parses the text of one JSON value (a field of a JSON file, as `serde_json::value::RawValue`
 /// gives it) into the serialized bytes of `t`, as [`from_json`] but with numbers read from
 /// their digits: serde_json (without `float_roundtrip`) may parse a double 1 ulp off, and
 /// keeps no integer past 64 bits.
-pub fn from_json_text(t: &ColumnType<'_>, s: &str) -> Result<Vec<u8>, String> {
+pub fn from_json_text(t: &ColumnType<'_>, s: &str, forms: &Forms) -> Result<Vec<u8>, String> {
     let node = parse_node(s.trim(), 0)?;
-    encode(t, &node)?.ok_or_else(|| format!("expected a {}, got null", type_name(t)))
+    encode(t, &node, forms)?.ok_or_else(|| format!("expected a {}, got null", type_name(t)))
 }
 
 /// A writetime (microseconds since the epoch) as DSBulk writes it: a UTC timestamp with its
 /// microseconds, `1970-01-01T00:00:00.001111Z` (trailing zeros of the fraction cut).
-pub fn writetime_text(micros: i64) -> String {
+/// In another timestamp form, the writetime written in it (see
+/// [`Temporal::holds_microseconds`]).
+pub fn writetime_text(micros: i64, forms: &Forms) -> Result<String, String> {
+    if let Some(text) = forms.temporal.writetime_text(micros)? {
+        return Ok(text);
+    }
     let nanos = micros.rem_euclid(1_000_000) as u32 * 1_000;
-    instant_text(micros.div_euclid(1_000_000), nanos)
+    Ok(instant_text(micros.div_euclid(1_000_000), nanos))
 }
 
 /// Reads a writetime back: a timestamp in the forms [`from_text`] reads (a fraction of up to 9
 /// digits, but none beyond microseconds; no epoch milliseconds), or a plain integer of
 /// microseconds.
-pub fn parse_writetime(s: &str) -> Result<i64, String> {
+pub fn parse_writetime(s: &str, forms: &Forms) -> Result<i64, String> {
+    if let Some(micros) = forms.temporal.parse_writetime(s)? {
+        return Ok(micros);
+    }
     let t = s.trim();
     let wanted = || {
         format!(

@@ -11,7 +11,7 @@
 use serde::Deserialize;
 
 use super::Format;
-use super::codec::Binary;
+use super::codec::{Binary, Forms, Temporal, TemporalKeys};
 use super::record::{Dialect, Limits};
 use crate::aws::{AwsCredentials, Endpoint};
 use crate::connectors::parquet::config::{Location, Mode, S3Access, access};
@@ -94,6 +94,10 @@ pub struct CsvSource {
     /// JSON: the layout every file must have; `None` (the default) takes each file as its
     /// first byte other than whitespace says (`[`: one array of objects).
     pub document_mode: Option<DocumentMode>,
+    /// The date, time and timestamp forms fields are read in (DSBulk's `codec.timestamp`,
+    /// `codec.date`, `codec.time`, `codec.timeZone`, `codec.unit`, `codec.epoch`); blobs
+    /// are read in both forms whatever `binary` says.
+    pub forms: Forms,
 }
 
 /// A `target` of `type: csv` or `type: json`.
@@ -119,6 +123,8 @@ pub struct CsvTarget {
     /// Whose forms values are written in: DSBulk's (the default) or those `cqlsh COPY FROM`
     /// reads back.
     pub style: Style,
+    /// The date, time and timestamp forms values are written in (as a source's).
+    pub temporal: Temporal,
 }
 
 /// Whose forms an unload writes values in (`target.style`).
@@ -167,6 +173,18 @@ struct RawSource {
     document_mode: Option<String>,
     #[serde(default)]
     binary: Option<String>,
+    #[serde(default)]
+    timestamp: Option<String>,
+    #[serde(default)]
+    date: Option<String>,
+    #[serde(default)]
+    time: Option<String>,
+    #[serde(default)]
+    time_zone: Option<String>,
+    #[serde(default)]
+    unit: Option<String>,
+    #[serde(default)]
+    epoch: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -199,6 +217,18 @@ struct RawTarget {
     binary: Option<String>,
     #[serde(default)]
     style: Option<String>,
+    #[serde(default)]
+    timestamp: Option<String>,
+    #[serde(default)]
+    date: Option<String>,
+    #[serde(default)]
+    time: Option<String>,
+    #[serde(default)]
+    time_zone: Option<String>,
+    #[serde(default)]
+    unit: Option<String>,
+    #[serde(default)]
+    epoch: Option<String>,
 }
 
 /// One character (`quote`, `escape`, `comment`).
@@ -324,6 +354,11 @@ fn dialect(text: &str, side: &str, keys: DialectKeys) -> Result<Dialect, JobConf
         null_value,
         quote_escapes: false,
     })
+}
+
+/// Reads the date, time and timestamp forms of a section.
+fn temporal(text: &str, side: &str, keys: TemporalKeys<'_>) -> Result<Temporal, JobConfigError> {
+    Temporal::new(keys).map_err(|(key, why)| JobConfigError::at(text, &format!("{side}.{key}"), why))
 }
 
 /// Reads `target.binary` (DSBulk's `codec.binary`, flattened as the other keys are: `BASE64`
@@ -490,6 +525,21 @@ impl CsvSource {
                 .max_concurrent_files
                 .map_or(DEFAULT_FILES_AT_ONCE, |n| n as usize),
             document_mode,
+            forms: Forms {
+                binary: Binary::default(),
+                temporal: temporal(
+                text,
+                "source",
+                TemporalKeys {
+                    timestamp: s.timestamp.as_deref(),
+                    date: s.date.as_deref(),
+                    time: s.time.as_deref(),
+                    time_zone: s.time_zone.as_deref(),
+                    unit: s.unit.as_deref(),
+                    epoch: s.epoch.as_deref(),
+                },
+            )?,
+            },
         })
     }
 }
@@ -562,6 +612,33 @@ impl CsvTarget {
                 "cannot be set with style: cqlsh, which writes blobs as 0x hex (the only form cqlsh COPY FROM reads)",
             ));
         }
+        let keys = TemporalKeys {
+            timestamp: t.timestamp.as_deref(),
+            date: t.date.as_deref(),
+            time: t.time.as_deref(),
+            time_zone: t.time_zone.as_deref(),
+            unit: t.unit.as_deref(),
+            epoch: t.epoch.as_deref(),
+        };
+        if style == Style::Cqlsh
+            && let Some((key, _)) = [
+                ("timestamp", keys.timestamp),
+                ("date", keys.date),
+                ("time", keys.time),
+                ("timeZone", keys.time_zone),
+                ("unit", keys.unit),
+                ("epoch", keys.epoch),
+            ]
+            .into_iter()
+            .find(|(_, v)| v.is_some())
+        {
+            return Err(JobConfigError::at(
+                text,
+                &format!("target.{key}"),
+                "cannot be set with style: cqlsh, which writes dates, times and timestamps in the forms cqlsh COPY FROM reads (timestamps as epoch milliseconds)",
+            ));
+        }
+        let temporal = temporal(text, "target", keys)?;
         let mut dialect = dialect;
         // cqlsh's reader (Python's csv) takes the escape as one outside quotes too: a field
         // holding it is quoted, where it is written doubled.
@@ -586,6 +663,7 @@ impl CsvTarget {
             document_mode,
             binary: binary(text, t.binary.as_deref())?,
             style,
+            temporal,
         })
     }
 }
@@ -618,6 +696,21 @@ mod tests {
         let t = target("").unwrap();
         assert!(t.header);
         assert_eq!(t.mode, Mode::Error);
+    }
+
+    #[test]
+    fn date_time_and_timestamp_forms_are_read_on_both_sides_and_refused_with_cqlsh() {
+        let keys = "  timestamp: 'yyyy-MM-dd HH:mm:ss.SSSXXX'\n  date: BASIC_ISO_DATE\n  time: UNITS_SINCE_EPOCH\n  timeZone: Europe/Paris\n  unit: SECONDS\n  epoch: 2000-01-01T00:00:00Z\n";
+        let s = source(keys).unwrap();
+        assert!(!s.forms.temporal.holds_microseconds());
+        let t = target(keys).unwrap();
+        assert!(!t.temporal.holds_microseconds());
+        let e = target("  style: cqlsh\n  timeZone: UTC\n").unwrap_err();
+        assert!(e.message.contains("target.timeZone: cannot be set with style: cqlsh"), "{e}");
+        let e = source("  batchSize: 10\n  timestamp: yyyy-MM-ddTHH\n").unwrap_err();
+        assert!(e.message.contains("source.timestamp: the pattern"), "{e}");
+        assert!(e.message.contains("the letter T"), "{e}");
+        assert_eq!(e.line, Some(5));
     }
 
     #[test]

@@ -731,7 +731,7 @@ fn to_row(
     layout: &Layout,
     record: &Record,
     shape: RowShape,
-    null_value: &str,
+    (null_value, forms): (&str, &codec::Forms),
 ) -> Result<RawRow, String> {
     if record.fields.len() != layout.slots.len() {
         return Err(format!(
@@ -782,11 +782,11 @@ fn to_row(
                     }
                     continue;
                 }
-                cells[*i] = Some(Bytes::from(codec::from_text(t, text).map_err(bad)?));
+                cells[*i] = Some(Bytes::from(codec::from_text(t, text, forms).map_err(bad)?));
             }
             Slot::Writetime(i) => {
                 if !text.is_empty() && !marked_null {
-                    let micros = codec::parse_writetime(text).map_err(bad)?;
+                    let micros = codec::parse_writetime(text, forms).map_err(bad)?;
                     cells[*i] = Some(Bytes::copy_from_slice(&micros.to_be_bytes()));
                 }
             }
@@ -1069,7 +1069,12 @@ fn parse_file(
                 }
                 continue;
             }
-            match to_row(&file.layout, &record, shape, &source.dialect.null_value) {
+            match to_row(
+                &file.layout,
+                &record,
+                shape,
+                (&source.dialect.null_value, &source.forms),
+            ) {
                 Ok(row) => {
                     if !page.push(row) {
                         return;
@@ -1144,7 +1149,7 @@ fn parse_json_file(
         return;
     }
     let mut page = PageOut::new(tx, source.batch_size, read);
-    let mut row = |text: &[u8], number: u64| match json_row(text, number, keys, shape) {
+    let mut row = |text: &[u8], number: u64| match json_row(text, number, keys, shape, &source.forms) {
         Ok(row) => page.push(row),
         Err(e) => {
             let _ = tx.blocking_send(Err(fail(e, Retry::Never)));
@@ -1223,6 +1228,7 @@ fn json_row(
     line: u64,
     keys: &HashMap<String, Slot>,
     shape: RowShape,
+    forms: &codec::Forms,
 ) -> Result<RawRow, String> {
     let object: HashMap<String, &serde_json::value::RawValue> =
         serde_json::from_slice(text).map_err(|e| format!("line {line}: not a JSON object: {e}"))?;
@@ -1253,10 +1259,10 @@ fn json_row(
         match slot {
             Slot::Skip => {}
             Slot::Value(i, t) => {
-                cells[*i] = Some(Bytes::from(codec::from_json_text(t, value).map_err(bad)?));
+                cells[*i] = Some(Bytes::from(codec::from_json_text(t, value, forms).map_err(bad)?));
             }
             Slot::Writetime(i) => {
-                let micros = codec::parse_writetime(&unquoted().map_err(bad)?).map_err(bad)?;
+                let micros = codec::parse_writetime(&unquoted().map_err(bad)?, forms).map_err(bad)?;
                 cells[*i] = Some(Bytes::copy_from_slice(&micros.to_be_bytes()));
             }
             Slot::Ttl(i) => {
@@ -1337,7 +1343,7 @@ mod tests {
         let cells: Vec<Vec<Option<Vec<u8>>>> = records
             .iter()
             .map(|r| {
-                to_row(&layout, r, shape, "NULL")
+                to_row(&layout, r, shape, ("NULL", &codec::Forms::default()))
                     .unwrap()
                     .cells
                     .into_iter()
@@ -1357,7 +1363,7 @@ mod tests {
             ]
         );
         // Without nullValue the text is a value: an int column refuses it, naming it.
-        let e = to_row(&layout, &records[0], shape, "").unwrap_err();
+        let e = to_row(&layout, &records[0], shape, ("", &codec::Forms::default())).unwrap_err();
         assert!(e.contains("line 1: column \"n\""), "{e}");
     }
 

@@ -109,6 +109,13 @@ pub async fn open_unload(
         )
         .into());
     }
+    if preserve && !dst.temporal.holds_microseconds() {
+        return Err(invalid(
+            "target.timestamp",
+            "cannot write a writetime, which has microseconds, exactly: with source.preserveTimestamps the timestamp form must hold them (CQL_TIMESTAMP, an ISO formatter, UNITS_SINCE_EPOCH with MICROSECONDS or NANOSECONDS, or a pattern with six or more fraction digits, SSSSSS)".into(),
+        )
+        .into());
+    }
     if preserve
         && let Some(c) = table
             .statics
@@ -182,7 +189,10 @@ pub async fn open_unload(
                     names,
                     format: dst.format,
                     array: dst.format == Format::Json && dst.document_mode == DocumentMode::Single,
-                    binary: dst.binary,
+                    forms: codec::Forms {
+                        binary: dst.binary,
+                        temporal: dst.temporal.clone(),
+                    },
                     cqlsh: dst.style == Style::Cqlsh,
                 },
             )
@@ -391,8 +401,8 @@ pub struct CsvFiles {
     format: Format,
     /// JSON as one array of objects (`documentMode: SINGLE_DOCUMENT`).
     array: bool,
-    /// How blobs are written (`binary`).
-    binary: codec::Binary,
+    /// How blobs, dates, times and timestamps are written (`binary`, `timestamp`, …).
+    forms: codec::Forms,
     /// Values in the forms cqlsh COPY FROM reads (`style: cqlsh`).
     cqlsh: bool,
 }
@@ -415,18 +425,20 @@ impl CsvFiles {
                     .as_deref()
                     .map(|v| {
                         if json {
-                            codec::to_json_text(t, v, self.binary)
+                            codec::to_json_text(t, v, &self.forms)
                         } else if self.cqlsh {
                             codec::to_cqlsh_text(t, v)
                         } else {
-                            codec::to_text(t, v, self.binary)
+                            codec::to_text(t, v, &self.forms)
                         }
                     })
                     .transpose(),
-                Field::Writetime(i) => Ok(cql::codec::read_i64(&row.cells[*i]).map(|w| {
-                    let text = codec::writetime_text(w);
-                    if json { json_string(&text) } else { text }
-                })),
+                Field::Writetime(i) => cql::codec::read_i64(&row.cells[*i])
+                    .map(|w| {
+                        let text = codec::writetime_text(w, &self.forms)?;
+                        Ok(if json { json_string(&text) } else { text })
+                    })
+                    .transpose(),
                 Field::Ttl(i) => Ok(cql::codec::read_i32(&row.cells[*i]).map(|t| t.to_string())),
             };
             texts.push(text.map_err(|e| format!("column {:?}: {e}", self.columns[n]))?);
@@ -601,7 +613,7 @@ mod tests {
             },
             format,
             array,
-            binary: codec::Binary::Base64,
+            forms: codec::Forms::default(),
             cqlsh: false,
         };
         let dir = tempfile::tempdir().unwrap();

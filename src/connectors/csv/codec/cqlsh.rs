@@ -18,6 +18,12 @@
 
 use super::*;
 
+/// cqlsh's blobs are `0x` hex; its dates, times and timestamps are written here.
+static HEX: std::sync::LazyLock<Forms> = std::sync::LazyLock::new(|| Forms {
+    binary: Binary::Hex,
+    temporal: Temporal::default(),
+});
+
 /// A value's text in the forms `cqlsh COPY FROM` reads back to the same value.
 pub fn to_cqlsh_text(t: &ColumnType<'_>, v: &[u8]) -> Result<String, String> {
     let mut s = String::new();
@@ -155,7 +161,7 @@ fn native(
             }
             date_text(days)
         }
-        _ => native_text(t, n, v, Binary::Hex)?,
+        _ => native_text(t, n, v, &HEX)?,
     };
     let quoted = nested
         && matches!(

@@ -6,7 +6,7 @@ use base64::Engine as _;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use num_bigint::{BigInt, Sign};
 
-pub(super) fn native_from_text(n: &NativeType, s: &str) -> Result<Vec<u8>, String> {
+pub(super) fn native_from_text(n: &NativeType, s: &str, forms: &Forms) -> Result<Vec<u8>, String> {
     match n {
         NativeType::Text => return Ok(s.as_bytes().to_vec()),
         NativeType::Ascii => {
@@ -99,23 +99,32 @@ pub(super) fn native_from_text(n: &NativeType, s: &str) -> Result<Vec<u8>, Strin
             }
         }
         NativeType::Date => {
-            let (days, rest) = parse_date_prefix(t).ok_or_else(wanted)?;
-            if !rest.is_empty() {
-                return Err(wanted());
-            }
+            let days = if forms.temporal.default_date() {
+                match parse_date_prefix(t) {
+                    Some((days, "")) => days,
+                    _ => return Err(wanted()),
+                }
+            } else {
+                forms.temporal.parse_date(t)?
+            };
             u32::try_from(days + DATE_EPOCH)
                 .map_err(|_| out_of_range(n, s))?
                 .to_be_bytes()
                 .to_vec()
         }
+        NativeType::Time if !forms.temporal.default_time() => {
+            forms.temporal.parse_time(t)?.to_be_bytes().to_vec()
+        }
         NativeType::Time => match parse_time_prefix(t) {
             Some((ns, "")) => ns.to_be_bytes().to_vec(),
             _ => return Err(wanted()),
         },
-        NativeType::Timestamp => parse_timestamp(t)
-            .map_err(|e| e.unwrap_or_else(wanted))?
-            .to_be_bytes()
-            .to_vec(),
+        NativeType::Timestamp => match forms.temporal.parse_timestamp(t)? {
+            Some(ms) => ms,
+            None => parse_timestamp(t).map_err(|e| e.unwrap_or_else(wanted))?,
+        }
+        .to_be_bytes()
+        .to_vec(),
         NativeType::Duration => {
             let [months, days, nanos] = parse_duration(t).ok_or_else(wanted)?;
             codec::encode_duration(months, days, nanos)

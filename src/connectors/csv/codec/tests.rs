@@ -8,14 +8,42 @@ use serde_json::json;
 
 use super::*;
 
-/// [`super::to_text`] with blobs in base64, the default.
-fn to_text(t: &ColumnType<'_>, v: &[u8]) -> Result<String, String> {
-    super::to_text(t, v, Binary::Base64)
+/// The default forms with blobs in `binary`.
+fn blob_forms(binary: Binary) -> Forms {
+    Forms {
+        binary,
+        ..Forms::default()
+    }
 }
 
-/// [`super::to_json`] with blobs in base64, the default.
+/// [`super::to_text`] in the default forms.
+fn to_text(t: &ColumnType<'_>, v: &[u8]) -> Result<String, String> {
+    super::to_text(t, v, &Forms::default())
+}
+
+/// [`super::to_json`] in the default forms.
 fn to_json(t: &ColumnType<'_>, v: &[u8]) -> Result<Value, String> {
-    super::to_json(t, v, Binary::Base64)
+    super::to_json(t, v, &Forms::default())
+}
+
+fn from_text(t: &ColumnType<'_>, s: &str) -> Result<Vec<u8>, String> {
+    super::from_text(t, s, &Forms::default())
+}
+
+fn from_json(t: &ColumnType<'_>, v: &Value) -> Result<Vec<u8>, String> {
+    super::from_json(t, v, &Forms::default())
+}
+
+fn from_json_text(t: &ColumnType<'_>, s: &str) -> Result<Vec<u8>, String> {
+    super::from_json_text(t, s, &Forms::default())
+}
+
+fn writetime_text(micros: i64) -> String {
+    super::writetime_text(micros, &Forms::default()).unwrap()
+}
+
+fn parse_writetime(s: &str) -> Result<i64, String> {
+    super::parse_writetime(s, &Forms::default())
 }
 
 fn binaries() -> impl Strategy<Value = Binary> {
@@ -472,7 +500,7 @@ fn vectors_are_written_with_a_space_after_each_comma() {
 
 #[test]
 fn hex_writes_blobs_as_0x_and_lowercase_digits_everywhere() {
-    let hex = |t: &ColumnType<'_>, v: &[u8]| super::to_text(t, v, Binary::Hex).unwrap();
+    let hex = |t: &ColumnType<'_>, v: &[u8]| super::to_text(t, v, &blob_forms(Binary::Hex)).unwrap();
     let blob = nat(NativeType::Blob);
     assert_eq!(hex(&blob, &[1, 0xab, 0xff]), "0x01abff");
     assert_eq!(hex(&blob, &[]), "0x");
@@ -490,11 +518,11 @@ fn hex_writes_blobs_as_0x_and_lowercase_digits_everywhere() {
     let v = items(&[Some(&[0x0a]), Some(&7i32.to_be_bytes())]);
     assert_eq!(hex(&u, &v), "{\"b\":\"0x0a\",\"n\":7}");
     assert_eq!(
-        super::to_json_text(&u, &v, Binary::Hex).unwrap(),
+        super::to_json_text(&u, &v, &blob_forms(Binary::Hex)).unwrap(),
         "{\"b\":\"0x0a\",\"n\":7}"
     );
     assert_eq!(
-        super::to_json(&blob, &[0xab], Binary::Hex).unwrap(),
+        super::to_json(&blob, &[0xab], &blob_forms(Binary::Hex)).unwrap(),
         json!("0xab")
     );
     for (t, v) in [(&blobs, coll(2, &[Some(&[0xca, 0xfe]), None])), (&u, v)] {
@@ -885,14 +913,14 @@ proptest! {
 
     #[test]
     fn every_value_reads_back_from_its_text_byte_for_byte((t, v) in typed_values(), binary in binaries()) {
-        let s = super::to_text(&t, &v, binary).map_err(|e| TestCaseError::fail(format!("{}: {e}", type_name(&t))))?;
+        let s = super::to_text(&t, &v, &blob_forms(binary)).map_err(|e| TestCaseError::fail(format!("{}: {e}", type_name(&t))))?;
         let back = from_text(&t, &s).map_err(|e| TestCaseError::fail(format!("{}: {s:?}: {e}", type_name(&t))))?;
         prop_assert_eq!(back, v, "{}: {}", type_name(&t), s);
     }
 
     #[test]
     fn every_value_reads_back_from_its_json_byte_for_byte((t, v) in typed_values(), binary in binaries()) {
-        let j = super::to_json(&t, &v, binary).map_err(|e| TestCaseError::fail(format!("{}: {e}", type_name(&t))))?;
+        let j = super::to_json(&t, &v, &blob_forms(binary)).map_err(|e| TestCaseError::fail(format!("{}: {e}", type_name(&t))))?;
         let back = from_json(&t, &j).map_err(|e| TestCaseError::fail(format!("{}: {j}: {e}", type_name(&t))))?;
         prop_assert_eq!(&back, &v, "{}: {}", type_name(&t), j);
         // And from JSON's text, as a JSON file holds it.

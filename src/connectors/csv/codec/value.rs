@@ -261,11 +261,15 @@ pub(super) fn hex4(chars: &mut std::str::CharIndices<'_>) -> Option<u32> {
 }
 
 /// The serialized bytes of `node` as a `t`; `None` for null.
-pub(super) fn encode(t: &ColumnType<'_>, node: &Node) -> Result<Option<Vec<u8>>, String> {
+pub(super) fn encode(
+    t: &ColumnType<'_>,
+    node: &Node,
+    forms: &Forms,
+) -> Result<Option<Vec<u8>>, String> {
     let mismatch = |got: &str| format!("expected a {}, got {got}", type_name(t));
     let bytes = match (t, node) {
         (_, Node::Null) => return Ok(None),
-        (ColumnType::Native(n), Node::Str(s) | Node::Bare(s)) => native_from_text(n, s)?,
+        (ColumnType::Native(n), Node::Str(s) | Node::Bare(s)) => native_from_text(n, s, forms)?,
         (ColumnType::Native(_), Node::Arr(_)) => return Err(mismatch("an array")),
         (ColumnType::Native(_), Node::Obj(_)) => return Err(mismatch("an object")),
         // A composite value written as a string of its text: a map's key, a JSON file's cell.
@@ -273,7 +277,7 @@ pub(super) fn encode(t: &ColumnType<'_>, node: &Node) -> Result<Option<Vec<u8>>,
         (_, Node::Str(s)) => {
             return match parse_node(s.trim(), 0)? {
                 Node::Str(_) => Err(mismatch(&echo(s))),
-                inner => encode(t, &inner),
+                inner => encode(t, &inner, forms),
             };
         }
         (_, Node::Bare(s)) => return Err(mismatch(&echo(s))),
@@ -286,12 +290,12 @@ pub(super) fn encode(t: &ColumnType<'_>, node: &Node) -> Result<Option<Vec<u8>>,
                     CollectionType::Map(k, v) => {
                         let mut flat = Vec::with_capacity(entries.len() * 2);
                         for (key, value) in entries {
-                            let key = encode(k, key)
+                            let key = encode(k, key, forms)
                                 .map_err(|e| format!("a key of a {}: {e}", type_name(t)))?
                                 .ok_or_else(|| format!("a {} with a null key", type_name(t)))?;
                             flat.push(Some(key));
                             flat.push(
-                                encode(v, value)
+                                encode(v, value, forms)
                                     .map_err(|e| format!("a value of a {}: {e}", type_name(t)))?,
                             );
                         }
@@ -307,7 +311,7 @@ pub(super) fn encode(t: &ColumnType<'_>, node: &Node) -> Result<Option<Vec<u8>>,
                         .iter()
                         .enumerate()
                         .map(|(i, item)| {
-                            encode(e, item).map_err(|err| {
+                            encode(e, item, forms).map_err(|err| {
                                 format!("item {} of a {}: {err}", i + 1, type_name(t))
                             })
                         })
@@ -328,7 +332,7 @@ pub(super) fn encode(t: &ColumnType<'_>, node: &Node) -> Result<Option<Vec<u8>>,
             }
             let mut encoded = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
-                let b = encode(typ, item)
+                let b = encode(typ, item, forms)
                     .map_err(|e| format!("item {} of a {}: {e}", i + 1, type_name(t)))?;
                 encoded.push(b.ok_or_else(|| format!("a {} with a null item", type_name(t)))?);
             }
@@ -337,7 +341,7 @@ pub(super) fn encode(t: &ColumnType<'_>, node: &Node) -> Result<Option<Vec<u8>>,
         }
         (ColumnType::Tuple(types), Node::Arr(items)) => {
             let fields = types.iter().collect::<Vec<_>>();
-            positional(t, &fields, items)?
+            positional(t, &fields, items, forms)?
         }
         (ColumnType::UserDefinedType { definition, .. }, Node::Arr(items)) => {
             let fields = definition
@@ -345,7 +349,7 @@ pub(super) fn encode(t: &ColumnType<'_>, node: &Node) -> Result<Option<Vec<u8>>,
                 .iter()
                 .map(|(_, t)| t)
                 .collect::<Vec<_>>();
-            positional(t, &fields, items)?
+            positional(t, &fields, items, forms)?
         }
         (ColumnType::UserDefinedType { definition, .. }, Node::Obj(entries)) => {
             let types = &definition.field_types;
@@ -373,7 +377,7 @@ pub(super) fn encode(t: &ColumnType<'_>, node: &Node) -> Result<Option<Vec<u8>>,
                 if std::mem::replace(&mut given[i], true) {
                     return Err(format!("the field {} is given twice", echo(name)));
                 }
-                values[i] = encode(&types[i].1, value).map_err(|e| format!("field {name}: {e}"))?;
+                values[i] = encode(&types[i].1, value, forms).map_err(|e| format!("field {name}: {e}"))?;
             }
             fields_bytes(t, &values)?
         }
@@ -388,6 +392,7 @@ pub(super) fn positional(
     t: &ColumnType<'_>,
     types: &[&ColumnType<'_>],
     items: &[Node],
+    forms: &Forms,
 ) -> Result<Vec<u8>, String> {
     if items.len() > types.len() {
         return Err(format!(
@@ -400,7 +405,7 @@ pub(super) fn positional(
     let mut values = vec![None; types.len()];
     for (i, (ft, item)) in types.iter().zip(items).enumerate() {
         values[i] =
-            encode(ft, item).map_err(|e| format!("field {} of a {}: {e}", i + 1, type_name(t)))?;
+            encode(ft, item, forms).map_err(|e| format!("field {} of a {}: {e}", i + 1, type_name(t)))?;
     }
     fields_bytes(t, &values)
 }

@@ -23,7 +23,7 @@ pub(super) enum Out {
     Obj(Vec<(String, Out)>),
 }
 
-pub(super) fn out(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<Out, String> {
+pub(super) fn out(t: &ColumnType<'_>, v: &[u8], forms: &Forms) -> Result<Out, String> {
     let fixed = |n: usize| {
         if v.len() == n {
             Ok(())
@@ -55,8 +55,8 @@ pub(super) fn out(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<Out, S
                 fixed(8)?;
                 Out::F64(f64::from_be_bytes(v.try_into().map_err(|_| bad(t, v))?))
             }
-            NativeType::Varint | NativeType::Decimal => Out::Big(native_text(t, n, v, binary)?),
-            _ => Out::Str(native_text(t, n, v, binary)?),
+            NativeType::Varint | NativeType::Decimal => Out::Big(native_text(t, n, v, forms)?),
+            _ => Out::Str(native_text(t, n, v, forms)?),
         },
         ColumnType::Collection { typ, .. } => {
             if v.is_empty() {
@@ -71,7 +71,7 @@ pub(super) fn out(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<Out, S
                     codec::collection_items(v, 1)
                         .ok_or_else(|| bad(t, v))?
                         .into_iter()
-                        .map(|item| item.map_or(Ok(Out::Null), |b| out(e, b, binary)))
+                        .map(|item| item.map_or(Ok(Out::Null), |b| out(e, b, forms)))
                         .collect::<Result<_, _>>()?,
                 ),
                 CollectionType::Map(k, e) => {
@@ -85,7 +85,7 @@ pub(super) fn out(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<Out, S
                                 type_name(t)
                             )
                         })?;
-                        let key = to_text(k, key, binary)?;
+                        let key = to_text(k, key, forms)?;
                         if !seen.insert(key.clone()) {
                             return Err(format!(
                                 "a {} value with two keys written {}, which a JSON object cannot carry",
@@ -93,7 +93,7 @@ pub(super) fn out(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<Out, S
                                 echo(&key)
                             ));
                         }
-                        let value = pair[1].map_or(Ok(Out::Null), |b| out(e, b, binary))?;
+                        let value = pair[1].map_or(Ok(Out::Null), |b| out(e, b, forms))?;
                         entries.push((key, value));
                     }
                     Out::Obj(entries)
@@ -105,7 +105,7 @@ pub(super) fn out(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<Out, S
             codec::vector_items(v, typ, *dimensions)
                 .ok_or_else(|| if v.is_empty() { empty(t) } else { bad(t, v) })?
                 .into_iter()
-                .map(|b| out(typ, b, binary))
+                .map(|b| out(typ, b, forms))
                 .collect::<Result<_, _>>()?,
         ),
         ColumnType::Tuple(types) => {
@@ -119,7 +119,7 @@ pub(super) fn out(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<Out, S
                             .get(i)
                             .copied()
                             .flatten()
-                            .map_or(Ok(Out::Null), |b| out(ft, b, binary))
+                            .map_or(Ok(Out::Null), |b| out(ft, b, forms))
                     })
                     .collect::<Result<_, _>>()?,
             )
@@ -136,7 +136,7 @@ pub(super) fn out(t: &ColumnType<'_>, v: &[u8], binary: Binary) -> Result<Out, S
                             .get(i)
                             .copied()
                             .flatten()
-                            .map_or(Ok(Out::Null), |b| out(ft, b, binary))?;
+                            .map_or(Ok(Out::Null), |b| out(ft, b, forms))?;
                         Ok((name.to_string(), value))
                     })
                     .collect::<Result<_, String>>()?,
@@ -179,7 +179,7 @@ pub(super) fn native_text(
     t: &ColumnType<'_>,
     n: &NativeType,
     v: &[u8],
-    binary: Binary,
+    forms: &Forms,
 ) -> Result<String, String> {
     let text_like = matches!(n, NativeType::Ascii | NativeType::Text | NativeType::Blob);
     if v.is_empty() && !text_like {
@@ -205,7 +205,7 @@ pub(super) fn native_text(
                 }
                 hex
             };
-            match binary {
+            match forms.binary {
                 Binary::Hex => hex(),
                 Binary::Base64 => {
                     let b64 = base64::engine::general_purpose::STANDARD.encode(v);
@@ -257,12 +257,19 @@ pub(super) fn native_text(
         },
         NativeType::Date => {
             let raw = u32::from_be_bytes(sized(4)?.try_into().map_err(|_| bad(t, v))?);
-            date_text(i64::from(raw) - DATE_EPOCH)
+            let days = i64::from(raw) - DATE_EPOCH;
+            match forms.temporal.date_text(days)? {
+                Some(text) => text,
+                None => date_text(days),
+            }
         }
         NativeType::Time => {
             let ns = i64::from_be_bytes(sized(8)?.try_into().map_err(|_| bad(t, v))?);
             if !(0..NANOS_PER_DAY).contains(&ns) {
                 return Err(bad(t, v));
+            }
+            if let Some(text) = forms.temporal.time_text(ns)? {
+                return Ok(text);
             }
             let secs = ns / 1_000_000_000;
             format!(
@@ -275,6 +282,9 @@ pub(super) fn native_text(
         }
         NativeType::Timestamp => {
             let ms = i64::from_be_bytes(sized(8)?.try_into().map_err(|_| bad(t, v))?);
+            if let Some(text) = forms.temporal.timestamp_text(ms)? {
+                return Ok(text);
+            }
             instant_text(ms.div_euclid(1000), ms.rem_euclid(1000) as u32 * 1_000_000)
         }
         NativeType::Duration => {
