@@ -1562,3 +1562,243 @@ async fn cqlsh_copy_from_loads_a_cqlsh_style_unload_exactly() {
         "{body}"
     );
 }
+
+/// DSBulk's date, time and timestamp forms (`timestamp`, `date`, `time`, `timeZone`, `unit`,
+/// `epoch`): an unload in java.time patterns in Paris, read by Python's `csv` and `json` (the
+/// texts as java.time writes them, inside a list and a UDT too, the writetime with its
+/// microseconds), loads back cell for cell, writetimes included; DSBulk's own test files
+/// (`temporal.csv`, `temporal-numeric.csv`, with its names in English) load to the values its
+/// tests expect; a pattern that would drop milliseconds fails the unload naming the value,
+/// and one that cannot hold a writetime's microseconds is refused at once.
+#[tokio::test]
+async fn dsbulks_date_time_and_timestamp_forms_unload_and_load_back_exactly() {
+    let (src, dst) = clusters().await;
+    let ks = "it_csv_temporal";
+    fresh_keyspace(
+        &src,
+        &dst,
+        ks,
+        "CREATE TYPE $ks.u (t timestamp, d date);
+         CREATE TABLE $ks.t (k int PRIMARY KEY, d date, tm time, ts timestamp,
+           lts frozen<list<timestamp>>, ud frozen<u>, v int);
+         CREATE TABLE $ks.temporals (key int PRIMARY KEY, vdate date, vtime time, vtimestamp timestamp)",
+    )
+    .await;
+    exec(
+        &src,
+        &format!(
+            "INSERT INTO {ks}.t (k, d, tm, ts, lts, ud, v) VALUES (0, '2018-03-09', '17:12:32.584',
+               '2018-03-09 16:12:32.584Z', ['1969-12-31 23:59:59.999Z'],
+               {{t: '2021-10-31 00:30:00Z', d: '0001-01-01'}}, 1) USING TIMESTAMP 1234567890123456"
+        ),
+    )
+    .await;
+    exec(
+        &src,
+        &format!(
+            "INSERT INTO {ks}.t (k, d, tm, ts, lts) VALUES (1, '9999-12-31', '00:00:00', '2021-06-01 10:00:00Z', [])"
+        ),
+    )
+    .await;
+    let forms = "  timestamp: 'yyyy-MM-dd HH:mm:ss.SSSSSSXXX'\n  date: dd/MM/yyyy\n  time: HH:mm:ss.SSSSSSSSS\n  timeZone: Europe/Paris\n";
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let home = Home::new();
+    let daemon = Daemon::start(&home, "").await;
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &unload_job(
+                ks,
+                "t",
+                &format!("{d}/t"),
+                "  preserveTimestamps: true\n",
+                forms,
+            ),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    let got = python(&format!(
+        "import csv, glob, json\n\
+         rows = []\n\
+         for p in sorted(glob.glob('{d}/t/*.csv')):\n\
+         \x20   with open(p, newline='', encoding='utf-8') as f:\n\
+         \x20       r = list(csv.reader(f, escapechar='\\\\', doublequote=False, strict=True))\n\
+         \x20       h = r[0]\n\
+         \x20       for x in r[1:]:\n\
+         \x20           o = dict(zip(h, x))\n\
+         \x20           rows.append([int(o['k']), o['d'], o['tm'], o['ts'], json.loads(o['lts']) if o['lts'] else None,\n\
+         \x20                        json.loads(o['ud']) if o['ud'] else None, o['v'], o['writetime(v)']])\n\
+         print(json.dumps(sorted(rows)))"
+    ));
+    let got: serde_json::Value = serde_json::from_str(&got).unwrap();
+    assert_eq!(
+        got,
+        serde_json::json!([
+            [0, "09/03/2018", "17:12:32.584000000", "2018-03-09 17:12:32.584000+01:00",
+             ["1970-01-01 00:59:59.999000+01:00"],
+             {"t": "2021-10-31 02:30:00.000000+02:00", "d": "01/01/0001"},
+             "1", "2009-02-14 00:31:30.123456+01:00"],
+            [1, "31/12/9999", "00:00:00.000000000", "2021-06-01 12:00:00.000000+02:00",
+             [], null, "", ""]
+        ])
+    );
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &load_job(&format!("{d}/t"), ks, "t", forms),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    let table = format!("{ks}.t");
+    let select = "k, d, tm, ts, lts, ud, v, writetime(v)";
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, select, select, &[]).await,
+        2
+    );
+
+    // JSON files carry the same forms, as strings.
+    exec(&dst, &format!("TRUNCATE {ks}.t")).await;
+    let out = format!("{d}/json");
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &unload_as("json", ks, "t", &out, "  preserveTimestamps: true\n", forms),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    let texts = python(&format!(
+        "import glob, json\n\
+         print(sorted(json.loads(l)['ts'] for p in glob.glob('{out}/*.json') for l in open(p) if l.strip()))"
+    ));
+    assert_eq!(
+        texts.trim(),
+        "['2018-03-09 17:12:32.584000+01:00', '2021-06-01 12:00:00.000000+02:00']"
+    );
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &load_as("json", &out, ks, "t", forms),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    assert_eq!(
+        assert_same(&src, &table, &dst, &table, select, select, &[]).await,
+        2
+    );
+
+    // DSBulk's test files, as its end-to-end tests load them.
+    std::fs::create_dir_all(format!("{d}/named")).unwrap();
+    std::fs::write(
+        format!("{d}/named/temporal.csv"),
+        "key,vdate                  ,vtime    ,vtimestamp\n0  ,\"Friday, 9 March 2018\",171232584,2018-03-09T17:12:32.000+01:00[Europe/Paris]\n"
+            .replace("vdate                  ", "vdate")
+            .replace("vtime    ", "vtime"),
+    )
+    .unwrap();
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &load_job(
+                &format!("{d}/named"),
+                ks,
+                "temporals",
+                "  timeZone: Europe/Paris\n  date: cccc, d MMMM uuuu\n  time: HHmmssSSS\n  timestamp: ISO_ZONED_DATE_TIME\n  unit: SECONDS\n",
+            ),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    async fn row(dst: &scylla::client::session::Session, ks: &str, key: i32) -> (i64, i64, i64) {
+        let r = dst
+            .query_unpaged(
+                format!(
+                    "SELECT toUnixTimestamp(vdate), vtime, toUnixTimestamp(vtimestamp) FROM {ks}.temporals WHERE key = {key}"
+                ),
+                (),
+            )
+            .await
+            .unwrap()
+            .into_rows_result()
+            .unwrap();
+        let (d, t, ts): (i64, scylla::value::CqlTime, i64) = r.single_row().unwrap();
+        (d, t.0, ts)
+    }
+    // 2018-03-09 (midnight UTC, in ms); 17:12:32.584; 16:12:32 UTC.
+    assert_eq!(
+        row(&dst, ks, 0).await,
+        (1_520_553_600_000, 61_952_584_000_000, 1_520_611_952_000)
+    );
+    std::fs::create_dir_all(format!("{d}/numeric")).unwrap();
+    std::fs::write(
+        format!("{d}/numeric/temporal-numeric.csv"),
+        "key,vdate,vtime,vtimestamp\n1  ,11520,123  ,123456\n",
+    )
+    .unwrap();
+    let job = daemon
+        .run_job(
+            "/api/v1/migrations",
+            &load_job(
+                &format!("{d}/numeric"),
+                ks,
+                "temporals",
+                "  timeZone: Europe/Paris\n  date: UNITS_SINCE_EPOCH\n  time: UNITS_SINCE_EPOCH\n  timestamp: UNITS_SINCE_EPOCH\n  unit: MINUTES\n  epoch: 2000-01-01T00:00:00+01:00[Europe/Paris]\n",
+            ),
+            WAIT,
+        )
+        .await;
+    assert_eq!(job["state"], "SUCCEEDED", "{job}");
+    // 11520 minutes = 2000-01-09; 123 minutes = 02:03; 123456 minutes after 2000 in Paris =
+    // 2000-03-26 18:36+02:00 (daylight saving time began that day) = 16:36 UTC.
+    assert_eq!(
+        row(&dst, ks, 1).await,
+        (947_376_000_000, 7_380_000_000_000, 954_088_560_000)
+    );
+
+    // A pattern without milliseconds: the unload fails naming the value it would drop.
+    let (_, error) = failed(
+        &daemon,
+        &unload_job(
+            ks,
+            "t",
+            &format!("{d}/coarse"),
+            "",
+            "  timestamp: yyyy-MM-dd HH:mm:ss\n",
+        ),
+    )
+    .await;
+    assert!(
+        error.contains("drops part of it") && error.contains("\"yyyy-MM-dd HH:mm:ss\""),
+        "{error}"
+    );
+    assert!(
+        error.contains("2018-03-09T16:12:32.584Z") || error.contains("1969-12-31T23:59:59.999Z"),
+        "{error}"
+    );
+    // Writetimes need microseconds: refused before anything is read.
+    let (status, body) = daemon
+        .post_raw(
+            "/api/v1/migrations",
+            "application/yaml",
+            unload_job(
+                ks,
+                "t",
+                &format!("{d}/x"),
+                "  preserveTimestamps: true\n",
+                "  timestamp: yyyy-MM-dd HH:mm:ss.SSS\n",
+            ),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("target.timestamp: cannot write a writetime"),
+        "{body}"
+    );
+}

@@ -23,7 +23,7 @@ use super::{DATE_EPOCH, NANOS_PER_DAY, echo};
 
 mod pattern;
 
-use pattern::Pattern;
+use pattern::{Moment, Pattern};
 
 const NANOS_PER_SEC: i128 = 1_000_000_000;
 
@@ -264,7 +264,7 @@ impl Temporal {
             }
             Form::Iso(_) => unreachable!("date and time forms are not timestamp forms"),
             Form::Units => self.units_text(ns - self.epoch, what)?,
-            Form::Pattern(p) => p.format(&self.at(ns)?),
+            Form::Pattern(p) => p.format(&(&self.at(ns)?).into()),
         };
         let back = self.parse_instant(&text).map_err(|e| {
             format!(
@@ -307,10 +307,11 @@ impl Temporal {
             }
             Form::Pattern(p) => {
                 let d = jiff_date(days).ok_or_else(|| self.unwritable_date(days))?;
-                let z = d
-                    .to_zoned(TimeZone::UTC)
-                    .map_err(|_| self.unwritable_date(days))?;
-                p.format(&z)
+                p.format(&Moment {
+                    dt: d.to_datetime(civil::Time::MIN),
+                    offset: 0,
+                    zone_id: None,
+                })
             }
         };
         let back = self.parse_date(&text)?;
@@ -345,12 +346,11 @@ impl Temporal {
                 self.units_text(at.timestamp().as_nanosecond() - self.epoch, "time")?
             }
             Form::Pattern(p) => {
-                let z = self
-                    .epoch_date
-                    .to_datetime(time()?)
-                    .to_zoned(TimeZone::UTC)
-                    .map_err(|e| e.to_string())?;
-                p.format(&z)
+                p.format(&Moment {
+                dt: self.epoch_date.to_datetime(time()?),
+                offset: 0,
+                zone_id: None,
+            })
             }
         };
         let back = self.parse_time(&text)?;
@@ -743,9 +743,8 @@ fn form(kind: Kind, given: &str) -> Result<Form, String> {
 
 /// The civil date `days` after 1970-01-01, when jiff holds it (years -9999 to 9999).
 fn jiff_date(days: i64) -> Option<civil::Date> {
-    civil::date(1970, 1, 1)
-        .checked_add(jiff::SignedDuration::from_hours(days.checked_mul(24)?))
-        .ok()
+    let (y, m, d) = super::civil_from_days(days);
+    civil::Date::new(i16::try_from(y).ok()?, m as i8, d as i8).ok()
 }
 
 fn days_of(d: civil::Date) -> i64 {

@@ -8,6 +8,26 @@ use super::{Kind, Temporal, offset_text, zone};
 use crate::connectors::csv::codec::echo;
 
 
+/// What a pattern writes: a local date and time, its offset and its zone's id. A date or a
+/// time is put on midnight or on the epoch's day, at offset zero without an id (their
+/// patterns have no zone letters); jiff's `Timestamp`, which keeps a day of margin for any
+/// offset, would not hold 9999-12-31.
+pub(super) struct Moment<'a> {
+    pub dt: civil::DateTime,
+    pub offset: i32,
+    pub zone_id: Option<&'a str>,
+}
+
+impl<'a> From<&'a jiff::Zoned> for Moment<'a> {
+    fn from(z: &'a jiff::Zoned) -> Self {
+        Moment {
+            dt: z.datetime(),
+            offset: z.offset().seconds(),
+            zone_id: z.time_zone().iana_name(),
+        }
+    }
+}
+
 /// A `java.time.format.DateTimeFormatter` pattern (English names, as DSBulk's default locale
 /// `en_US`): the letters `u y M L d D E e c a H k K h m s S n V X x Z`, `'quoted'` text, other
 /// characters as themselves, and `[optional]` sections (read when they match, always
@@ -198,7 +218,7 @@ impl Pattern {
 
     /// Writes a zoned date and time (the date and time of a date or time form are put on
     /// a day or midnight, in UTC, and have no zone letters).
-    pub(super) fn format(&self, z: &jiff::Zoned) -> String {
+    pub(super) fn format(&self, z: &Moment<'_>) -> String {
         let mut s = String::new();
         format_nodes(&self.nodes, z, &mut s);
         s
@@ -266,7 +286,7 @@ fn check_letter(c: char, n: usize) -> Result<(), String> {
     }
 }
 
-fn format_nodes(nodes: &[Node], z: &jiff::Zoned, s: &mut String) {
+fn format_nodes(nodes: &[Node], z: &Moment<'_>, s: &mut String) {
     use std::fmt::Write as _;
     for node in nodes {
         match node {
@@ -278,9 +298,9 @@ fn format_nodes(nodes: &[Node], z: &jiff::Zoned, s: &mut String) {
                     let _ = write!(s, "{v:0width$}");
                 };
                 match c {
-                    'u' | 'y' if n == 2 => num(s, i64::from(z.year()).rem_euclid(100), 2),
+                    'u' | 'y' if n == 2 => num(s, i64::from(z.dt.year()).rem_euclid(100), 2),
                     'u' | 'y' => {
-                        let y = i64::from(z.year());
+                        let y = i64::from(z.dt.year());
                         if n >= 4 && y > 9999 {
                             let _ = write!(s, "+{y}");
                         } else if y < 0 {
@@ -290,38 +310,38 @@ fn format_nodes(nodes: &[Node], z: &jiff::Zoned, s: &mut String) {
                         }
                     }
                     'M' | 'L' => match n {
-                        1 | 2 => num(s, i64::from(z.month()), n),
-                        3 => s.push_str(&MONTHS[z.month() as usize - 1][..3]),
-                        _ => s.push_str(MONTHS[z.month() as usize - 1]),
+                        1 | 2 => num(s, i64::from(z.dt.month()), n),
+                        3 => s.push_str(&MONTHS[z.dt.month() as usize - 1][..3]),
+                        _ => s.push_str(MONTHS[z.dt.month() as usize - 1]),
                     },
-                    'd' => num(s, i64::from(z.day()), n),
-                    'D' => num(s, i64::from(z.day_of_year()), n),
+                    'd' => num(s, i64::from(z.dt.day()), n),
+                    'D' => num(s, i64::from(z.dt.day_of_year()), n),
                     'E' | 'e' | 'c' => {
-                        let name = WEEKDAYS[z.weekday().to_monday_zero_offset() as usize];
+                        let name = WEEKDAYS[z.dt.weekday().to_monday_zero_offset() as usize];
                         s.push_str(if n >= 4 { name } else { &name[..3] });
                     }
-                    'a' => s.push_str(if z.hour() < 12 { "AM" } else { "PM" }),
-                    'H' => num(s, i64::from(z.hour()), n),
-                    'k' => num(s, if z.hour() == 0 { 24 } else { i64::from(z.hour()) }, n),
-                    'K' => num(s, i64::from(z.hour() % 12), n),
+                    'a' => s.push_str(if z.dt.hour() < 12 { "AM" } else { "PM" }),
+                    'H' => num(s, i64::from(z.dt.hour()), n),
+                    'k' => num(s, if z.dt.hour() == 0 { 24 } else { i64::from(z.dt.hour()) }, n),
+                    'K' => num(s, i64::from(z.dt.hour() % 12), n),
                     'h' => num(
                         s,
-                        if z.hour() % 12 == 0 { 12 } else { i64::from(z.hour() % 12) },
+                        if z.dt.hour() % 12 == 0 { 12 } else { i64::from(z.dt.hour() % 12) },
                         n,
                     ),
-                    'm' => num(s, i64::from(z.minute()), n),
-                    's' => num(s, i64::from(z.second()), n),
+                    'm' => num(s, i64::from(z.dt.minute()), n),
+                    's' => num(s, i64::from(z.dt.second()), n),
                     'S' => {
-                        let digits = format!("{:09}", z.subsec_nanosecond());
+                        let digits = format!("{:09}", z.dt.subsec_nanosecond());
                         s.push_str(&digits[..n]);
                     }
-                    'n' => num(s, i64::from(z.subsec_nanosecond()), n),
-                    'V' => match z.time_zone().iana_name() {
+                    'n' => num(s, i64::from(z.dt.subsec_nanosecond()), n),
+                    'V' => match z.zone_id {
                         Some(id) => s.push_str(id),
-                        None => s.push_str(&offset_text(z.offset().seconds())),
+                        None => s.push_str(&offset_text(z.offset)),
                     },
                     'X' | 'x' | 'Z' => {
-                        let secs = z.offset().seconds();
+                        let secs = z.offset;
                         if secs == 0 && (*c == 'X' || (*c == 'Z' && n == 5)) {
                             s.push('Z');
                         } else {

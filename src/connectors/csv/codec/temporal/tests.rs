@@ -272,6 +272,13 @@ fn pattern_letters_read_and_write_as_java_time_does() {
         to_text(&DATE, &date_bytes("0987-06-05"), &f).unwrap(),
         "09870605"
     );
+    // The last day jiff holds (its timestamps stop a day short of it).
+    assert_eq!(
+        to_text(&DATE, &date_bytes("9999-12-31"), &f).unwrap(),
+        "99991231"
+    );
+    let e = to_text(&DATE, &((2_932_897 + DATE_EPOCH) as u32).to_be_bytes(), &f).unwrap_err();
+    assert!(e.contains("+10000-01-01") && e.contains("outside the years"), "{e}");
     assert_eq!(from_text(&DATE, "09870605", &f).unwrap(), date_bytes("0987-06-05"));
     assert_eq!(to_text(&TIME, &time_bytes(13, 4, 0, 0), &f).unwrap(), "1:04 PM");
     assert_eq!(from_text(&TIME, "12:59 AM", &f).unwrap(), time_bytes(0, 59, 0, 0));
