@@ -118,6 +118,11 @@ pub struct Temporal {
     zone: TimeZone,
     /// `timeZone` as given (`UTC`, `Europe/Paris`, `+02:00`), for messages and zone ids.
     zone_name: String,
+    /// Whether timestamps are written and read as the rest of the codec does (the default
+    /// form in UTC, milliseconds since 1970): checked once here, not per value.
+    plain_timestamps: bool,
+    /// Whether `zone` is UTC (compared once).
+    is_utc: bool,
     /// Nanoseconds in one `unit`.
     unit: i128,
     /// `epoch`, in nanoseconds since 1970.
@@ -134,6 +139,8 @@ impl Default for Temporal {
             time: Form::Default,
             zone: TimeZone::UTC,
             zone_name: "UTC".into(),
+            plain_timestamps: true,
+            is_utc: true,
             unit: 1_000_000,
             epoch: 0,
             epoch_date: civil::date(1970, 1, 1),
@@ -197,6 +204,8 @@ impl Temporal {
                 }
             }
         }
+        t.is_utc = t.zone == TimeZone::UTC;
+        t.plain_timestamps = t.timestamp == Form::Default && t.utc() && t.default_units();
         Ok(t)
     }
 
@@ -207,7 +216,7 @@ impl Temporal {
     }
 
     fn utc(&self) -> bool {
-        self.zone == TimeZone::UTC
+        self.is_utc
     }
 
     /// Whether a writetime (microseconds) written in the timestamp form reads back exactly,
@@ -405,7 +414,7 @@ impl Temporal {
 
     /// Milliseconds since 1970; `None` when the default reader applies.
     pub fn parse_timestamp(&self, s: &str) -> Result<Option<i64>, String> {
-        if self.timestamp == Form::Default && self.utc() && self.default_units() {
+        if self.plain_timestamps {
             return Ok(None);
         }
         let ns = self.parse_instant(s.trim())?;
@@ -422,7 +431,7 @@ impl Temporal {
 
     /// Microseconds since 1970; `None` when the default reader applies.
     pub fn parse_writetime(&self, s: &str) -> Result<Option<i64>, String> {
-        if self.timestamp == Form::Default && self.utc() && self.default_units() {
+        if self.plain_timestamps {
             return Ok(None);
         }
         let ns = self.parse_instant(s.trim())?;
