@@ -18,6 +18,15 @@ use object_store::path::Path as ObjPath;
 use super::parquet::store::Store;
 use super::seam::Request;
 
+/// What the checks of an export to files decided (the parts it copies with are the
+/// connector's: its scan, its sink, its pacing).
+pub enum Opened<T> {
+    /// Copy the table.
+    Copy(Box<T>),
+    /// `mode: ignore` and the target already holds files: nothing to do.
+    Ignore,
+}
+
 /// Parts of an object store upload.
 const PART_BYTES: usize = 16 * 1024 * 1024;
 

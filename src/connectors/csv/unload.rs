@@ -42,13 +42,8 @@ const ROWS_PER_REQUEST: usize = 1000;
 /// saying so, rather than writing a file whose rows a later resume could not place.
 const MAX_PIECES_IN_NAME: usize = 5;
 
-/// What the checks of an unload decided.
-pub enum Opened {
-    /// Copy the table.
-    Copy(Box<(RangeScan, CsvSink, Pacing)>),
-    /// `mode: ignore` and the target already holds files: nothing to do.
-    Ignore,
-}
+/// What the checks decided: copy with these parts, or nothing to do.
+pub type Opened = crate::connectors::unit_files::Opened<(RangeScan, CsvSink, Pacing)>;
 
 /// Where a field of a file's records comes from in a scanned row.
 #[derive(Debug, Clone)]

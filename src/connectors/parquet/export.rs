@@ -44,13 +44,8 @@ const ROWS_PER_REQUEST: usize = 4096;
 /// files open, an export holds at most that many times this, whatever the table's size.
 const ROW_GROUP_BYTES: usize = 8 * 1024 * 1024;
 
-/// What the checks of an export decided.
-pub enum Opened {
-    /// Copy the table.
-    Copy(Box<(RangeScan, ParquetSink, Pacing)>),
-    /// `mode: ignore` and the target already holds files: nothing to do.
-    Ignore,
-}
+/// What the checks decided: copy with these parts, or nothing to do.
+pub type Opened = crate::connectors::unit_files::Opened<(RangeScan, ParquetSink, Pacing)>;
 
 /// Connects to the source, checks its table and the target location (and `mode`), and
 /// prepares the scan. Nothing is written or deleted yet: that waits for [`Sink::start`].

@@ -18,7 +18,7 @@ use jiff::civil;
 use jiff::tz::TimeZone;
 
 use super::read::{is_plain_integer, parse_date_prefix, parse_time_prefix, parse_zone};
-use super::write::{date_text, fraction, year_text};
+use super::write::{date_text, time_text, year_text};
 use super::{DATE_EPOCH, NANOS_PER_DAY, echo};
 
 mod pattern;
@@ -366,9 +366,9 @@ impl Temporal {
         if back != nanos {
             return Err(format!(
                 "the time {} written as {} would read back as {}: the time form {} drops part of it{}",
-                time_echo(nanos),
+                time_text(nanos),
                 echo(&text),
-                time_echo(back),
+                time_text(back),
                 self.describe(Kind::Time),
                 self.advice(Kind::Time)
             ));
@@ -414,36 +414,36 @@ impl Temporal {
 
     /// Milliseconds since 1970; `None` when the default reader applies.
     pub fn parse_timestamp(&self, s: &str) -> Result<Option<i64>, String> {
-        if self.plain_timestamps {
-            return Ok(None);
-        }
-        let ns = self.parse_instant(s.trim())?;
-        if ns % 1_000_000 != 0 {
-            return Err(format!(
-                "{} has digits beyond milliseconds, which a timestamp cannot hold",
-                echo(s)
-            ));
-        }
-        i64::try_from(ns / 1_000_000)
-            .map(Some)
-            .map_err(|_| format!("{} is out of range for a timestamp", echo(s)))
+        self.parse_scaled(s, 1_000_000, "milliseconds", "a timestamp")
     }
 
     /// Microseconds since 1970; `None` when the default reader applies.
     pub fn parse_writetime(&self, s: &str) -> Result<Option<i64>, String> {
+        self.parse_scaled(s, 1_000, "microseconds", "a writetime")
+    }
+
+    /// A timestamp in `ns_per` nanoseconds (`unit`, for messages) since 1970, as `what`
+    /// holds it.
+    fn parse_scaled(
+        &self,
+        s: &str,
+        ns_per: i128,
+        unit: &str,
+        what: &str,
+    ) -> Result<Option<i64>, String> {
         if self.plain_timestamps {
             return Ok(None);
         }
         let ns = self.parse_instant(s.trim())?;
-        if ns % 1_000 != 0 {
+        if ns % ns_per != 0 {
             return Err(format!(
-                "{} has digits beyond microseconds, which a writetime cannot hold",
+                "{} has digits beyond {unit}, which {what} cannot hold",
                 echo(s)
             ));
         }
-        i64::try_from(ns / 1_000)
+        i64::try_from(ns / ns_per)
             .map(Some)
-            .map_err(|_| format!("{} is out of range for a writetime", echo(s)))
+            .map_err(|_| format!("{} is out of range for {what}", echo(s)))
     }
 
     /// Nanoseconds since 1970 of a timestamp in the timestamp form; an integer is a number of
@@ -774,13 +774,7 @@ fn iso_date(d: civil::Date) -> String {
 }
 
 fn iso_time(t: civil::Time) -> String {
-    format!(
-        "{:02}:{:02}:{:02}{}",
-        t.hour(),
-        t.minute(),
-        t.second(),
-        fraction(t.subsec_nanosecond() as u32)
-    )
+    time_text(nanos_of(t))
 }
 
 /// `ISO_OFFSET_DATE_TIME` (`Z` for a zero offset), and with `zone_id` the zone's id in
@@ -837,17 +831,6 @@ fn instant_echo(ns: i128) -> String {
         Ok(secs) => super::write::instant_text(secs, nanos),
         Err(_) => format!("{ns} ns since 1970"),
     }
-}
-
-fn time_echo(ns: i64) -> String {
-    let secs = ns / 1_000_000_000;
-    format!(
-        "{:02}:{:02}:{:02}{}",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60,
-        fraction((ns % 1_000_000_000) as u32)
-    )
 }
 
 #[cfg(test)]

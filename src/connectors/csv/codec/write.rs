@@ -268,17 +268,10 @@ pub(super) fn native_text(
             if !(0..NANOS_PER_DAY).contains(&ns) {
                 return Err(bad(t, v));
             }
-            if let Some(text) = forms.temporal.time_text(ns)? {
-                return Ok(text);
+            match forms.temporal.time_text(ns)? {
+                Some(text) => text,
+                None => time_text(ns),
             }
-            let secs = ns / 1_000_000_000;
-            format!(
-                "{:02}:{:02}:{:02}{}",
-                secs / 3600,
-                secs / 60 % 60,
-                secs % 60,
-                fraction((ns % 1_000_000_000) as u32)
-            )
         }
         NativeType::Timestamp => {
             let ms = i64::from_be_bytes(sized(8)?.try_into().map_err(|_| bad(t, v))?);
@@ -364,6 +357,19 @@ pub(super) fn fraction(nanos: u32) -> String {
     }
     let s = format!(".{nanos:09}");
     s.trim_end_matches('0').to_string()
+}
+
+/// A time of day (nanoseconds since midnight), `01:02:03.5`: seconds always, the fraction's
+/// trailing zeros cut.
+pub(super) fn time_text(ns: i64) -> String {
+    let secs = ns / 1_000_000_000;
+    format!(
+        "{:02}:{:02}:{:02}{}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        fraction((ns % 1_000_000_000) as u32)
+    )
 }
 
 /// A year as ISO 8601 writes it: four digits, a `+` past 9999, a `-` before year 0.
