@@ -248,6 +248,28 @@ pub async fn assert_same(
     dst_select: &str,
     ttl_columns: &[usize],
 ) -> usize {
+    assert_same_aged(
+        src,
+        (src_table, dst, dst_table),
+        (src_select, dst_select),
+        ttl_columns,
+        std::time::Duration::ZERO,
+    )
+    .await
+}
+
+/// [`assert_same`] for a copy whose TTLs count from when it wrote them, not from when it read
+/// them (a file unloaded, then loaded: the TTL written is what was left at the unload):
+/// TTLs may also differ by `aged`, at most the time from the unload's start to the load's end,
+/// which the caller measures.
+pub async fn assert_same_aged(
+    src: &Session,
+    (src_table, dst, dst_table): (&str, &Session, &str),
+    (src_select, dst_select): (&str, &str),
+    ttl_columns: &[usize],
+    aged: std::time::Duration,
+) -> usize {
+    let aged = aged.as_secs() as i64 + i64::from(aged.subsec_nanos() > 0);
     let mut a = Pages::new(src, src_table, src_select);
     let mut b = Pages::new(dst, dst_table, dst_select);
     let mut n = 0;
@@ -262,7 +284,7 @@ pub async fn assert_same(
             ),
         };
         let apart = a.arrived.max(b.arrived) - a.asked.min(b.asked);
-        let slack = 5 + apart.as_secs() as i64 + i64::from(apart.subsec_nanos() > 0);
+        let slack = 5 + aged + apart.as_secs() as i64 + i64::from(apart.subsec_nanos() > 0);
         for (i, (cx, cy)) in x.cells.iter().zip(&y.cells).enumerate() {
             if ttl_columns.contains(&i) {
                 let ttls = |c: &Option<bytes::Bytes>| {
@@ -276,7 +298,7 @@ pub async fn assert_same(
                     match (p, q) {
                         (Some(p), Some(q)) => assert!(
                             (p - q).abs() <= slack,
-                            "row {n} column {i}: TTL {p} vs {q} (allowed {slack} s: the two pages were read within {apart:.1?})"
+                            "row {n} column {i}: TTL {p} vs {q} (allowed {slack} s: the two pages were read within {apart:.1?}, the copy aged its TTLs by up to {aged} s)"
                         ),
                         _ => assert_eq!(p, q, "row {n} column {i}: TTL {p:?} vs {q:?}"),
                     }

@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use test_support::cql::{assert_same, clusters, dst_addr, exec, fresh_keyspace, src_addr};
+use test_support::cql::{
+    assert_same, assert_same_aged, clusters, dst_addr, exec, fresh_keyspace, src_addr,
+};
 use test_support::{Daemon, Home};
 
 use crate::parquet::python;
@@ -236,6 +238,8 @@ async fn every_type_unloads_in_dsbulks_forms_and_loads_back_cell_for_cell() {
     let out = dir.path().join("unload");
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;
+    // TTLs loaded from files count from the load: they age by the time to it.
+    let unloaded = std::time::Instant::now();
     let job = daemon
         .run_job(
             "/api/v1/migrations",
@@ -297,7 +301,14 @@ async fn every_type_unloads_in_dsbulks_forms_and_loads_back_cell_for_cell() {
     assert_eq!(job["progress"]["rowsRead"], rows as u64 + 1, "{job}");
     let (select, ttls) = t_select(true);
     let table = format!("{ks}.t");
-    let compared = assert_same(&src, &table, &dst, &table, &select, &select, &ttls).await;
+    let compared = assert_same_aged(
+        &src,
+        (&table, &dst, &table),
+        (&select, &select),
+        &ttls,
+        unloaded.elapsed(),
+    )
+    .await;
     assert_eq!(compared, rows + 1);
 
     // Non-frozen collections and UDTs: refused with timestamps, naming the column; copied
@@ -919,6 +930,8 @@ async fn every_type_round_trips_through_dsbulks_json() {
     let out = dir.path().join("unload");
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;
+    // TTLs loaded from files count from the load: they age by the time to it.
+    let unloaded = std::time::Instant::now();
     let job = daemon
         .run_job(
             "/api/v1/migrations",
@@ -961,7 +974,14 @@ async fn every_type_round_trips_through_dsbulks_json() {
     let (select, ttls) = t_select(true);
     let table = format!("{ks}.t");
     assert_eq!(
-        assert_same(&src, &table, &dst, &table, &select, &select, &ttls).await,
+        assert_same_aged(
+            &src,
+            (&table, &dst, &table),
+            (&select, &select),
+            &ttls,
+            unloaded.elapsed(),
+        )
+        .await,
         rows + 1
     );
 
@@ -1032,6 +1052,8 @@ async fn json_as_one_array_unloads_in_dsbulks_layout_and_loads_back() {
     let out = dir.path().join("unload");
     let home = Home::new();
     let daemon = Daemon::start(&home, "").await;
+    // TTLs loaded from files count from the load: they age by the time to it.
+    let unloaded = std::time::Instant::now();
     let job = daemon
         .run_job(
             "/api/v1/migrations",
@@ -1081,7 +1103,14 @@ async fn json_as_one_array_unloads_in_dsbulks_layout_and_loads_back() {
     let (select, ttls) = t_select(true);
     let table = format!("{ks}.t");
     assert_eq!(
-        assert_same(&src, &table, &dst, &table, &select, &select, &ttls).await,
+        assert_same_aged(
+            &src,
+            (&table, &dst, &table),
+            (&select, &select),
+            &ttls,
+            unloaded.elapsed(),
+        )
+        .await,
         rows + 1
     );
 
