@@ -45,6 +45,11 @@ enum Node {
     Optional(Vec<Node>),
 }
 
+/// The longest pattern read, in characters (java.time's own are under 40).
+pub(super) const MAX_PATTERN_CHARS: usize = 256;
+/// How deep optional sections nest (`[.SSS[SSS]]` is two).
+pub(super) const MAX_OPTIONAL_DEPTH: usize = 4;
+
 const MONTHS: [&str; 12] = [
     "January",
     "February",
@@ -71,6 +76,15 @@ const WEEKDAYS: [&str; 7] = [
 
 impl Pattern {
     pub(super) fn new(kind: Kind, text: &str) -> Result<Self, String> {
+        // Reading, writing and checking walk optional sections by recursion: a bound on their
+        // depth (and on the text, echoed in messages) keeps a job file from exhausting the
+        // daemon's stack.
+        if text.chars().count() > MAX_PATTERN_CHARS {
+            return Err(format!(
+                "the pattern is {} characters long; at most {MAX_PATTERN_CHARS} are read",
+                text.chars().count()
+            ));
+        }
         let mut stack: Vec<Vec<Node>> = vec![Vec::new()];
         let mut chars = text.chars().peekable();
         let push_lit = |stack: &mut Vec<Vec<Node>>, s: &str| {
@@ -101,6 +115,11 @@ impl Pattern {
                     }
                     // `''` alone is a quote.
                     push_lit(&mut stack, if lit.is_empty() { "'" } else { &lit });
+                }
+                '[' if stack.len() > MAX_OPTIONAL_DEPTH => {
+                    return Err(format!(
+                        "the pattern {text:?} nests optional sections deeper than {MAX_OPTIONAL_DEPTH}"
+                    ));
                 }
                 '[' => stack.push(Vec::new()),
                 ']' => {

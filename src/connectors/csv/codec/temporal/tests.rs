@@ -383,3 +383,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_pattern_is_read_up_to_its_bounds_and_refused_past_them() {
+    use super::pattern::{MAX_OPTIONAL_DEPTH, MAX_PATTERN_CHARS};
+    let keys = |p: &str| -> Result<Temporal, (&'static str, String)> {
+        Temporal::new(TemporalKeys {
+            timestamp: Some(p),
+            ..Default::default()
+        })
+    };
+    let long = format!("yyyy-MM-dd{}", "'x'".repeat((MAX_PATTERN_CHARS - 10) / 3));
+    let at = format!("{long}{}", "-".repeat(MAX_PATTERN_CHARS - long.chars().count()));
+    assert!(keys(&at).is_ok());
+    let (_, e) = keys(&format!("{at}-")).unwrap_err();
+    assert!(e.contains("257 characters"), "{e}");
+    let nest = |depth: usize| format!("HH{}{}", "[:mm".repeat(depth), "]".repeat(depth));
+    assert!(keys(&nest(MAX_OPTIONAL_DEPTH)).is_ok());
+    let (_, e) = keys(&nest(MAX_OPTIONAL_DEPTH + 1)).unwrap_err();
+    assert!(e.contains("deeper than 4"), "{e}");
+    // What a job file could hold: refused, not a stack overflow.
+    assert!(keys(&"[".repeat(100_000)).is_err());
+}
