@@ -277,7 +277,7 @@ impl Temporal {
         };
         let back = self.parse_instant(&text).map_err(|e| {
             format!(
-                "the {what} {} written as {} does not read back in the form timestamp: {}: {e}",
+                "the {what} {} written as {} does not read back in the timestamp form {}: {e}",
                 instant_echo(ns),
                 echo(&text),
                 self.describe(Kind::Timestamp),
@@ -396,7 +396,7 @@ impl Temporal {
 
     fn unwritable(&self, what: &str, ns: i128) -> String {
         format!(
-            "the {what} {} is outside the years -9999 to 9999, which a timestamp form other than the default ({}) can write",
+            "the {what} {} is outside the years -9999 to 9999, which only the default timestamp form in UTC writes (the form is {})",
             instant_echo(ns),
             self.describe(Kind::Timestamp)
         )
